@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libnsbox: run a program in a daemonless, setuid-free Linux namespace sandbox.
+ *
+ * The nsbox command line is this library's first user. A caller fills a struct nsbox_config
+ * (start from nsbox_config_init()), calls nsbox_run(), reads the struct nsbox_result and frees it
+ * with nsbox_result_free(). Every function that can fail returns a negative errno value.
+ *
+ * Units: sizes are bytes, times are microseconds, CPU shares are thousandths of a CPU.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What enforced a resource limit (see nsbox_result.limits). */
+enum nsbox_enforcer {
+    NSBOX_ENFORCER_NONE = 0, /* the limit was not set ("unlimited") */
+    NSBOX_ENFORCER_RLIMIT,   /* setrlimit(2) in the payload: per process, see README */
+    NSBOX_ENFORCER_CGROUP,   /* a cgroup v2 leaf holding the whole sandbox */
+};
+
+/* One bind mount from the host into the sandbox (`-v SOURCE:TARGET[:ro|rw]`). */
+struct nsbox_bind {
+    const char *source; /* absolute host path */
+    const char *target; /* absolute path inside the sandbox */
+    bool writable;      /* false: read-only (the default) */
+};
+
+/* One tmpfs inside the sandbox (`--tmpfs PATH:size=16m`). */
+struct nsbox_tmpfs {
+    const char *target; /* absolute path inside the sandbox */
+    uint64_t size;      /* bytes, > 0 */
+    unsigned mode;      /* permission bits of its root directory, e.g. 01777 */
+};
+
+struct nsbox_config {
+    /* The root filesystem directory; it must contain /proc, /dev, /tmp and /work mount points.
+     * NULL means nsbox_default_rootfs(). */
+    const char *rootfs;
+
+    /* Program and arguments, NULL-terminated; argv[0] without a '/' is looked up in the
+     * sandbox's PATH inside the rootfs. Ignored when code is set. */
+    char *const *argv;
+
+    /* Python source to run as the read-only file /work/main.py with `python3 /work/main.py`,
+     * or NULL. Not copied: it must stay valid during nsbox_run(). */
+    const char *code;
+    size_t code_size; /* bytes */
+
+    /* Environment additions, "KEY=VALUE" strings, NULL-terminated or NULL. The payload's
+     * environment is PATH, HOME=/tmp and LANG=C.UTF-8 plus these (a KEY here overrides). */
+    char *const *env;
+
+    /* Bind mounts and extra tmpfs mounts, in the order they are applied. */
+    const struct nsbox_bind *binds;
+    size_t n_binds;
+    const struct nsbox_tmpfs *tmpfs; /* a tmpfs on /tmp is added unless one is listed here */
+    size_t n_tmpfs;
+
+    uid_t uid; /* user id inside the sandbox (default 65534) */
+    gid_t gid; /* group id inside the sandbox (default 65534) */
+
+    uint64_t memory;       /* bytes; 0 = unlimited (default 256 MiB) */
+    uint64_t pids_limit;   /* processes; 0 = unlimited (default 64) */
+    uint64_t cpus_milli;   /* thousandths of a CPU; 0 = unlimited (default 500) */
+    uint64_t timeout;      /* wall clock, microseconds; 0 = none (default 10 s) */
+    uint64_t output_limit; /* bytes captured per stream (default 4000) */
+    uint64_t tmp_size;     /* bytes of the default /tmp tmpfs (default 16 MiB) */
+    uint64_t shm_size;     /* bytes of the /dev/shm tmpfs (default 16 MiB) */
+
+    /* true: the payload's stdin is the caller's fd 0; false: /dev/null (the default). */
+    bool pass_stdin;
+
+    /* Where the payload's output is copied as it arrives, up to output_limit bytes per stream,
+     * or -1 to only capture it into the result (the default). */
+    int stdout_fd;
+    int stderr_fd;
+
+    /* true: while nsbox_run() runs, SIGINT, SIGTERM and SIGHUP are blocked in the calling
+     * thread and forwarded to the payload; a second one, or the payload ignoring the first for
+     * 2 s, kills the sandbox. false (the default): the caller's signal handling is untouched. */
+    bool forward_signals;
+};
+
+enum nsbox_status {
+    NSBOX_STATUS_EXITED,   /* the payload exited; exit_code is its status */
+    NSBOX_STATUS_SIGNALED, /* a signal killed the payload; signal says which */
+    NSBOX_STATUS_TIMEOUT,  /* the wall-clock limit ran out and the sandbox was killed */
+    NSBOX_STATUS_ERROR,    /* nsbox could not start the payload; error says why */
+};
+
+struct nsbox_stream {
+    char *data;      /* captured bytes, NUL-terminated (not necessarily UTF-8), owned */
+    size_t captured; /* bytes in data, <= output_limit */
+    uint64_t total;  /* bytes the payload wrote to the stream in all */
+    bool truncated;  /* total > captured */
+};
+
+struct nsbox_limit_report {
+    uint64_t value; /* as configured, in the config's units */
+    enum nsbox_enforcer enforced_by;
+};
+
+struct nsbox_result {
+    enum nsbox_status status;
+    int exit_code;           /* NSBOX_STATUS_EXITED: the payload's exit status */
+    int signal;              /* NSBOX_STATUS_SIGNALED: the signal number */
+    uint64_t wall_time;      /* microseconds from sandbox creation to its end */
+    struct nsbox_stream out; /* the payload's stdout */
+    struct nsbox_stream err; /* the payload's stderr */
+
+    /* NSBOX_STATUS_ERROR: the step that failed ("pivot_root", "execve", ...), the errno it
+     * failed with (0 if none applies) and a one-line message without the "nsbox: " prefix. */
+    char error_step[64];
+    int error_errno;
+    char error[512];
+
+    struct nsbox_limit_report memory, pids_limit, cpus, timeout;
+    /* Why limits were not enforced by a cgroup ("cgroup v2 not available: ..."), or "". */
+    char limits_note[256];
+};
+
+/* Fill *config with the defaults listed in struct nsbox_config. Cannot fail. */
+void nsbox_config_init(struct nsbox_config *config);
+
+/* The rootfs used when config->rootfs is NULL: $NSBOX_ROOTFS if set, else the build tree's
+ * rootfs when running from the build tree and it exists, else the installed data directory.
+ * Returns a static string; never NULL. */
+const char *nsbox_default_rootfs(void);
+
+/*
+ * Run the configured payload in a fresh sandbox and wait for it to end.
+ *
+ * On return, the sandbox and everything in it are gone: every process has been killed and
+ * reaped and every descriptor nsbox opened is closed. If the calling process dies, the kernel
+ * kills the sandbox too (PR_SET_PDEATHSIG on the sandbox's init).
+ *
+ * Returns 0 when the payload ran or nsbox reports why it could not (status NSBOX_STATUS_ERROR,
+ * with error_step, error_errno and error set; 125/126/127 from nsbox_exit_status()); *ret is then
+ * filled and must be released with nsbox_result_free().
+ * Returns -EINVAL for an invalid config (message in ret->error, *ret still filled).
+ * The sandbox setup errors (-EPERM from clone3 when user namespaces are disabled, -ENOENT for a
+ * missing rootfs, ...) are reported in *ret with return value 0, not as a negative return.
+ */
+int nsbox_run(const struct nsbox_config *config, struct nsbox_result *ret);
+
+/* Release what nsbox_run() allocated in *result; safe on a zeroed or already freed result. */
+void nsbox_result_free(struct nsbox_result *result);
+
+/*
+ * The exit status the nsbox command reports for a result: the payload's status; 128+N when
+ * signal N killed it; 124 on timeout; 126 when the program could not be executed; 127 when it
+ * was not found; 125 for any other nsbox failure.
+ */
+int nsbox_exit_status(const struct nsbox_result *result);
+
+/*
+ * Encode *result (and the limits of *config) as one JSON object, as `nsbox run --json` prints it.
+ * Captured output that is not valid UTF-8 is encoded with U+FFFD for each invalid byte.
+ * Returns a malloc()ed NUL-terminated string, or NULL when out of memory.
+ */
+char *nsbox_result_to_json(const struct nsbox_result *result);
+
+/* "exited", "signaled", "timeout" or "error". */
+const char *nsbox_status_to_string(enum nsbox_status status);
+
+/* "none", "rlimit" or "cgroup". */
+const char *nsbox_enforcer_to_string(enum nsbox_enforcer enforcer);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+
+static void log_v(const char *prefix, int r, const char *fmt, va_list ap)
+{
+    char buf[1024];
+
+    /* %m takes its text from errno: give it the error being reported. */
+    if (r < 0)
+        errno = -r;
+    (void)vsnprintf(buf, sizeof(buf), fmt, ap);
+    /* One record, one write, so concurrent writers do not interleave inside a line. */
+    (void)fprintf(stderr, "nsbox: %s%s\n", prefix, buf);
+}
+
+void log_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_v("", 0, fmt, ap);
+    va_end(ap);
+}
+
+int log_error_errno(int r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_v("", r, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+void log_warning(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_v("warning: ", 0, fmt, ap);
+    va_end(ap);
+}
+
+void log_oom(void)
+{
+    (void)fputs("nsbox: out of memory\n", stderr);
+    abort();
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        log_oom();
+    return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        log_oom();
+    return p;
+}
+
+char *xstrdup(const char *s)
+{
+    char *p = strdup(s);
+    if (!p)
+        log_oom();
+    return p;
+}

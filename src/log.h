@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Logging at the boundary: one line on stderr, prefixed "nsbox: ". Pure modules never log. */
+#pragma once
+
+#include "macro.h"
+
+/* Print "nsbox: MESSAGE\n" to stderr. Returns nothing; never fails the caller. */
+void log_error(const char *fmt, ...) _printf_(1, 2);
+
+/* Print "nsbox: MESSAGE\n" where %m in fmt expands to strerror(-r). Returns r (a -errno), so
+ * callers can write `return log_error_errno(r, "...: %m", ...)`. */
+int log_error_errno(int r, const char *fmt, ...) _printf_(2, 3);
+
+/* As log_error, prefixed "nsbox: warning: ". */
+void log_warning(const char *fmt, ...) _printf_(1, 2);
+
+/* As log_error but for unbounded allocation failure in the CLI: prints and aborts. */
+_noreturn_ void log_oom(void);
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+char *xstrdup(const char *s);

@@ -1,0 +1,446 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The nsbox command: argv -> config (getopt_long), run, map the result to an exit status. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "macro.h"
+#include "nsbox.h"
+#include "parse.h"
+
+#define EXIT_NSBOX_FAILURE 125
+
+/* Largest --code file: the code lives in a tmpfs of its own size inside the sandbox. */
+#define CODE_MAX (16U << 20)
+
+static void usage_run(FILE *f)
+{
+    fputs("Usage: nsbox run [OPTIONS] [--] PROGRAM [ARGS...]\n"
+          "       nsbox run [OPTIONS] --code FILE|- [--] [ARGS...]\n"
+          "\n"
+          "Run PROGRAM (looked up in the sandbox's PATH) or Python code in a fresh sandbox:\n"
+          "new user, pid, net, mount, ipc, uts and cgroup namespaces, a read-only Python rootfs,\n"
+          "no capabilities, no_new_privs and a seccomp filter.\n"
+          "\n"
+          "Options:\n"
+          "  --code FILE|-          run FILE (or stdin) as /work/main.py with python3\n"
+          "  --rootfs DIR           root filesystem (default: $NSBOX_ROOTFS, else the built one)\n"
+          "  -v, --volume SRC:DST[:ro|rw]\n"
+          "                         bind SRC at DST, read-only unless :rw\n"
+          "  --tmpfs DST[:size=SIZE,mode=OCTAL]\n"
+          "                         a tmpfs at DST (default /tmp:size=16m)\n"
+          "  --shm-size SIZE        size of /dev/shm (default 16m)\n"
+          "  -e, --env KEY=VALUE    add to the environment (KEY alone: take it from nsbox's)\n"
+          "  -u, --user UID[:GID]   ids inside the sandbox (default 65534:65534)\n"
+          "  -m, --memory SIZE      memory limit, e.g. 256m (default 256m; 'unlimited')\n"
+          "  --pids-limit N         process limit (default 64; 'unlimited')\n"
+          "  --cpus N               CPU limit, e.g. 0.5 (default 0.5; 'unlimited')\n"
+          "  --timeout SECONDS      wall-clock limit, fractions allowed (default 10)\n"
+          "  --output-limit BYTES   output kept per stream (default 4000)\n"
+          "  --network none         no network (the default and the only mode)\n"
+          "  -i, --stdin            pass nsbox's stdin to the program (default: /dev/null)\n"
+          "  --json                 print one JSON result object instead of the output\n"
+          "  -h, --help             show this help\n"
+          "\n"
+          "Exit status: the program's; 128+N if signal N killed it; 124 on timeout;\n"
+          "125 if nsbox failed; 126 if PROGRAM cannot be executed; 127 if it is not found.\n",
+          f);
+}
+
+static void usage(FILE *f)
+{
+    fputs("Usage: nsbox COMMAND [OPTIONS]\n"
+          "\n"
+          "Commands:\n"
+          "  run        run a program or Python code in a sandbox (nsbox run --help)\n"
+          "\n"
+          "Options:\n"
+          "  -h, --help     show this help\n"
+          "  --version      show the version\n",
+          f);
+}
+
+/* Read all of fd (at most CODE_MAX bytes) into a malloc()ed buffer. */
+static int read_code(int fd, char **ret, size_t *ret_size)
+{
+    size_t size = 0, cap = 64 * 1024;
+    char *buf = xmalloc(cap);
+
+    for (;;) {
+        ssize_t n;
+        if (size == cap) {
+            if (cap >= CODE_MAX) {
+                free(buf);
+                return -EFBIG;
+            }
+            cap *= 2;
+            buf = realloc(buf, cap);
+            if (!buf)
+                log_oom();
+        }
+        n = RETRY_EINTR(read(fd, buf + size, cap - size));
+        if (n < 0) {
+            int r = negative_errno();
+            free(buf);
+            return r;
+        }
+        if (n == 0)
+            break;
+        size += (size_t)n;
+    }
+    if (size > CODE_MAX) {
+        free(buf);
+        return -EFBIG;
+    }
+    *ret = buf;
+    *ret_size = size;
+    return 0;
+}
+
+static int load_code(const char *path, char **ret, size_t *ret_size)
+{
+    _cleanup_close_ int fd = -EBADF;
+    struct stat st;
+    int r;
+
+    if (strcmp(path, "-") == 0)
+        return read_code(STDIN_FILENO, ret, ret_size);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return log_error_errno(negative_errno(), "cannot read code file '%s': %m", path);
+    if (fstat(fd, &st) < 0)
+        return log_error_errno(negative_errno(), "cannot read code file '%s': %m", path);
+    if (!S_ISREG(st.st_mode))
+        return log_error_errno(-EINVAL, "code file '%s' is not a regular file", path);
+    r = read_code(fd, ret, ret_size);
+    if (r == -EFBIG)
+        return log_error_errno(r, "code file '%s' is larger than %u MiB", path, CODE_MAX >> 20);
+    if (r < 0)
+        return log_error_errno(r, "cannot read code file '%s': %m", path);
+    return 0;
+}
+
+/* "unlimited" (Docker's -1 too) is 0 in the config. */
+static bool is_unlimited(const char *s)
+{
+    return strcmp(s, "unlimited") == 0 || strcmp(s, "-1") == 0;
+}
+
+enum {
+    ARG_CODE = 0x100,
+    ARG_ROOTFS,
+    ARG_TMPFS,
+    ARG_SHM_SIZE,
+    ARG_PIDS_LIMIT,
+    ARG_CPUS,
+    ARG_TIMEOUT,
+    ARG_OUTPUT_LIMIT,
+    ARG_NETWORK,
+    ARG_JSON,
+};
+
+struct run_args {
+    struct nsbox_config config;
+    bool json;
+    const char *code_path;
+    char *code;
+    struct nsbox_bind *binds;
+    struct nsbox_tmpfs *tmpfs;
+    char **env;
+    size_t n_env;
+};
+
+static void run_args_free(struct run_args *a)
+{
+    for (size_t i = 0; i < a->config.n_binds; i++) {
+        free((char *)a->binds[i].source);
+        free((char *)a->binds[i].target);
+    }
+    for (size_t i = 0; i < a->config.n_tmpfs; i++)
+        free((char *)a->tmpfs[i].target);
+    for (size_t i = 0; i < a->n_env; i++)
+        free(a->env[i]);
+    free(a->binds);
+    free(a->tmpfs);
+    free(a->env);
+    free(a->code);
+}
+
+#define BAD_VALUE(opt, value, what)                                                                \
+    log_error_errno(-EINVAL, "invalid value '%s' for %s: %s", value, opt, what)
+
+static int parse_run_args(int argc, char *argv[], struct run_args *a)
+{
+    static const struct option options[] = {
+        {"code", required_argument, NULL, ARG_CODE},
+        {"rootfs", required_argument, NULL, ARG_ROOTFS},
+        {"volume", required_argument, NULL, 'v'},
+        {"tmpfs", required_argument, NULL, ARG_TMPFS},
+        {"shm-size", required_argument, NULL, ARG_SHM_SIZE},
+        {"env", required_argument, NULL, 'e'},
+        {"user", required_argument, NULL, 'u'},
+        {"memory", required_argument, NULL, 'm'},
+        {"pids-limit", required_argument, NULL, ARG_PIDS_LIMIT},
+        {"cpus", required_argument, NULL, ARG_CPUS},
+        {"timeout", required_argument, NULL, ARG_TIMEOUT},
+        {"output-limit", required_argument, NULL, ARG_OUTPUT_LIMIT},
+        {"network", required_argument, NULL, ARG_NETWORK},
+        {"stdin", no_argument, NULL, 'i'},
+        {"interactive", no_argument, NULL, 'i'},
+        {"json", no_argument, NULL, ARG_JSON},
+        {"help", no_argument, NULL, 'h'},
+        {},
+    };
+    struct nsbox_config *c = &a->config;
+    int opt, r;
+
+    /* '+': stop at PROGRAM, so its own options are left alone. */
+    while ((opt = getopt_long(argc, argv, "+v:e:u:m:ih", options, NULL)) != -1) {
+        switch (opt) {
+        case ARG_CODE:
+            a->code_path = optarg;
+            break;
+        case ARG_ROOTFS:
+            c->rootfs = optarg;
+            break;
+        case 'v': {
+            struct nsbox_bind *b;
+            char *source = NULL, *target = NULL, resolved[PATH_MAX];
+            bool writable = false;
+
+            r = parse_bind(optarg, &source, &target, &writable);
+            if (r == -ENOMEM)
+                log_oom();
+            if (r < 0)
+                return BAD_VALUE("--volume", optarg,
+                                 "expected SOURCE:TARGET[:ro|rw] with an absolute TARGET");
+            /* Relative sources are relative to the current directory, as in Docker. */
+            if (!realpath(source, resolved)) {
+                r = log_error_errno(negative_errno(), "bind source '%s': %m", source);
+                free(source);
+                free(target);
+                return r;
+            }
+            free(source);
+            a->binds = realloc(a->binds, (c->n_binds + 1) * sizeof(*a->binds));
+            if (!a->binds)
+                log_oom();
+            b = &a->binds[c->n_binds++];
+            *b = (struct nsbox_bind){.source = xstrdup(resolved), .target = target,
+                                     .writable = writable};
+            break;
+        }
+        case ARG_TMPFS: {
+            struct nsbox_tmpfs *t;
+            char *target = NULL;
+            uint64_t size;
+            unsigned mode;
+
+            r = parse_tmpfs(optarg, c->tmp_size, &target, &size, &mode);
+            if (r == -ENOMEM)
+                log_oom();
+            if (r < 0)
+                return BAD_VALUE("--tmpfs", optarg,
+                                 "expected TARGET[:size=SIZE,mode=OCTAL] with an absolute TARGET");
+            a->tmpfs = realloc(a->tmpfs, (c->n_tmpfs + 1) * sizeof(*a->tmpfs));
+            if (!a->tmpfs)
+                log_oom();
+            t = &a->tmpfs[c->n_tmpfs++];
+            *t = (struct nsbox_tmpfs){.target = target, .size = size, .mode = mode};
+            break;
+        }
+        case ARG_SHM_SIZE:
+            if (parse_size(optarg, &c->shm_size) < 0 || c->shm_size == 0)
+                return BAD_VALUE("--shm-size", optarg, "expected a size such as 16m");
+            break;
+        case 'e': {
+            const char *eq = strchr(optarg, '=');
+            char *entry;
+
+            if (!env_name_is_valid(optarg, eq ? (size_t)(eq - optarg) : strlen(optarg)))
+                return BAD_VALUE("--env", optarg, "expected KEY=VALUE or KEY");
+            if (eq)
+                entry = xstrdup(optarg);
+            else {
+                /* An explicit pass-through of one variable, as Docker's -e KEY. */
+                const char *v = getenv(optarg);
+                if (!v)
+                    break;
+                entry = xmalloc(strlen(optarg) + strlen(v) + 2);
+                (void)sprintf(entry, "%s=%s", optarg, v);
+            }
+            a->env = realloc(a->env, (a->n_env + 2) * sizeof(char *));
+            if (!a->env)
+                log_oom();
+            a->env[a->n_env++] = entry;
+            a->env[a->n_env] = NULL;
+            break;
+        }
+        case 'u':
+            if (parse_user(optarg, &c->uid, &c->gid) < 0)
+                return BAD_VALUE("--user", optarg, "expected UID[:GID], numeric");
+            break;
+        case 'm':
+            if (is_unlimited(optarg))
+                c->memory = 0;
+            else if (parse_size(optarg, &c->memory) < 0 || c->memory < (1U << 20))
+                return BAD_VALUE("--memory", optarg, "expected a size of at least 1m, e.g. 256m");
+            break;
+        case ARG_PIDS_LIMIT:
+            if (is_unlimited(optarg))
+                c->pids_limit = 0;
+            else if (parse_count(optarg, 1U << 22, &c->pids_limit) < 0)
+                return BAD_VALUE("--pids-limit", optarg, "expected a whole number from 1");
+            break;
+        case ARG_CPUS:
+            if (is_unlimited(optarg))
+                c->cpus_milli = 0;
+            else if (parse_cpus(optarg, &c->cpus_milli) < 0)
+                return BAD_VALUE("--cpus", optarg, "expected a number from 0.001, e.g. 0.5");
+            break;
+        case ARG_TIMEOUT:
+            if (parse_duration(optarg, &c->timeout) < 0)
+                return BAD_VALUE("--timeout", optarg,
+                                 "expected seconds above 0, fractions allowed, e.g. 1.5");
+            break;
+        case ARG_OUTPUT_LIMIT:
+            if (parse_size(optarg, &c->output_limit) < 0 || c->output_limit > (1U << 30))
+                return BAD_VALUE("--output-limit", optarg, "expected bytes, at most 1g");
+            break;
+        case ARG_NETWORK:
+            if (strcmp(optarg, "none") != 0)
+                return BAD_VALUE("--network", optarg, "only 'none' is supported");
+            break;
+        case 'i':
+            c->pass_stdin = true;
+            break;
+        case ARG_JSON:
+            a->json = true;
+            break;
+        case 'h':
+            usage_run(stdout);
+            exit(EXIT_SUCCESS);
+        default:
+            return log_error_errno(-EINVAL, "see 'nsbox run --help'");
+        }
+    }
+
+    c->argv = argv + optind;
+    if (a->code_path) {
+        if (strcmp(a->code_path, "-") == 0 && c->pass_stdin)
+            return log_error_errno(-EINVAL, "--code - reads the code from stdin; it cannot be "
+                                            "combined with --stdin");
+        r = load_code(a->code_path, &a->code, &c->code_size);
+        if (r < 0)
+            return r;
+        c->code = a->code;
+    } else if (optind >= argc)
+        return log_error_errno(-EINVAL, "no program given: nsbox run [OPTIONS] [--] PROGRAM "
+                                        "[ARGS...] (see 'nsbox run --help')");
+    c->env = a->env;
+    c->binds = a->binds;
+    c->tmpfs = a->tmpfs;
+    return 0;
+}
+
+static void print_json_error(const char *message)
+{
+    /* A JSON result for nsbox's own failures too, so that callers parse one format. */
+    struct nsbox_result r = {.status = NSBOX_STATUS_ERROR, .exit_code = EXIT_NSBOX_FAILURE};
+    char *text;
+
+    (void)snprintf(r.error_step, sizeof(r.error_step), "arguments");
+    (void)snprintf(r.error, sizeof(r.error), "%s", message);
+    text = nsbox_result_to_json(&r);
+    if (text)
+        (void)printf("%s\n", text);
+    free(text);
+}
+
+static int run_main(int argc, char *argv[])
+{
+    struct run_args a = {0};
+    struct nsbox_result result = {0};
+    bool json = false;
+    int r, status;
+
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        json = json || strcmp(argv[i], "--json") == 0;
+
+    nsbox_config_init(&a.config);
+    r = parse_run_args(argc, argv, &a);
+    if (r < 0) {
+        if (json)
+            print_json_error("invalid arguments (see stderr)");
+        run_args_free(&a);
+        return EXIT_NSBOX_FAILURE;
+    }
+
+    a.config.forward_signals = true;
+    if (!a.json) {
+        a.config.stdout_fd = STDOUT_FILENO;
+        a.config.stderr_fd = STDERR_FILENO;
+    }
+    /* A closed stdout must not kill nsbox (and with it the sandbox's result). */
+    (void)signal(SIGPIPE, SIG_IGN);
+
+    r = nsbox_run(&a.config, &result);
+    (void)r; /* every failure is described in result */
+    status = nsbox_exit_status(&result);
+
+    if (result.status == NSBOX_STATUS_ERROR)
+        log_error("%s", result.error);
+    if (a.json) {
+        char *text = nsbox_result_to_json(&result);
+        if (!text)
+            log_oom();
+        (void)printf("%s\n", text);
+        free(text);
+    } else {
+        if (result.status == NSBOX_STATUS_TIMEOUT)
+            log_error("timed out after %.3g s; the sandbox was killed",
+                      (double)a.config.timeout / 1e6);
+        if (result.out.truncated)
+            log_warning("stdout truncated: kept %zu of %llu bytes (--output-limit)",
+                        result.out.captured, (unsigned long long)result.out.total);
+        if (result.err.truncated)
+            log_warning("stderr truncated: kept %zu of %llu bytes (--output-limit)",
+                        result.err.captured, (unsigned long long)result.err.total);
+    }
+    if (fflush(stdout) != 0 && a.json)
+        status = EXIT_NSBOX_FAILURE;
+
+    nsbox_result_free(&result);
+    run_args_free(&a);
+    return status;
+}
+
+int main(int argc, char *argv[])
+{
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_NSBOX_FAILURE;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        (void)printf("nsbox %s\n", NSBOX_VERSION);
+        return EXIT_SUCCESS;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        usage(stdout);
+        return EXIT_SUCCESS;
+    }
+    if (strcmp(argv[1], "run") == 0)
+        return run_main(argc - 1, argv + 1);
+
+    log_error("unknown command '%s' (see 'nsbox --help')", argv[1]);
+    return EXIT_NSBOX_FAILURE;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The sandbox's filesystem, built by its init in a fresh mount namespace, in three phases that
+ * sandbox.c calls in order:
+ *   mount_clone_sources()  clone the host mounts the sandbox needs (device nodes, -v sources)
+ *                          while host paths are still reachable;
+ *   mount_enter_rootfs()   bind the rootfs read-only, mount /proc in it, pivot_root into it,
+ *                          drop the old root;
+ *   mount_populate()       /dev, tmpfs mounts, /work with the code, -v binds.
+ * All return 0 or a -errno and fill *e with the step that failed.
+ */
+#pragma once
+
+#include "sandbox.h"
+
+/* Device nodes bound from the host into the sandbox's /dev. */
+#define MOUNT_N_DEVICES 5
+extern const char *const mount_devices[MOUNT_N_DEVICES];
+
+/* Make every mount private (no propagation to or from the host), then clone each device node
+ * and each -v source into a detached mount (open_tree(2) OPEN_TREE_CLONE), storing the fds in
+ * dev_fds[] and sb->mounts[i].tree_fd. Bind sources are made nosuid, nodev and, unless :rw,
+ * read-only, recursively, before they are attached anywhere. */
+int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step_error *e);
+
+/* Bind sb->rootfs on itself read-only, nosuid, nodev; mount a fresh /proc in it (with /proc/sys
+ * and /proc/sysrq-trigger read-only); pivot_root(2) into it and detach the old root, so that no
+ * host path is reachable any more. Leaves the working directory at "/". */
+int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e);
+
+/* Mount a minimal read-only /dev,
+ * the tmpfs mounts, a read-only /work holding main.py when code is given, and the -v binds;
+ * then chdir("/work"). Must run with the sandbox's final credentials so that created files are
+ * owned by mapped ids. Consumes (closes) the fds mount_clone_sources() made. */
+int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step_error *e);

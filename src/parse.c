@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "parse.h"
+
+int parse_decimal(const char *s, uint64_t unit, uint64_t *ret)
+{
+    uint64_t whole = 0, frac = 0, frac_scale = 1;
+    const char *p = s;
+    bool digits = false;
+
+    if (!s || unit == 0)
+        return -EINVAL;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (whole > (UINT64_MAX - 9) / 10)
+            return -ERANGE;
+        whole = whole * 10 + (uint64_t)(*p - '0');
+        digits = true;
+    }
+    if (*p == '.') {
+        p++;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            /* Digits beyond 10^-18 cannot change a result scaled by a 64-bit unit. */
+            if (frac_scale < UINT64_C(1000000000000000000)) {
+                frac = frac * 10 + (uint64_t)(*p - '0');
+                frac_scale *= 10;
+            }
+            digits = true;
+        }
+    }
+    if (!digits || *p != '\0')
+        return -EINVAL;
+    if (whole > UINT64_MAX / unit)
+        return -ERANGE;
+
+    uint64_t r = whole * unit;
+    /* frac / frac_scale * unit without overflow: frac < frac_scale <= 10^18. */
+    unsigned __int128 f = (unsigned __int128)frac * unit / frac_scale;
+    if (f > UINT64_MAX - r)
+        return -ERANGE;
+    *ret = r + (uint64_t)f;
+    return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret_bytes)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t unit;
+    } units[] = {
+        {"", 1},
+        {"b", 1},
+        {"k", UINT64_C(1) << 10},
+        {"kb", UINT64_C(1) << 10},
+        {"kib", UINT64_C(1) << 10},
+        {"m", UINT64_C(1) << 20},
+        {"mb", UINT64_C(1) << 20},
+        {"mib", UINT64_C(1) << 20},
+        {"g", UINT64_C(1) << 30},
+        {"gb", UINT64_C(1) << 30},
+        {"gib", UINT64_C(1) << 30},
+        {"t", UINT64_C(1) << 40},
+        {"tb", UINT64_C(1) << 40},
+        {"tib", UINT64_C(1) << 40},
+    };
+    char number[64];
+    size_t n;
+
+    if (!s)
+        return -EINVAL;
+    n = strspn(s, "0123456789.");
+    if (n == 0 || n >= sizeof(number))
+        return -EINVAL;
+    memcpy(number, s, n);
+    number[n] = '\0';
+
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcasecmp(s + n, units[i].suffix) == 0)
+            return parse_decimal(number, units[i].unit, ret_bytes);
+    return -EINVAL;
+}
+
+int parse_duration(const char *s, uint64_t *ret_usec)
+{
+    char number[64];
+    size_t n;
+    uint64_t usec;
+    int r;
+
+    if (!s)
+        return -EINVAL;
+    n = strlen(s);
+    if (n > 0 && s[n - 1] == 's')
+        n--;
+    if (n == 0 || n >= sizeof(number))
+        return -EINVAL;
+    memcpy(number, s, n);
+    number[n] = '\0';
+    r = parse_decimal(number, 1000000, &usec);
+    if (r < 0)
+        return r;
+    if (usec == 0 || usec > UINT64_C(366) * 24 * 3600 * 1000000)
+        return -ERANGE;
+    *ret_usec = usec;
+    return 0;
+}
+
+int parse_cpus(const char *s, uint64_t *ret_milli)
+{
+    uint64_t milli;
+    int r = parse_decimal(s, 1000, &milli);
+    if (r < 0)
+        return r;
+    if (milli == 0 || milli > 4096 * 1000)
+        return -ERANGE;
+    *ret_milli = milli;
+    return 0;
+}
+
+int parse_count(const char *s, uint64_t max, uint64_t *ret)
+{
+    uint64_t v;
+    int r;
+
+    if (!s || strchr(s, '.'))
+        return -EINVAL;
+    r = parse_decimal(s, 1, &v);
+    if (r < 0)
+        return r;
+    if (v == 0 || v > max)
+        return -ERANGE;
+    *ret = v;
+    return 0;
+}
+
+bool path_is_safe_target(const char *path)
+{
+    const char *p;
+
+    if (!path || path[0] != '/' || path[1] == '\0')
+        return false;
+    p = path + 1;
+    for (;;) {
+        size_t len = strcspn(p, "/");
+        if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+            return false;
+        if (p[len] == '\0')
+            return true;
+        p += len + 1;
+    }
+}
+
+int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret_writable)
+{
+    const char *c1, *c2;
+    char *source = NULL, *target = NULL;
+    bool writable = false;
+
+    if (!spec)
+        return -EINVAL;
+    c1 = strchr(spec, ':');
+    if (!c1 || c1 == spec)
+        return -EINVAL;
+    c2 = strchr(c1 + 1, ':');
+    if (c2) {
+        if (strcmp(c2 + 1, "rw") == 0)
+            writable = true;
+        else if (strcmp(c2 + 1, "ro") != 0)
+            return -EINVAL;
+    } else
+        c2 = c1 + strlen(c1);
+
+    source = strndup(spec, (size_t)(c1 - spec));
+    target = strndup(c1 + 1, (size_t)(c2 - c1 - 1));
+    if (!source || !target) {
+        free(source);
+        free(target);
+        return -ENOMEM;
+    }
+    if (!path_is_safe_target(target)) {
+        free(source);
+        free(target);
+        return -EINVAL;
+    }
+    *ret_source = source;
+    *ret_target = target;
+    *ret_writable = writable;
+    return 0;
+}
+
+int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint64_t *ret_size,
+                unsigned *ret_mode)
+{
+    const char *colon = strchr(spec ? spec : "", ':');
+    uint64_t size = default_size;
+    unsigned mode = 01777;
+    char *target;
+
+    if (!spec)
+        return -EINVAL;
+    if (colon) {
+        const char *opt = colon + 1;
+        for (;;) {
+            size_t len = strcspn(opt, ",");
+            char value[64];
+            if (len > 5 && strncmp(opt, "size=", 5) == 0) {
+                if (len - 5 >= sizeof(value))
+                    return -EINVAL;
+                memcpy(value, opt + 5, len - 5);
+                value[len - 5] = '\0';
+                if (parse_size(value, &size) < 0 || size == 0)
+                    return -EINVAL;
+            } else if (len > 5 && strncmp(opt, "mode=", 5) == 0) {
+                unsigned long m = 0;
+                for (size_t i = 5; i < len; i++) {
+                    if (opt[i] < '0' || opt[i] > '7')
+                        return -EINVAL;
+                    m = m * 8 + (unsigned long)(opt[i] - '0');
+                    if (m > 07777)
+                        return -EINVAL;
+                }
+                mode = (unsigned)m;
+            } else
+                return -EINVAL;
+            if (opt[len] == '\0')
+                break;
+            opt += len + 1;
+        }
+    }
+    target = colon ? strndup(spec, (size_t)(colon - spec)) : strdup(spec);
+    if (!target)
+        return -ENOMEM;
+    if (!path_is_safe_target(target)) {
+        free(target);
+        return -EINVAL;
+    }
+    *ret_target = target;
+    *ret_size = size;
+    *ret_mode = mode;
+    return 0;
+}
+
+int parse_user(const char *s, uid_t *ret_uid, gid_t *ret_gid)
+{
+    const char *colon;
+    char buf[32];
+    uint64_t uid, gid;
+    size_t n;
+
+    if (!s)
+        return -EINVAL;
+    colon = strchr(s, ':');
+    n = colon ? (size_t)(colon - s) : strlen(s);
+    if (n == 0 || n >= sizeof(buf) || strchr(s, '.'))
+        return -EINVAL;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (parse_decimal(buf, 1, &uid) < 0)
+        return -EINVAL;
+    if (colon) {
+        if (colon[1] == '\0' || parse_decimal(colon + 1, 1, &gid) < 0)
+            return -EINVAL;
+    } else
+        gid = uid;
+    /* (uid_t)-1 means "unchanged" to setresuid(2) and can never be mapped. */
+    if (uid >= UINT32_MAX || gid >= UINT32_MAX)
+        return -ERANGE;
+    *ret_uid = (uid_t)uid;
+    *ret_gid = (gid_t)gid;
+    return 0;
+}
+
+bool env_name_is_valid(const char *s, size_t len)
+{
+    if (!s || len == 0)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == '=' || s[i] == '\0')
+            return false;
+    return true;
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Parsers for command-line values. Pure: no OS calls, no output; each returns 0 or a -errno
+ * (-EINVAL for bad syntax, -ERANGE for a value out of range, -ENOMEM) and writes its ret_*
+ * outputs only on success.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A non-negative decimal with an optional fraction ("2", "0.5"), multiplied by unit and rounded
+ * down. Returns -EINVAL for anything else (signs, spaces, exponents, "nan"), -ERANGE on
+ * overflow of uint64_t. */
+int parse_decimal(const char *s, uint64_t unit, uint64_t *ret);
+
+/* A size in Docker's syntax: a decimal and an optional binary unit suffix, case-insensitive:
+ * b, k/kb/kib, m/mb/mib, g/gb/gib, t/tb/tib ("256m" = 268435456 bytes). Returns bytes. */
+int parse_size(const char *s, uint64_t *ret_bytes);
+
+/* A duration in seconds with an optional fraction and an optional "s" suffix ("1.5").
+ * Returns microseconds; -ERANGE when it is 0 or longer than a year. */
+int parse_duration(const char *s, uint64_t *ret_usec);
+
+/* A CPU count as Docker's --cpus ("0.5"). Returns thousandths of a CPU; -ERANGE when it is
+ * below 0.001 or above 4096. */
+int parse_cpus(const char *s, uint64_t *ret_milli);
+
+/* A positive whole number ("64"); -ERANGE for 0 or more than max. */
+int parse_count(const char *s, uint64_t max, uint64_t *ret);
+
+/* true if path is absolute, not "/", and has no empty, "." or ".." components. */
+bool path_is_safe_target(const char *path);
+
+/* `-v SOURCE:TARGET[:ro|rw]`. TARGET must satisfy path_is_safe_target(); SOURCE must be
+ * non-empty. The two strings are malloc()ed; *ret_writable is true only for ":rw". */
+int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret_writable);
+
+/* `--tmpfs TARGET[:OPTION,...]` with options size=SIZE and mode=OCTAL (Docker's syntax).
+ * Defaults: the given default_size, mode 01777. TARGET is malloc()ed. */
+int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint64_t *ret_size,
+                unsigned *ret_mode);
+
+/* `--user UID[:GID]`, numeric ids only; GID defaults to UID. -ERANGE for (uid_t)-1. */
+int parse_user(const char *s, uid_t *ret_uid, gid_t *ret_gid);
+
+/* true if s starts with a valid environment variable name (non-empty, no '=', no NUL)
+ * terminated by '=' or the end of the string. */
+bool env_name_is_valid(const char *s, size_t len);

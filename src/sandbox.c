@@ -1,0 +1,764 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The one file that knows the order of the steps.
+ *
+ * Supervisor (the caller's process, outside):
+ *   validate and plan -> compile the seccomp filter -> pipes -> clone3(new user, pid, net,
+ *   mount, ipc, uts and cgroup namespaces) -> write uid_map/gid_map -> release the child ->
+ *   supervise (supervise.c) -> result.
+ *
+ * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
+ *   wait for the id maps -> clone host mount sources -> bind the rootfs read-only and
+ *   pivot_root -> switch to the sandbox ids -> /proc, /dev, tmpfs, /work, binds -> hostname ->
+ *   parent-death signal -> drop every capability -> no_new_privs -> new session -> fork the
+ *   payload -> reap, forward signals, report how the payload ended, exit (which kills whatever
+ *   is left in the pid namespace).
+ *
+ * Payload (PID 2):
+ *   stdio -> close every other fd -> default signals -> rlimits -> seccomp filter -> execve.
+ *
+ * Failures inside are sent to the supervisor as a struct report on an O_CLOEXEC pipe; the
+ * child then _exit()s, never exit().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "caps.h"
+#include "config.h"
+#include "filter.h"
+#include "idmap.h"
+#include "macro.h"
+#include "mount.h"
+#include "parse.h"
+#include "sandbox.h"
+#include "supervise.h"
+#include "syscalls.h"
+
+#define NOBODY 65534
+#define SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin"
+#define SANDBOX_HOSTNAME "nsbox"
+
+/* Namespaces every sandbox gets. CLONE_NEWUSER first in the kernel's order of creation, so the
+ * others are owned by the new user namespace (clone(2), user_namespaces(7)). */
+#define SANDBOX_NAMESPACES                                                                         \
+    (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |     \
+     CLONE_NEWCGROUP)
+
+int step_fail(struct step_error *e, int r, const char *step, const char *detail_fmt, ...)
+{
+    e->err = r < 0 ? -r : 0;
+    (void)snprintf(e->step, sizeof(e->step), "%s", step);
+    e->detail[0] = '\0';
+    if (detail_fmt) {
+        va_list ap;
+        va_start(ap, detail_fmt);
+        (void)vsnprintf(e->detail, sizeof(e->detail), detail_fmt, ap);
+        va_end(ap);
+    }
+    return r;
+}
+
+void nsbox_config_init(struct nsbox_config *c)
+{
+    *c = (struct nsbox_config){
+        .uid = NOBODY,
+        .gid = NOBODY,
+        .memory = 256ULL << 20,
+        .pids_limit = 64,
+        .cpus_milli = 500,
+        .timeout = 10ULL * 1000000,
+        .output_limit = 4000,
+        .tmp_size = 16ULL << 20,
+        .shm_size = 16ULL << 20,
+        .stdout_fd = -1,
+        .stderr_fd = -1,
+    };
+}
+
+const char *nsbox_default_rootfs(void)
+{
+    static char exe[4096];
+    const char *env = getenv("NSBOX_ROOTFS");
+    ssize_t n;
+
+    if (env && env[0])
+        return env;
+    /* A binary that runs from the build tree uses the build tree's rootfs. */
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        if (strncmp(exe, NSBOX_BUILD_ROOT "/", strlen(NSBOX_BUILD_ROOT) + 1) == 0)
+            return NSBOX_ROOTFS_BUILD;
+    }
+    return NSBOX_ROOTFS_INSTALLED;
+}
+
+void nsbox_result_free(struct nsbox_result *r)
+{
+    free(r->out.data);
+    free(r->err.data);
+    r->out.data = r->err.data = NULL;
+}
+
+static int plan_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int plan_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
+{
+    va_list ap;
+
+    ret->status = NSBOX_STATUS_ERROR;
+    ret->exit_code = 125;
+    ret->error_errno = r < 0 ? -r : 0;
+    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", step);
+    if (r < 0)
+        errno = -r; /* for %m */
+    va_start(ap, fmt);
+    (void)vsnprintf(ret->error, sizeof(ret->error), fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+static void sandbox_free(struct sandbox *sb)
+{
+    free(sb->argv);
+    if (sb->envp)
+        for (char **e = sb->envp; *e; e++)
+            free(*e);
+    free(sb->envp);
+    free(sb->mounts);
+    if (sb->filter)
+        seccomp_release(sb->filter);
+}
+
+static bool path_is_at_or_below(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static size_t path_depth(const char *path)
+{
+    size_t d = 0;
+    for (; *path; path++)
+        d += *path == '/';
+    return d;
+}
+
+/* The payload's environment: the fixed base, then config->env, where a later KEY wins. */
+static int plan_env(struct sandbox *sb, struct nsbox_result *ret)
+{
+    static const char *const base[] = {"PATH=" SANDBOX_PATH, "HOME=/tmp", "LANG=C.UTF-8"};
+    const struct nsbox_config *c = sb->config;
+    size_t n_extra = 0, n = 0;
+
+    if (c->env)
+        while (c->env[n_extra])
+            n_extra++;
+    sb->envp = calloc(ELEMENTSOF(base) + n_extra + 1, sizeof(char *));
+    if (!sb->envp)
+        return plan_error(ret, -ENOMEM, "environment", "out of memory");
+
+    for (size_t i = 0; i < ELEMENTSOF(base) + n_extra; i++) {
+        const char *kv = i < ELEMENTSOF(base) ? base[i] : c->env[i - ELEMENTSOF(base)];
+        const char *eq = strchr(kv, '=');
+        size_t key_len;
+        size_t j;
+
+        if (!eq || !env_name_is_valid(kv, (size_t)(eq - kv)))
+            return plan_error(ret, -EINVAL, "environment", "invalid environment entry '%s'", kv);
+        key_len = (size_t)(eq - kv) + 1;
+        for (j = 0; j < n; j++)
+            if (strncmp(sb->envp[j], kv, key_len) == 0)
+                break;
+        if (j < n)
+            free(sb->envp[j]);
+        else
+            n++;
+        sb->envp[j] = strdup(kv);
+        if (!sb->envp[j])
+            return plan_error(ret, -ENOMEM, "environment", "out of memory");
+        if (strncmp(kv, "PATH=", 5) == 0)
+            sb->path = sb->envp[j] + 5;
+    }
+    return 0;
+}
+
+static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
+{
+    const struct nsbox_config *c = sb->config;
+    bool have_tmp = false;
+    size_t n = 0;
+
+    sb->mounts = calloc(c->n_binds + c->n_tmpfs + 1, sizeof(*sb->mounts));
+    if (!sb->mounts)
+        return plan_error(ret, -ENOMEM, "mounts", "out of memory");
+
+    for (size_t i = 0; i < c->n_binds + c->n_tmpfs; i++) {
+        struct sandbox_mount *m = &sb->mounts[n];
+        const char *target;
+
+        if (i < c->n_binds) {
+            const struct nsbox_bind *b = &c->binds[i];
+            struct stat st;
+
+            if (!b->source || b->source[0] != '/')
+                return plan_error(ret, -EINVAL, "bind", "bind source '%s' is not an absolute path",
+                                  b->source ? b->source : "");
+            if (stat(b->source, &st) < 0)
+                return plan_error(ret, negative_errno(), "bind", "bind source '%s': %m",
+                                  b->source);
+            *m = (struct sandbox_mount){.source = b->source, .target = b->target,
+                                        .writable = b->writable, .is_dir = S_ISDIR(st.st_mode)};
+        } else {
+            const struct nsbox_tmpfs *t = &c->tmpfs[i - c->n_binds];
+            if (t->size == 0)
+                return plan_error(ret, -EINVAL, "tmpfs", "tmpfs on %s has size 0", t->target);
+            *m = (struct sandbox_mount){.is_tmpfs = true, .target = t->target, .size = t->size,
+                                        .mode = t->mode, .is_dir = true};
+        }
+        m->tree_fd = -EBADF;
+        target = m->target;
+        if (!path_is_safe_target(target))
+            return plan_error(ret, -EINVAL, "mounts",
+                              "mount target '%s' must be an absolute path without '.' or '..'",
+                              target ? target : "");
+        /* /proc and /dev are nsbox's: a bind there could hand the payload a host device or a
+         * second procfs view. */
+        if (path_is_at_or_below(target, "/proc") || path_is_at_or_below(target, "/dev"))
+            return plan_error(ret, -EINVAL, "mounts",
+                              "mount target '%s': /proc and /dev are managed by nsbox", target);
+        if (c->code && path_is_at_or_below("/work/main.py", target))
+            return plan_error(ret, -EINVAL, "mounts",
+                              "mount target '%s' would hide /work/main.py given by --code",
+                              target);
+        for (size_t j = 0; j < n; j++)
+            if (strcmp(sb->mounts[j].target, target) == 0)
+                return plan_error(ret, -EINVAL, "mounts", "two mounts on '%s'", target);
+        have_tmp = have_tmp || strcmp(target, "/tmp") == 0;
+        n++;
+    }
+    if (!have_tmp)
+        sb->mounts[n++] = (struct sandbox_mount){.is_tmpfs = true, .target = "/tmp",
+                                                 .size = c->tmp_size, .mode = 01777,
+                                                 .is_dir = true, .tree_fd = -EBADF};
+
+    /* Parents before children (insertion sort, stable): a mount below another lands on top. */
+    for (size_t i = 1; i < n; i++) {
+        struct sandbox_mount m = sb->mounts[i];
+        size_t j = i;
+        for (; j > 0 && path_depth(sb->mounts[j - 1].target) > path_depth(m.target); j--)
+            sb->mounts[j] = sb->mounts[j - 1];
+        sb->mounts[j] = m;
+    }
+    sb->n_mounts = n;
+    return 0;
+}
+
+static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
+{
+    static const char *const required[] = {"proc", "dev", "tmp", "work"};
+    _cleanup_close_ int fd = -EBADF;
+    struct stat st;
+
+    fd = open(sb->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return plan_error(ret, negative_errno(), "rootfs",
+                          "rootfs '%s': %m (build it with 'meson compile -C build rootfs', or "
+                          "pass --rootfs DIR)",
+                          sb->rootfs);
+    for (size_t i = 0; i < ELEMENTSOF(required); i++)
+        if (fstatat(fd, required[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+            return plan_error(ret, -ENOTDIR, "rootfs",
+                              "rootfs '%s' has no directory /%s: not an nsbox rootfs (create "
+                              "the mount points /proc, /dev, /tmp and /work in it)",
+                              sb->rootfs, required[i]);
+    return 0;
+}
+
+static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
+{
+    size_t n_args = 0;
+    int r;
+
+    *sb = (struct sandbox){.config = c};
+    sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
+
+    if (c->argv)
+        while (c->argv[n_args])
+            n_args++;
+    if (!c->code && n_args == 0)
+        return plan_error(ret, -EINVAL, "config", "no program to run (give PROGRAM or --code)");
+    if (c->uid == (uid_t)-1 || c->gid == (gid_t)-1)
+        return plan_error(ret, -EINVAL, "config", "uid and gid must not be -1");
+    if (c->tmp_size == 0 || c->shm_size == 0)
+        return plan_error(ret, -EINVAL, "config", "tmpfs sizes must be above 0");
+    if (c->output_limit > (1ULL << 30))
+        return plan_error(ret, -EINVAL, "config", "the output limit must be at most 1 GiB");
+
+    r = plan_rootfs(sb, ret);
+    if (r < 0)
+        return r;
+
+    /* --code FILE [ARGS...] runs python3 /work/main.py ARGS... */
+    sb->argv = calloc(n_args + 3, sizeof(char *));
+    if (!sb->argv)
+        return plan_error(ret, -ENOMEM, "config", "out of memory");
+    if (c->code) {
+        sb->argv[0] = (char *)"python3";
+        sb->argv[1] = (char *)"/work/main.py";
+        for (size_t i = 0; i < n_args; i++)
+            sb->argv[i + 2] = c->argv[i];
+    } else
+        for (size_t i = 0; i < n_args; i++)
+            sb->argv[i] = c->argv[i];
+
+    r = plan_env(sb, ret);
+    if (r < 0)
+        return r;
+    r = plan_mounts(sb, ret);
+    if (r < 0)
+        return r;
+
+    /* Root outside must not be root anywhere: the sandbox maps to nobody on the host, so an
+     * escape lands without privileges. An ordinary user maps to themself (the only id an
+     * unprivileged writer may map, user_namespaces(7)). */
+    sb->privileged = geteuid() == 0;
+    sb->host_uid = sb->privileged ? NOBODY : geteuid();
+    sb->host_gid = sb->privileged ? NOBODY : getegid();
+
+    r = filter_build(&sb->filter);
+    if (r < 0)
+        return plan_error(ret, r, "seccomp", "building the seccomp filter failed: %s",
+                          strerror(-r));
+    return 0;
+}
+
+/* ---- inside the sandbox ------------------------------------------------------------------- */
+
+static void report_send(int fd, const struct report *rep)
+{
+    /* Best effort: if the supervisor is gone there is nobody to tell. */
+    (void)!write(fd, rep, sizeof(*rep));
+}
+
+_noreturn_ static void child_fail(int report_fd, const struct step_error *e)
+{
+    struct report rep = {.type = REPORT_SETUP_FAILED, .error = *e};
+    report_send(report_fd, &rep);
+    _exit(125);
+}
+
+static int set_rlimit(int resource, uint64_t value)
+{
+    struct rlimit rl = {.rlim_cur = value, .rlim_max = value};
+    return setrlimit(resource, &rl) < 0 ? negative_errno() : 0;
+}
+
+/* Stand-in limits until a cgroup holds the sandbox: per process (memory), per uid in the
+ * sandbox's user namespace (processes), CPU seconds over the whole run (cpus x timeout). */
+static int payload_rlimits(const struct nsbox_config *c, struct step_error *e)
+{
+    int r = set_rlimit(RLIMIT_CORE, 0);
+    if (r < 0)
+        return step_fail(e, r, "setrlimit", "RLIMIT_CORE");
+    if (c->memory) {
+        /* RLIMIT_DATA (Linux 4.7+) counts private writable mappings, which is what a large
+         * allocation is; RLIMIT_AS would also count reservations glibc never touches. */
+        r = set_rlimit(RLIMIT_DATA, c->memory);
+        if (r < 0)
+            return step_fail(e, r, "setrlimit", "RLIMIT_DATA");
+    }
+    if (c->pids_limit) {
+        r = set_rlimit(RLIMIT_NPROC, c->pids_limit);
+        if (r < 0)
+            return step_fail(e, r, "setrlimit", "RLIMIT_NPROC");
+    }
+    if (c->cpus_milli && c->timeout) {
+        uint64_t cpu_usec = c->cpus_milli * (c->timeout / 1000);
+        r = set_rlimit(RLIMIT_CPU, (cpu_usec + 999999) / 1000000);
+        if (r < 0)
+            return step_fail(e, r, "setrlimit", "RLIMIT_CPU");
+    }
+    return 0;
+}
+
+/* execve(2) PROGRAM, looking a name without '/' up in the sandbox's PATH as execvp(3) does. */
+static int payload_execve(const struct sandbox *sb)
+{
+    const char *prog = sb->argv[0];
+    char buf[4096];
+    int saw_eacces = 0;
+
+    if (strchr(prog, '/')) {
+        execve(prog, sb->argv, sb->envp);
+        return negative_errno();
+    }
+    for (const char *p = sb->path ? sb->path : SANDBOX_PATH;; p++) {
+        size_t len = strcspn(p, ":");
+        if (len > 0 && len + 1 + strlen(prog) < sizeof(buf)) {
+            memcpy(buf, p, len);
+            buf[len] = '/';
+            strcpy(buf + len + 1, prog);
+            execve(buf, sb->argv, sb->envp);
+            if (errno == EACCES)
+                saw_eacces = 1;
+            else if (errno != ENOENT && errno != ENOTDIR)
+                return negative_errno();
+        }
+        p += len;
+        if (*p == '\0')
+            break;
+    }
+    return saw_eacces ? -EACCES : -ENOENT;
+}
+
+_noreturn_ static void payload_main(const struct sandbox *sb, int out_fd, int err_fd,
+                                    int report_fd)
+{
+    const struct nsbox_config *c = sb->config;
+    struct step_error e = {0};
+    sigset_t none;
+    int r;
+
+    /* Its own process group, so that forwarded signals reach its children too. */
+    (void)setpgid(0, 0);
+
+    if (!c->pass_stdin) {
+        int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null_fd < 0 || dup2(null_fd, 0) < 0)
+            child_fail(report_fd, &(struct step_error){.err = errno, .step = "stdin"});
+    }
+    if (dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+        child_fail(report_fd, &(struct step_error){.err = errno, .step = "stdout/stderr"});
+    /* The report pipe moves to fd 3 (close-on-exec); everything above it is closed, so no
+     * descriptor of nsbox or of nsbox's caller reaches the payload. */
+    if (report_fd != 3) {
+        if (dup3(report_fd, 3, O_CLOEXEC) < 0)
+            child_fail(report_fd, &(struct step_error){.err = errno, .step = "report pipe"});
+        report_fd = 3;
+    }
+    if (sys_close_range(4, ~0U, 0) < 0)
+        child_fail(report_fd, &(struct step_error){.err = errno, .step = "close_range"});
+
+    /* Dispositions set to SIG_IGN and the signal mask survive execve(2): reset both. */
+    for (int sig = 1; sig < NSIG; sig++)
+        (void)signal(sig, SIG_DFL);
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    (void)umask(022);
+
+    r = payload_rlimits(c, &e);
+    if (r < 0)
+        child_fail(report_fd, &e);
+
+    /* Last step before execve: from here on the filter applies to nsbox's own code too. */
+    r = filter_load(sb->filter);
+    if (r < 0)
+        child_fail(report_fd, &(struct step_error){.err = -r, .step = "seccomp"});
+
+    r = payload_execve(sb);
+    struct report rep = {.type = REPORT_EXEC_FAILED, .code = r == -ENOENT ? 127 : 126};
+    (void)step_fail(&rep.error, r, "execve", "%s", sb->argv[0]);
+    if (r == -ENOENT)
+        (void)snprintf(rep.error.detail, sizeof(rep.error.detail),
+                       "%s: not found in the sandbox's PATH (%s)", sb->argv[0],
+                       sb->path ? sb->path : SANDBOX_PATH);
+    report_send(report_fd, &rep);
+    _exit(rep.code);
+}
+
+/* PID 1: reap everything, forward SIGINT/SIGTERM/SIGHUP to the payload's process group, and
+ * leave with the payload. The kernel then kills all that remains in the pid namespace
+ * (pid_namespaces(7)), so nothing the payload started outlives it. */
+_noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report_fd)
+{
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(mask, &si);
+
+        if (sig < 0)
+            continue;
+        if (sig != SIGCHLD) {
+            (void)kill(-payload, sig);
+            continue;
+        }
+        for (;;) {
+            int status;
+            pid_t p = waitpid(-1, &status, WNOHANG);
+            if (p <= 0)
+                break;
+            if (p != payload)
+                continue;
+            struct report rep = {.type = WIFSIGNALED(status) ? REPORT_SIGNALED : REPORT_EXITED,
+                                 .code = WIFSIGNALED(status) ? WTERMSIG(status)
+                                                             : WEXITSTATUS(status)};
+            report_send(report_fd, &rep);
+            _exit(0);
+        }
+    }
+}
+
+struct child_fds {
+    int sync;   /* read end: one byte once the id maps are written; POLLHUP if nsbox dies */
+    int report; /* write end */
+    int out;    /* write ends of the output pipes */
+    int err;
+};
+
+_noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
+{
+    int dev_fds[MOUNT_N_DEVICES];
+    struct step_error e = {0};
+    struct pollfd pfd;
+    sigset_t mask;
+    pid_t payload;
+    char byte;
+    int r;
+
+    for (size_t i = 0; i < MOUNT_N_DEVICES; i++)
+        dev_fds[i] = -EBADF;
+
+    /* Until the supervisor has written the id maps, this process has no valid ids in its user
+     * namespace. EOF means the supervisor gave up. */
+    if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
+        _exit(125);
+
+    r = mount_clone_sources(sb, dev_fds, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
+    r = mount_enter_rootfs(sb, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
+
+    /* Now, before any file is created: files can only be created by an id mapped in the
+     * namespace (EOVERFLOW otherwise), and for root's sandboxes the initial id (host root) is
+     * not mapped. Supplementary groups can be cleared only where setgroups is "allow", which
+     * is the privileged case; an ordinary user keeps their own groups (user_namespaces(7)). */
+    r = caps_switch_ids(sb->config->uid, sb->config->gid, sb->privileged);
+    if (r < 0)
+        child_fail(fds->report, &(struct step_error){.err = -r, .step = "switch ids"});
+
+    r = mount_populate(sb, dev_fds, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
+
+    if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "sethostname"});
+
+    /* Die with nsbox. Set after the id switch, which clears it (prctl(2)); then check that the
+     * supervisor did not die before it was set. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_PDEATHSIG"});
+    pfd = (struct pollfd){.fd = fds->sync, .events = POLLIN};
+    if (poll(&pfd, 1, 0) != 0)
+        _exit(125);
+
+    r = caps_drop_all();
+    if (r < 0)
+        child_fail(fds->report, &(struct step_error){.err = -r, .step = "drop capabilities"});
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "no_new_privs"});
+    /* Not ptrace-attachable and no core dumps, even by the payload's own uid. */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
+    /* No controlling terminal: TIOCSTI on the caller's terminal needs one. */
+    if (setsid() < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "setsid"});
+
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "sigprocmask"});
+
+    payload = fork();
+    if (payload < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "fork payload"});
+    if (payload == 0) {
+        (void)close(fds->sync);
+        payload_main(sb, fds->out, fds->err, fds->report);
+    }
+
+    /* Init keeps only the report pipe: not the caller's stdio, not the payload's pipes. */
+    if (fds->report != 3 && dup3(fds->report, 3, O_CLOEXEC) < 0)
+        _exit(125);
+    (void)sys_close_range(0, 2, 0);
+    (void)sys_close_range(4, ~0U, 0);
+    init_loop(payload, &mask, 3);
+}
+
+/* ---- the supervisor ----------------------------------------------------------------------- */
+
+static int clone_sandbox(int *ret_pidfd)
+{
+    struct nsbox_clone_args args = {
+        .flags = SANDBOX_NAMESPACES | CLONE_PIDFD,
+        .pidfd = (uint64_t)(uintptr_t)ret_pidfd,
+        .exit_signal = SIGCHLD,
+    };
+    long pid;
+
+    pid = sys_clone3(&args);
+    if (pid < 0 && errno == ENOSYS) {
+        /* Linux < 5.3. The child of a raw clone(2) must not rely on glibc's cached thread id
+         * (raise(3)); nsbox's child does not. x86-64 argument order: flags, stack, parent_tid
+         * (where CLONE_PIDFD stores the pidfd), child_tid, tls. */
+        pid = syscall(SYS_clone, (unsigned long)(SANDBOX_NAMESPACES | CLONE_PIDFD) | SIGCHLD,
+                      NULL, ret_pidfd, NULL, 0);
+    }
+    return (int)pid;
+}
+
+static const char *clone_hint(int err)
+{
+    switch (err) {
+    case EPERM:
+    case EACCES:
+        return " (unprivileged user namespaces are disabled: check sysctl "
+               "kernel.unprivileged_userns_clone and, on Ubuntu, "
+               "kernel.apparmor_restrict_unprivileged_userns; 'nsbox' needs them)";
+    case ENOSPC:
+        return " (namespace limit reached: see sysctl user.max_user_namespaces)";
+    case EINVAL:
+        return " (this kernel lacks a namespace type nsbox needs)";
+    default:
+        return "";
+    }
+}
+
+static void close_pair(int p[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (p[i] >= 0) {
+            (void)close(p[i]);
+            p[i] = -EBADF;
+        }
+}
+
+int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
+{
+    struct sandbox sb = {0};
+    int out[2] = {-EBADF, -EBADF}, err[2] = {-EBADF, -EBADF};
+    int sync[2] = {-EBADF, -EBADF}, report[2] = {-EBADF, -EBADF};
+    _cleanup_close_ int pidfd = -EBADF, sigfd = -EBADF;
+    sigset_t forward, saved_mask;
+    bool mask_changed = false;
+    uint64_t start;
+    int pid, r;
+
+    *ret = (struct nsbox_result){
+        .memory = {c->memory, c->memory ? NSBOX_ENFORCER_RLIMIT : NSBOX_ENFORCER_NONE},
+        .pids_limit = {c->pids_limit, c->pids_limit ? NSBOX_ENFORCER_RLIMIT : NSBOX_ENFORCER_NONE},
+        .cpus = {c->cpus_milli, c->cpus_milli && c->timeout ? NSBOX_ENFORCER_RLIMIT
+                                                            : NSBOX_ENFORCER_NONE},
+        .timeout = {c->timeout, NSBOX_ENFORCER_NONE},
+    };
+    (void)snprintf(ret->limits_note, sizeof(ret->limits_note),
+                   "no cgroup: memory is RLIMIT_DATA per process, pids is RLIMIT_NPROC for the "
+                   "sandbox's uid, cpus is RLIMIT_CPU of cpus x timeout seconds");
+
+    r = plan(c, &sb, ret);
+    if (r < 0)
+        goto out;
+
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
+        pipe2(report, O_CLOEXEC) < 0) {
+        r = plan_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
+        goto out;
+    }
+
+    if (c->forward_signals) {
+        sigemptyset(&forward);
+        sigaddset(&forward, SIGINT);
+        sigaddset(&forward, SIGTERM);
+        sigaddset(&forward, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &forward, &saved_mask) < 0) {
+            r = plan_error(ret, negative_errno(), "signals", "blocking signals failed: %m");
+            goto out;
+        }
+        mask_changed = true;
+        sigfd = signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sigfd < 0) {
+            r = plan_error(ret, negative_errno(), "signals", "signalfd failed: %m");
+            goto out;
+        }
+    }
+
+    start = now_usec();
+    pid = clone_sandbox(&pidfd);
+    if (pid < 0) {
+        r = negative_errno();
+        (void)plan_error(ret, r, "clone3", "creating the sandbox's namespaces failed: %s%s",
+                         strerror(-r), clone_hint(-r));
+        goto out;
+    }
+    if (pid == 0) {
+        struct child_fds fds = {.sync = sync[0], .report = report[1], .out = out[1],
+                                .err = err[1]};
+        (void)close(out[0]);
+        (void)close(err[0]);
+        (void)close(sync[1]);
+        (void)close(report[0]);
+        if (sigfd >= 0)
+            (void)close(sigfd);
+        sandbox_child(&sb, &fds);
+    }
+
+    (void)close(out[1]);
+    (void)close(err[1]);
+    (void)close(sync[0]);
+    (void)close(report[1]);
+    out[1] = err[1] = sync[0] = report[1] = -EBADF;
+
+    r = idmap_write(pid, c->uid, sb.host_uid, c->gid, sb.host_gid, !sb.privileged);
+    if (r < 0 || write(sync[1], "x", 1) != 1) {
+        siginfo_t si;
+        if (r >= 0)
+            r = negative_errno();
+        (void)sys_pidfd_send_signal(pidfd, SIGKILL);
+        (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)pidfd, &si, WEXITED));
+        (void)plan_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s",
+                         strerror(-r));
+        goto out;
+    }
+
+    {
+        struct supervise_fds sfds = {.pidfd = pidfd, .out = TAKE_FD(out[0]),
+                                     .err = TAKE_FD(err[0]), .report = TAKE_FD(report[0]),
+                                     .signalfd = sigfd};
+        r = supervise(c, &sfds, start, ret);
+        if (r < 0)
+            (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s",
+                             strerror(-r));
+    }
+
+out:
+    close_pair(out);
+    close_pair(err);
+    close_pair(sync);
+    close_pair(report);
+    if (mask_changed)
+        (void)sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+    sandbox_free(&sb);
+    /* Invalid configuration is the caller's error; everything else is reported in *ret. */
+    return r == -EINVAL && ret->status == NSBOX_STATUS_ERROR &&
+                   strcmp(ret->error_step, "config") == 0
+               ? -EINVAL
+               : 0;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The plan of one run, shared by the supervisor and the sandbox's init (internal). */
+#pragma once
+
+#include <seccomp.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "nsbox.h"
+
+/* Where a sandbox setup step failed; sent from the child to the supervisor over the report
+ * pipe, so it has a fixed size below PIPE_BUF (one atomic write). */
+struct step_error {
+    int err;        /* errno value (positive), or 0 */
+    char step[64];  /* "pivot_root", "mount /proc", ... */
+    char detail[192];
+};
+
+/* Record a failed step and return r (a -errno). detail may be NULL. */
+int step_fail(struct step_error *e, int r, const char *step, const char *detail_fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* A mount inside the sandbox from -v or --tmpfs, in the order it is applied. */
+struct sandbox_mount {
+    bool is_tmpfs;
+    const char *source; /* bind: absolute host path */
+    const char *target; /* absolute path inside the sandbox */
+    bool writable;      /* bind */
+    bool is_dir;        /* bind: the source is a directory */
+    uint64_t size;      /* tmpfs: bytes */
+    unsigned mode;      /* tmpfs */
+    int tree_fd;        /* bind: the detached clone of the source (child side), or -1 */
+};
+
+struct sandbox {
+    const struct nsbox_config *config;
+    const char *rootfs;
+    char **argv;       /* what the payload execs */
+    char **envp;       /* the payload's whole environment */
+    const char *path;  /* the PATH value in envp, for the program lookup */
+    uid_t host_uid;    /* outside ids the inside ids map to */
+    gid_t host_gid;
+    bool privileged;   /* nsbox was started by root: map to an unprivileged host id */
+    struct sandbox_mount *mounts; /* sorted parents-first */
+    size_t n_mounts;
+    scmp_filter_ctx filter;
+};

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "macro.h"
+#include "supervise.h"
+#include "syscalls.h"
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* How long the payload has after a forwarded SIGINT/SIGTERM/SIGHUP before the sandbox is
+ * killed; a second signal kills at once. */
+#define SIGNAL_GRACE_USEC (2 * 1000000ULL)
+
+#define READ_CHUNK (64 * 1024)
+
+uint64_t now_usec(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000ULL;
+}
+
+struct stream_state {
+    struct nsbox_stream *s;
+    int fd;       /* read end, -1 at EOF */
+    int copy_fd;  /* where output is copied as it arrives, or -1 */
+    uint64_t limit;
+};
+
+/* Read what is there; keep at most limit bytes, count everything. Returns 0, or 1 at EOF. */
+static int stream_read(struct stream_state *st, char *buf)
+{
+    ssize_t n = read(st->fd, buf, READ_CHUNK);
+    size_t keep;
+
+    if (n < 0)
+        return errno == EINTR || errno == EAGAIN ? 0 : 1;
+    if (n == 0)
+        return 1;
+    st->s->total += (uint64_t)n;
+    keep = st->s->captured < st->limit ? (size_t)(st->limit - st->s->captured) : 0;
+    if (keep > (size_t)n)
+        keep = (size_t)n;
+    if (keep > 0) {
+        memcpy(st->s->data + st->s->captured, buf, keep);
+        if (st->copy_fd >= 0) {
+            const char *p = st->s->data + st->s->captured;
+            size_t left = keep;
+            while (left > 0) {
+                ssize_t k = write(st->copy_fd, p, left);
+                if (k < 0 && errno == EINTR)
+                    continue;
+                if (k <= 0) {
+                    /* The reader went away (EPIPE): stop copying, keep capturing. */
+                    st->copy_fd = -1;
+                    break;
+                }
+                p += k;
+                left -= (size_t)k;
+            }
+        }
+        st->s->captured += keep;
+        st->s->data[st->s->captured] = '\0';
+    }
+    st->s->truncated = st->s->total > st->s->captured;
+    return 0;
+}
+
+static void set_error(struct nsbox_result *ret, const struct step_error *e, int exit_code)
+{
+    ret->status = NSBOX_STATUS_ERROR;
+    ret->exit_code = exit_code;
+    ret->error_errno = e->err;
+    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", e->step);
+    if (exit_code == 126 || exit_code == 127)
+        (void)snprintf(ret->error, sizeof(ret->error), "%s%s%s", e->detail,
+                       e->detail[0] ? ": " : "", strerror(e->err));
+    else
+        (void)snprintf(ret->error, sizeof(ret->error), "sandbox setup failed at %s: %s%s%s%s",
+                       e->step, e->err ? strerror(e->err) : "failed", e->detail[0] ? " (" : "",
+                       e->detail, e->detail[0] ? ")" : "");
+}
+
+int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
+              struct nsbox_result *ret)
+{
+    struct stream_state streams[2] = {
+        {&ret->out, fds->out, c->stdout_fd, c->output_limit},
+        {&ret->err, fds->err, c->stderr_fd, c->output_limit},
+    };
+    _cleanup_free_ char *buf = malloc(READ_CHUNK);
+    struct report report = {0}, final = {0}, failure = {0};
+    size_t report_have = 0;
+    bool init_running = true, timed_out = false, killed = false;
+    int forwarded = 0, report_fd = fds->report, init_status = 0, init_code = 0;
+    uint64_t kill_at = c->timeout ? start + c->timeout : UINT64_MAX;
+    int r = 0;
+
+    for (size_t i = 0; i < 2; i++) {
+        streams[i].s->data = malloc(c->output_limit + 1);
+        if (streams[i].s->data)
+            streams[i].s->data[0] = '\0';
+    }
+    if (!buf || !ret->out.data || !ret->err.data) {
+        r = -ENOMEM;
+        goto kill;
+    }
+
+    while (init_running || streams[0].fd >= 0 || streams[1].fd >= 0 || report_fd >= 0) {
+        struct pollfd p[5];
+        int np = 0, idx_pid = -1, idx_sig = -1, idx_rep = -1, idx_stream[2] = {-1, -1};
+        int timeout_ms = -1;
+
+        if (init_running) {
+            uint64_t now = now_usec();
+            if (now >= kill_at) {
+                if (!killed) {
+                    (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
+                    killed = true;
+                    timed_out = forwarded == 0;
+                }
+            } else if (kill_at != UINT64_MAX) {
+                uint64_t ms = (kill_at - now + 999) / 1000;
+                timeout_ms = ms > 60000 ? 60000 : (int)ms;
+            }
+            idx_pid = np;
+            p[np++] = (struct pollfd){.fd = fds->pidfd, .events = POLLIN};
+            if (fds->signalfd >= 0) {
+                idx_sig = np;
+                p[np++] = (struct pollfd){.fd = fds->signalfd, .events = POLLIN};
+            }
+        }
+        for (size_t i = 0; i < 2; i++)
+            if (streams[i].fd >= 0) {
+                idx_stream[i] = np;
+                p[np++] = (struct pollfd){.fd = streams[i].fd, .events = POLLIN};
+            }
+        if (report_fd >= 0) {
+            idx_rep = np;
+            p[np++] = (struct pollfd){.fd = report_fd, .events = POLLIN};
+        }
+
+        if (poll(p, (nfds_t)np, timeout_ms) < 0) {
+            if (errno == EINTR)
+                continue;
+            r = negative_errno();
+            goto kill;
+        }
+
+        for (size_t i = 0; i < 2; i++)
+            if (idx_stream[i] >= 0 && p[idx_stream[i]].revents &&
+                stream_read(&streams[i], buf) > 0) {
+                (void)close(streams[i].fd);
+                streams[i].fd = -1;
+            }
+
+        if (idx_rep >= 0 && p[idx_rep].revents) {
+            ssize_t n = read(report_fd, (char *)&report + report_have, sizeof(report) - report_have);
+            if (n > 0) {
+                report_have += (size_t)n;
+                if (report_have == sizeof(report)) {
+                    if (report.type == REPORT_SETUP_FAILED || report.type == REPORT_EXEC_FAILED) {
+                        if (!failure.type)
+                            failure = report;
+                    } else
+                        final = report;
+                    report_have = 0;
+                }
+            } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+                (void)close(report_fd);
+                report_fd = -1;
+            }
+        }
+
+        if (idx_sig >= 0 && p[idx_sig].revents) {
+            struct signalfd_siginfo si;
+            if (read(fds->signalfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                if (forwarded++ == 0) {
+                    /* The sandbox's init passes it on to the payload's process group. */
+                    (void)sys_pidfd_send_signal(fds->pidfd, (int)si.ssi_signo);
+                    uint64_t grace = now_usec() + SIGNAL_GRACE_USEC;
+                    if (grace < kill_at)
+                        kill_at = grace;
+                } else
+                    kill_at = 0;
+            }
+        }
+
+        if (idx_pid >= 0 && p[idx_pid].revents) {
+            siginfo_t si = {0};
+            /* Readable once init has exited; by then the kernel has killed and reaped every
+             * other process of its pid namespace (zap_pid_ns_processes()). */
+            if (RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED)) < 0) {
+                r = negative_errno();
+                goto kill;
+            }
+            init_running = false;
+            init_status = si.si_code;
+            init_code = si.si_status;
+            ret->wall_time = now_usec() - start;
+        }
+    }
+
+    if (timed_out) {
+        ret->status = NSBOX_STATUS_TIMEOUT;
+        ret->exit_code = 124;
+    } else if (failure.type == REPORT_EXEC_FAILED)
+        set_error(ret, &failure.error, failure.code);
+    else if (failure.type == REPORT_SETUP_FAILED)
+        set_error(ret, &failure.error, 125);
+    else if (final.type == REPORT_EXITED) {
+        ret->status = NSBOX_STATUS_EXITED;
+        ret->exit_code = final.code;
+    } else if (final.type == REPORT_SIGNALED) {
+        ret->status = NSBOX_STATUS_SIGNALED;
+        ret->signal = final.code;
+    } else if (killed || init_status == CLD_KILLED || init_status == CLD_DUMPED) {
+        /* The whole sandbox was killed: by nsbox after a signal, or from outside. */
+        ret->status = NSBOX_STATUS_SIGNALED;
+        ret->signal = init_status == CLD_EXITED ? SIGKILL : init_code;
+    } else {
+        struct step_error e = {.err = 0};
+        (void)snprintf(e.step, sizeof(e.step), "init");
+        (void)snprintf(e.detail, sizeof(e.detail), "the sandbox's init exited with %d unexpectedly",
+                       init_code);
+        set_error(ret, &e, 125);
+    }
+    return 0;
+
+kill:
+    (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
+    if (init_running) {
+        siginfo_t si;
+        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
+    }
+    for (size_t i = 0; i < 2; i++)
+        if (streams[i].fd >= 0)
+            (void)close(streams[i].fd);
+    if (report_fd >= 0)
+        (void)close(report_fd);
+    return r;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The supervisor: the nsbox process outside the sandbox. It waits for the sandbox's init on a
+ * pidfd, captures the payload's output, enforces the wall clock, forwards signals and collects
+ * the reports the sandbox sends over its report pipe.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "nsbox.h"
+#include "sandbox.h"
+
+enum report_type {
+    REPORT_SETUP_FAILED = 1, /* error: a setup step in the sandbox failed */
+    REPORT_EXEC_FAILED,      /* error: execve of the program failed; code is 126 or 127 */
+    REPORT_EXITED,           /* code: the payload's exit status */
+    REPORT_SIGNALED,         /* code: the signal that killed the payload */
+};
+
+/* One message from the sandbox. Smaller than PIPE_BUF, so each write(2) is atomic. */
+struct report {
+    int type;
+    int code;
+    struct step_error error;
+};
+
+struct supervise_fds {
+    int pidfd;    /* of the sandbox's init; never closed here */
+    int out;      /* read ends of the payload's stdout and stderr pipes, closed here */
+    int err;
+    int report;   /* read end of the report pipe, closed here */
+    int signalfd; /* SIGINT/SIGTERM/SIGHUP when forwarding signals, else -1; not closed here */
+};
+
+/* Monotonic clock, microseconds. */
+uint64_t now_usec(void);
+
+/*
+ * Run until the sandbox's init has exited and been reaped and every pipe has reached EOF.
+ * start: now_usec() when the sandbox was created. Fills ret's status, exit_code, signal,
+ * wall_time, out, err and error fields.
+ * Returns 0, or -errno when the supervisor itself failed (poll(2), waitid(2)), after killing and
+ * reaping the sandbox.
+ */
+int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
+              struct nsbox_result *ret);

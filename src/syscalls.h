@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Every raw system call nsbox makes, and the kernel constants older headers lack, live here.
+ * Each wrapper returns what the kernel returns (-1 with errno set on failure).
+ */
+#pragma once
+
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#define MOUNT_ATTR_NOSUID 0x00000002
+#define MOUNT_ATTR_NODEV 0x00000004
+#define MOUNT_ATTR_NOEXEC 0x00000008
+#endif
+
+/* struct clone_args as of Linux 5.7 (CLONE_ARGS_SIZE_VER2), spelt out so that old headers work. */
+struct nsbox_clone_args {
+    uint64_t flags;
+    uint64_t pidfd;
+    uint64_t child_tid;
+    uint64_t parent_tid;
+    uint64_t exit_signal;
+    uint64_t stack;
+    uint64_t stack_size;
+    uint64_t tls;
+    uint64_t set_tid;
+    uint64_t set_tid_size;
+    uint64_t cgroup;
+};
+
+struct nsbox_mount_attr {
+    uint64_t attr_set;
+    uint64_t attr_clr;
+    uint64_t propagation;
+    uint64_t userns_fd;
+};
+
+/* clone3(2) without CLONE_VM behaves like fork(): it returns 0 in the child, which runs on a
+ * copy of the parent's stack. */
+static inline long sys_clone3(struct nsbox_clone_args *args)
+{
+    return syscall(SYS_clone3, args, sizeof(*args));
+}
+
+static inline int sys_pidfd_send_signal(int pidfd, int sig)
+{
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+static inline int sys_open_tree(int dfd, const char *path, unsigned flags)
+{
+    return (int)syscall(SYS_open_tree, dfd, path, flags);
+}
+
+static inline int sys_move_mount(int from_dfd, const char *from_path, int to_dfd,
+                                 const char *to_path, unsigned flags)
+{
+    return (int)syscall(SYS_move_mount, from_dfd, from_path, to_dfd, to_path, flags);
+}
+
+static inline int sys_mount_setattr(int dfd, const char *path, unsigned flags,
+                                    struct nsbox_mount_attr *attr)
+{
+    return (int)syscall(SYS_mount_setattr, dfd, path, flags, attr, sizeof(*attr));
+}
+
+static inline int sys_pivot_root(const char *new_root, const char *put_old)
+{
+    return (int)syscall(SYS_pivot_root, new_root, put_old);
+}
+
+static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
+{
+    return (int)syscall(SYS_close_range, first, last, flags);
+}

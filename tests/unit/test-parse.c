@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "parse.h"
+
+struct size_case {
+    const char *in;
+    int r;
+    uint64_t bytes;
+};
+
+Test(parse, size)
+{
+    static const struct size_case cases[] = {
+        {"256m", 0, 256ULL << 20},  {"256M", 0, 256ULL << 20}, {"1g", 0, 1ULL << 30},
+        {"1.5g", 0, 3ULL << 29},    {"4000", 0, 4000},         {"4000b", 0, 4000},
+        {"16mb", 0, 16ULL << 20},   {"16MiB", 0, 16ULL << 20}, {"2k", 0, 2048},
+        {"1t", 0, 1ULL << 40},      {"0", 0, 0},               {"12Q", -EINVAL, 0},
+        {"", -EINVAL, 0},           {"m", -EINVAL, 0},         {"-1m", -EINVAL, 0},
+        {" 1m", -EINVAL, 0},        {"1 m", -EINVAL, 0},       {"1e3", -EINVAL, 0},
+        {"nan", -EINVAL, 0},        {"1..2m", -EINVAL, 0},     {"99999999999999999999", -ERANGE, 0},
+        {"20000000t", -ERANGE, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t v = 12345;
+        int r = parse_size(cases[i].in, &v);
+        cr_expect_eq(r, cases[i].r, "parse_size(\"%s\") = %d, want %d", cases[i].in, r,
+                     cases[i].r);
+        if (cases[i].r == 0)
+            cr_expect_eq(v, cases[i].bytes, "parse_size(\"%s\") = %llu", cases[i].in,
+                         (unsigned long long)v);
+        else
+            cr_expect_eq(v, 12345, "output written on failure for \"%s\"", cases[i].in);
+    }
+}
+
+Test(parse, duration)
+{
+    uint64_t v = 0;
+    cr_expect_eq(parse_duration("10", &v), 0);
+    cr_expect_eq(v, 10000000);
+    cr_expect_eq(parse_duration("1.5", &v), 0);
+    cr_expect_eq(v, 1500000);
+    cr_expect_eq(parse_duration("0.25s", &v), 0);
+    cr_expect_eq(v, 250000);
+    cr_expect_eq(parse_duration("-1", &v), -EINVAL);
+    cr_expect_eq(parse_duration("0", &v), -ERANGE);
+    cr_expect_eq(parse_duration("0.0000001", &v), -ERANGE); /* rounds to 0 us */
+    cr_expect_eq(parse_duration("inf", &v), -EINVAL);
+    cr_expect_eq(parse_duration("s", &v), -EINVAL);
+    cr_expect_eq(parse_duration("", &v), -EINVAL);
+    cr_expect_eq(parse_duration("99999999", &v), -ERANGE);
+}
+
+Test(parse, cpus_and_counts)
+{
+    uint64_t v = 0;
+    cr_expect_eq(parse_cpus("0.5", &v), 0);
+    cr_expect_eq(v, 500);
+    cr_expect_eq(parse_cpus("2", &v), 0);
+    cr_expect_eq(v, 2000);
+    cr_expect_eq(parse_cpus("0", &v), -ERANGE);
+    cr_expect_eq(parse_cpus("0.0001", &v), -ERANGE);
+    cr_expect_eq(parse_cpus("-0.5", &v), -EINVAL);
+    cr_expect_eq(parse_count("64", 100, &v), 0);
+    cr_expect_eq(v, 64);
+    cr_expect_eq(parse_count("0", 100, &v), -ERANGE);
+    cr_expect_eq(parse_count("101", 100, &v), -ERANGE);
+    cr_expect_eq(parse_count("6.4", 100, &v), -EINVAL);
+    cr_expect_eq(parse_count("x", 100, &v), -EINVAL);
+}
+
+Test(parse, safe_targets)
+{
+    cr_expect(path_is_safe_target("/data"));
+    cr_expect(path_is_safe_target("/tmp/a/b"));
+    cr_expect(!path_is_safe_target("/"));
+    cr_expect(!path_is_safe_target("data"));
+    cr_expect(!path_is_safe_target("/a/../etc"));
+    cr_expect(!path_is_safe_target("/a/./b"));
+    cr_expect(!path_is_safe_target("/a//b"));
+    cr_expect(!path_is_safe_target("/a/"));
+    cr_expect(!path_is_safe_target(""));
+    cr_expect(!path_is_safe_target(NULL));
+}
+
+Test(parse, bind)
+{
+    char *src = NULL, *dst = NULL;
+    bool rw = true;
+
+    cr_assert_eq(parse_bind("/host/dir:/data", &src, &dst, &rw), 0);
+    cr_expect_str_eq(src, "/host/dir");
+    cr_expect_str_eq(dst, "/data");
+    cr_expect(!rw, "binds are read-only unless :rw is said");
+    free(src);
+    free(dst);
+
+    cr_assert_eq(parse_bind("./rel:/tmp/x:rw", &src, &dst, &rw), 0);
+    cr_expect_str_eq(src, "./rel");
+    cr_expect_str_eq(dst, "/tmp/x");
+    cr_expect(rw);
+    free(src);
+    free(dst);
+
+    cr_assert_eq(parse_bind("/a:/b:ro", &src, &dst, &rw), 0);
+    cr_expect(!rw);
+    free(src);
+    free(dst);
+
+    static const char *const bad[] = {"/a", ":/b", "/a:", "/a:b", "/a:/b:rx", "/a:/b:ro:rw",
+                                      "/a:/", "/a:/x/../y", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect_eq(parse_bind(bad[i], &src, &dst, &rw), -EINVAL, "'%s' accepted", bad[i]);
+}
+
+Test(parse, tmpfs)
+{
+    char *t = NULL;
+    uint64_t size = 0;
+    unsigned mode = 0;
+
+    cr_assert_eq(parse_tmpfs("/tmp:size=16m", 1, &t, &size, &mode), 0);
+    cr_expect_str_eq(t, "/tmp");
+    cr_expect_eq(size, 16ULL << 20);
+    cr_expect_eq(mode, 01777);
+    free(t);
+
+    cr_assert_eq(parse_tmpfs("/scratch", 4096, &t, &size, &mode), 0);
+    cr_expect_eq(size, 4096);
+    free(t);
+
+    cr_assert_eq(parse_tmpfs("/x:mode=0700,size=1k", 1, &t, &size, &mode), 0);
+    cr_expect_eq(mode, 0700);
+    cr_expect_eq(size, 1024);
+    free(t);
+
+    static const char *const bad[] = {"tmp", "/tmp:size=0", "/tmp:size=", "/tmp:mode=8",
+                                      "/tmp:mode=77777", "/tmp:exec", "/tmp:", "/"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect_eq(parse_tmpfs(bad[i], 1, &t, &size, &mode), -EINVAL, "'%s' accepted",
+                     bad[i]);
+}
+
+Test(parse, user)
+{
+    uid_t u = 1;
+    gid_t g = 1;
+    cr_expect_eq(parse_user("65534:65534", &u, &g), 0);
+    cr_expect_eq(u, 65534);
+    cr_expect_eq(g, 65534);
+    cr_expect_eq(parse_user("1000", &u, &g), 0);
+    cr_expect_eq(u, 1000);
+    cr_expect_eq(g, 1000);
+    cr_expect_eq(parse_user("0:0", &u, &g), 0);
+    cr_expect_eq(parse_user("4294967295", &u, &g), -ERANGE);
+    cr_expect_eq(parse_user("nobody", &u, &g), -EINVAL);
+    cr_expect_eq(parse_user("1:", &u, &g), -EINVAL);
+    cr_expect_eq(parse_user(":1", &u, &g), -EINVAL);
+    cr_expect_eq(parse_user("-1", &u, &g), -EINVAL);
+}
+
+Test(parse, env_names)
+{
+    cr_expect(env_name_is_valid("KEY=v", 3));
+    cr_expect(!env_name_is_valid("=v", 0));
+    cr_expect(!env_name_is_valid("A=B", 3));
+}
