@@ -203,8 +203,10 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
     struct nsbox_config *c = &a->config;
     int opt, r;
 
-    /* '+': stop at PROGRAM, so its own options are left alone. */
-    while ((opt = getopt_long(argc, argv, "+v:e:u:m:ih", options, NULL)) != -1) {
+    /* '+': stop at PROGRAM, so its own options are left alone. ':' and opterr = 0: nsbox
+     * words its own one-line errors. */
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "+:v:e:u:m:ih", options, NULL)) != -1) {
         switch (opt) {
         case ARG_CODE:
             a->code_path = optarg;
@@ -329,8 +331,15 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case 'h':
             usage_run(stdout);
             exit(EXIT_SUCCESS);
+        case ':':
+            return log_error_errno(-EINVAL, "option '%s' needs a value (see 'nsbox run --help')",
+                                   argv[optind - 1]);
         default:
-            return log_error_errno(-EINVAL, "see 'nsbox run --help'");
+            if (optopt)
+                return log_error_errno(-EINVAL, "unknown option '-%c' (see 'nsbox run --help')",
+                                       optopt);
+            return log_error_errno(-EINVAL, "unknown option '%s' (see 'nsbox run --help')",
+                                   argv[optind - 1]);
         }
     }
 

@@ -475,8 +475,9 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int out_fd, int er
     (void)step_fail(&rep.error, r, "execve", "%s", sb->argv[0]);
     if (r == -ENOENT)
         (void)snprintf(rep.error.detail, sizeof(rep.error.detail),
-                       "%s: not found in the sandbox's PATH (%s)", sb->argv[0],
-                       sb->path ? sb->path : SANDBOX_PATH);
+                       strchr(sb->argv[0], '/') ? "%s: not found in the sandbox"
+                                                : "%s: not found in the sandbox's PATH (%s)",
+                       sb->argv[0], sb->path ? sb->path : SANDBOX_PATH);
     report_send(report_fd, &rep);
     _exit(rep.code);
 }

@@ -83,8 +83,9 @@ static void set_error(struct nsbox_result *ret, const struct step_error *e, int 
     ret->error_errno = e->err;
     (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", e->step);
     if (exit_code == 126 || exit_code == 127)
+        /* 127 carries its own explanation ("not found in the sandbox's PATH"). */
         (void)snprintf(ret->error, sizeof(ret->error), "%s%s%s", e->detail,
-                       e->detail[0] ? ": " : "", strerror(e->err));
+                       exit_code == 127 ? "" : ": ", exit_code == 127 ? "" : strerror(e->err));
     else
         (void)snprintf(ret->error, sizeof(ret->error), "sandbox setup failed at %s: %s%s%s%s",
                        e->step, e->err ? strerror(e->err) : "failed", e->detail[0] ? " (" : "",

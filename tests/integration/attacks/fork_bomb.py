@@ -1,0 +1,15 @@
+# Attack: a fork bomb, bounded so that it is safe to run bare: at most argv[2] children, each
+# sleeping argv[3] seconds. argv[1] is a token that marks the processes for the test to find.
+import os, sys, time
+limit, sleep = int(sys.argv[2]), float(sys.argv[3])
+made = 0
+for _ in range(limit):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(sleep)
+        os._exit(0)
+    made += 1
+print("FORKED", made, flush=True)

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Shared helpers for the integration tests: run the built nsbox, or an attack program bare.
+
+Environment: NSBOX (the binary), NSBOX_ROOTFS (the rootfs; optional when the binary finds its
+own), NSBOX_TESTS_MUST_WORK=1 turns skips into failures (set in CI).
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ATTACKS = os.path.join(HERE, "attacks")
+NSBOX = os.environ.get("NSBOX") or os.path.join(HERE, "..", "..", "build", "src", "nsbox")
+MUST_WORK = os.environ.get("NSBOX_TESTS_MUST_WORK") == "1"
+# The Python that runs attack programs bare, as negative controls.
+HOST_PYTHON = sys.executable
+
+
+def attack_path(name):
+    return os.path.join(ATTACKS, name + ".py")
+
+
+def nsbox(*args, env=None, timeout=60, input=None, pass_fds=()):
+    """Run nsbox with args; returns CompletedProcess with text stdout/stderr."""
+    return subprocess.run(
+        [NSBOX, *args], capture_output=True, text=True, env=env, timeout=timeout,
+        input=input if input is not None else "", pass_fds=pass_fds)
+
+
+def nsbox_json(*args, **kw):
+    """Run `nsbox run --json ARGS`; returns (CompletedProcess, parsed result)."""
+    p = nsbox("run", "--json", *args, **kw)
+    try:
+        result = json.loads(p.stdout)
+    except ValueError as e:
+        raise AssertionError(f"nsbox printed no JSON ({e}): stdout={p.stdout!r} stderr={p.stderr!r}")
+    return p, result
+
+
+def run_code(code_file, *script_args, opts=(), **kw):
+    """Run a Python file in the sandbox with --json."""
+    return nsbox_json(*opts, "--code", code_file, "--", *script_args, **kw)
+
+
+def run_bare(code_file, *script_args, env=None, timeout=60):
+    """Run a Python file directly on the host: the negative control of an attack."""
+    return subprocess.run([HOST_PYTHON, code_file, *script_args], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def processes_with(token):
+    """PIDs of processes whose command line contains token (read from /proc)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    pids.append(int(entry))
+        except OSError:
+            pass
+    return pids
+
+
+def wait_until(predicate, timeout=5.0, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+class NsboxTestCase(unittest.TestCase):
+    def skip_or_fail(self, reason):
+        if MUST_WORK:
+            self.fail(f"would skip, but NSBOX_TESTS_MUST_WORK=1: {reason}")
+        self.skipTest(reason)
+
+    def assertOneLineError(self, p, code=125, contains=None):
+        self.assertEqual(p.returncode, code, f"stdout={p.stdout!r} stderr={p.stderr!r}")
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, f"want one line on stderr, got {p.stderr!r}")
+        self.assertTrue(lines[0].startswith("nsbox: "), lines[0])
+        if contains:
+            self.assertIn(contains, lines[0])

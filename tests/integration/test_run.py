@@ -1,0 +1,331 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""nsbox run: identity, filesystem, environment, descriptors, limits, results, teardown and bad
+input, against the real binary and rootfs."""
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from nsboxtest import (NSBOX, NsboxTestCase, nsbox, nsbox_json, processes_with, wait_until)
+
+
+def py(code, *opts, **kw):
+    """Run python3 -c CODE in the sandbox with --json."""
+    return nsbox_json(*opts, "--", "python3", "-c", code, **kw)
+
+
+class TestIdentityAndPrivileges(NsboxTestCase):
+    def test_runs_as_nobody_with_no_capabilities(self):
+        p, r = py("print(open('/proc/self/status').read()); print(open('/proc/self/uid_map').read())")
+        self.assertEqual(r["status"], "exited", p.stderr)
+        status = dict(l.split(":\t", 1) for l in r["stdout"].splitlines() if ":\t" in l)
+        self.assertEqual(status["Uid"].split()[0], "65534")
+        self.assertEqual(status["Gid"].split()[0], "65534")
+        for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            self.assertEqual(int(status[cap], 16), 0, f"{cap} = {status[cap]}")
+        self.assertEqual(status["NoNewPrivs"].strip(), "1")
+        self.assertEqual(status["Seccomp"].strip(), "2")
+        # One id mapped; root's sandbox lands on host nobody, a user's on themself.
+        uid_map = [l.split() for l in r["stdout"].splitlines() if re.match(r"^\s*\d+\s+\d+\s+\d+\s*$", l)]
+        self.assertEqual(len(uid_map), 1)
+        inside, outside, count = map(int, uid_map[0])
+        self.assertEqual((inside, count), (65534, 1))
+        self.assertEqual(outside, 65534 if os.geteuid() == 0 else os.geteuid())
+
+    def test_user_option_changes_inside_ids(self):
+        p, r = py("import os; print(os.getuid(), os.getgid())", "--user", "1000:2000")
+        self.assertEqual(r["stdout"].strip(), "1000 2000", p.stderr)
+
+    def test_pid_namespace_and_hostname(self):
+        p, r = py("import os; print(os.getpid(), sorted(int(x) for x in os.listdir('/proc') if x.isdigit()), os.uname().nodename)")
+        pid, rest = r["stdout"].split(" ", 1)
+        self.assertEqual(pid, "2", "the payload is PID 2 under nsbox's init")
+        self.assertIn("[1, 2]", rest)
+        self.assertTrue(rest.strip().endswith("nsbox"))
+
+    def test_no_network_interfaces_but_loopback(self):
+        p, r = py("import socket; print(sorted(n for _, n in socket.if_nameindex()))")
+        self.assertEqual(r["stdout"].strip(), "['lo']", p.stderr)
+
+    def test_nested_namespaces_and_mount_refused(self):
+        code = ("import ctypes, os\n"
+                "libc = ctypes.CDLL(None, use_errno=True)\n"
+                "print('unshare', libc.unshare(0x10000000), ctypes.get_errno())\n"
+                "print('mount', libc.mount(b'none', b'/tmp', b'tmpfs', 0, None), ctypes.get_errno())\n"
+                "print('ptrace', libc.ptrace(16, 1, 0, 0), ctypes.get_errno())\n")
+        p, r = py(code)
+        self.assertEqual(r["status"], "exited", r["stderr"])
+        self.assertIn("unshare -1 1\n", r["stdout"])  # EPERM
+        self.assertIn("mount -1 1\n", r["stdout"])
+        self.assertIn("ptrace -1 1\n", r["stdout"])
+
+
+class TestFilesystem(NsboxTestCase):
+    def test_layout(self):
+        code = ("import os\n"
+                "print(sorted(os.listdir('/dev')))\n"
+                "print(os.path.exists('/sys'), os.getcwd())\n"
+                "for p in ('/', '/usr', '/etc', '/dev', '/work'):\n"
+                "    try:\n"
+                "        open(os.path.join(p, 'x'), 'w'); print(p, 'writable')\n"
+                "    except OSError as e: print(p, e.errno)\n"
+                "open('/tmp/x', 'w').write('ok'); open('/dev/shm/x', 'w').write('ok'); print('tmp ok')\n"
+                "print(open('/dev/null').read() == '', len(open('/dev/urandom','rb').read(8)))\n")
+        p, r = py(code)
+        lines = r["stdout"].splitlines()
+        self.assertEqual(lines[0], str(sorted(["fd", "full", "null", "random", "shm", "stderr",
+                                              "stdin", "stdout", "urandom", "zero"])))
+        self.assertEqual(lines[1], "False /work")
+        for l in lines[2:7]:
+            self.assertTrue(l.endswith(" 30"), f"expected EROFS: {l}")
+        self.assertIn("tmp ok", lines)
+        self.assertIn("True 8", lines)
+
+    def test_tmp_is_size_capped(self):
+        code = ("try:\n"
+                "    open('/tmp/big', 'wb').write(b'x' * (20 << 20)); print('wrote')\n"
+                "except OSError as e: print('full', e.errno)\n")
+        p, r = py(code)
+        self.assertEqual(r["stdout"].strip(), "full 28", p.stderr)  # ENOSPC at 16m
+        p, r = py(code, "--tmpfs", "/tmp:size=32m")
+        self.assertEqual(r["stdout"].strip(), "wrote", p.stderr)
+
+    def test_code_is_read_only_main_py(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            f.write("import os, sys\nprint(os.listdir('/work'), sys.argv[1:])\n"
+                    "print(oct(os.stat('/work/main.py').st_mode & 0o777))\n")
+            f.flush()
+            os.chmod(f.name, 0o644)
+            p, r = nsbox_json("--code", f.name, "--", "a", "b")
+        self.assertEqual(r["stdout"].splitlines(), ["['main.py'] ['a', 'b']", "0o444"], p.stderr)
+
+    def test_code_from_stdin(self):
+        p, r = nsbox_json("--code", "-", input="print(6 * 7)\n")
+        self.assertEqual(r["stdout"], "42\n", p.stderr)
+
+    def test_volumes(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o777)
+            with open(os.path.join(d, "in.txt"), "w") as f:
+                f.write("from host")
+            os.chmod(os.path.join(d, "in.txt"), 0o666)
+            code = ("print(open('/data/in.txt').read())\n"
+                    "try:\n    open('/data/out.txt', 'w').write('x'); print('written')\n"
+                    "except OSError as e: print('ro', e.errno)\n")
+            p, r = py(code.replace("/data", "/mnt"), "-v", f"{d}:/mnt")
+            self.assertEqual(r["stdout"].splitlines(), ["from host", "ro 30"], p.stderr)
+            p, r = py(code.replace("/data", "/tmp/deep/data"), "-v", f"{d}:/tmp/deep/data:ro")
+            self.assertEqual(r["stdout"].splitlines(), ["from host", "ro 30"], p.stderr)
+            p, r = py(code.replace("/data", "/tmp/rw"), "-v", f"{d}:/tmp/rw:rw")
+            self.assertEqual(r["stdout"].splitlines(), ["from host", "written"], p.stderr)
+            self.assertTrue(os.path.exists(os.path.join(d, "out.txt")))
+
+
+class TestEnvironmentAndDescriptors(NsboxTestCase):
+    def test_env_is_cleared_and_extended(self):
+        env = dict(os.environ, PASSED_THROUGH="yes", NOT_PASSED="no")
+        p, r = py("import os; print(sorted(os.environ.items()))",
+                  "-e", "FOO=bar", "-e", "PASSED_THROUGH", "-e", "HOME=/work", env=env)
+        items = dict(eval(r["stdout"]))
+        self.assertEqual(items, {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work",
+                                 "LANG": "C.UTF-8", "FOO": "bar", "PASSED_THROUGH": "yes"})
+
+    def test_only_stdio_descriptors(self):
+        r_fd, w_fd = os.pipe()  # inheritable in nsbox: must not reach the payload
+        os.set_inheritable(r_fd, True)
+        try:
+            p, r = py("import os; print(sorted(int(x) for x in os.listdir('/proc/self/fd')))",
+                      pass_fds=(r_fd,))
+        finally:
+            os.close(r_fd)
+            os.close(w_fd)
+        # 0, 1, 2 and the descriptor listdir itself uses.
+        self.assertEqual(r["stdout"].strip(), "[0, 1, 2, 3]", p.stderr)
+
+    def test_stdin_is_dev_null_unless_asked(self):
+        p, r = py("import sys; print(repr(sys.stdin.read()))", input="secret input")
+        self.assertEqual(r["stdout"].strip(), "''")
+        p, r = py("import sys; print(repr(sys.stdin.read()))", "--stdin", input="hello")
+        self.assertEqual(r["stdout"].strip(), "'hello'")
+
+
+class TestLimitsAndResults(NsboxTestCase):
+    def test_exit_status_is_the_payload_s(self):
+        p = nsbox("run", "--", "python3", "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)")
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (3, "out\n", "err\n"))
+        p, r = py("import os; os.kill(os.getpid(), 9)")
+        self.assertEqual((p.returncode, r["status"], r["signal"], r["exit_code"]),
+                         (137, "signaled", 9, 137))
+
+    def test_timeout(self):
+        start = time.monotonic()
+        p, r = py("while True: pass", "--timeout", "1")
+        elapsed = time.monotonic() - start
+        self.assertEqual((p.returncode, r["status"], r["exit_code"]), (124, "timeout", 124))
+        self.assertGreaterEqual(elapsed, 0.9)
+        self.assertLess(elapsed, 3.0)
+        p = nsbox("run", "--timeout", "0.5", "--", "python3", "-c", "import time; time.sleep(5)")
+        self.assertEqual(p.returncode, 124)
+        self.assertIn("timed out", p.stderr)
+
+    def test_output_flood_is_capped_and_counted(self):
+        start = time.monotonic()
+        p, r = py("import sys\nfor _ in range(100): sys.stdout.write('x' * 1_000_000)\n"
+                  "sys.stderr.write('e' * 10)")
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertEqual(r["status"], "exited", r["stderr"])
+        self.assertEqual(r["stdout_bytes"], 100_000_000)
+        self.assertEqual(len(r["stdout"]), 4000)
+        self.assertTrue(r["stdout_truncated"])
+        self.assertEqual((r["stderr"], r["stderr_bytes"], r["stderr_truncated"]), ("e" * 10, 10, False))
+        p, r = py("print('y' * 100)", "--output-limit", "10")
+        self.assertEqual((r["stdout"], r["stdout_bytes"]), ("y" * 10, 101))
+
+    def test_streams_without_json(self):
+        p = nsbox("run", "--output-limit", "5", "--", "python3", "-c", "print('abcdefghij')")
+        self.assertEqual(p.stdout, "abcde")
+        self.assertIn("stdout truncated: kept 5 of 11 bytes", p.stderr)
+
+    def test_json_reports_limits_and_their_mechanism(self):
+        p, r = py("pass", "--memory", "128m", "--pids-limit", "10", "--cpus", "1.5", "--timeout", "2")
+        self.assertEqual(r["limits"]["memory"], {"bytes": 128 << 20, "enforced_by": "rlimit"})
+        self.assertEqual(r["limits"]["pids"], {"max": 10, "enforced_by": "rlimit"})
+        self.assertEqual(r["limits"]["cpus"], {"cpus": 1.5, "enforced_by": "rlimit"})
+        self.assertEqual(r["limits"]["timeout"], {"seconds": 2.0, "enforced_by": "supervisor"})
+        self.assertEqual(r["limits_enforced_by"], "rlimit")
+        self.assertTrue(r["limits_note"])
+        p, r = py("pass", "--memory", "unlimited")
+        self.assertEqual(r["limits"]["memory"], {"bytes": None, "enforced_by": "none"})
+
+    def test_invalid_utf8_output_is_valid_json(self):
+        p, r = py("import sys; sys.stdout.buffer.write(b'ok\\xff')")
+        self.assertEqual(r["stdout"], "ok\ufffd")
+
+
+class TestTeardown(NsboxTestCase):
+    def start(self, token, *extra):
+        proc = subprocess.Popen(
+            [NSBOX, "run", *extra, "--", "python3", "-c",
+             "import os, sys, time\n"
+             "if os.fork() == 0:\n    time.sleep(60)\n"
+             "print('ready', flush=True); time.sleep(60)", token],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(proc.stderr.close)
+        self.addCleanup(proc.stdout.close)
+        return proc
+
+    def test_sigterm_is_forwarded_and_nothing_is_left(self):
+        token = "term-" + secrets.token_hex(6)
+        proc = self.start(token)
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        self.assertEqual(proc.returncode, 128 + signal.SIGTERM, proc.stderr.read())
+        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=2))
+
+    def test_sigint_like_ctrl_c(self):
+        token = "int-" + secrets.token_hex(6)
+        proc = self.start(token)
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+        # Python's KeyboardInterrupt ends the payload through SIGINT.
+        self.assertEqual(proc.returncode, 128 + signal.SIGINT)
+        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=2))
+
+    def test_killing_nsbox_kills_the_sandbox(self):
+        token = "kill-" + secrets.token_hex(6)
+        proc = self.start(token)
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        self.assertGreaterEqual(len(processes_with(token)), 2)
+        proc.kill()
+        proc.wait(timeout=10)
+        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=5),
+                        f"left behind: {processes_with(token)}")
+
+    def test_background_children_die_with_the_payload(self):
+        token = "bg-" + secrets.token_hex(6)
+        p, r = nsbox_json("--", "python3", "-c", "import os, time\nif os.fork() == 0:\n"
+                          "    os.setsid(); time.sleep(60)\nprint('parent done')", token)
+        self.assertEqual(r["stdout"], "parent done\n", r)
+        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=2))
+
+
+class TestBadInput(NsboxTestCase):
+    def setUp(self):
+        self.tmp_before = set(os.listdir("/tmp"))
+
+    def tearDown(self):
+        # nsbox makes no temporary files on the host, whatever happens.
+        leftovers = {n for n in set(os.listdir("/tmp")) - self.tmp_before if "nsbox" in n}
+        self.assertEqual(leftovers, set())
+
+    def test_missing_rootfs(self):
+        p = nsbox("run", "--rootfs", "/nonexistent/rootfs", "--", "true")
+        self.assertOneLineError(p, contains="rootfs '/nonexistent/rootfs'")
+
+    def test_not_an_nsbox_rootfs(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            p = nsbox("run", "--rootfs", d, "--", "true")
+        self.assertOneLineError(p, contains="not an nsbox rootfs")
+
+    def test_unknown_program(self):
+        p = nsbox("run", "--", "no-such-program")
+        self.assertOneLineError(p, code=127, contains="no-such-program: not found")
+        p, r = nsbox_json("--", "no-such-program")
+        self.assertEqual((r["status"], r["exit_code"], r["error"]["step"]), ("error", 127, "execve"))
+
+    def test_not_executable(self):
+        p = nsbox("run", "--", "/etc/passwd")
+        self.assertOneLineError(p, code=126, contains="Permission denied")
+
+    def test_unreadable_code_file(self):
+        p = nsbox("run", "--code", "/nonexistent/main.py")
+        self.assertOneLineError(p, contains="cannot read code file")
+        with tempfile.TemporaryDirectory() as d:
+            p = nsbox("run", "--code", d)
+        self.assertOneLineError(p, contains="not a regular file")
+
+    def test_bad_values(self):
+        for args, what in [(["--memory", "12Q"], "--memory"), (["--timeout", "-1"], "--timeout"),
+                           (["--timeout", "0"], "--timeout"), (["--cpus", "zero"], "--cpus"),
+                           (["--pids-limit", "0"], "--pids-limit"), (["-v", "/tmp"], "--volume"),
+                           (["-v", "/tmp:relative"], "--volume"), (["--user", "bob"], "--user"),
+                           (["--tmpfs", "/tmp:size=0"], "--tmpfs"), (["--network", "host"], "--network"),
+                           (["-e", "=x"], "--env"), (["--no-such-flag"], "unknown option")]:
+            with self.subTest(args=args):
+                p = nsbox("run", *args, "--", "true")
+                self.assertOneLineError(p, contains=what)
+
+    def test_missing_value(self):
+        self.assertOneLineError(nsbox("run", "--memory"), contains="'--memory' needs a value")
+
+    def test_bad_mount_targets(self):
+        for spec in ("/tmp:/proc/x", "/tmp:/dev/sda"):
+            p = nsbox("run", "-v", spec, "--", "true")
+            self.assertOneLineError(p, contains="managed by nsbox")
+        p = nsbox("run", "-v", "/tmp:/nonexistent-dir", "--", "true")
+        self.assertOneLineError(p, contains="does not exist in the read-only rootfs")
+        p = nsbox("run", "-v", "/nonexistent-source:/tmp/x", "--", "true")
+        self.assertOneLineError(p, contains="/nonexistent-source")
+
+    def test_json_error_is_json(self):
+        p, r = nsbox_json("--rootfs", "/nonexistent", "--", "true")
+        self.assertEqual((p.returncode, r["status"], r["exit_code"], r["error"]["step"]),
+                         (125, "error", 125, "rootfs"))
+
+    def test_no_program(self):
+        p = nsbox("run")
+        self.assertOneLineError(p, contains="no program given")
+        p = nsbox("frobnicate")
+        self.assertOneLineError(p, contains="unknown command")
+
+
+if __name__ == "__main__":
+    unittest.main()
