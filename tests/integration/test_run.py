@@ -64,6 +64,30 @@ class TestIdentityAndPrivileges(NsboxTestCase):
         self.assertIn("mount -1 1\n", r["stdout"])
         self.assertIn("ptrace -1 1\n", r["stdout"])
 
+    def test_filter_arguments_and_abis(self):
+        # Each call below fails differently without the filter (ENOTTY on /dev/null, EINVAL
+        # for a zero-sized clone3, a new child for clone): the errno proves the filter refused.
+        code = ("import ctypes\n"
+                "libc = ctypes.CDLL(None, use_errno=True)\n"
+                "libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_char_p]\n"
+                "libc.syscall.restype = ctypes.c_long\n"
+                "TIOCSTI = 0x5412\n"
+                "print('tiocsti', libc.ioctl(0, TIOCSTI, b'x'), ctypes.get_errno())\n"
+                "print('tiocsti-high', libc.ioctl(0, TIOCSTI | (1 << 32), b'x'), ctypes.get_errno())\n"
+                "print('tiocgwinsz', libc.ioctl(0, 0x5413, b'x' * 8), ctypes.get_errno())\n"
+                "print('clone3', libc.syscall(435, None, 0), ctypes.get_errno())\n"
+                "print('clone-newuser', libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0), ctypes.get_errno())\n"
+                "print('clone-newnet', libc.syscall(56, 0x40000000 | 17, 0, 0, 0, 0), ctypes.get_errno(), flush=True)\n"
+                "libc.syscall(0x40000000 + 39)  # getpid through the x32 ABI\n"
+                "print('x32 allowed')\n")
+        p, r = py(code)
+        lines = r["stdout"].splitlines()
+        self.assertEqual(lines, ["tiocsti -1 1", "tiocsti-high -1 1", "tiocgwinsz -1 25",
+                                 "clone3 -1 38", "clone-newuser -1 1", "clone-newnet -1 1"],
+                         r["stderr"])
+        # A foreign ABI kills the process (SIGSYS), it does not just fail.
+        self.assertEqual((r["status"], r["signal"]), ("signaled", signal.SIGSYS))
+
 
 class TestFilesystem(NsboxTestCase):
     def test_layout(self):
