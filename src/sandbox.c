@@ -15,7 +15,7 @@
  *   is left in the pid namespace).
  *
  * Payload (PID 2):
- *   stdio -> close every other fd -> default signals -> rlimits -> seccomp filter -> execve.
+ *   stdio -> close every other fd -> default signals -> seccomp filter -> rlimits -> execve.
  *
  * Failures inside are sent to the supervisor as a struct report on an O_CLOEXEC pipe; the
  * child then _exit()s, never exit().
@@ -461,14 +461,17 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int out_fd, int er
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
     (void)umask(022);
 
-    r = payload_rlimits(c, &e);
-    if (r < 0)
-        child_fail(report_fd, &e);
-
-    /* Last step before execve: from here on the filter applies to nsbox's own code too. */
+    /* The filter comes after every step that needs a privilege or a refused call; from here on
+     * it applies to nsbox's own code too. Only setrlimit(2), which can only lower limits, and
+     * execve(2) follow: loading the filter allocates (libseccomp generates the BPF program
+     * then), which a tight RLIMIT_DATA could refuse. */
     r = filter_load(sb->filter);
     if (r < 0)
         child_fail(report_fd, &(struct step_error){.err = -r, .step = "seccomp"});
+
+    r = payload_rlimits(c, &e);
+    if (r < 0)
+        child_fail(report_fd, &e);
 
     r = payload_execve(sb);
     struct report rep = {.type = REPORT_EXEC_FAILED, .code = r == -ENOENT ? 127 : 126};
