@@ -243,24 +243,22 @@ class TestTeardown(NsboxTestCase):
         self.addCleanup(proc.stdout.close)
         return proc
 
-    def test_sigterm_is_forwarded_and_nothing_is_left(self):
-        token = "term-" + secrets.token_hex(6)
+    def assert_signal_forwarded(self, sig):
+        token = f"sig{int(sig)}-" + secrets.token_hex(6)
         proc = self.start(token)
         self.assertEqual(proc.stdout.readline(), "ready\n")
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         proc.wait(timeout=10)
-        self.assertEqual(proc.returncode, 128 + signal.SIGTERM, proc.stderr.read())
-        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=2))
+        self.assertEqual(proc.returncode, 128 + sig, proc.stderr.read())
+        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=2),
+                        f"left behind: {processes_with(token)}")
+
+    def test_sigterm_is_forwarded_and_nothing_is_left(self):
+        self.assert_signal_forwarded(signal.SIGTERM)
 
     def test_sigint_like_ctrl_c(self):
-        token = "int-" + secrets.token_hex(6)
-        proc = self.start(token)
-        self.assertEqual(proc.stdout.readline(), "ready\n")
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
         # Python's KeyboardInterrupt ends the payload through SIGINT.
-        self.assertEqual(proc.returncode, 128 + signal.SIGINT)
-        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=2))
+        self.assert_signal_forwarded(signal.SIGINT)
 
     def test_killing_nsbox_kills_the_sandbox(self):
         token = "kill-" + secrets.token_hex(6)
