@@ -334,12 +334,15 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ':':
             return log_error_errno(-EINVAL, "option '%s' needs a value (see 'nsbox run --help')",
                                    argv[optind - 1]);
-        default:
+        default: {
+            /* With --code, a script's own options are the usual culprit. */
+            const char *hint = a->code_path ? "; put the script's arguments after --" : "";
             if (optopt)
-                return log_error_errno(-EINVAL, "unknown option '-%c' (see 'nsbox run --help')",
-                                       optopt);
-            return log_error_errno(-EINVAL, "unknown option '%s' (see 'nsbox run --help')",
-                                   argv[optind - 1]);
+                return log_error_errno(-EINVAL, "unknown option '-%c' (see 'nsbox run --help'%s)",
+                                       optopt, hint);
+            return log_error_errno(-EINVAL, "unknown option '%s' (see 'nsbox run --help'%s)",
+                                   argv[optind - 1], hint);
+        }
         }
     }
 
@@ -415,6 +418,11 @@ static int run_main(int argc, char *argv[])
         (void)printf("%s\n", text);
         free(text);
     } else {
+        if (result.status == NSBOX_STATUS_SIGNALED && result.signal == SIGXCPU &&
+            result.cpus.enforced_by == NSBOX_ENFORCER_RLIMIT)
+            log_error("the payload used up its CPU time: --cpus %.3g x --timeout %.3g s under "
+                      "rlimits (RLIMIT_CPU)",
+                      (double)a.config.cpus_milli / 1000, (double)a.config.timeout / 1e6);
         if (result.status == NSBOX_STATUS_TIMEOUT)
             log_error("timed out after %.3g s; the sandbox was killed",
                       (double)a.config.timeout / 1e6);

@@ -272,13 +272,19 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
 {
     static const char *const required[] = {"proc", "dev", "tmp", "work"};
     _cleanup_close_ int fd = -EBADF;
-    struct stat st;
+    struct stat st, host_root;
 
     fd = open(sb->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return plan_error(ret, negative_errno(), "rootfs",
                           "rootfs '%s': %m (build it with 'meson compile -C build rootfs', or "
                           "pass --rootfs DIR)",
+                          sb->rootfs);
+    if (fstat(fd, &st) == 0 && stat("/", &host_root) == 0 && st.st_dev == host_root.st_dev &&
+        st.st_ino == host_root.st_ino)
+        return plan_error(ret, -EINVAL, "rootfs",
+                          "rootfs '%s' is the host's own root: nsbox needs a separate root "
+                          "filesystem (the built one, or a directory made with rootfs/build)",
                           sb->rootfs);
     for (size_t i = 0; i < ELEMENTSOF(required); i++)
         if (fstatat(fd, required[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
@@ -389,9 +395,12 @@ static int payload_rlimits(const struct nsbox_config *c, struct step_error *e)
     }
     if (c->cpus_milli && c->timeout) {
         uint64_t cpu_usec = c->cpus_milli * (c->timeout / 1000);
-        r = set_rlimit(RLIMIT_CPU, (cpu_usec + 999999) / 1000000);
-        if (r < 0)
-            return step_fail(e, r, "setrlimit", "RLIMIT_CPU");
+        uint64_t seconds = (cpu_usec + 999999) / 1000000;
+        /* The soft limit sends SIGXCPU, so the result can say which limit was hit; the hard
+         * limit a second later is SIGKILL (setrlimit(2)). */
+        struct rlimit rl = {.rlim_cur = seconds, .rlim_max = seconds + 1};
+        if (setrlimit(RLIMIT_CPU, &rl) < 0)
+            return step_fail(e, negative_errno(), "setrlimit", "RLIMIT_CPU");
     }
     return 0;
 }

@@ -197,6 +197,16 @@ class TestLimitsAndResults(NsboxTestCase):
         self.assertEqual(p.returncode, 124)
         self.assertIn("timed out", p.stderr)
 
+    def test_cpu_time_under_rlimits(self):
+        # Without a cgroup, --cpus is CPU time: cpus x timeout seconds, then SIGXCPU.
+        start = time.monotonic()
+        p = nsbox("run", "--cpus", "0.5", "--timeout", "4", "--", "python3", "-c", "while True: pass")
+        self.assertLess(time.monotonic() - start, 3.5)
+        self.assertEqual(p.returncode, 128 + signal.SIGXCPU)
+        self.assertIn("used up its CPU time", p.stderr)
+        p = nsbox("run", "--cpus", "unlimited", "--timeout", "1", "--", "python3", "-c", "while True: pass")
+        self.assertEqual(p.returncode, 124)
+
     def test_output_flood_is_capped_and_counted(self):
         start = time.monotonic()
         p, r = py("import sys\nfor _ in range(100): sys.stdout.write('x' * 1_000_000)\n"
@@ -296,6 +306,15 @@ class TestBadInput(NsboxTestCase):
             os.chmod(d, 0o755)
             p = nsbox("run", "--rootfs", d, "--", "true")
         self.assertOneLineError(p, contains="not an nsbox rootfs")
+
+    def test_host_root_as_rootfs(self):
+        p = nsbox("run", "--rootfs", "/", "--", "true")
+        self.assertOneLineError(p, contains="the host's own root")
+
+    def test_script_options_need_a_separator(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            p = nsbox("run", "--code", f.name, "--verbose")
+        self.assertOneLineError(p, contains="put the script's arguments after --")
 
     def test_unknown_program(self):
         p = nsbox("run", "--", "no-such-program")
