@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <linux/sched.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include "filter.h"
 #include "macro.h"
@@ -80,6 +81,10 @@ static const struct deny_rule {
  * compare is masked: a high bit set cannot slip past. */
 static const unsigned long tty_injection_ioctls[] = {TIOCSTI, TIOCLINUX};
 
+/* Socket families that reach past the sandbox's network namespace: vsock is not namespaced, and
+ * talks to the hypervisor and the host's other guests (AF_VSOCK, vsock(7)). */
+static const int refused_socket_families[] = {AF_VSOCK};
+
 int filter_build(scmp_filter_ctx *ret)
 {
     scmp_filter_ctx ctx;
@@ -116,6 +121,13 @@ int filter_build(scmp_filter_ctx *ret)
     for (size_t i = 0; i < ELEMENTSOF(tty_injection_ioctls); i++) {
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, tty_injection_ioctls[i]));
+        if (r < 0)
+            goto fail;
+    }
+
+    for (size_t i = 0; i < ELEMENTSOF(refused_socket_families); i++) {
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)refused_socket_families[i]));
         if (r < 0)
             goto fail;
     }

@@ -443,6 +443,11 @@ static int run_main(int argc, char *argv[])
 
 int main(int argc, char *argv[])
 {
+    /* Descriptors 0-2 must be open, or nsbox's own pipes would land on them. */
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd)
+            return EXIT_NSBOX_FAILURE;
+
     if (argc < 2) {
         usage(stderr);
         return EXIT_NSBOX_FAILURE;

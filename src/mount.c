@@ -136,11 +136,17 @@ int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e)
     return 0;
 }
 
+/* One inode per KiB of size: without nr_inodes a tmpfs of a few MiB holds millions of empty
+ * files, each costing kernel memory that no size limit counts. */
+#define TMPFS_BYTES_PER_INODE 1024
+
 static int mount_tmpfs(const char *target, unsigned long flags, uint64_t size, unsigned mode)
 {
-    char options[64];
+    char options[96];
+    uint64_t inodes = size / TMPFS_BYTES_PER_INODE;
 
-    (void)snprintf(options, sizeof(options), "size=%" PRIu64 ",mode=%04o", size, mode);
+    (void)snprintf(options, sizeof(options), "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=%04o",
+                   size, inodes < 64 ? 64 : inodes, mode);
     return mount("tmpfs", target, "tmpfs", flags, options) < 0 ? negative_errno() : 0;
 }
 
@@ -167,8 +173,19 @@ static int mkdir_parents(const char *path)
  * read-only rootfs must already have it. */
 static int ensure_mount_point(const char *target, bool is_dir, struct step_error *e)
 {
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                           .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
     struct stat st;
-    int r;
+    int r, fd;
+
+    /* A symlink on the way could have been planted by an earlier run in a writable bind; it
+     * would move the mount somewhere else, /proc included. No code runs in the sandbox yet, so
+     * checking once is enough. */
+    fd = sys_openat2(AT_FDCWD, target, &how);
+    if (fd >= 0)
+        (void)close(fd);
+    else if (errno == ELOOP || errno == EXDEV)
+        return step_fail(e, -ELOOP, "mount point", "%s goes through a symlink", target);
 
     if (stat(target, &st) == 0) {
         if (is_dir && !S_ISDIR(st.st_mode))
@@ -185,10 +202,10 @@ static int ensure_mount_point(const char *target, bool is_dir, struct step_error
         if (is_dir)
             r = mkdir(target, 0755) < 0 ? negative_errno() : 0;
         else {
-            int fd = open(target, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-            r = fd < 0 ? negative_errno() : 0;
-            if (fd >= 0)
-                (void)close(fd);
+            int file_fd = open(target, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+            r = file_fd < 0 ? negative_errno() : 0;
+            if (file_fd >= 0)
+                (void)close(file_fd);
         }
     }
     if (r == -EROFS)
@@ -284,6 +301,7 @@ static int populate_work(const struct sandbox *sb, struct step_error *e)
 
 int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step_error *e)
 {
+    _cleanup_close_ int work_fd = -EBADF;
     int r;
 
     /* Modes below are exactly what is written. */
@@ -295,6 +313,11 @@ int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step
     r = populate_work(sb, e);
     if (r < 0)
         return r;
+    /* Holds on to the /work tmpfs itself, so the seal below reaches it even when a bind is
+     * mounted over /work. */
+    work_fd = open("/work", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (work_fd < 0)
+        return step_fail(e, negative_errno(), "open /work", NULL);
 
     /* sb->mounts is sorted parents-first, so a mount below another target lands on top of it. */
     for (size_t i = 0; i < sb->n_mounts; i++) {
@@ -317,7 +340,7 @@ int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step
 
     /* Sealed last, non-recursively: mount points could be made below /work until now, and
      * writable binds there stay writable. */
-    r = set_mount_attr(AT_FDCWD, "/work", 0, MOUNT_ATTR_RDONLY);
+    r = set_mount_attr(work_fd, "", AT_EMPTY_PATH, MOUNT_ATTR_RDONLY);
     if (r < 0)
         return step_fail(e, r, "make /work read-only", NULL);
 

@@ -451,7 +451,10 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int out_fd, int er
         if (null_fd < 0 || dup2(null_fd, 0) < 0)
             child_fail(report_fd, &(struct step_error){.err = errno, .step = "stdin"});
     }
-    if (dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+    /* dup2(fd, fd) would keep O_CLOEXEC: when the pipe already sits at 1 or 2 (nsbox started
+     * with those closed), clear the flag instead. */
+    if ((out_fd == 1 ? fcntl(1, F_SETFD, 0) : dup2(out_fd, 1)) < 0 ||
+        (err_fd == 2 ? fcntl(2, F_SETFD, 0) : dup2(err_fd, 2)) < 0)
         child_fail(report_fd, &(struct step_error){.err = errno, .step = "stdout/stderr"});
     /* The report pipe moves to fd 3 (close-on-exec); everything above it is closed, so no
      * descriptor of nsbox or of nsbox's caller reaches the payload. */

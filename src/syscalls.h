@@ -5,6 +5,7 @@
  */
 #pragma once
 
+#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -94,6 +95,22 @@ static inline int sys_mount_setattr(int dfd, const char *path, unsigned flags,
 static inline int sys_pivot_root(const char *new_root, const char *put_old)
 {
     return (int)syscall(SYS_pivot_root, new_root, put_old);
+}
+
+#ifndef RESOLVE_NO_SYMLINKS
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_NO_SYMLINKS 0x04
+struct open_how {
+    uint64_t flags;
+    uint64_t mode;
+    uint64_t resolve;
+};
+#endif
+
+/* openat2(2), Linux 5.6. */
+static inline int sys_openat2(int dfd, const char *path, struct open_how *how)
+{
+    return (int)syscall(SYS_openat2, dfd, path, how, sizeof(*how));
 }
 
 static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)

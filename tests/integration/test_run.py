@@ -77,13 +77,15 @@ class TestIdentityAndPrivileges(NsboxTestCase):
                 "print('tiocgwinsz', libc.ioctl(0, 0x5413, b'x' * 8), ctypes.get_errno())\n"
                 "print('clone3', libc.syscall(435, None, 0), ctypes.get_errno())\n"
                 "print('clone-newuser', libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0), ctypes.get_errno())\n"
-                "print('clone-newnet', libc.syscall(56, 0x40000000 | 17, 0, 0, 0, 0), ctypes.get_errno(), flush=True)\n"
+                "print('clone-newnet', libc.syscall(56, 0x40000000 | 17, 0, 0, 0, 0), ctypes.get_errno())\n"
+                "print('vsock', libc.socket(40, 1, 0), ctypes.get_errno(), flush=True)\n"
                 "libc.syscall(0x40000000 + 39)  # getpid through the x32 ABI\n"
                 "print('x32 allowed')\n")
         p, r = py(code)
         lines = r["stdout"].splitlines()
         self.assertEqual(lines, ["tiocsti -1 1", "tiocsti-high -1 1", "tiocgwinsz -1 25",
-                                 "clone3 -1 38", "clone-newuser -1 1", "clone-newnet -1 1"],
+                                 "clone3 -1 38", "clone-newuser -1 1", "clone-newnet -1 1",
+                                 "vsock -1 1"],
                          r["stderr"])
         # A foreign ABI kills the process (SIGSYS), it does not just fail.
         self.assertEqual((r["status"], r["signal"]), ("signaled", signal.SIGSYS))
@@ -118,6 +120,33 @@ class TestFilesystem(NsboxTestCase):
         self.assertEqual(r["stdout"].strip(), "full 28", p.stderr)  # ENOSPC at 16m
         p, r = py(code, "--tmpfs", "/tmp:size=32m")
         self.assertEqual(r["stdout"].strip(), "wrote", p.stderr)
+
+    def test_tmpfs_inodes_are_capped(self):
+        # Empty files cost kernel memory but no bytes: nr_inodes bounds them (1 per KiB).
+        code = ("import os\n"
+                "try:\n"
+                "    for i in range(100000): os.close(os.open(f'/tmp/f{i}', os.O_CREAT | os.O_WRONLY))\n"
+                "except OSError as e: print(e.errno, len(os.listdir('/tmp')))\n")
+        p, r = py(code, "--tmpfs", "/tmp:size=4m")
+        self.assertEqual(r["stdout"].split(), ["28", str(4096 - 1)], r["stderr"])
+
+    def test_mount_targets_through_symlinks_are_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o777)
+            # An earlier run plants a link in a writable bind...
+            p, r = py("import os; os.symlink('/proc/sys/kernel', '/mnt/cfg')", "-v", f"{d}:/mnt:rw")
+            self.assertEqual(r["status"], "exited", r)
+            # ...a later run must not follow it to place a mount.
+            p = nsbox("run", "-v", f"{d}:/tmp/ws:rw", "-v", "/etc/hostname:/tmp/ws/cfg/hostname",
+                      "--", "true")
+            self.assertOneLineError(p, contains="goes through a symlink")
+
+    def test_writable_bind_on_work(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o777)
+            p, r = py("open('/work/out', 'w').write('x'); print('ok')", "-v", f"{d}:/work:rw")
+            self.assertEqual(r["stdout"], "ok\n", r)
+            self.assertTrue(os.path.exists(os.path.join(d, "out")))
 
     def test_code_is_read_only_main_py(self):
         with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
@@ -170,6 +199,14 @@ class TestEnvironmentAndDescriptors(NsboxTestCase):
             os.close(w_fd)
         # 0, 1, 2 and the descriptor listdir itself uses.
         self.assertEqual(r["stdout"].strip(), "[0, 1, 2, 3]", p.stderr)
+
+    def test_closed_stdio_of_nsbox(self):
+        # nsbox started with stdin and stdout closed: the payload still gets its own 0, 1, 2.
+        p = subprocess.run(
+            f"exec 0<&- 1>&-; {NSBOX} run -- python3 -c 'import os,sys; "
+            f"sys.stderr.write(str(sorted(int(x) for x in os.listdir(\"/proc/self/fd\"))))'",
+            shell=True, capture_output=True, text=True, timeout=30)
+        self.assertEqual((p.returncode, p.stderr), (0, "[0, 1, 2, 3]"))
 
     def test_stdin_is_dev_null_unless_asked(self):
         p, r = py("import sys; print(repr(sys.stdin.read()))", input="secret input")
