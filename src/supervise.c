@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -37,8 +38,42 @@ struct stream_state {
     uint64_t limit;
 };
 
+/* Copy n bytes to st->copy_fd without blocking past deadline (monotonic microseconds): a reader
+ * that stops reading must not stop the wall clock. Writes at most PIPE_BUF bytes after each
+ * POLLOUT, which a pipe takes without blocking (pipe(7)). On EPIPE, another error or the
+ * deadline, copying stops for good (capture goes on). */
+static void stream_copy(struct stream_state *st, const char *p, size_t n, uint64_t deadline)
+{
+    while (n > 0 && st->copy_fd >= 0) {
+        struct pollfd pfd = {.fd = st->copy_fd, .events = POLLOUT};
+        uint64_t now = now_usec();
+        int timeout_ms = -1, k;
+        ssize_t w;
+
+        if (deadline != UINT64_MAX) {
+            if (now >= deadline)
+                break;
+            timeout_ms = (int)((deadline - now + 999) / 1000);
+        }
+        k = poll(&pfd, 1, timeout_ms);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0 || (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)))
+            break;
+        w = write(st->copy_fd, p, n < PIPE_BUF ? n : PIPE_BUF);
+        if (w < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (w <= 0)
+            break;
+        p += w;
+        n -= (size_t)w;
+    }
+    if (n > 0)
+        st->copy_fd = -1;
+}
+
 /* Read what is there; keep at most limit bytes, count everything. Returns 0, or 1 at EOF. */
-static int stream_read(struct stream_state *st, char *buf)
+static int stream_read(struct stream_state *st, char *buf, uint64_t deadline)
 {
     ssize_t n = read(st->fd, buf, READ_CHUNK);
     size_t keep;
@@ -53,22 +88,7 @@ static int stream_read(struct stream_state *st, char *buf)
         keep = (size_t)n;
     if (keep > 0) {
         memcpy(st->s->data + st->s->captured, buf, keep);
-        if (st->copy_fd >= 0) {
-            const char *p = st->s->data + st->s->captured;
-            size_t left = keep;
-            while (left > 0) {
-                ssize_t k = write(st->copy_fd, p, left);
-                if (k < 0 && errno == EINTR)
-                    continue;
-                if (k <= 0) {
-                    /* The reader went away (EPIPE): stop copying, keep capturing. */
-                    st->copy_fd = -1;
-                    break;
-                }
-                p += k;
-                left -= (size_t)k;
-            }
-        }
+        stream_copy(st, buf, keep, deadline);
         st->s->captured += keep;
         st->s->data[st->s->captured] = '\0';
     }
@@ -160,7 +180,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
         for (size_t i = 0; i < 2; i++)
             if (idx_stream[i] >= 0 && p[idx_stream[i]].revents &&
-                stream_read(&streams[i], buf) > 0) {
+                stream_read(&streams[i], buf, kill_at) > 0) {
                 (void)close(streams[i].fd);
                 streams[i].fd = -1;
             }

@@ -257,6 +257,19 @@ class TestLimitsAndResults(NsboxTestCase):
         p, r = py("print('y' * 100)", "--output-limit", "10")
         self.assertEqual((r["stdout"], r["stdout_bytes"]), ("y" * 10, 101))
 
+    def test_a_stalled_reader_does_not_stop_the_clock(self):
+        # Nobody reads nsbox's stdout: copying blocks, but the timeout still fires.
+        proc = subprocess.Popen(
+            [NSBOX, "run", "--output-limit", "1m", "--timeout", "1", "--", "python3", "-c",
+             "import sys, time; sys.stdout.write('x' * 1000000); sys.stdout.flush(); time.sleep(30)"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(proc.stderr.close)
+        start = time.monotonic()
+        proc.wait(timeout=10)
+        self.assertLess(time.monotonic() - start, 3)
+        self.assertEqual(proc.returncode, 124)
+
     def test_streams_without_json(self):
         p = nsbox("run", "--output-limit", "5", "--", "python3", "-c", "print('abcdefghij')")
         self.assertEqual(p.stdout, "abcde")
