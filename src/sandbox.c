@@ -8,11 +8,11 @@
  *   supervise (supervise.c) -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
- *   wait for the id maps -> clone host mount sources -> bind the rootfs read-only and
- *   pivot_root -> switch to the sandbox ids -> /proc, /dev, tmpfs, /work, binds -> hostname ->
- *   parent-death signal -> drop every capability -> no_new_privs -> new session -> fork the
- *   payload -> reap, forward signals, report how the payload ended, exit (which kills whatever
- *   is left in the pid namespace).
+ *   wait for the id maps -> clone host mount sources -> bind the rootfs read-only, mount /proc
+ *   and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds -> hostname ->
+ *   wipe nsbox's command line from memory -> parent-death signal -> drop every capability ->
+ *   no_new_privs -> new session -> fork the payload -> reap, forward signals, report how the
+ *   payload ended, exit (which kills whatever is left in the pid namespace).
  *
  * Payload (PID 2):
  *   stdio -> close every other fd -> default signals -> seccomp filter -> rlimits -> execve.
@@ -134,6 +134,9 @@ static int plan_error(struct nsbox_result *ret, int r, const char *step, const c
 
 static void sandbox_free(struct sandbox *sb)
 {
+    if (sb->argv)
+        for (char **a = sb->argv; *a; a++)
+            free(*a);
     free(sb->argv);
     if (sb->envp)
         for (char **e = sb->envp; *e; e++)
@@ -323,14 +326,14 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     sb->argv = calloc(n_args + 3, sizeof(char *));
     if (!sb->argv)
         return plan_error(ret, -ENOMEM, "config", "out of memory");
-    if (c->code) {
-        sb->argv[0] = (char *)"python3";
-        sb->argv[1] = (char *)"/work/main.py";
-        for (size_t i = 0; i < n_args; i++)
-            sb->argv[i + 2] = c->argv[i];
-    } else
-        for (size_t i = 0; i < n_args; i++)
-            sb->argv[i] = c->argv[i];
+    /* Owned copies: the sandbox's init wipes the memory of nsbox's own argv. */
+    for (size_t i = 0, j = 0; i < n_args + (c->code ? 2 : 0); i++) {
+        const char *arg = !c->code ? c->argv[i] : i == 0 ? "python3" : i == 1 ? "/work/main.py"
+                                                                               : c->argv[j++];
+        sb->argv[i] = strdup(arg);
+        if (!sb->argv[i])
+            return plan_error(ret, -ENOMEM, "config", "out of memory");
+    }
 
     r = plan_env(sb, ret);
     if (r < 0)
@@ -535,6 +538,35 @@ struct child_fds {
     int err;
 };
 
+/* Zero this process's copy of the command line it was started with (the memory between
+ * arg_start and arg_end, fields 48 and 49 of /proc/self/stat, proc(5)): the payload can read
+ * /proc/1/cmdline, and nsbox's arguments name host paths and values meant for nsbox. */
+static int wipe_own_cmdline(void)
+{
+    char buf[2048], *p;
+    unsigned long start = 0, end = 0;
+    _cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return negative_errno();
+    n = RETRY_EINTR(read(fd, buf, sizeof(buf) - 1));
+    if (n <= 0)
+        return -EIO;
+    buf[n] = '\0';
+    /* Fields after the command name, which is in parentheses and may hold spaces. */
+    p = strrchr(buf, ')');
+    if (!p)
+        return -EIO;
+    p++;
+    for (int field = 3; field < 48 && p; field++)
+        p = strchr(p + 1, ' ');
+    if (!p || sscanf(p, " %lu %lu", &start, &end) != 2 || end <= start)
+        return -EIO;
+    memset((void *)start, 0, end - start);
+    return 0;
+}
+
 _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 {
     int dev_fds[MOUNT_N_DEVICES];
@@ -574,6 +606,9 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 
     if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "sethostname"});
+    r = wipe_own_cmdline();
+    if (r < 0)
+        child_fail(fds->report, &(struct step_error){.err = -r, .step = "wipe command line"});
 
     /* Die with nsbox. Set after the id switch, which clears it (prctl(2)); then check that the
      * supervisor did not die before it was set. */

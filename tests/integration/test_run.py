@@ -208,6 +208,13 @@ class TestEnvironmentAndDescriptors(NsboxTestCase):
             shell=True, capture_output=True, text=True, timeout=30)
         self.assertEqual((p.returncode, p.stderr), (0, "[0, 1, 2, 3]"))
 
+    def test_init_shows_no_nsbox_arguments(self):
+        canary = "CANARY-" + secrets.token_hex(6)
+        p, r = py("print(repr(open('/proc/1/cmdline', 'rb').read().strip(b'\\0')))",
+                  "-e", f"TOKEN={canary}", "--rootfs", os.environ.get("NSBOX_ROOTFS") or
+                  os.path.realpath(os.path.join(os.path.dirname(NSBOX), "..", "rootfs", "tree")))
+        self.assertEqual(r["stdout"], "b''\n", r)
+
     def test_stdin_is_dev_null_unless_asked(self):
         p, r = py("import sys; print(repr(sys.stdin.read()))", input="secret input")
         self.assertEqual(r["stdout"].strip(), "''")
