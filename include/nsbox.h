@@ -75,6 +75,12 @@ struct nsbox_config {
     uint64_t tmp_size;     /* bytes of the default /tmp tmpfs (default 16 MiB) */
     uint64_t shm_size;     /* bytes of the /dev/shm tmpfs (default 16 MiB) */
 
+    /* The seccomp policy file (policy/README.md), or NULL for the built-in default policy. */
+    const char *seccomp_policy;
+    /* true: no seccomp filter at all. For demonstrating what the filter stops; never for
+     * untrusted code. */
+    bool seccomp_disabled;
+
     /* true: the payload's stdin is the caller's fd 0; false: /dev/null (the default). */
     bool pass_stdin;
 
@@ -121,6 +127,10 @@ struct nsbox_result {
     char error_step[64];
     int error_errno;
     char error[512];
+
+    /* Lines of warnings for the caller, '\n'-separated (unknown system calls in a user's
+     * policy, which are skipped), or "". */
+    char warnings[1024];
 
     struct nsbox_limit_report memory, pids_limit, cpus, timeout;
     /* Why limits were not enforced by a cgroup ("cgroup v2 not available: ..."), or "". */

@@ -1,150 +1,352 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/*
- * The built-in first filter: a deny list over SCMP_ACT_ALLOW. Every rule names why it is there.
- * Refusals return EPERM ("the sandbox forbids this"); clone3 returns ENOSYS so that glibc falls
- * back to clone(2), whose flags a filter can inspect (clone3 passes them behind a pointer).
- */
+/* Compile a policy (policy.h) into stacked seccomp filters; see filter.h for why three. */
 #include <errno.h>
-#include <linux/sched.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <linux/seccomp.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 
 #include "filter.h"
 #include "macro.h"
 
-/* Namespace flags a process inside could pass to clone(2). CLONE_NEWTIME shares its bit with
- * the exit signal in clone(2) and exists only for clone3, which is refused outright. */
-static const unsigned long clone_namespace_flags[] = {
-    CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
-    CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
-};
+struct filter_ctx;
+static int dump_ctx(const struct filter_ctx *f, int fd);
 
-static const struct deny_rule {
-    const char *name;
-    int err;
-    const char *why;
-} deny_rules[] = {
-    /* Nested namespaces: a new user namespace hands back a full capability set in it, the
-     * first step of most container escapes through kernel bugs. */
-    {"unshare", EPERM, "new namespaces would restore capabilities"},
-    {"setns", EPERM, "joining other namespaces"},
-    {"clone3", ENOSYS, "flags hidden behind a pointer; glibc falls back to clone"},
-    /* The filesystem view is fixed once the payload starts. */
-    {"mount", EPERM, "changing the filesystem view"},
-    {"umount2", EPERM, "revealing what is mounted over"},
-    {"pivot_root", EPERM, "changing the root"},
-    {"chroot", EPERM, "changing the root"},
-    {"open_tree", EPERM, "new mount API"},
-    {"move_mount", EPERM, "new mount API"},
-    {"fsopen", EPERM, "new mount API"},
-    {"fsconfig", EPERM, "new mount API"},
-    {"fsmount", EPERM, "new mount API"},
-    {"fspick", EPERM, "new mount API"},
-    {"mount_setattr", EPERM, "new mount API"},
-    /* Other processes' memory and state. */
-    {"ptrace", EPERM, "inspecting and controlling processes"},
-    {"process_vm_readv", EPERM, "reading another process's memory"},
-    {"process_vm_writev", EPERM, "writing another process's memory"},
-    {"kcmp", EPERM, "comparing kernel objects of processes"},
-    /* Kernel keyrings are not namespaced: keys could leak between sandboxes and the host. */
-    {"keyctl", EPERM, "the keyring is not namespaced"},
-    {"add_key", EPERM, "the keyring is not namespaced"},
-    {"request_key", EPERM, "the keyring is not namespaced"},
-    /* Large kernel attack surfaces a Python payload never needs. */
-    {"bpf", EPERM, "eBPF verifier and maps: large attack surface"},
-    {"perf_event_open", EPERM, "performance events: large attack surface, side channels"},
-    {"userfaultfd", EPERM, "used to win kernel races in exploits"},
-    {"io_uring_setup", EPERM, "io_uring bypasses system-call filtering"},
-    {"io_uring_enter", EPERM, "io_uring bypasses system-call filtering"},
-    {"io_uring_register", EPERM, "io_uring bypasses system-call filtering"},
-    /* Whole-machine operations. */
-    {"kexec_load", EPERM, "replacing the running kernel"},
-    {"kexec_file_load", EPERM, "replacing the running kernel"},
-    {"init_module", EPERM, "loading kernel modules"},
-    {"finit_module", EPERM, "loading kernel modules"},
-    {"delete_module", EPERM, "unloading kernel modules"},
-    {"reboot", EPERM, "rebooting the machine"},
-    {"swapon", EPERM, "changing swap"},
-    {"swapoff", EPERM, "changing swap"},
-    {"acct", EPERM, "process accounting"},
-    {"quotactl", EPERM, "disk quotas"},
-    {"settimeofday", EPERM, "setting the clock"},
-    {"clock_settime", EPERM, "setting the clock"},
-    {"clock_adjtime", EPERM, "setting the clock"},
-    /* File handles skip path-based permission checks (the 2014 "shocker" Docker escape). */
-    {"open_by_handle_at", EPERM, "opening files by handle bypasses path checks"},
-    {"name_to_handle_at", EPERM, "file handles are only useful to open_by_handle_at"},
-};
+/* System call numbers probed for the "unknown" filter: every name libseccomp has for the native
+ * architecture lies below this (x86-64 ends in the 460s in 2026). */
+#define SYSCALL_NR_SCAN 1024
 
-/* ioctl(2) commands that push input into a terminal, a way out through the caller's tty
- * (CVE-2017-5226 in bubblewrap). The kernel uses only the low 32 bits of the command, so the
- * compare is masked: a high bit set cannot slip past. */
-static const unsigned long tty_injection_ioctls[] = {TIOCSTI, TIOCLINUX};
+static int rule_error(struct policy_error *e, const struct policy_rule *rule, int r,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* Socket families that reach past the sandbox's network namespace: vsock is not namespaced, and
- * talks to the hypervisor and the host's other guests (AF_VSOCK, vsock(7)). */
-static const int refused_socket_families[] = {AF_VSOCK};
-
-int filter_build(scmp_filter_ctx *ret)
+static int rule_error(struct policy_error *e, const struct policy_rule *rule, int r,
+                      const char *fmt, ...)
 {
-    scmp_filter_ctx ctx;
-    int r;
+    va_list ap;
 
-    ctx = seccomp_init(SCMP_ACT_ALLOW);
-    if (!ctx)
-        return -ENOMEM;
-
-    /* seccomp_init() adds only the native architecture: foreign ABIs (i386 through int 0x80,
-     * and x32 system calls on x86-64, which libseccomp checks by number) take the bad-arch
-     * action. Make that explicit: kill the whole process. */
-    r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-    if (r < 0)
-        goto fail;
-
-    for (size_t i = 0; i < ELEMENTSOF(deny_rules); i++) {
-        int nr = seccomp_syscall_resolve_name(deny_rules[i].name);
-        if (nr == __NR_SCMP_ERROR)
-            continue; /* not a system call on this architecture */
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO((unsigned)deny_rules[i].err), nr, 0);
-        if (r < 0)
-            goto fail;
-    }
-
-    for (size_t i = 0; i < ELEMENTSOF(clone_namespace_flags); i++) {
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                             SCMP_A0(SCMP_CMP_MASKED_EQ, clone_namespace_flags[i],
-                                     clone_namespace_flags[i]));
-        if (r < 0)
-            goto fail;
-    }
-
-    for (size_t i = 0; i < ELEMENTSOF(tty_injection_ioctls); i++) {
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                             SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, tty_injection_ioctls[i]));
-        if (r < 0)
-            goto fail;
-    }
-
-    for (size_t i = 0; i < ELEMENTSOF(refused_socket_families); i++) {
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)refused_socket_families[i]));
-        if (r < 0)
-            goto fail;
-    }
-
-    *ret = ctx;
-    return 0;
-fail:
-    seccomp_release(ctx);
+    *e = (struct policy_error){.line = rule->line};
+    (void)snprintf(e->file, sizeof(e->file), "%s", rule->file);
+    va_start(ap, fmt);
+    (void)vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
     return r;
 }
 
-int filter_load(scmp_filter_ctx ctx)
+static scmp_filter_ctx new_ctx(uint32_t default_action)
 {
-    return seccomp_load(ctx);
+    scmp_filter_ctx ctx = seccomp_init(default_action);
+
+    if (!ctx)
+        return NULL;
+    /* Foreign ABIs (i386 through int 0x80; x32, which libseccomp tells apart by number on
+     * x86-64) kill the whole process rather than fail. */
+    if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) < 0 ||
+        /* A binary tree of system call numbers instead of a linear list. */
+        seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2) < 0 ||
+        /* The kernel's errno from seccomp_load(), not a generic -ECANCELED. */
+        seccomp_attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1) < 0) {
+        seccomp_release(ctx);
+        return NULL;
+    }
+    return ctx;
 }
 
-int filter_dump(scmp_filter_ctx ctx, int fd)
+static uint32_t rule_action(const struct policy_rule *r)
 {
-    return seccomp_export_pfc(ctx, fd);
+    switch (r->action) {
+    case POLICY_ALLOW:
+        return SCMP_ACT_ALLOW;
+    case POLICY_ERRNO:
+        return SCMP_ACT_ERRNO((uint16_t)r->errno_value);
+    case POLICY_KILL:
+        return SCMP_ACT_KILL_PROCESS;
+    }
+    return SCMP_ACT_KILL_PROCESS;
+}
+
+static struct scmp_arg_cmp to_scmp(const struct policy_cmp *c)
+{
+    static const enum scmp_compare ops[] = {
+        [POLICY_EQ] = SCMP_CMP_EQ, [POLICY_NE] = SCMP_CMP_NE, [POLICY_LT] = SCMP_CMP_LT,
+        [POLICY_LE] = SCMP_CMP_LE, [POLICY_GT] = SCMP_CMP_GT, [POLICY_GE] = SCMP_CMP_GE,
+    };
+    if (c->masked)
+        return (struct scmp_arg_cmp){.arg = c->arg, .op = SCMP_CMP_MASKED_EQ,
+                                     .datum_a = c->mask, .datum_b = c->value};
+    return (struct scmp_arg_cmp){.arg = c->arg, .op = ops[c->op], .datum_a = c->value};
+}
+
+static int add_rule(scmp_filter_ctx ctx, uint32_t default_action, int nr,
+                    const struct policy_rule *rule, struct policy_error *e)
+{
+    uint32_t action = rule_action(rule);
+    int r;
+
+    if (rule->n_terms == 0) {
+        /* A refusal that repeats the filter's default documents the policy; libseccomp refuses
+         * it as a rule (EACCES), and it needs none. */
+        if (action == default_action)
+            return 0;
+        r = seccomp_rule_add(ctx, action, nr, 0);
+        if (r < 0)
+            return rule_error(e, rule, r, "libseccomp refused the rule for '%s': %s", rule->name,
+                              strerror(-r));
+        return 0;
+    }
+    for (size_t t = 0; t < rule->n_terms; t++) {
+        struct scmp_arg_cmp cmp[POLICY_MAX_CMP];
+        const struct policy_term *term = &rule->terms[t];
+
+        for (size_t i = 0; i < term->n_cmp; i++)
+            cmp[i] = to_scmp(&term->cmp[i]);
+        r = seccomp_rule_add_array(ctx, action, nr, (unsigned)term->n_cmp, cmp);
+        if (r < 0)
+            return rule_error(e, rule, r, "libseccomp refused the rule for '%s': %s", rule->name,
+                              strerror(-r));
+    }
+    return 0;
+}
+
+/* libseccomp would drop rules silently where an unconditional rule meets other rules for the
+ * same system call in one filter: refuse such a policy instead. */
+static int check_conflicts(const struct policy *p, const struct policy_rule *rule, size_t index,
+                           struct policy_error *e)
+{
+    if (rule->refuse_if)
+        return 0;
+    for (size_t j = 0; j < index; j++) {
+        const struct policy_rule *o = &p->rules[j];
+        if (o->refuse_if || strcmp(o->name, rule->name) != 0)
+            continue;
+        bool same_action = o->action == rule->action && o->errno_value == rule->errno_value;
+        if ((o->n_terms == 0 && rule->n_terms == 0 && same_action))
+            continue; /* a repeated line */
+        if (o->n_terms > 0 && rule->n_terms > 0 && same_action)
+            continue; /* more alternatives */
+        return rule_error(e, rule, -EINVAL,
+                          "'%s' conflicts with the rule at %s:%u (an unconditional rule and "
+                          "other rules for one system call cannot be combined; use 'return "
+                          "ERRNO if ...' for exceptions)",
+                          rule->name, o->file, o->line);
+    }
+    return 0;
+}
+
+/* The libseccomp contexts of a policy, before export; refuse may be NULL. */
+struct filter_ctx {
+    scmp_filter_ctx allow, refuse, unknown;
+};
+
+static void ctx_free(struct filter_ctx *f)
+{
+    if (f->allow)
+        seccomp_release(f->allow);
+    if (f->refuse)
+        seccomp_release(f->refuse);
+    if (f->unknown)
+        seccomp_release(f->unknown);
+    *f = (struct filter_ctx){0};
+}
+
+static int compile_ctx(const struct policy *p, filter_warn_fn warn, void *userdata,
+                       struct filter_ctx *ret, struct policy_error *e)
+{
+    struct filter_ctx f = {0};
+    bool any_refusal = false;
+    int r;
+
+    f.allow = new_ctx(SCMP_ACT_ERRNO(EPERM));
+    f.unknown = new_ctx(SCMP_ACT_ERRNO(ENOSYS));
+    if (!f.allow || !f.unknown) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < p->n_rules; i++)
+        any_refusal = any_refusal || p->rules[i].refuse_if;
+    if (any_refusal) {
+        f.refuse = new_ctx(SCMP_ACT_ALLOW);
+        if (!f.refuse) {
+            r = -ENOMEM;
+            goto fail;
+        }
+    }
+
+    for (size_t i = 0; i < p->n_rules; i++) {
+        const struct policy_rule *rule = &p->rules[i];
+        int nr = seccomp_syscall_resolve_name(rule->name);
+
+        if (nr == __NR_SCMP_ERROR) {
+            if (!warn) {
+                r = rule_error(e, rule, -ENOENT, "unknown system call '%s'", rule->name);
+                goto fail;
+            }
+            warn(rule, userdata);
+            continue;
+        }
+        if (nr == SCMP_SYS(seccomp) && (rule->action != POLICY_ALLOW || rule->n_terms > 0)) {
+            r = rule_error(e, rule, -EINVAL,
+                           "'seccomp' cannot be limited: nsbox installs its filters with it "
+                           "(a further filter can only restrict more)");
+            goto fail;
+        }
+        r = check_conflicts(p, rule, i, e);
+        if (r < 0)
+            goto fail;
+        if (rule->refuse_if)
+            r = add_rule(f.refuse, SCMP_ACT_ALLOW, nr, rule, e);
+        else
+            r = add_rule(f.allow, SCMP_ACT_ERRNO(EPERM), nr, rule, e);
+        if (r < 0)
+            goto fail;
+    }
+
+    /* The filters after the first are installed through seccomp(2), so the first must allow
+     * it; another filter can only restrict further (seccomp(2)), so this widens nothing. */
+    r = seccomp_rule_add(f.allow, SCMP_ACT_ALLOW, SCMP_SYS(seccomp), 0);
+    if (r < 0 && r != -EEXIST) {
+        (void)snprintf(e->message, sizeof(e->message), "libseccomp refused 'seccomp': %s",
+                       strerror(-r));
+        goto fail;
+    }
+
+    for (int nr = 0; nr < SYSCALL_NR_SCAN; nr++) {
+        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+        if (!name)
+            continue;
+        free(name);
+        r = seccomp_rule_add(f.unknown, SCMP_ACT_ALLOW, nr, 0);
+        if (r < 0) {
+            *e = (struct policy_error){0};
+            (void)snprintf(e->message, sizeof(e->message),
+                           "libseccomp refused system call %d: %s", nr, strerror(-r));
+            goto fail;
+        }
+    }
+
+    *ret = f;
+    return 0;
+fail:
+    if (r == -ENOMEM)
+        (void)snprintf(e->message, sizeof(e->message), "out of memory");
+    ctx_free(&f);
+    return r;
+}
+
+/* libseccomp 2.5 exports BPF only to a file descriptor: go through a memfd. */
+static int export_program(scmp_filter_ctx ctx, struct filter_program *ret)
+{
+    _cleanup_close_ int fd = memfd_create("nsbox-bpf", MFD_CLOEXEC);
+    struct sock_filter *insns;
+    off_t size;
+    int r;
+
+    if (fd < 0)
+        return negative_errno();
+    r = seccomp_export_bpf(ctx, fd);
+    if (r < 0)
+        return r;
+    size = lseek(fd, 0, SEEK_END);
+    if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
+        size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS)
+        return -E2BIG;
+    insns = malloc((size_t)size);
+    if (!insns)
+        return -ENOMEM;
+    if (pread(fd, insns, (size_t)size, 0) != size) {
+        free(insns);
+        return -EIO;
+    }
+    *ret = (struct filter_program){.insns = insns,
+                                   .n = (unsigned short)(size / (off_t)sizeof(*insns)),
+                                   .owned = true};
+    return 0;
+}
+
+void filter_free(struct filter *f)
+{
+    for (unsigned i = 0; i < f->n_prog; i++)
+        if (f->prog[i].owned)
+            free((void *)f->prog[i].insns);
+    *f = (struct filter){0};
+}
+
+int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata,
+                   struct filter *ret, struct policy_error *e)
+{
+    struct filter_ctx ctx = {0};
+    struct filter f = {0};
+    int r;
+
+    r = compile_ctx(p, warn, userdata, &ctx, e);
+    if (r < 0)
+        return r;
+    scmp_filter_ctx in_order[] = {ctx.allow, ctx.refuse, ctx.unknown};
+    for (size_t i = 0; i < ELEMENTSOF(in_order); i++) {
+        if (!in_order[i])
+            continue;
+        r = export_program(in_order[i], &f.prog[f.n_prog]);
+        if (r < 0) {
+            *e = (struct policy_error){0};
+            (void)snprintf(e->message, sizeof(e->message), "exporting the filter failed: %s",
+                           strerror(-r));
+            filter_free(&f);
+            ctx_free(&ctx);
+            return r;
+        }
+        f.n_prog++;
+    }
+    ctx_free(&ctx);
+    *ret = f;
+    return 0;
+}
+
+int filter_load(const struct filter *f)
+{
+    for (unsigned i = 0; i < f->n_prog; i++) {
+        struct sock_fprog prog = {.len = f->prog[i].n,
+                                  .filter = (struct sock_filter *)f->prog[i].insns};
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+            return negative_errno();
+    }
+    return 0;
+}
+
+int filter_dump(const struct policy *p, int fd, struct policy_error *e)
+{
+    struct filter_ctx f = {0};
+    int r = compile_ctx(p, NULL, NULL, &f, e);
+
+    if (r < 0)
+        return r;
+    r = dump_ctx(&f, fd);
+    ctx_free(&f);
+    return r;
+}
+
+static int dump_ctx(const struct filter_ctx *f, int fd)
+{
+    static const char *const titles[] = {
+        "# filter 1 of 3, allow: the policy's allowed system calls; anything else fails with "
+        "EPERM\n",
+        "# filter 2 of 3, refuse: the policy's exceptions ('... if'); anything else is allowed\n",
+        "# filter 3 of 3, unknown: system calls newer than libseccomp fail with ENOSYS\n",
+    };
+    scmp_filter_ctx ctx[] = {f->allow, f->refuse, f->unknown};
+
+    for (size_t i = 0; i < ELEMENTSOF(ctx); i++) {
+        int r;
+        if (!ctx[i])
+            continue;
+        if (write(fd, titles[i], strlen(titles[i])) < 0)
+            return negative_errno();
+        r = seccomp_export_pfc(ctx[i], fd);
+        if (r < 0)
+            return r;
+    }
+    return 0;
 }

@@ -15,7 +15,9 @@
 #include "log.h"
 #include "macro.h"
 #include "nsbox.h"
+#include "filter.h"
 #include "parse.h"
+#include "policyfile.h"
 
 #define EXIT_NSBOX_FAILURE 125
 
@@ -47,6 +49,8 @@ static void usage_run(FILE *f)
           "  --timeout SECONDS      wall-clock limit, fractions allowed (default 10)\n"
           "  --output-limit BYTES   output kept per stream (default 4000)\n"
           "  --network none         no network (the default and the only mode)\n"
+          "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
+          "  --no-seccomp           no seccomp filter (to see what it stops; unsafe)\n"
           "  -i, --stdin            pass nsbox's stdin to the program (default: /dev/null)\n"
           "  --json                 print one JSON result object instead of the output\n"
           "  -h, --help             show this help\n"
@@ -62,6 +66,10 @@ static void usage(FILE *f)
           "\n"
           "Commands:\n"
           "  run        run a program or Python code in a sandbox (nsbox run --help)\n"
+          "  policy check FILE\n"
+          "             parse and compile a seccomp policy, report its errors and warnings\n"
+          "  policy dump [FILE]\n"
+          "             print the compiled filters of FILE (default: the built-in policy)\n"
           "\n"
           "Options:\n"
           "  -h, --help     show this help\n"
@@ -145,6 +153,8 @@ enum {
     ARG_TIMEOUT,
     ARG_OUTPUT_LIMIT,
     ARG_NETWORK,
+    ARG_SECCOMP,
+    ARG_NO_SECCOMP,
     ARG_JSON,
 };
 
@@ -194,6 +204,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"timeout", required_argument, NULL, ARG_TIMEOUT},
         {"output-limit", required_argument, NULL, ARG_OUTPUT_LIMIT},
         {"network", required_argument, NULL, ARG_NETWORK},
+        {"seccomp", required_argument, NULL, ARG_SECCOMP},
+        {"no-seccomp", no_argument, NULL, ARG_NO_SECCOMP},
         {"stdin", no_argument, NULL, 'i'},
         {"interactive", no_argument, NULL, 'i'},
         {"json", no_argument, NULL, ARG_JSON},
@@ -322,6 +334,12 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             if (strcmp(optarg, "none") != 0)
                 return BAD_VALUE("--network", optarg, "only 'none' is supported");
             break;
+        case ARG_SECCOMP:
+            c->seccomp_policy = optarg;
+            break;
+        case ARG_NO_SECCOMP:
+            c->seccomp_disabled = true;
+            break;
         case 'i':
             c->pass_stdin = true;
             break;
@@ -358,6 +376,11 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
     } else if (optind >= argc)
         return log_error_errno(-EINVAL, "no program given: nsbox run [OPTIONS] [--] PROGRAM "
                                         "[ARGS...] (see 'nsbox run --help')");
+    if (c->seccomp_disabled && c->seccomp_policy)
+        return log_error_errno(-EINVAL, "--seccomp and --no-seccomp exclude each other");
+    if (c->seccomp_disabled)
+        log_warning("--no-seccomp: the payload runs without a seccomp filter; never use this "
+                    "for untrusted code");
     c->env = a->env;
     c->binds = a->binds;
     c->tmpfs = a->tmpfs;
@@ -409,6 +432,11 @@ static int run_main(int argc, char *argv[])
     (void)r; /* every failure is described in result */
     status = nsbox_exit_status(&result);
 
+    for (const char *w = result.warnings; *w;) {
+        size_t n = strcspn(w, "\n");
+        log_warning("%.*s", (int)n, w);
+        w += n + (w[n] == '\n');
+    }
     if (result.status == NSBOX_STATUS_ERROR)
         log_error("%s", result.error);
     if (a.json) {
@@ -441,6 +469,51 @@ static int run_main(int argc, char *argv[])
     return status;
 }
 
+static void print_unknown_syscall(const struct policy_rule *rule, void *userdata)
+{
+    (void)userdata;
+    log_warning("%s:%u: unknown system call '%s' (skipped)", rule->file, rule->line, rule->name);
+}
+
+/* nsbox policy check FILE | nsbox policy dump [FILE] */
+static int policy_main(int argc, char *argv[])
+{
+    struct policy policy = {0};
+    struct policy_error e = {0};
+    struct filter f = {0};
+    char where[512];
+    bool dump;
+    int r;
+
+    if (argc < 2 || (strcmp(argv[1], "check") != 0 && strcmp(argv[1], "dump") != 0) ||
+        (strcmp(argv[1], "check") == 0 && argc != 3) || argc > 3) {
+        log_error("usage: nsbox policy check FILE | nsbox policy dump [FILE]");
+        return EXIT_NSBOX_FAILURE;
+    }
+    dump = strcmp(argv[1], "dump") == 0;
+    r = policy_load(argc == 3 ? argv[2] : NULL, &policy, &e);
+    if (r >= 0 && dump)
+        r = filter_dump(&policy, STDOUT_FILENO, &e);
+    else if (r >= 0)
+        r = filter_compile(&policy, print_unknown_syscall, NULL, &f, &e);
+    if (r < 0) {
+        policy_error_format(&e, where, sizeof(where));
+        log_error("%s", where);
+        policy_free(&policy);
+        return EXIT_NSBOX_FAILURE;
+    }
+    if (!dump) {
+        unsigned total = 0;
+        for (unsigned i = 0; i < f.n_prog; i++)
+            total += f.prog[i].n;
+        (void)printf("%s: %zu rules, %u filters, %u BPF instructions\n", argv[2], policy.n_rules,
+                     f.n_prog, total);
+    }
+    filter_free(&f);
+    policy_free(&policy);
+    return EXIT_SUCCESS;
+}
+
 int main(int argc, char *argv[])
 {
     /* Descriptors 0-2 must be open, or nsbox's own pipes would land on them. */
@@ -462,6 +535,8 @@ int main(int argc, char *argv[])
     }
     if (strcmp(argv[1], "run") == 0)
         return run_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "policy") == 0)
+        return policy_main(argc - 1, argv + 1);
 
     log_error("unknown command '%s' (see 'nsbox --help')", argv[1]);
     return EXIT_NSBOX_FAILURE;

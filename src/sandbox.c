@@ -43,6 +43,7 @@
 #include "macro.h"
 #include "mount.h"
 #include "parse.h"
+#include "policyfile.h"
 #include "sandbox.h"
 #include "supervise.h"
 #include "syscalls.h"
@@ -143,8 +144,7 @@ static void sandbox_free(struct sandbox *sb)
             free(*e);
     free(sb->envp);
     free(sb->mounts);
-    if (sb->filter)
-        seccomp_release(sb->filter);
+    filter_free(&sb->filter);
 }
 
 static bool path_is_at_or_below(const char *path, const char *dir)
@@ -298,6 +298,43 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
     return 0;
 }
 
+static void warn_unknown_syscall(const struct policy_rule *rule, void *userdata)
+{
+    struct nsbox_result *ret = userdata;
+    size_t n = strlen(ret->warnings);
+
+    (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n,
+                   "%s%s:%u: unknown system call '%s' (skipped)", n ? "\n" : "", rule->file,
+                   rule->line, rule->name);
+}
+
+static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
+{
+    struct policy policy = {0};
+    struct policy_error e = {0};
+    char where[512];
+    int r;
+
+    if (sb->config->seccomp_disabled)
+        return 0;
+    if (!sb->config->seccomp_policy) {
+        sb->filter = filter_default; /* compiled at build time */
+        return 0;
+    }
+    r = policy_load(sb->config->seccomp_policy, &policy, &e);
+    if (r >= 0) {
+        /* Unknown names are warnings in a user's policy (nsbox's own is checked when it is
+         * built). */
+        r = filter_compile(&policy, warn_unknown_syscall, ret, &sb->filter, &e);
+        policy_free(&policy);
+    }
+    if (r < 0) {
+        policy_error_format(&e, where, sizeof(where));
+        return plan_error(ret, r, "seccomp", "%s", where);
+    }
+    return 0;
+}
+
 static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
 {
     size_t n_args = 0;
@@ -349,11 +386,7 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     sb->host_uid = sb->privileged ? NOBODY : geteuid();
     sb->host_gid = sb->privileged ? NOBODY : getegid();
 
-    r = filter_build(&sb->filter);
-    if (r < 0)
-        return plan_error(ret, r, "seccomp", "building the seccomp filter failed: %s",
-                          strerror(-r));
-    return 0;
+    return plan_filter(sb, ret);
 }
 
 /* ---- inside the sandbox ------------------------------------------------------------------- */
@@ -480,9 +513,11 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int out_fd, int er
      * it applies to nsbox's own code too. Only setrlimit(2), which can only lower limits, and
      * execve(2) follow: loading the filter allocates (libseccomp generates the BPF program
      * then), which a tight RLIMIT_DATA could refuse. */
-    r = filter_load(sb->filter);
-    if (r < 0)
-        child_fail(report_fd, &(struct step_error){.err = -r, .step = "seccomp"});
+    if (!c->seccomp_disabled) {
+        r = filter_load(&sb->filter);
+        if (r < 0)
+            child_fail(report_fd, &(struct step_error){.err = -r, .step = "seccomp"});
+    }
 
     r = payload_rlimits(c, &e);
     if (r < 0)

@@ -2,10 +2,10 @@
 /* The plan of one run, shared by the supervisor and the sandbox's init (internal). */
 #pragma once
 
-#include <seccomp.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "filter.h"
 #include "nsbox.h"
 
 /* Where a sandbox setup step failed; sent from the child to the supervisor over the report
@@ -43,5 +43,5 @@ struct sandbox {
     bool privileged;   /* nsbox was started by root: map to an unprivileged host id */
     struct sandbox_mount *mounts; /* sorted parents-first */
     size_t n_mounts;
-    scmp_filter_ctx filter;
+    struct filter filter;  /* empty when seccomp is disabled */
 };

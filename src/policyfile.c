@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "policyfile.h"
+
+/* Built-in files are named "policy/NAME" in messages, as in the source tree. */
+#define BUILTIN_PREFIX "policy/"
+/* Largest policy file read from disk. */
+#define POLICY_FILE_MAX (1 << 20)
+
+const struct policy_builtin *policy_builtin_find(const char *name)
+{
+    for (const struct policy_builtin *b = policy_builtins; b->name; b++)
+        if (strcmp(b->name, name) == 0)
+            return b;
+    return NULL;
+}
+
+static int read_file(const char *path, char **ret, size_t *ret_len)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    char *buf;
+    size_t n = 0;
+
+    if (fd < 0)
+        return negative_errno();
+    if (fstat(fd, &st) < 0)
+        return negative_errno();
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    if (st.st_size > POLICY_FILE_MAX)
+        return -EFBIG;
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf)
+        return -ENOMEM;
+    while (n < (size_t)st.st_size) {
+        ssize_t k = RETRY_EINTR(read(fd, buf + n, (size_t)st.st_size - n));
+        if (k < 0) {
+            int r = negative_errno();
+            free(buf);
+            return r;
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+    }
+    buf[n] = '\0';
+    *ret = buf;
+    *ret_len = n;
+    return 0;
+}
+
+static int builtin_text(const struct policy_builtin *b, char **ret_text, size_t *ret_len,
+                        char **ret_file)
+{
+    *ret_text = malloc(b->size + 1);
+    *ret_file = malloc(strlen(BUILTIN_PREFIX) + strlen(b->name) + 1);
+    if (!*ret_text || !*ret_file) {
+        free(*ret_text);
+        free(*ret_file);
+        return -ENOMEM;
+    }
+    memcpy(*ret_text, b->text, b->size);
+    (*ret_text)[b->size] = '\0';
+    *ret_len = b->size;
+    (void)sprintf(*ret_file, "%s%s", BUILTIN_PREFIX, b->name);
+    return 0;
+}
+
+struct include_context {
+    bool builtin; /* the top file is built in */
+};
+
+static int include_file(const char *name, const char *from_file, char **ret_text,
+                        size_t *ret_len, char **ret_file, void *userdata)
+{
+    const struct include_context *ctx = userdata;
+    const struct policy_builtin *b;
+    const char *slash;
+    char *path;
+    int r;
+
+    if (!ctx->builtin && name[0] != '/') {
+        slash = strrchr(from_file, '/');
+        path = malloc((slash ? (size_t)(slash - from_file) + 1 : 0) + strlen(name) + 1);
+        if (!path)
+            return -ENOMEM;
+        (void)sprintf(path, "%.*s%s", slash ? (int)(slash - from_file) + 1 : 0, from_file, name);
+        r = read_file(path, ret_text, ret_len);
+        if (r != -ENOENT) {
+            if (r < 0)
+                free(path);
+            else
+                *ret_file = path;
+            return r;
+        }
+        free(path);
+    } else if (!ctx->builtin) {
+        r = read_file(name, ret_text, ret_len);
+        if (r < 0)
+            return r;
+        *ret_file = strdup(name);
+        if (!*ret_file) {
+            free(*ret_text);
+            return -ENOMEM;
+        }
+        return 0;
+    }
+    b = policy_builtin_find(name);
+    if (!b)
+        return -ENOENT;
+    return builtin_text(b, ret_text, ret_len, ret_file);
+}
+
+int policy_load(const char *path, struct policy *ret, struct policy_error *e)
+{
+    struct include_context ctx = {.builtin = path == NULL};
+    _cleanup_free_ char *text = NULL, *file = NULL;
+    size_t len = 0;
+    int r;
+
+    *ret = (struct policy){0};
+    if (path) {
+        r = read_file(path, &text, &len);
+        if (r < 0) {
+            *e = (struct policy_error){0};
+            (void)snprintf(e->file, sizeof(e->file), "%s", path);
+            (void)snprintf(e->message, sizeof(e->message), "cannot read the policy: %s",
+                           r == -EINVAL ? "not a regular file" : strerror(-r));
+            return r;
+        }
+        file = strdup(path);
+        if (!file)
+            return -ENOMEM;
+    } else {
+        const struct policy_builtin *b = policy_builtin_find("default.policy");
+        if (!b)
+            return -ENOENT;
+        r = builtin_text(b, &text, &len, &file);
+        if (r < 0)
+            return r;
+    }
+    r = policy_parse(text, len, file, include_file, &ctx, ret, e);
+    if (r < 0)
+        policy_free(ret);
+    return r;
+}
