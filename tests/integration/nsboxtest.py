@@ -14,6 +14,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ATTACKS = os.path.join(HERE, "attacks")
 NSBOX = os.environ.get("NSBOX") or os.path.join(HERE, "..", "..", "build", "src", "nsbox")
+PROBE = os.environ.get("NSBOX_PROBE") or os.path.join(HERE, "..", "..", "build", "tests", "probe",
+                                                      "nsbox-probe")
 MUST_WORK = os.environ.get("NSBOX_TESTS_MUST_WORK") == "1"
 # The Python that runs attack programs bare, as negative controls.
 HOST_PYTHON = sys.executable

@@ -49,7 +49,7 @@ class TestIdentityAndPrivileges(NsboxTestCase):
         self.assertTrue(rest.strip().endswith("nsbox"))
 
     def test_no_network_interfaces_but_loopback(self):
-        p, r = py("import socket; print(sorted(n for _, n in socket.if_nameindex()))")
+        p, r = py("print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))")
         self.assertEqual(r["stdout"].strip(), "['lo']", p.stderr)
 
     def test_nested_namespaces_and_mount_refused(self):

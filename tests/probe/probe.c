@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * nsbox-probe: run inside the sandbox, make system calls with arguments chosen to fail
+ * harmlessly (bad pointers, bad descriptors, invalid flags) and print, one per line,
+ *   NAME ERRNO        (0 when the call succeeded)
+ * The tests compare that with what the seccomp policy should answer: a call the filter allows
+ * fails with EFAULT, EBADF or EINVAL, or succeeds; one it refuses fails with the policy's errno.
+ * Static, so that it runs in any rootfs; built without sanitizers.
+ *
+ *   nsbox-probe [NAME...]    (no NAME: every probe)
+ */
+#include <errno.h>
+#include <linux/sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define BAD 1UL /* a pointer no process can have mapped */
+#define NOFD ((unsigned long)-1)
+
+static const struct probe {
+    const char *name;
+    long nr;
+    unsigned long a[6];
+} probes[] = {
+    /* refused by the default policy */
+    {"unshare", SYS_unshare, {~0UL}},
+    {"setns", SYS_setns, {NOFD, 0}},
+    {"clone-newuser", SYS_clone, {CLONE_NEWUSER | CLONE_THREAD}},
+    {"clone-newns", SYS_clone, {CLONE_NEWNS | CLONE_THREAD}},
+    {"clone-newnet", SYS_clone, {CLONE_NEWNET | CLONE_THREAD}},
+    {"clone-newpid", SYS_clone, {CLONE_NEWPID | CLONE_THREAD}},
+    {"clone3", SYS_clone3, {BAD, 0}},
+    {"mount", SYS_mount, {BAD, BAD, BAD, 0, BAD}},
+    {"umount2", SYS_umount2, {BAD, 0}},
+    {"pivot_root", SYS_pivot_root, {BAD, BAD}},
+    {"chroot", SYS_chroot, {BAD}},
+    {"open_tree", SYS_open_tree, {NOFD, BAD, 0}},
+    {"move_mount", SYS_move_mount, {NOFD, BAD, NOFD, BAD, 0}},
+    {"fsopen", SYS_fsopen, {BAD, 0}},
+    {"mknod", SYS_mknod, {BAD, 0, 0}},
+    {"ptrace", SYS_ptrace, {0xdead, 0, 0, 0}},
+    {"process_vm_readv", SYS_process_vm_readv, {0, BAD, 1, BAD, 1, 0}},
+    {"process_vm_writev", SYS_process_vm_writev, {0, BAD, 1, BAD, 1, 0}},
+    {"keyctl", SYS_keyctl, {~0UL}},
+    {"add_key", SYS_add_key, {BAD, BAD, BAD, 0, 0}},
+    {"request_key", SYS_request_key, {BAD, BAD, BAD, 0}},
+    {"bpf", SYS_bpf, {~0UL, BAD, 0}},
+    {"perf_event_open", SYS_perf_event_open, {BAD, 0, ~0UL, ~0UL, 0}},
+    {"userfaultfd", SYS_userfaultfd, {~0UL}},
+    {"io_uring_setup", SYS_io_uring_setup, {1, BAD}},
+    {"kexec_load", SYS_kexec_load, {0, 0, BAD, 0}},
+    {"init_module", SYS_init_module, {BAD, 0, BAD}},
+    {"finit_module", SYS_finit_module, {NOFD, BAD, 0}},
+    {"delete_module", SYS_delete_module, {BAD, 0}},
+    {"reboot", SYS_reboot, {0, 0, 0, 0}},
+    {"swapon", SYS_swapon, {BAD, 0}},
+    {"acct", SYS_acct, {BAD}},
+    {"settimeofday", SYS_settimeofday, {BAD, BAD}},
+    {"clock_settime", SYS_clock_settime, {0, BAD}},
+    {"open_by_handle_at", SYS_open_by_handle_at, {NOFD, BAD, 0}},
+    {"name_to_handle_at", SYS_name_to_handle_at, {NOFD, BAD, BAD, BAD, 0}},
+    {"socket-inet", SYS_socket, {AF_INET, SOCK_STREAM, 0}},
+    {"socket-inet6", SYS_socket, {AF_INET6, SOCK_DGRAM, 0}},
+    {"socket-netlink", SYS_socket, {AF_NETLINK, SOCK_RAW, 0}},
+    {"socket-vsock", SYS_socket, {40 /* AF_VSOCK */, SOCK_STREAM, 0}},
+    {"ioctl-tiocsti", SYS_ioctl, {0, TIOCSTI, BAD}},
+    {"ioctl-tiocsti-high", SYS_ioctl, {0, TIOCSTI | (1UL << 32), BAD}},
+    {"ioctl-tioclinux", SYS_ioctl, {0, TIOCLINUX, BAD}},
+    {"personality-norandom", SYS_personality, {0x0040000 /* ADDR_NO_RANDOMIZE */}},
+    /* allowed by the default policy */
+    {"read", SYS_read, {NOFD, BAD, 1}},
+    {"write", SYS_write, {NOFD, BAD, 1}},
+    {"openat", SYS_openat, {NOFD, BAD, 0}},
+    {"socket-unix", SYS_socket, {AF_UNIX, SOCK_STREAM, 0}},
+    {"ioctl-tiocgwinsz", SYS_ioctl, {0, TIOCGWINSZ, BAD}},
+    {"clone-thread-only", SYS_clone, {CLONE_THREAD}},
+    {"personality-query", SYS_personality, {0xffffffffUL}},
+    {"prctl", SYS_prctl, {~0UL}},
+    {"getpid", SYS_getpid, {0}},
+    /* a number no kernel or libseccomp knows */
+    {"nr-1000", 1000, {0}},
+};
+
+static void run(const struct probe *p)
+{
+    long r;
+
+    errno = 0;
+    r = syscall(p->nr, p->a[0], p->a[1], p->a[2], p->a[3], p->a[4], p->a[5]);
+    if (r >= 0 && (p->nr == SYS_socket))
+        (void)close((int)r);
+    printf("%s %d\n", p->name, r < 0 ? errno : 0);
+    fflush(stdout);
+}
+
+int main(int argc, char *argv[])
+{
+    for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+        int selected = argc < 2;
+        for (int j = 1; j < argc; j++)
+            selected = selected || strcmp(argv[j], probes[i].name) == 0;
+        if (selected)
+            run(&probes[i]);
+    }
+    return 0;
+}
