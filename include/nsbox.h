@@ -26,6 +26,24 @@ enum nsbox_enforcer {
     NSBOX_ENFORCER_CGROUP,   /* a cgroup v2 leaf holding the whole sandbox */
 };
 
+/* Whether the sandbox must sit in a cgroup v2 leaf (see README, "Limits"). */
+enum nsbox_cgroup_mode {
+    NSBOX_CGROUP_AUTO = 0, /* a cgroup leaf where cgroup v2 is delegated, else rlimits */
+    NSBOX_CGROUP_REQUIRED, /* a cgroup leaf, or fail (NSBOX_STATUS_ERROR, step "cgroup") */
+    NSBOX_CGROUP_OFF,      /* rlimits only */
+};
+
+/* What the cgroup leaf saw; valid only when the limits were enforced by a cgroup. */
+struct nsbox_cgroup_stats {
+    bool valid;
+    char path[1024];          /* the leaf, below the cgroup2 mount */
+    uint64_t memory_peak;     /* bytes (memory.peak, Linux 5.19), 0 if unknown */
+    uint64_t oom_kills;       /* memory.events oom_kill */
+    uint64_t pids_limit_hits; /* pids.events max: forks refused by pids.max */
+    uint64_t cpu_user;        /* microseconds (cpu.stat user_usec) */
+    uint64_t cpu_system;      /* microseconds (cpu.stat system_usec) */
+};
+
 /* One bind mount from the host into the sandbox (`-v SOURCE:TARGET[:ro|rw]`). */
 struct nsbox_bind {
     const char *source; /* absolute host path */
@@ -81,6 +99,12 @@ struct nsbox_config {
      * untrusted code. */
     bool seccomp_disabled;
 
+    /* Where the limits are enforced (default NSBOX_CGROUP_AUTO). */
+    enum nsbox_cgroup_mode cgroup;
+    /* The cgroup (a path below the cgroup2 mount, e.g. "/test.slice/runs") whose children the
+     * sandboxes' leaves become, or NULL for the caller's own cgroup. */
+    const char *cgroup_parent;
+
     /* true: the payload's stdin is the caller's fd 0; false: /dev/null (the default). */
     bool pass_stdin;
 
@@ -88,6 +112,11 @@ struct nsbox_config {
      * or -1 to only capture it into the result (the default). */
     int stdout_fd;
     int stderr_fd;
+
+    /* Called with each warning (one line, no "nsbox: " prefix) as soon as it arises, before
+     * the payload starts; NULL to only collect them in nsbox_result.warnings. */
+    void (*warn)(const char *message, void *userdata);
+    void *warn_userdata;
 
     /* true: while nsbox_run() runs, SIGINT, SIGTERM and SIGHUP are blocked in the calling
      * thread and forwarded to the payload; a second one, or the payload ignoring the first for
@@ -100,6 +129,7 @@ enum nsbox_status {
     NSBOX_STATUS_SIGNALED, /* a signal killed the payload; signal says which */
     NSBOX_STATUS_TIMEOUT,  /* the wall-clock limit ran out and the sandbox was killed */
     NSBOX_STATUS_ERROR,    /* nsbox could not start the payload; error says why */
+    NSBOX_STATUS_OOM,      /* the cgroup's OOM killer killed the payload (signal is SIGKILL) */
 };
 
 struct nsbox_stream {
@@ -133,8 +163,9 @@ struct nsbox_result {
     char warnings[1024];
 
     struct nsbox_limit_report memory, pids_limit, cpus, timeout;
-    /* Why limits were not enforced by a cgroup ("cgroup v2 not available: ..."), or "". */
-    char limits_note[256];
+    /* Why limits were not enforced by a cgroup, or "". */
+    char limits_note[512];
+    struct nsbox_cgroup_stats cgroup;
 };
 
 /* Fill *config with the defaults listed in struct nsbox_config. Cannot fail. */
@@ -166,8 +197,8 @@ void nsbox_result_free(struct nsbox_result *result);
 
 /*
  * The exit status the nsbox command reports for a result: the payload's status; 128+N when
- * signal N killed it; 124 on timeout; 126 when the program could not be executed; 127 when it
- * was not found; 125 for any other nsbox failure.
+ * signal N killed it (137 for an OOM kill); 124 on timeout; 126 when the program could not be
+ * executed; 127 when it was not found; 125 for any other nsbox failure.
  */
 int nsbox_exit_status(const struct nsbox_result *result);
 
@@ -178,7 +209,7 @@ int nsbox_exit_status(const struct nsbox_result *result);
  */
 char *nsbox_result_to_json(const struct nsbox_result *result);
 
-/* "exited", "signaled", "timeout" or "error". */
+/* "exited", "signaled", "timeout", "error" or "oom". */
 const char *nsbox_status_to_string(enum nsbox_status status);
 
 /* "none", "rlimit" or "cgroup". */

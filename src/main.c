@@ -48,6 +48,9 @@ static void usage_run(FILE *f)
           "  --cpus N               CPU limit, e.g. 0.5 (default 0.5; 'unlimited')\n"
           "  --timeout SECONDS      wall-clock limit, fractions allowed (default 10)\n"
           "  --output-limit BYTES   output kept per stream (default 4000)\n"
+          "  --cgroup MODE          limits in a cgroup v2 leaf: auto (else rlimits, with a\n"
+          "                         warning), required (else fail), off (rlimits) (default auto)\n"
+          "  --cgroup-parent PATH   make the leaf below this cgroup (default: nsbox's own)\n"
           "  --network none         no network (the default and the only mode)\n"
           "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
           "  --no-seccomp           no seccomp filter (to see what it stops; unsafe)\n"
@@ -155,6 +158,8 @@ enum {
     ARG_NETWORK,
     ARG_SECCOMP,
     ARG_NO_SECCOMP,
+    ARG_CGROUP,
+    ARG_CGROUP_PARENT,
     ARG_JSON,
 };
 
@@ -206,6 +211,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"network", required_argument, NULL, ARG_NETWORK},
         {"seccomp", required_argument, NULL, ARG_SECCOMP},
         {"no-seccomp", no_argument, NULL, ARG_NO_SECCOMP},
+        {"cgroup", required_argument, NULL, ARG_CGROUP},
+        {"cgroup-parent", required_argument, NULL, ARG_CGROUP_PARENT},
         {"stdin", no_argument, NULL, 'i'},
         {"interactive", no_argument, NULL, 'i'},
         {"json", no_argument, NULL, ARG_JSON},
@@ -340,6 +347,22 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_NO_SECCOMP:
             c->seccomp_disabled = true;
             break;
+        case ARG_CGROUP:
+            if (strcmp(optarg, "auto") == 0)
+                c->cgroup = NSBOX_CGROUP_AUTO;
+            else if (strcmp(optarg, "required") == 0)
+                c->cgroup = NSBOX_CGROUP_REQUIRED;
+            else if (strcmp(optarg, "off") == 0)
+                c->cgroup = NSBOX_CGROUP_OFF;
+            else
+                return BAD_VALUE("--cgroup", optarg, "expected auto, required or off");
+            break;
+        case ARG_CGROUP_PARENT:
+            if (optarg[0] == '\0' || strstr(optarg, ".."))
+                return BAD_VALUE("--cgroup-parent", optarg,
+                                 "expected a cgroup path below the cgroup2 mount, e.g. /test.slice");
+            c->cgroup_parent = optarg;
+            break;
         case 'i':
             c->pass_stdin = true;
             break;
@@ -401,6 +424,12 @@ static void print_json_error(const char *message)
     free(text);
 }
 
+static void print_warning(const char *message, void *userdata)
+{
+    (void)userdata;
+    log_warning("%s", message);
+}
+
 static int run_main(int argc, char *argv[])
 {
     struct run_args a = {0};
@@ -421,6 +450,7 @@ static int run_main(int argc, char *argv[])
     }
 
     a.config.forward_signals = true;
+    a.config.warn = print_warning;
     if (!a.json) {
         a.config.stdout_fd = STDOUT_FILENO;
         a.config.stderr_fd = STDERR_FILENO;
@@ -432,11 +462,6 @@ static int run_main(int argc, char *argv[])
     (void)r; /* every failure is described in result */
     status = nsbox_exit_status(&result);
 
-    for (const char *w = result.warnings; *w;) {
-        size_t n = strcspn(w, "\n");
-        log_warning("%.*s", (int)n, w);
-        w += n + (w[n] == '\n');
-    }
     if (result.status == NSBOX_STATUS_ERROR)
         log_error("%s", result.error);
     if (a.json) {

@@ -79,6 +79,8 @@ const char *nsbox_status_to_string(enum nsbox_status status)
         return "timeout";
     case NSBOX_STATUS_ERROR:
         return "error";
+    case NSBOX_STATUS_OOM:
+        return "oom";
     }
     return "error";
 }
@@ -107,6 +109,8 @@ int nsbox_exit_status(const struct nsbox_result *result)
         return 124;
     case NSBOX_STATUS_ERROR:
         return result->exit_code == 126 || result->exit_code == 127 ? result->exit_code : 125;
+    case NSBOX_STATUS_OOM:
+        return 128 + 9; /* SIGKILL */
     }
     return 125;
 }
@@ -170,7 +174,9 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
     root = json_pack("{s:s, s:i, s:o, s:f, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:o, s:s, s:s?}",
                      "status", nsbox_status_to_string(r->status), "exit_code",
                      nsbox_exit_status(r), "signal",
-                     r->status == NSBOX_STATUS_SIGNALED ? json_integer(r->signal) : json_null(),
+                     r->status == NSBOX_STATUS_SIGNALED || r->status == NSBOX_STATUS_OOM
+                         ? json_integer(r->status == NSBOX_STATUS_OOM ? 9 : r->signal)
+                         : json_null(),
                      "wall_time_ms", (double)r->wall_time / 1000.0, "stdout", out_text, "stderr",
                      err_text, "stdout_bytes", (json_int_t)r->out.total, "stderr_bytes",
                      (json_int_t)r->err.total, "stdout_truncated", r->out.truncated,
@@ -179,6 +185,17 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
                      "limits_note", r->limits_note[0] ? r->limits_note : NULL);
     if (!root)
         return NULL;
+    if (r->cgroup.valid)
+        (void)json_object_set_new(
+            root, "cgroup",
+            json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path", r->cgroup.path, "memory_peak",
+                      (json_int_t)r->cgroup.memory_peak, "oom_kills",
+                      (json_int_t)r->cgroup.oom_kills, "pids_limit_hits",
+                      (json_int_t)r->cgroup.pids_limit_hits, "cpu_user_usec",
+                      (json_int_t)r->cgroup.cpu_user, "cpu_system_usec",
+                      (json_int_t)r->cgroup.cpu_system));
+    else
+        (void)json_object_set_new(root, "cgroup", json_null());
     text = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6));
     json_decref(root);
     return text;

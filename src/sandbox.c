@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "caps.h"
+#include "cgroup.h"
 #include "config.h"
 #include "filter.h"
 #include "idmap.h"
@@ -298,14 +299,35 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
     return 0;
 }
 
+/* Add a warning to ret->warnings and pass it to the caller's callback at once. */
+static void add_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt,
+                        ...) __attribute__((format(printf, 3, 4)));
+
+static void add_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt,
+                        ...)
+{
+    char line[512];
+    size_t n = strlen(ret->warnings);
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n, "%s%s", n ? "\n" : "", line);
+    if (c->warn)
+        c->warn(line, c->warn_userdata);
+}
+
+struct warn_context {
+    const struct nsbox_config *config;
+    struct nsbox_result *result;
+};
+
 static void warn_unknown_syscall(const struct policy_rule *rule, void *userdata)
 {
-    struct nsbox_result *ret = userdata;
-    size_t n = strlen(ret->warnings);
-
-    (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n,
-                   "%s%s:%u: unknown system call '%s' (skipped)", n ? "\n" : "", rule->file,
-                   rule->line, rule->name);
+    struct warn_context *w = userdata;
+    add_warning(w->config, w->result, "%s:%u: unknown system call '%s' (skipped)", rule->file,
+                rule->line, rule->name);
 }
 
 static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
@@ -325,12 +347,47 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
     if (r >= 0) {
         /* Unknown names are warnings in a user's policy (nsbox's own is checked when it is
          * built). */
-        r = filter_compile(&policy, warn_unknown_syscall, ret, &sb->filter, &e);
+        struct warn_context w = {sb->config, ret};
+        r = filter_compile(&policy, warn_unknown_syscall, &w, &sb->filter, &e);
         policy_free(&policy);
     }
     if (r < 0) {
         policy_error_format(&e, where, sizeof(where));
         return plan_error(ret, r, "seccomp", "%s", where);
+    }
+    return 0;
+}
+
+/* A cgroup leaf for the limits, or the rlimit fallback: explicit in the result, and an error
+ * under NSBOX_CGROUP_REQUIRED. */
+static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
+                       struct cgroup_leaf *leaf, struct nsbox_result *ret)
+{
+    char reason[400] = "";
+    enum nsbox_enforcer by;
+    int r;
+
+    r = cgroup_leaf_create(c, leaf, reason, sizeof(reason));
+    if (r < 0)
+        return plan_error(ret, r, "cgroup", "%s", reason);
+    if (r == 0 && c->cgroup == NSBOX_CGROUP_REQUIRED)
+        return plan_error(ret, -EOPNOTSUPP, "cgroup", "--cgroup required: %s", reason);
+    sb->in_cgroup = r > 0;
+    by = sb->in_cgroup ? NSBOX_ENFORCER_CGROUP : NSBOX_ENFORCER_RLIMIT;
+    ret->memory.enforced_by = c->memory ? by : NSBOX_ENFORCER_NONE;
+    ret->pids_limit.enforced_by = c->pids_limit ? by : NSBOX_ENFORCER_NONE;
+    ret->cpus.enforced_by = c->cpus_milli && (sb->in_cgroup || c->timeout) ? by
+                                                                           : NSBOX_ENFORCER_NONE;
+    if (!sb->in_cgroup) {
+        (void)snprintf(ret->limits_note, sizeof(ret->limits_note),
+                       "%s; so memory is RLIMIT_DATA per process, pids is RLIMIT_NPROC for the "
+                       "sandbox's uid, cpus is RLIMIT_CPU of cpus x timeout seconds per process",
+                       reason);
+        if (c->cgroup == NSBOX_CGROUP_AUTO && (c->memory || c->pids_limit || c->cpus_milli))
+            add_warning(c, ret,
+                        "limits are enforced with rlimits, not a cgroup: %s (--cgroup off "
+                        "chooses rlimits quietly, --cgroup required refuses to run)",
+                        reason);
     }
     return 0;
 }
@@ -410,13 +467,16 @@ static int set_rlimit(int resource, uint64_t value)
     return setrlimit(resource, &rl) < 0 ? negative_errno() : 0;
 }
 
-/* Stand-in limits until a cgroup holds the sandbox: per process (memory), per uid in the
- * sandbox's user namespace (processes), CPU seconds over the whole run (cpus x timeout). */
-static int payload_rlimits(const struct nsbox_config *c, struct step_error *e)
+/* Stand-in limits where no cgroup holds the sandbox: per process (memory), per uid in the
+ * sandbox's user namespace (processes), CPU seconds per process (cpus x timeout). */
+static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct step_error *e)
 {
+    /* No core dumps: a host core_pattern pipe helper would run outside the sandbox. */
     int r = set_rlimit(RLIMIT_CORE, 0);
     if (r < 0)
         return step_fail(e, r, "setrlimit", "RLIMIT_CORE");
+    if (in_cgroup)
+        return 0; /* the cgroup leaf holds the limits, for the whole sandbox */
     if (c->memory) {
         /* RLIMIT_DATA (Linux 4.7+) counts private writable mappings, which is what a large
          * allocation is; RLIMIT_AS would also count reservations glibc never touches. */
@@ -519,7 +579,7 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int out_fd, int er
             child_fail(report_fd, &(struct step_error){.err = -r, .step = "seccomp"});
     }
 
-    r = payload_rlimits(c, &e);
+    r = payload_rlimits(c, sb->in_cgroup, &e);
     if (r < 0)
         child_fail(report_fd, &e);
 
@@ -620,6 +680,11 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
         _exit(125);
 
+    /* The cgroup namespace made by clone3 is rooted at nsbox's own cgroup; root it at the
+     * sandbox's leaf instead, so the sandbox sees itself as "/" (cgroup_namespaces(7)). */
+    if (sb->in_cgroup && unshare(CLONE_NEWCGROUP) < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "cgroup namespace"});
+
     r = mount_clone_sources(sb, dev_fds, &e);
     if (r < 0)
         child_fail(fds->report, &e);
@@ -691,7 +756,10 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 
 /* ---- the supervisor ----------------------------------------------------------------------- */
 
-static int clone_sandbox(int *ret_pidfd)
+/* Create the sandbox's init. With cgroup_fd >= 0 it is born in that cgroup
+ * (CLONE_INTO_CGROUP, Linux 5.7), so the limits hold from its first instruction; *ret_attached
+ * says whether that happened, or the caller must move it before releasing it. */
+static int clone_sandbox(int cgroup_fd, int *ret_pidfd, bool *ret_attached)
 {
     struct nsbox_clone_args args = {
         .flags = SANDBOX_NAMESPACES | CLONE_PIDFD,
@@ -700,6 +768,21 @@ static int clone_sandbox(int *ret_pidfd)
     };
     long pid;
 
+    *ret_attached = false;
+    if (cgroup_fd >= 0) {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = (uint64_t)cgroup_fd;
+        pid = sys_clone3(&args);
+        if (pid >= 0) {
+            *ret_attached = true;
+            return (int)pid;
+        }
+        /* E2BIG/EINVAL: a kernel before 5.7 that has clone3 but not CLONE_INTO_CGROUP. */
+        if (errno != E2BIG && errno != EINVAL)
+            return -1;
+        args.flags &= ~CLONE_INTO_CGROUP;
+        args.cgroup = 0;
+    }
     pid = sys_clone3(&args);
     if (pid < 0 && errno == ENOSYS) {
         /* Linux < 5.3. The child of a raw clone(2) must not rely on glibc's cached thread id
@@ -740,6 +823,8 @@ static void close_pair(int p[2])
 int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
 {
     struct sandbox sb = {0};
+    struct cgroup_leaf leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF};
+    bool attached_by_clone = false;
     int out[2] = {-EBADF, -EBADF}, err[2] = {-EBADF, -EBADF};
     int sync[2] = {-EBADF, -EBADF}, report[2] = {-EBADF, -EBADF};
     _cleanup_close_ int pidfd = -EBADF, sigfd = -EBADF;
@@ -749,17 +834,16 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     int pid, r;
 
     *ret = (struct nsbox_result){
-        .memory = {c->memory, c->memory ? NSBOX_ENFORCER_RLIMIT : NSBOX_ENFORCER_NONE},
-        .pids_limit = {c->pids_limit, c->pids_limit ? NSBOX_ENFORCER_RLIMIT : NSBOX_ENFORCER_NONE},
-        .cpus = {c->cpus_milli, c->cpus_milli && c->timeout ? NSBOX_ENFORCER_RLIMIT
-                                                            : NSBOX_ENFORCER_NONE},
+        .memory = {c->memory, NSBOX_ENFORCER_NONE},
+        .pids_limit = {c->pids_limit, NSBOX_ENFORCER_NONE},
+        .cpus = {c->cpus_milli, NSBOX_ENFORCER_NONE},
         .timeout = {c->timeout, NSBOX_ENFORCER_NONE},
     };
-    (void)snprintf(ret->limits_note, sizeof(ret->limits_note),
-                   "no cgroup: memory is RLIMIT_DATA per process, pids is RLIMIT_NPROC for the "
-                   "sandbox's uid, cpus is RLIMIT_CPU of cpus x timeout seconds");
 
     r = plan(c, &sb, ret);
+    if (r < 0)
+        goto out;
+    r = plan_cgroup(c, &sb, &leaf, ret);
     if (r < 0)
         goto out;
 
@@ -787,7 +871,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     }
 
     start = now_usec();
-    pid = clone_sandbox(&pidfd);
+    pid = clone_sandbox(sb.in_cgroup ? leaf.dir_fd : -1, &pidfd, &attached_by_clone);
     if (pid < 0) {
         r = negative_errno();
         (void)plan_error(ret, r, "clone3", "creating the sandbox's namespaces failed: %s%s",
@@ -812,7 +896,9 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     (void)close(report[1]);
     out[1] = err[1] = sync[0] = report[1] = -EBADF;
 
-    r = idmap_write(pid, c->uid, sb.host_uid, c->gid, sb.host_gid, !sb.privileged);
+    r = sb.in_cgroup && !attached_by_clone ? cgroup_leaf_attach(&leaf, pid) : 0;
+    if (r >= 0)
+        r = idmap_write(pid, c->uid, sb.host_uid, c->gid, sb.host_gid, !sb.privileged);
     if (r < 0 || write(sync[1], "x", 1) != 1) {
         siginfo_t si;
         if (r >= 0)
@@ -833,8 +919,17 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
             (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s",
                              strerror(-r));
     }
+    if (sb.in_cgroup) {
+        cgroup_leaf_stats(&leaf, &ret->cgroup);
+        /* The cgroup's OOM killer sends SIGKILL; memory.events says it was the OOM killer. */
+        if (ret->cgroup.oom_kills > 0 && ret->status == NSBOX_STATUS_SIGNALED &&
+            ret->signal == SIGKILL)
+            ret->status = NSBOX_STATUS_OOM;
+    }
 
 out:
+    if (leaf.dir_fd >= 0 && cgroup_leaf_destroy(&leaf) < 0 && ret->status != NSBOX_STATUS_ERROR)
+        (void)plan_error(ret, -EBUSY, "cgroup", "removing cgroup %s failed", leaf.path);
     close_pair(out);
     close_pair(err);
     close_pair(sync);

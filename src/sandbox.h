@@ -44,4 +44,5 @@ struct sandbox {
     struct sandbox_mount *mounts; /* sorted parents-first */
     size_t n_mounts;
     struct filter filter;  /* empty when seccomp is disabled */
+    bool in_cgroup;        /* the sandbox is born in a cgroup leaf that holds its limits */
 };

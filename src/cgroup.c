@@ -1,0 +1,448 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * cgroup v2 leaves (cgroup.h). Runs in the supervisor, outside the sandbox. Every path it opens
+ * is below the cgroup2 mount and reached through directory descriptors; nothing the sandbox can
+ * write is ever followed.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "macro.h"
+
+#define SUPERVISOR_LEAF "nsbox-supervisor"
+#define LEAF_PREFIX "nsbox-run-"
+/* cpu.max period: 100 ms, the kernel's default (cgroup-v2.rst, "CPU Interface Files"). */
+#define CPU_PERIOD_USEC UINT64_C(100000)
+
+static int reasonf(char *reason, size_t size, int r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int reasonf(char *reason, size_t size, int r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(reason, size, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* Read a small file below dirfd into buf (NUL-terminated). Returns the length or -errno. */
+static ssize_t read_at(int dirfd, const char *name, char *buf, size_t size)
+{
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return negative_errno();
+    n = RETRY_EINTR(read(fd, buf, size - 1));
+    if (n < 0)
+        return negative_errno();
+    buf[n] = '\0';
+    return n;
+}
+
+/* Write text to a cgroup file in one write(2): the kernel parses each write whole. */
+static int write_at(int dirfd, const char *name, const char *text)
+{
+    _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC);
+    size_t n = strlen(text);
+    ssize_t k;
+
+    if (fd < 0)
+        return negative_errno();
+    k = write(fd, text, n);
+    if (k < 0)
+        return negative_errno();
+    return (size_t)k == n ? 0 : -EIO;
+}
+
+/* The value of "key N" in a flat keyed file such as memory.events, or 0. */
+static uint64_t keyed_value(const char *text, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, key, n) == 0 && p[n] == ' ')
+            return strtoull(p + n + 1, NULL, 10);
+    return 0;
+}
+
+/* true if every word of want appears in the space-separated list have. */
+static bool has_words(const char *have, const char *want, char *missing, size_t size)
+{
+    bool ok = true;
+    missing[0] = '\0';
+    for (const char *w = want; *w;) {
+        size_t n = strcspn(w, " ");
+        bool found = false;
+        for (const char *h = have; *h;) {
+            size_t m = strcspn(h, " \n");
+            if (m == n && strncmp(h, w, n) == 0)
+                found = true;
+            h += m;
+            h += strspn(h, " \n");
+        }
+        if (!found) {
+            size_t len = strlen(missing);
+            (void)snprintf(missing + len, size - len, "%s%.*s", len ? " " : "", (int)n, w);
+            ok = false;
+        }
+        w += n;
+        w += strspn(w, " ");
+    }
+    return ok;
+}
+
+/* The cgroup2 mount point and the caller's cgroup below it, from /proc/self/mountinfo and
+ * /proc/self/cgroup (cgroups(7)). */
+static int find_cgroup2(char *mnt, size_t mnt_size, char *own, size_t own_size)
+{
+    _cleanup_fclose_ FILE *f = NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    bool found = false;
+
+    f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return negative_errno();
+    while (!found && getline(&line, &cap, f) > 0) {
+        /* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER */
+        char root[256], point[512];
+        const char *dash = strstr(line, " - ");
+        if (!dash || strncmp(dash + 3, "cgroup2 ", 8) != 0)
+            continue;
+        if (sscanf(line, "%*s %*s %*s %255s %511s", root, point) != 2 || strcmp(root, "/") != 0)
+            continue;
+        (void)snprintf(mnt, mnt_size, "%s", point);
+        found = true;
+    }
+    free(line);
+    if (!found)
+        return -ENOENT;
+
+    fclose(f);
+    f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return negative_errno();
+    line = NULL;
+    cap = 0;
+    found = false;
+    while (!found && getline(&line, &cap, f) > 0)
+        if (strncmp(line, "0::", 3) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            (void)snprintf(own, own_size, "%s", line + 3);
+            found = true;
+        }
+    free(line);
+    return found ? 0 : -ENOENT;
+}
+
+/* Linux start time of process pid (field 22 of /proc/PID/stat), or 0 if it is gone. */
+static unsigned long long process_start_time(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    _cleanup_close_ int fd = -EBADF;
+    ssize_t n;
+
+    (void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    for (int field = 2; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+static void kill_all_in(int dirfd)
+{
+    char buf[4096];
+
+    /* cgroup.kill (Linux 5.14) kills the whole subtree at once, forks included. */
+    if (write_at(dirfd, "cgroup.kill", "1") == 0)
+        return;
+    for (int round = 0; round < 100; round++) {
+        bool any = false;
+        if (read_at(dirfd, "cgroup.procs", buf, sizeof(buf)) <= 0)
+            return;
+        for (char *p = buf; *p;) {
+            long pid = strtol(p, &p, 10);
+            if (pid > 0) {
+                (void)kill((pid_t)pid, SIGKILL);
+                any = true;
+            }
+            p += strspn(p, "\n");
+        }
+        if (!any)
+            return;
+        (void)usleep(1000);
+    }
+}
+
+/* rmdir(2) a leaf, waiting briefly for killed processes to leave it (EBUSY meanwhile). */
+static int remove_leaf(int parent_fd, const char *name)
+{
+    for (int i = 0; i < 500; i++) {
+        if (unlinkat(parent_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+            return 0;
+        if (errno != EBUSY)
+            return negative_errno();
+        (void)usleep(2000);
+    }
+    return -EBUSY;
+}
+
+/* Remove the leaves of earlier runs whose nsbox is gone (it was SIGKILLed before it could). */
+static void remove_stale_leaves(int parent_fd)
+{
+    int fd = dup(parent_fd);
+    DIR *d;
+    struct dirent *de;
+
+    if (fd < 0)
+        return;
+    d = fdopendir(fd);
+    if (!d) {
+        (void)close(fd);
+        return;
+    }
+    while ((de = readdir(d))) {
+        int pid = 0;
+        unsigned long long start = 0;
+        _cleanup_close_ int leaf_fd = -EBADF;
+
+        if (sscanf(de->d_name, LEAF_PREFIX "%d-%llu-", &pid, &start) != 2)
+            continue;
+        if (pid > 0 && process_start_time(pid) == start)
+            continue; /* its nsbox is alive */
+        leaf_fd = openat(parent_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (leaf_fd < 0)
+            continue;
+        kill_all_in(leaf_fd);
+        (void)remove_leaf(parent_fd, de->d_name);
+    }
+    closedir(d);
+}
+
+/* Move the calling process into the sibling leaf SUPERVISOR_LEAF of own_fd's cgroup. */
+static int move_self_to_supervisor_leaf(int own_fd)
+{
+    _cleanup_close_ int fd = -EBADF;
+
+    if (mkdirat(own_fd, SUPERVISOR_LEAF, 0755) < 0 && errno != EEXIST)
+        return negative_errno();
+    fd = openat(own_fd, SUPERVISOR_LEAF, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return negative_errno();
+    return write_at(fd, "cgroup.procs", "0");
+}
+
+static const char *delegation_hint(void)
+{
+    return "run nsbox in a delegated cgroup (e.g. systemd-run --user --scope -p Delegate=yes "
+           "nsbox ...), give --cgroup-parent a subtree you own, or run it as root";
+}
+
+int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, char *reason,
+                       size_t size)
+{
+    char mnt[512], own[512], path[1200], controllers[256], want[64] = "", missing[64];
+    _cleanup_close_ int mnt_fd = -EBADF, parent_fd = -EBADF, leaf_fd = -EBADF;
+    struct cgroup_leaf leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF};
+    const char *parent;
+    bool parent_is_own;
+    static unsigned counter;
+    int r;
+
+    if (c->cgroup == NSBOX_CGROUP_OFF)
+        return reasonf(reason, size, 0, "cgroups turned off (--cgroup off)");
+    if (find_cgroup2(mnt, sizeof(mnt), own, sizeof(own)) < 0)
+        return reasonf(reason, size, 0, "no cgroup v2 hierarchy is mounted");
+    parent = c->cgroup_parent ? c->cgroup_parent : own;
+    parent_is_own = !c->cgroup_parent || strcmp(c->cgroup_parent, own) == 0;
+
+    mnt_fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (mnt_fd < 0)
+        return reasonf(reason, size, 0, "cannot open the cgroup2 mount %s: %s", mnt,
+                       strerror(errno));
+    (void)snprintf(path, sizeof(path), "%s", parent[0] == '/' ? parent + 1 : parent);
+    if (path[0] == '\0')
+        (void)snprintf(path, sizeof(path), ".");
+    parent_fd = openat(mnt_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (parent_fd < 0) {
+        if (c->cgroup_parent)
+            return reasonf(reason, size, -errno, "--cgroup-parent %s: %s", c->cgroup_parent,
+                           strerror(errno));
+        return reasonf(reason, size, 0, "cannot open cgroup %s: %s", parent, strerror(errno));
+    }
+
+    if (c->memory)
+        strcat(want, "memory");
+    if (c->pids_limit)
+        strcat(strcat(want, want[0] ? " " : ""), "pids");
+    if (c->cpus_milli)
+        strcat(strcat(want, want[0] ? " " : ""), "cpu");
+
+    if (read_at(parent_fd, "cgroup.controllers", controllers, sizeof(controllers)) < 0)
+        return reasonf(reason, size, 0, "cgroup %s is not a cgroup v2 directory", parent);
+    if (!has_words(controllers, want, missing, sizeof(missing)))
+        return reasonf(reason, size, 0,
+                       "cgroup v2 controllers '%s' are not available in %s (a hybrid host "
+                       "binds them to cgroup v1, or they are not delegated)",
+                       missing, parent);
+
+    /* Controllers must be enabled in the parent for its children. A cgroup that holds
+     * processes (other than the root) cannot do that (EBUSY, "no internal processes"): when the
+     * parent is nsbox's own cgroup, nsbox first moves itself into a sibling leaf. */
+    if (read_at(parent_fd, "cgroup.subtree_control", controllers, sizeof(controllers)) >= 0 &&
+        !has_words(controllers, want, missing, sizeof(missing))) {
+        char enable[96] = "";
+        for (const char *w = want; *w;) {
+            size_t n = strcspn(w, " ");
+            size_t len = strlen(enable);
+            (void)snprintf(enable + len, sizeof(enable) - len, "%s+%.*s", len ? " " : "",
+                           (int)n, w);
+            w += n + (w[n] == ' ');
+        }
+        r = write_at(parent_fd, "cgroup.subtree_control", enable);
+        if (r == -EBUSY && parent_is_own) {
+            r = move_self_to_supervisor_leaf(parent_fd);
+            if (r >= 0)
+                r = write_at(parent_fd, "cgroup.subtree_control", enable);
+        }
+        if (r == -EACCES || r == -EPERM || r == -EROFS)
+            return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u: %s", parent,
+                           (unsigned)geteuid(), delegation_hint());
+        if (r == -EBUSY)
+            return reasonf(reason, size, 0,
+                           "cgroup %s holds other processes, so its controllers cannot be "
+                           "enabled for a leaf: %s",
+                           parent, delegation_hint());
+        if (r < 0)
+            return reasonf(reason, size, 0, "enabling '%s' in %s failed: %s", enable, parent,
+                           strerror(-r));
+    }
+
+    remove_stale_leaves(parent_fd);
+
+    (void)snprintf(leaf.name, sizeof(leaf.name), LEAF_PREFIX "%d-%llu-%u", (int)getpid(),
+                   process_start_time(getpid()), counter++);
+    if (mkdirat(parent_fd, leaf.name, 0755) < 0) {
+        if (errno == EACCES || errno == EPERM || errno == EROFS)
+            return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u: %s", parent,
+                           (unsigned)geteuid(), delegation_hint());
+        return reasonf(reason, size, -errno, "creating cgroup %s/%s failed: %s", parent,
+                       leaf.name, strerror(errno));
+    }
+    leaf_fd = openat(parent_fd, leaf.name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (leaf_fd < 0) {
+        r = -errno;
+        (void)unlinkat(parent_fd, leaf.name, AT_REMOVEDIR);
+        return reasonf(reason, size, r, "opening cgroup %s/%s failed: %s", parent, leaf.name,
+                       strerror(-r));
+    }
+
+    /* Every limit is written before the sandbox exists; one that cannot be written is an
+     * error, never a silent weaker sandbox. */
+    {
+        char value[64];
+        const char *knob = NULL;
+        r = 0;
+        if (c->memory) {
+            (void)snprintf(value, sizeof(value), "%" PRIu64, c->memory);
+            knob = "memory.max";
+            r = write_at(leaf_fd, knob, value);
+            if (r >= 0) {
+                /* Without swap accounting (no memory.swap.max) there is no swap to limit. */
+                knob = "memory.swap.max";
+                r = write_at(leaf_fd, knob, "0");
+                if (r == -ENOENT)
+                    r = 0;
+            }
+        }
+        if (r >= 0 && c->pids_limit) {
+            (void)snprintf(value, sizeof(value), "%" PRIu64, c->pids_limit);
+            knob = "pids.max";
+            r = write_at(leaf_fd, knob, value);
+        }
+        if (r >= 0 && c->cpus_milli) {
+            (void)snprintf(value, sizeof(value), "%" PRIu64 " %" PRIu64,
+                           c->cpus_milli * CPU_PERIOD_USEC / 1000, CPU_PERIOD_USEC);
+            knob = "cpu.max";
+            r = write_at(leaf_fd, knob, value);
+        }
+        if (r < 0) {
+            (void)reasonf(reason, size, r, "writing %s of cgroup %s/%s failed: %s", knob, parent,
+                          leaf.name, strerror(-r));
+            (void)unlinkat(parent_fd, leaf.name, AT_REMOVEDIR);
+            return r;
+        }
+    }
+
+    (void)snprintf(leaf.path, sizeof(leaf.path), "%.900s%s%s", strcmp(parent, "/") ? parent : "",
+                   "/", leaf.name);
+    leaf.dir_fd = TAKE_FD(leaf_fd);
+    leaf.parent_fd = TAKE_FD(parent_fd);
+    *ret = leaf;
+    return 1;
+}
+
+int cgroup_leaf_attach(const struct cgroup_leaf *leaf, pid_t pid)
+{
+    char buf[32];
+    (void)snprintf(buf, sizeof(buf), "%d", (int)pid);
+    return write_at(leaf->dir_fd, "cgroup.procs", buf);
+}
+
+void cgroup_leaf_stats(const struct cgroup_leaf *leaf, struct nsbox_cgroup_stats *ret)
+{
+    char buf[2048];
+
+    *ret = (struct nsbox_cgroup_stats){.valid = true};
+    (void)snprintf(ret->path, sizeof(ret->path), "%s", leaf->path);
+    if (read_at(leaf->dir_fd, "memory.peak", buf, sizeof(buf)) > 0)
+        ret->memory_peak = strtoull(buf, NULL, 10);
+    if (read_at(leaf->dir_fd, "memory.events", buf, sizeof(buf)) > 0)
+        ret->oom_kills = keyed_value(buf, "oom_kill");
+    if (read_at(leaf->dir_fd, "pids.events", buf, sizeof(buf)) > 0)
+        ret->pids_limit_hits = keyed_value(buf, "max");
+    if (read_at(leaf->dir_fd, "cpu.stat", buf, sizeof(buf)) > 0) {
+        ret->cpu_user = keyed_value(buf, "user_usec");
+        ret->cpu_system = keyed_value(buf, "system_usec");
+    }
+}
+
+int cgroup_leaf_destroy(struct cgroup_leaf *leaf)
+{
+    int r = 0;
+
+    if (leaf->dir_fd >= 0) {
+        kill_all_in(leaf->dir_fd);
+        (void)close(leaf->dir_fd);
+        leaf->dir_fd = -EBADF;
+        r = remove_leaf(leaf->parent_fd, leaf->name);
+    }
+    if (leaf->parent_fd >= 0) {
+        /* The shared SUPERVISOR_LEAF stays: nsbox is in it until it exits, and the next run in
+         * this cgroup uses it again. */
+        (void)close(leaf->parent_fd);
+        leaf->parent_fd = -EBADF;
+    }
+    return r;
+}
