@@ -133,7 +133,8 @@ class TestLimits(CgroupTestCase):
 
 class TestTeardown(CgroupTestCase):
     def start(self, token):
-        proc = subprocess.Popen([NSBOX, "run", *FAST, "--", "sleep", "60", token],
+        proc = subprocess.Popen([NSBOX, "run", *FAST, "--", "python3", "-c",
+                                 "import time; time.sleep(60)", token],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 env={"PATH": "/usr/bin:/bin", "NSBOX_ROOTFS": ROOTFS})
         self.addCleanup(proc.stderr.close)
