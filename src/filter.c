@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
@@ -139,7 +140,7 @@ static int check_conflicts(const struct policy *p, const struct policy_rule *rul
 
 /* The libseccomp contexts of a policy, before export; refuse may be NULL. */
 struct filter_ctx {
-    scmp_filter_ctx allow, refuse, unknown;
+    scmp_filter_ctx allow, refuse;
 };
 
 static void ctx_free(struct filter_ctx *f)
@@ -148,8 +149,6 @@ static void ctx_free(struct filter_ctx *f)
         seccomp_release(f->allow);
     if (f->refuse)
         seccomp_release(f->refuse);
-    if (f->unknown)
-        seccomp_release(f->unknown);
     *f = (struct filter_ctx){0};
 }
 
@@ -161,8 +160,7 @@ static int compile_ctx(const struct policy *p, filter_warn_fn warn, void *userda
     int r;
 
     f.allow = new_ctx(SCMP_ACT_ERRNO(EPERM));
-    f.unknown = new_ctx(SCMP_ACT_ERRNO(ENOSYS));
-    if (!f.allow || !f.unknown) {
+    if (!f.allow) {
         r = -ENOMEM;
         goto fail;
     }
@@ -214,20 +212,6 @@ static int compile_ctx(const struct policy *p, filter_warn_fn warn, void *userda
         goto fail;
     }
 
-    for (int nr = 0; nr < SYSCALL_NR_SCAN; nr++) {
-        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
-        if (!name)
-            continue;
-        free(name);
-        r = seccomp_rule_add(f.unknown, SCMP_ACT_ALLOW, nr, 0);
-        if (r < 0) {
-            *e = (struct policy_error){0};
-            (void)snprintf(e->message, sizeof(e->message),
-                           "libseccomp refused system call %d: %s", nr, strerror(-r));
-            goto fail;
-        }
-    }
-
     *ret = f;
     return 0;
 fail:
@@ -267,6 +251,76 @@ static int export_program(scmp_filter_ctx ctx, struct filter_program *ret)
     return 0;
 }
 
+/*
+ * The "unknown" program, written directly: libseccomp would spend a rule, and BPF instructions
+ * to run on every system call, on each of the ~400 numbers it knows. Here the known numbers
+ * form a few ranges (two on x86-64), checked in order:
+ *
+ *     ld arch; jeq NATIVE else kill; ld nr; [x86-64: jge X32_BIT -> kill]
+ *     for each range: jge lo else ENOSYS; jgt hi -> next range else allow
+ *     ENOSYS: ret ERRNO(ENOSYS); allow: ret ALLOW; kill: ret KILL_PROCESS
+ */
+#define MAX_RANGES 32
+static int build_unknown_program(struct filter_program *ret)
+{
+    struct { unsigned lo, hi; } ranges[MAX_RANGES];
+    size_t n_ranges = 0, n = 0, size;
+    uint32_t arch = seccomp_arch_native();
+    bool x86_64 = arch == SCMP_ARCH_X86_64;
+    struct sock_filter *p;
+    int prev = -2;
+
+    for (int nr = 0; nr < SYSCALL_NR_SCAN; nr++) {
+        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+        if (!name)
+            continue;
+        free(name);
+        if (nr != prev + 1) {
+            if (n_ranges == MAX_RANGES)
+                return -E2BIG;
+            ranges[n_ranges++].lo = (unsigned)nr;
+        }
+        ranges[n_ranges - 1].hi = (unsigned)nr;
+        prev = nr;
+    }
+    if (n_ranges == 0)
+        return -ENOENT;
+
+    size = 3 + (x86_64 ? 1 : 0) + 2 * n_ranges + 3;
+    p = calloc(size, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    /* Offsets are relative to the next instruction; the three returns are the last three. */
+#define TO_ENOSYS(i) ((uint8_t)(size - 3 - (i) - 1))
+#define TO_ALLOW(i) ((uint8_t)(size - 2 - (i) - 1))
+#define TO_KILL(i) ((uint8_t)(size - 1 - (i) - 1))
+    p[n] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+    n++;
+    p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 0, TO_KILL(n));
+    n++;
+    p[n] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+    n++;
+    if (x86_64) {
+        /* x32 system calls carry this bit on the x86-64 arch value (__X32_SYSCALL_BIT). */
+        p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U, TO_KILL(n), 0);
+        n++;
+    }
+    for (size_t i = 0; i < n_ranges; i++) {
+        p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, ranges[i].lo, 0, TO_ENOSYS(n));
+        n++;
+        p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, ranges[i].hi, 0, TO_ALLOW(n));
+        n++;
+    }
+    p[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);
+    p[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    p[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+#undef TO_ENOSYS
+#undef TO_ALLOW
+#undef TO_KILL
+    *ret = (struct filter_program){.insns = p, .n = (unsigned short)n, .owned = true};
+    return 0;
+}
+
 void filter_free(struct filter *f)
 {
     for (unsigned i = 0; i < f->n_prog; i++)
@@ -285,7 +339,7 @@ int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata,
     r = compile_ctx(p, warn, userdata, &ctx, e);
     if (r < 0)
         return r;
-    scmp_filter_ctx in_order[] = {ctx.allow, ctx.refuse, ctx.unknown};
+    scmp_filter_ctx in_order[] = {ctx.allow, ctx.refuse};
     for (size_t i = 0; i < ELEMENTSOF(in_order); i++) {
         if (!in_order[i])
             continue;
@@ -301,6 +355,15 @@ int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata,
         f.n_prog++;
     }
     ctx_free(&ctx);
+    r = build_unknown_program(&f.prog[f.n_prog]);
+    if (r < 0) {
+        *e = (struct policy_error){0};
+        (void)snprintf(e->message, sizeof(e->message),
+                       "building the filter for unknown system calls failed: %s", strerror(-r));
+        filter_free(&f);
+        return r;
+    }
+    f.n_prog++;
     *ret = f;
     return 0;
 }
@@ -336,10 +399,12 @@ static int dump_ctx(const struct filter_ctx *f, int fd)
         "# filter 2 of 3, refuse: the policy's exceptions ('... if'); anything else is allowed\n",
         "# filter 3 of 3, unknown: system calls newer than libseccomp fail with ENOSYS\n",
     };
-    scmp_filter_ctx ctx[] = {f->allow, f->refuse, f->unknown};
+    scmp_filter_ctx ctx[] = {f->allow, f->refuse};
+    struct filter_program unknown;
+    FILE *out;
+    int r;
 
     for (size_t i = 0; i < ELEMENTSOF(ctx); i++) {
-        int r;
         if (!ctx[i])
             continue;
         if (write(fd, titles[i], strlen(titles[i])) < 0)
@@ -348,5 +413,19 @@ static int dump_ctx(const struct filter_ctx *f, int fd)
         if (r < 0)
             return r;
     }
-    return 0;
+    r = build_unknown_program(&unknown);
+    if (r < 0)
+        return r;
+    out = fdopen(dup(fd), "w");
+    if (!out) {
+        free((void *)unknown.insns);
+        return -ENOMEM;
+    }
+    fputs(titles[2], out);
+    fputs("# classic BPF: code jt jf k\n", out);
+    for (unsigned i = 0; i < unknown.n; i++)
+        fprintf(out, "%3u: 0x%04x %3u %3u 0x%08x\n", i, unknown.insns[i].code, unknown.insns[i].jt,
+                unknown.insns[i].jf, unknown.insns[i].k);
+    free((void *)unknown.insns);
+    return fclose(out) == 0 ? 0 : -EIO;
 }

@@ -6,6 +6,13 @@
 
 #include "log.h"
 
+static char last_error[512];
+
+const char *log_last_error(void)
+{
+    return last_error;
+}
+
 static void log_v(const char *prefix, int r, const char *fmt, va_list ap)
 {
     char buf[1024];
@@ -14,6 +21,8 @@ static void log_v(const char *prefix, int r, const char *fmt, va_list ap)
     if (r < 0)
         errno = -r;
     (void)vsnprintf(buf, sizeof(buf), fmt, ap);
+    if (prefix[0] == '\0')
+        (void)snprintf(last_error, sizeof(last_error), "%s", buf);
     /* One record, one write, so concurrent writers do not interleave inside a line. */
     (void)fprintf(stderr, "nsbox: %s%s\n", prefix, buf);
 }

@@ -11,6 +11,9 @@ void log_error(const char *fmt, ...) _printf_(1, 2);
  * callers can write `return log_error_errno(r, "...: %m", ...)`. */
 int log_error_errno(int r, const char *fmt, ...) _printf_(2, 3);
 
+/* The text of the last error logged (without "nsbox: "), or "". */
+const char *log_last_error(void);
+
 /* As log_error, prefixed "nsbox: warning: ". */
 void log_warning(const char *fmt, ...) _printf_(1, 2);
 

@@ -46,7 +46,7 @@ static void usage_run(FILE *f)
           "  -m, --memory SIZE      memory limit, e.g. 256m (default 256m; 'unlimited')\n"
           "  --pids-limit N         process limit (default 64; 'unlimited')\n"
           "  --cpus N               CPU limit, e.g. 0.5 (default 0.5; 'unlimited')\n"
-          "  --timeout SECONDS      wall-clock limit, fractions allowed (default 10)\n"
+          "  --timeout SECONDS      wall-clock limit, fractions allowed (default 10; 'unlimited')\n"
           "  --output-limit BYTES   output kept per stream (default 4000)\n"
           "  --cgroup MODE          limits in a cgroup v2 leaf: auto (else rlimits, with a\n"
           "                         warning), required (else fail), off (rlimits) (default auto)\n"
@@ -329,7 +329,9 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 return BAD_VALUE("--cpus", optarg, "expected a number from 0.001, e.g. 0.5");
             break;
         case ARG_TIMEOUT:
-            if (parse_duration(optarg, &c->timeout) < 0)
+            if (is_unlimited(optarg))
+                c->timeout = 0;
+            else if (parse_duration(optarg, &c->timeout) < 0)
                 return BAD_VALUE("--timeout", optarg,
                                  "expected seconds above 0, fractions allowed, e.g. 1.5");
             break;
@@ -444,7 +446,7 @@ static int run_main(int argc, char *argv[])
     r = parse_run_args(argc, argv, &a);
     if (r < 0) {
         if (json)
-            print_json_error("invalid arguments (see stderr)");
+            print_json_error(log_last_error()[0] ? log_last_error() : "invalid arguments");
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }

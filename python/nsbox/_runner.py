@@ -122,12 +122,14 @@ def _write_files(root: str, files: Mapping[str, _Data]) -> None:
             raise ValueError(f"cannot create file {name!r}: {e}") from e
 
 
-def _nsbox_env() -> Dict[str, str]:
-    """The environment nsbox itself runs with: PATH, and NSBOX_ROOTFS if set. Nothing else
-    (no credentials), so that a `-e KEY` in extra_args cannot copy a secret either."""
+def _nsbox_env(passed: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The environment nsbox itself runs with: PATH, NSBOX_ROOTFS if set, and the variables
+    meant for the program (passed on with `-e KEY`, so their values never appear on nsbox's
+    command line). Nothing else: no credentials of the caller."""
     env = {"PATH": os.environ.get("PATH") or os.defpath}
     if os.environ.get("NSBOX_ROOTFS"):
         env["NSBOX_ROOTFS"] = os.environ["NSBOX_ROOTFS"]
+    env.update(passed or {})
     return env
 
 
@@ -146,9 +148,11 @@ def _option_args(timeout: Union[int, float], memory: _Limit, cpus: _Limit,
     for key, value in (env or {}).items():
         if not isinstance(key, str) or not key or "=" in key or "\0" in key:
             raise ValueError(f"invalid environment variable name {key!r}")
+        if key.startswith("NSBOX_"):
+            raise ValueError(f"{key!r}: NSBOX_* variables configure nsbox itself")
         if not isinstance(value, str) or "\0" in value:
             raise ValueError(f"environment variable {key!r} needs a str value without NUL")
-        args += ["-e", f"{key}={value}"]
+        args += ["-e", key]  # the value travels in nsbox's environment, not its argv
     if isinstance(extra_args, (str, bytes)):
         raise TypeError("extra_args must be a sequence of strings, not a string")
     args += [str(a) for a in extra_args]
@@ -170,7 +174,8 @@ def _error_from_json(raw: Dict[str, Any], exit_code: int, stderr: str) -> NsboxE
                       stderr=stderr, raw=raw)
 
 
-def _execute(cmd: List[str], stdin_data: Optional[bytes], timeout: float) -> Result:
+def _execute(cmd: List[str], stdin_data: Optional[bytes], timeout: float,
+             passed_env: Optional[Mapping[str, str]] = None) -> Result:
     backstop = timeout + _BACKSTOP_MARGIN
     try:
         proc = subprocess.run(
@@ -178,7 +183,7 @@ def _execute(cmd: List[str], stdin_data: Optional[bytes], timeout: float) -> Res
             input=stdin_data,
             stdin=subprocess.DEVNULL if stdin_data is None else None,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=_nsbox_env(), close_fds=True, timeout=backstop)
+            env=_nsbox_env(passed_env), close_fds=True, timeout=backstop)
     except subprocess.TimeoutExpired as e:
         # subprocess.run has SIGKILLed nsbox already.
         raise NsboxError(f"nsbox did not finish within {backstop:g} s "
@@ -248,7 +253,7 @@ def _run(program: List[str], code: Optional[bytes], timeout: Union[int, float],
         elif stdin_data is not None:
             options += ["--stdin"]
         cmd = [binary, "run", "--json", *options, "--", *program]
-        return _execute(cmd, payload_stdin, float(timeout))
+        return _execute(cmd, payload_stdin, float(timeout), env)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -303,8 +308,8 @@ def run_python_code(code: _Data, timeout: Union[int, float] = 10, memory: _Limit
             ``/work/files/NAME`` (names may contain ``/`` for subdirectories, never ``..``
             or a leading ``/``).
         stdin: data for the program's stdin (str or bytes); by default stdin is empty.
-        env: extra environment variables for the program. They are passed to nsbox as
-            ``-e KEY=VALUE``, so they are visible in nsbox's command line on the host.
+        env: extra environment variables for the program. They reach nsbox through its
+            environment (``-e KEY``), never its command line, which other users can read.
         nsbox: path of the nsbox binary; default ``$NSBOX``, else ``nsbox`` on PATH.
         rootfs: root filesystem (``--rootfs``); default ``$NSBOX_ROOTFS``, else nsbox's own.
         output_limit: bytes of output kept per stream (nsbox's default: 4000).
