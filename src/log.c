@@ -6,7 +6,7 @@
 
 #include "log.h"
 
-static char last_error[512];
+static char last_error[1024];
 
 const char *log_last_error(void)
 {
