@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "fileio.h"
 #include "macro.h"
 
 #define SUPERVISOR_LEAF "nsbox-supervisor"
@@ -35,36 +36,6 @@ static int reasonf(char *reason, size_t size, int r, const char *fmt, ...)
     (void)vsnprintf(reason, size, fmt, ap);
     va_end(ap);
     return r;
-}
-
-/* Read a small file below dirfd into buf (NUL-terminated). Returns the length or -errno. */
-static ssize_t read_at(int dirfd, const char *name, char *buf, size_t size)
-{
-    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
-    ssize_t n;
-
-    if (fd < 0)
-        return negative_errno();
-    n = RETRY_EINTR(read(fd, buf, size - 1));
-    if (n < 0)
-        return negative_errno();
-    buf[n] = '\0';
-    return n;
-}
-
-/* Write text to a cgroup file in one write(2): the kernel parses each write whole. */
-static int write_at(int dirfd, const char *name, const char *text)
-{
-    _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC);
-    size_t n = strlen(text);
-    ssize_t k;
-
-    if (fd < 0)
-        return negative_errno();
-    k = write(fd, text, n);
-    if (k < 0)
-        return negative_errno();
-    return (size_t)k == n ? 0 : -EIO;
 }
 
 /* The value of "key N" in a flat keyed file such as memory.events, or 0. */
@@ -175,11 +146,11 @@ static void kill_all_in(int dirfd)
     char buf[4096];
 
     /* cgroup.kill (Linux 5.14) kills the whole subtree at once, forks included. */
-    if (write_at(dirfd, "cgroup.kill", "1") == 0)
+    if (write_file_at(dirfd, "cgroup.kill", "1") == 0)
         return;
     for (int round = 0; round < 100; round++) {
         bool any = false;
-        if (read_at(dirfd, "cgroup.procs", buf, sizeof(buf)) <= 0)
+        if (read_file_at(dirfd, "cgroup.procs", buf, sizeof(buf)) <= 0)
             return;
         for (char *p = buf; *p;) {
             long pid = strtol(p, &p, 10);
@@ -250,7 +221,7 @@ static int move_self_to_supervisor_leaf(int own_fd)
     fd = openat(own_fd, SUPERVISOR_LEAF, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return negative_errno();
-    return write_at(fd, "cgroup.procs", "0");
+    return write_file_at(fd, "cgroup.procs", "0");
 }
 
 static const char *delegation_hint(void)
@@ -299,7 +270,7 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
     if (c->cpus_milli)
         strcat(strcat(want, want[0] ? " " : ""), "cpu");
 
-    if (read_at(parent_fd, "cgroup.controllers", controllers, sizeof(controllers)) < 0)
+    if (read_file_at(parent_fd, "cgroup.controllers", controllers, sizeof(controllers)) < 0)
         return reasonf(reason, size, 0, "cgroup %s is not a cgroup v2 directory", parent);
     if (!has_words(controllers, want, missing, sizeof(missing)))
         return reasonf(reason, size, 0,
@@ -310,7 +281,7 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
     /* Controllers must be enabled in the parent for its children. A cgroup that holds
      * processes (other than the root) cannot do that (EBUSY, "no internal processes"): when the
      * parent is nsbox's own cgroup, nsbox first moves itself into a sibling leaf. */
-    if (read_at(parent_fd, "cgroup.subtree_control", controllers, sizeof(controllers)) >= 0 &&
+    if (read_file_at(parent_fd, "cgroup.subtree_control", controllers, sizeof(controllers)) >= 0 &&
         !has_words(controllers, want, missing, sizeof(missing))) {
         char enable[96] = "";
         for (const char *w = want; *w;) {
@@ -320,11 +291,11 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
                            (int)n, w);
             w += n + (w[n] == ' ');
         }
-        r = write_at(parent_fd, "cgroup.subtree_control", enable);
+        r = write_file_at(parent_fd, "cgroup.subtree_control", enable);
         if (r == -EBUSY && parent_is_own) {
             r = move_self_to_supervisor_leaf(parent_fd);
             if (r >= 0)
-                r = write_at(parent_fd, "cgroup.subtree_control", enable);
+                r = write_file_at(parent_fd, "cgroup.subtree_control", enable);
         }
         if (r == -EACCES || r == -EPERM || r == -EROFS)
             return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u: %s", parent,
@@ -367,11 +338,11 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
         if (c->memory) {
             (void)snprintf(value, sizeof(value), "%" PRIu64, c->memory);
             knob = "memory.max";
-            r = write_at(leaf_fd, knob, value);
+            r = write_file_at(leaf_fd, knob, value);
             if (r >= 0) {
                 /* Without swap accounting (no memory.swap.max) there is no swap to limit. */
                 knob = "memory.swap.max";
-                r = write_at(leaf_fd, knob, "0");
+                r = write_file_at(leaf_fd, knob, "0");
                 if (r == -ENOENT)
                     r = 0;
             }
@@ -379,13 +350,13 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
         if (r >= 0 && c->pids_limit) {
             (void)snprintf(value, sizeof(value), "%" PRIu64, c->pids_limit);
             knob = "pids.max";
-            r = write_at(leaf_fd, knob, value);
+            r = write_file_at(leaf_fd, knob, value);
         }
         if (r >= 0 && c->cpus_milli) {
             (void)snprintf(value, sizeof(value), "%" PRIu64 " %" PRIu64,
                            c->cpus_milli * CPU_PERIOD_USEC / 1000, CPU_PERIOD_USEC);
             knob = "cpu.max";
-            r = write_at(leaf_fd, knob, value);
+            r = write_file_at(leaf_fd, knob, value);
         }
         if (r < 0) {
             (void)reasonf(reason, size, r, "writing %s of cgroup %s/%s failed: %s", knob, parent,
@@ -407,7 +378,7 @@ int cgroup_leaf_attach(const struct cgroup_leaf *leaf, pid_t pid)
 {
     char buf[32];
     (void)snprintf(buf, sizeof(buf), "%d", (int)pid);
-    return write_at(leaf->dir_fd, "cgroup.procs", buf);
+    return write_file_at(leaf->dir_fd, "cgroup.procs", buf);
 }
 
 void cgroup_leaf_stats(const struct cgroup_leaf *leaf, struct nsbox_cgroup_stats *ret)
@@ -416,13 +387,13 @@ void cgroup_leaf_stats(const struct cgroup_leaf *leaf, struct nsbox_cgroup_stats
 
     *ret = (struct nsbox_cgroup_stats){.valid = true};
     (void)snprintf(ret->path, sizeof(ret->path), "%s", leaf->path);
-    if (read_at(leaf->dir_fd, "memory.peak", buf, sizeof(buf)) > 0)
+    if (read_file_at(leaf->dir_fd, "memory.peak", buf, sizeof(buf)) > 0)
         ret->memory_peak = strtoull(buf, NULL, 10);
-    if (read_at(leaf->dir_fd, "memory.events", buf, sizeof(buf)) > 0)
+    if (read_file_at(leaf->dir_fd, "memory.events", buf, sizeof(buf)) > 0)
         ret->oom_kills = keyed_value(buf, "oom_kill");
-    if (read_at(leaf->dir_fd, "pids.events", buf, sizeof(buf)) > 0)
+    if (read_file_at(leaf->dir_fd, "pids.events", buf, sizeof(buf)) > 0)
         ret->pids_limit_hits = keyed_value(buf, "max");
-    if (read_at(leaf->dir_fd, "cpu.stat", buf, sizeof(buf)) > 0) {
+    if (read_file_at(leaf->dir_fd, "cpu.stat", buf, sizeof(buf)) > 0) {
         ret->cpu_user = keyed_value(buf, "user_usec");
         ret->cpu_system = keyed_value(buf, "system_usec");
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "idmap.h"
 #include "macro.h"
 
@@ -14,21 +15,6 @@ int idmap_format(char *buf, size_t size, unsigned inside, unsigned outside)
     if (n < 0 || (size_t)n >= size)
         return -ENOBUFS;
     return n;
-}
-
-/* The kernel takes a map in one write(2) only; a short write is an error. */
-static int write_file_at(int dirfd, const char *name, const char *text)
-{
-    _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC);
-    size_t n = strlen(text);
-    ssize_t k;
-
-    if (fd < 0)
-        return negative_errno();
-    k = write(fd, text, n);
-    if (k < 0)
-        return negative_errno();
-    return (size_t)k == n ? 0 : -EIO;
 }
 
 int idmap_write(pid_t pid, uid_t inside_uid, uid_t host_uid, gid_t inside_gid, gid_t host_gid,

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "macro.h"
 #include "nsbox.h"
+#include "fileio.h"
 #include "filter.h"
 #include "parse.h"
 #include "policyfile.h"
@@ -80,61 +81,20 @@ static void usage(FILE *f)
           f);
 }
 
-/* Read all of fd (at most CODE_MAX bytes) into a malloc()ed buffer. */
-static int read_code(int fd, char **ret, size_t *ret_size)
-{
-    size_t size = 0, cap = 64 * 1024;
-    char *buf = xmalloc(cap);
-
-    for (;;) {
-        ssize_t n;
-        if (size == cap) {
-            if (cap >= CODE_MAX) {
-                free(buf);
-                return -EFBIG;
-            }
-            cap *= 2;
-            buf = realloc(buf, cap);
-            if (!buf)
-                log_oom();
-        }
-        n = RETRY_EINTR(read(fd, buf + size, cap - size));
-        if (n < 0) {
-            int r = negative_errno();
-            free(buf);
-            return r;
-        }
-        if (n == 0)
-            break;
-        size += (size_t)n;
-    }
-    if (size > CODE_MAX) {
-        free(buf);
-        return -EFBIG;
-    }
-    *ret = buf;
-    *ret_size = size;
-    return 0;
-}
-
 static int load_code(const char *path, char **ret, size_t *ret_size)
 {
-    _cleanup_close_ int fd = -EBADF;
-    struct stat st;
     int r;
 
     if (strcmp(path, "-") == 0)
-        return read_code(STDIN_FILENO, ret, ret_size);
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return log_error_errno(negative_errno(), "cannot read code file '%s': %m", path);
-    if (fstat(fd, &st) < 0)
-        return log_error_errno(negative_errno(), "cannot read code file '%s': %m", path);
-    if (!S_ISREG(st.st_mode))
-        return log_error_errno(-EINVAL, "code file '%s' is not a regular file", path);
-    r = read_code(fd, ret, ret_size);
+        r = read_fd_all(STDIN_FILENO, CODE_MAX, ret, ret_size);
+    else
+        r = read_regular_file(path, CODE_MAX, ret, ret_size);
+    if (r == -ENOMEM)
+        log_oom();
     if (r == -EFBIG)
         return log_error_errno(r, "code file '%s' is larger than %u MiB", path, CODE_MAX >> 20);
+    if (r == -EINVAL)
+        return log_error_errno(r, "code file '%s' is not a regular file", path);
     if (r < 0)
         return log_error_errno(r, "cannot read code file '%s': %m", path);
     return 0;
@@ -329,7 +289,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 return BAD_VALUE("--cpus", optarg, "expected a number from 0.001, e.g. 0.5");
             break;
         case ARG_TIMEOUT:
-            if (is_unlimited(optarg))
+            if (strcmp(optarg, "unlimited") == 0) /* not -1: a negative time is a mistake */
                 c->timeout = 0;
             else if (parse_duration(optarg, &c->timeout) < 0)
                 return BAD_VALUE("--timeout", optarg,

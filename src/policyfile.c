@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "macro.h"
 #include "policyfile.h"
 
@@ -25,37 +26,7 @@ const struct policy_builtin *policy_builtin_find(const char *name)
 
 static int read_file(const char *path, char **ret, size_t *ret_len)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    struct stat st;
-    char *buf;
-    size_t n = 0;
-
-    if (fd < 0)
-        return negative_errno();
-    if (fstat(fd, &st) < 0)
-        return negative_errno();
-    if (!S_ISREG(st.st_mode))
-        return -EINVAL;
-    if (st.st_size > POLICY_FILE_MAX)
-        return -EFBIG;
-    buf = malloc((size_t)st.st_size + 1);
-    if (!buf)
-        return -ENOMEM;
-    while (n < (size_t)st.st_size) {
-        ssize_t k = RETRY_EINTR(read(fd, buf + n, (size_t)st.st_size - n));
-        if (k < 0) {
-            int r = negative_errno();
-            free(buf);
-            return r;
-        }
-        if (k == 0)
-            break;
-        n += (size_t)k;
-    }
-    buf[n] = '\0';
-    *ret = buf;
-    *ret_len = n;
-    return 0;
+    return read_regular_file(path, POLICY_FILE_MAX, ret, ret_len);
 }
 
 static int builtin_text(const struct policy_builtin *b, char **ret_text, size_t *ret_len,

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Small file helpers shared by the modules that talk to files (never by pure modules). */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Read all of fd into a malloc()ed, NUL-terminated buffer; at most max bytes (-EFBIG beyond).
+ * Returns 0 (length in *ret_len), -ENOMEM, or read(2)'s -errno. */
+int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len);
+
+/* read_fd_all() of the regular file at path. Opened with O_NONBLOCK, so that a FIFO cannot
+ * block; anything but a regular file is -EINVAL. */
+int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* Read up to size - 1 bytes of dirfd/name into buf, NUL-terminated. Returns the length or
+ * -errno. For kernel interface files (procfs, cgroupfs). */
+ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size);
+
+/* Write text to dirfd/name in one write(2): kernel interface files (uid_map, cgroup knobs)
+ * take a value per write. Returns 0, -errno, or -EIO for a short write. */
+int write_file_at(int dirfd, const char *name, const char *text);
