@@ -179,7 +179,10 @@ static int remove_leaf(int parent_fd, const char *name)
     return -EBUSY;
 }
 
-/* Remove the leaves of earlier runs whose nsbox is gone (it was SIGKILLed before it could). */
+/* Remove the empty leaves of earlier runs whose nsbox is gone (it was SIGKILLed before it could
+ * remove them; its parent-death signal emptied them). Only rmdir(2), which fails on a leaf that
+ * still holds processes: whether an nsbox is alive cannot be told reliably from here (it may
+ * live in another pid namespace, or behind hidepid), so nothing is ever killed. */
 static void remove_stale_leaves(int parent_fd)
 {
     int fd = dup(parent_fd);
@@ -196,17 +199,12 @@ static void remove_stale_leaves(int parent_fd)
     while ((de = readdir(d))) {
         int pid = 0;
         unsigned long long start = 0;
-        _cleanup_close_ int leaf_fd = -EBADF;
 
         if (sscanf(de->d_name, LEAF_PREFIX "%d-%llu-", &pid, &start) != 2)
             continue;
         if (pid > 0 && process_start_time(pid) == start)
-            continue; /* its nsbox is alive */
-        leaf_fd = openat(parent_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (leaf_fd < 0)
-            continue;
-        kill_all_in(leaf_fd);
-        (void)remove_leaf(parent_fd, de->d_name);
+            continue; /* its nsbox is alive: a leaf in use, not stale */
+        (void)unlinkat(parent_fd, de->d_name, AT_REMOVEDIR);
     }
     closedir(d);
 }
@@ -245,6 +243,10 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
         return reasonf(reason, size, 0, "cgroups turned off (--cgroup off)");
     if (find_cgroup2(mnt, sizeof(mnt), own, sizeof(own)) < 0)
         return reasonf(reason, size, 0, "no cgroup v2 hierarchy is mounted");
+    if (c->cgroup_parent && (strstr(c->cgroup_parent, "..") || c->cgroup_parent[0] == '\0'))
+        return reasonf(reason, size, -EINVAL,
+                       "--cgroup-parent '%s': expected a path below the cgroup2 mount without '..'",
+                       c->cgroup_parent);
     parent = c->cgroup_parent ? c->cgroup_parent : own;
     parent_is_own = !c->cgroup_parent || strcmp(c->cgroup_parent, own) == 0;
 

@@ -70,7 +70,7 @@ static uint32_t rule_action(const struct policy_rule *r)
     return SCMP_ACT_KILL_PROCESS;
 }
 
-static struct scmp_arg_cmp to_scmp(const struct policy_cmp *c)
+static struct scmp_arg_cmp to_scmp(const struct policy_rule *rule, const struct policy_cmp *c)
 {
     static const enum scmp_compare ops[] = {
         [POLICY_EQ] = SCMP_CMP_EQ, [POLICY_NE] = SCMP_CMP_NE, [POLICY_LT] = SCMP_CMP_LT,
@@ -79,6 +79,10 @@ static struct scmp_arg_cmp to_scmp(const struct policy_cmp *c)
     if (c->masked)
         return (struct scmp_arg_cmp){.arg = c->arg, .op = SCMP_CMP_MASKED_EQ,
                                      .datum_a = c->mask, .datum_b = c->value};
+    /* A refusal catches every 64-bit alias of a 32-bit value (see weak_comparison()). */
+    if (rule->refuse_if && c->op == POLICY_EQ && c->value <= 0xffffffffULL)
+        return (struct scmp_arg_cmp){.arg = c->arg, .op = SCMP_CMP_MASKED_EQ,
+                                     .datum_a = 0xffffffffULL, .datum_b = c->value};
     return (struct scmp_arg_cmp){.arg = c->arg, .op = ops[c->op], .datum_a = c->value};
 }
 
@@ -104,7 +108,7 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t default_action, int nr,
         const struct policy_term *term = &rule->terms[t];
 
         for (size_t i = 0; i < term->n_cmp; i++)
-            cmp[i] = to_scmp(&term->cmp[i]);
+            cmp[i] = to_scmp(rule, &term->cmp[i]);
         r = seccomp_rule_add_array(ctx, action, nr, (unsigned)term->n_cmp, cmp);
         if (r < 0)
             return rule_error(e, rule, r, "libseccomp refused the rule for '%s': %s", rule->name,
@@ -113,29 +117,78 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t default_action, int nr,
     return 0;
 }
 
-/* libseccomp would drop rules silently where an unconditional rule meets other rules for the
- * same system call in one filter: refuse such a policy instead. */
-static int check_conflicts(const struct policy *p, const struct policy_rule *rule, size_t index,
-                           struct policy_error *e)
+static int compare_rule_names(const void *a, const void *b, void *userdata)
 {
-    if (rule->refuse_if)
-        return 0;
-    for (size_t j = 0; j < index; j++) {
-        const struct policy_rule *o = &p->rules[j];
-        if (o->refuse_if || strcmp(o->name, rule->name) != 0)
-            continue;
-        bool same_action = o->action == rule->action && o->errno_value == rule->errno_value;
-        if ((o->n_terms == 0 && rule->n_terms == 0 && same_action))
-            continue; /* a repeated line */
-        if (o->n_terms > 0 && rule->n_terms > 0 && same_action)
-            continue; /* more alternatives */
-        return rule_error(e, rule, -EINVAL,
-                          "'%s' conflicts with the rule at %s:%u (an unconditional rule and "
-                          "other rules for one system call cannot be combined; use 'return "
-                          "ERRNO if ...' for exceptions)",
-                          rule->name, o->file, o->line);
+    const struct policy *p = userdata;
+    const struct policy_rule *x = &p->rules[*(const size_t *)a], *y = &p->rules[*(const size_t *)b];
+    int c = strcmp(x->name, y->name);
+    return c ? c : (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
+}
+
+/* libseccomp drops rules silently where an unconditional rule meets other rules of the same
+ * system call in one filter, or where rules of one system call with different actions overlap
+ * (it keeps one). Refuse such policies instead. Sorting by name keeps this O(n log n). */
+static int check_conflicts(const struct policy *p, struct policy_error *e)
+{
+    _cleanup_free_ size_t *order = calloc(p->n_rules ? p->n_rules : 1, sizeof(size_t));
+
+    if (!order)
+        return -ENOMEM;
+    for (size_t i = 0; i < p->n_rules; i++)
+        order[i] = i;
+    qsort_r(order, p->n_rules, sizeof(size_t), compare_rule_names, (void *)p);
+
+    for (size_t i = 0; i < p->n_rules;) {
+        const struct policy_rule *first_allow = NULL, *first_refusal = NULL;
+        size_t j = i;
+        for (; j < p->n_rules && strcmp(p->rules[order[j]].name, p->rules[order[i]].name) == 0;
+             j++) {
+            const struct policy_rule *r = &p->rules[order[j]];
+            const struct policy_rule **first = r->refuse_if ? &first_refusal : &first_allow;
+            const struct policy_rule *o = *first;
+            if (!o) {
+                *first = r;
+                continue;
+            }
+            bool same_action = o->action == r->action && o->errno_value == r->errno_value;
+            if (r->refuse_if && !same_action)
+                return rule_error(e, r, -EINVAL,
+                                  "'%s' refuses differently from the rule at %s:%u (one action "
+                                  "for all the refusals of a system call)",
+                                  r->name, o->file, o->line);
+            if (!r->refuse_if && !same_action)
+                return rule_error(e, r, -EINVAL,
+                                  "'%s' conflicts with the rule at %s:%u (one action for all "
+                                  "its lines; use 'return ERRNO if ...' for exceptions)",
+                                  r->name, o->file, o->line);
+            if (!r->refuse_if && (o->n_terms == 0) != (r->n_terms == 0))
+                return rule_error(e, r, -EINVAL,
+                                  "'%s' conflicts with the rule at %s:%u (an unconditional rule "
+                                  "and conditional rules for one system call cannot be combined; "
+                                  "use 'return ERRNO if ...' for exceptions)",
+                                  r->name, o->file, o->line);
+        }
+        i = j;
     }
     return 0;
+}
+
+/* Comparisons that high bits could slip past. The kernel reads many arguments as 32-bit ints
+ * and ignores the upper half, which seccomp sees (seccomp(2), "Caveats"). For a refusal, an
+ * "==" is therefore made on the low 32 bits (it then also refuses the aliases); what cannot be
+ * made safe that way is reported. Returns NULL or why the comparison is weak. */
+static const char *weak_comparison(const struct policy_rule *rule, const struct policy_cmp *c)
+{
+    if (c->masked)
+        return NULL;
+    if (rule->refuse_if && (c->op == POLICY_LT || c->op == POLICY_LE))
+        return "a refusal with < or <= compares all 64 bits: an argument the kernel reads as "
+               "int can carry high bits past it";
+    if (!rule->refuse_if && (c->op == POLICY_NE || c->op == POLICY_GT || c->op == POLICY_GE))
+        return "an allow rule with !=, > or >= compares all 64 bits: an argument the kernel "
+               "reads as int can carry high bits into it; allow the call and refuse the values "
+               "with 'return ERRNO if argN & 0xffffffff == VALUE'";
+    return NULL;
 }
 
 /* The libseccomp contexts of a policy, before export; refuse may be NULL. */
@@ -174,17 +227,40 @@ static int compile_ctx(const struct policy *p, filter_warn_fn warn, void *userda
         }
     }
 
+    r = check_conflicts(p, e);
+    if (r < 0)
+        goto fail;
+
     for (size_t i = 0; i < p->n_rules; i++) {
         const struct policy_rule *rule = &p->rules[i];
         int nr = seccomp_syscall_resolve_name(rule->name);
+        char why[400];
+        bool skip = false;
 
-        if (nr == __NR_SCMP_ERROR) {
+        /* Negative numbers are libseccomp's pseudo system calls: names of other ABIs
+         * (socketcall, stat64, ...) that can never match here. */
+        if (nr == __NR_SCMP_ERROR || nr < 0) {
+            (void)snprintf(why, sizeof(why), "%s system call '%s' (skipped)",
+                           nr == __NR_SCMP_ERROR ? "unknown" : "not this architecture's",
+                           rule->name);
+            skip = true;
+        } else {
+            why[0] = '\0';
+            for (size_t t = 0; t < rule->n_terms && !why[0]; t++)
+                for (size_t k = 0; k < rule->terms[t].n_cmp && !why[0]; k++) {
+                    const char *weak = weak_comparison(rule, &rule->terms[t].cmp[k]);
+                    if (weak)
+                        (void)snprintf(why, sizeof(why), "'%s': %s", rule->name, weak);
+                }
+        }
+        if (why[0]) {
             if (!warn) {
-                r = rule_error(e, rule, -ENOENT, "unknown system call '%s'", rule->name);
+                r = rule_error(e, rule, skip ? -ENOENT : -EINVAL, "%s", why);
                 goto fail;
             }
-            warn(rule, userdata);
-            continue;
+            warn(rule, why, userdata);
+            if (skip)
+                continue;
         }
         if (nr == SCMP_SYS(seccomp) && (rule->action != POLICY_ALLOW || rule->n_terms > 0)) {
             r = rule_error(e, rule, -EINVAL,
@@ -192,9 +268,6 @@ static int compile_ctx(const struct policy *p, filter_warn_fn warn, void *userda
                            "(a further filter can only restrict more)");
             goto fail;
         }
-        r = check_conflicts(p, rule, i, e);
-        if (r < 0)
-            goto fail;
         if (rule->refuse_if)
             r = add_rule(f.refuse, SCMP_ACT_ALLOW, nr, rule, e);
         else

@@ -35,14 +35,18 @@ struct filter {
     unsigned n_prog;
 };
 
-/* Called for a rule naming a system call that is unknown on this architecture. */
-typedef void (*filter_warn_fn)(const struct policy_rule *rule, void *userdata);
+/* Called with a rule and what is wrong with it: a system call unknown on this architecture
+ * (the rule is skipped), or a comparison that high bits of an argument could slip past. */
+typedef void (*filter_warn_fn)(const struct policy_rule *rule, const char *message,
+                               void *userdata);
 
 /*
- * Compile p into *ret. A rule naming an unknown system call is passed to warn and skipped; with
- * warn NULL it is an error (-ENOENT). Conflicting rules (an unconditional and a conditional
- * allow rule for one system call, or two different unconditional actions) are an error
- * (-EINVAL), since libseccomp would drop one of them silently.
+ * Compile p into *ret. What warn is told about is an error instead when warn is NULL (-ENOENT
+ * for an unknown system call, -EINVAL for a weak comparison): nsbox's own policy is held to
+ * that. Conflicting rules (an unconditional and a conditional allow rule for one system call,
+ * different actions among the lines of one system call) are an error (-EINVAL), since
+ * libseccomp would drop some of them silently. In refusals ("... if"), "argN == V" compares the
+ * low 32 bits, so that it also refuses V with high bits set.
  * Returns 0, -ENOMEM, or libseccomp's -errno; on error *e names the rule and *ret is untouched.
  */
 int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata,

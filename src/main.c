@@ -456,10 +456,11 @@ static int run_main(int argc, char *argv[])
     return status;
 }
 
-static void print_unknown_syscall(const struct policy_rule *rule, void *userdata)
+static void print_policy_warning(const struct policy_rule *rule, const char *message,
+                                 void *userdata)
 {
     (void)userdata;
-    log_warning("%s:%u: unknown system call '%s' (skipped)", rule->file, rule->line, rule->name);
+    log_warning("%s:%u: %s", rule->file, rule->line, message);
 }
 
 /* nsbox policy check FILE | nsbox policy dump [FILE] */
@@ -482,7 +483,7 @@ static int policy_main(int argc, char *argv[])
     if (r >= 0 && dump)
         r = filter_dump(&policy, STDOUT_FILENO, &e);
     else if (r >= 0)
-        r = filter_compile(&policy, print_unknown_syscall, NULL, &f, &e);
+        r = filter_compile(&policy, print_policy_warning, NULL, &f, &e);
     if (r < 0) {
         policy_error_format(&e, where, sizeof(where));
         log_error("%s", where);

@@ -9,6 +9,7 @@
 #include <sys/ioctl.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "policy.h"
@@ -37,6 +38,8 @@ static const struct {
     CONST(PR_CAP_AMBIENT), CONST(PR_SET_TIMERSLACK), CONST(PR_GET_TIMERSLACK),
     CONST(PR_SET_THP_DISABLE), CONST(PR_GET_THP_DISABLE), CONST(PR_SET_VMA),
     CONST(PER_LINUX), {"PERSONALITY_QUERY", 0xffffffffULL},
+    CONST(RLIMIT_CORE), CONST(RLIMIT_CPU), CONST(RLIMIT_DATA), CONST(RLIMIT_NPROC),
+    CONST(RLIMIT_NOFILE), CONST(RLIMIT_AS), CONST(RLIMIT_STACK), CONST(RLIMIT_FSIZE),
 };
 
 static const struct {
@@ -302,6 +305,8 @@ static int condition(struct cursor *c, struct policy_rule *rule)
 
 static int add_rule(struct policy *p, const struct policy_rule *rule, struct cursor *c)
 {
+    if (p->n_rules >= POLICY_MAX_RULES)
+        return fail(c, NULL, -E2BIG, "more than %d rules", POLICY_MAX_RULES);
     struct policy_rule *rules = realloc(p->rules, (p->n_rules + 1) * sizeof(*rules));
     if (!rules)
         return fail(c, NULL, -ENOMEM, "out of memory");

@@ -26,6 +26,7 @@
 
 #define POLICY_MAX_CMP 6  /* comparisons in one term (one per system-call argument) */
 #define POLICY_NAME_MAX 64
+#define POLICY_MAX_RULES 10000 /* in one policy, includes counted: bounds memory and time */
 
 enum policy_op { POLICY_EQ, POLICY_NE, POLICY_LT, POLICY_LE, POLICY_GT, POLICY_GE };
 
@@ -78,7 +79,7 @@ typedef int (*policy_include_fn)(const char *name, const char *from_file, char *
 /*
  * Parse len bytes of text (named file in messages) and append its rules to *p. include may be
  * NULL, and then @include is an error.
- * Returns 0; -EINVAL for a syntax error, -ENOENT (or the callback's error) for an include
+ * Returns 0; -EINVAL for a syntax error, -E2BIG past POLICY_MAX_RULES rules, -ENOENT (or the callback's error) for an include
  * that cannot be read, -ELOOP for an include inside an included file, -ENOMEM; on error *e is
  * filled with file, line, column and message, and *p may hold the rules read before it.
  */

@@ -13,8 +13,9 @@
 
 /* Built-in files are named "policy/NAME" in messages, as in the source tree. */
 #define BUILTIN_PREFIX "policy/"
-/* Largest policy file read from disk. */
+/* Largest policy file read from disk, and all of a policy's files together. */
 #define POLICY_FILE_MAX (1 << 20)
+#define POLICY_TOTAL_MAX (4 << 20)
 
 const struct policy_builtin *policy_builtin_find(const char *name)
 {
@@ -48,10 +49,32 @@ static int builtin_text(const struct policy_builtin *b, char **ret_text, size_t 
 
 struct include_context {
     bool builtin; /* the top file is built in */
+    size_t total; /* bytes read so far, against POLICY_TOTAL_MAX */
 };
 
+static int include_one(const char *name, const char *from_file, char **ret_text,
+                       size_t *ret_len, char **ret_file, void *userdata);
+
+/* The same file may be included many times: the total is bounded, not just each file. */
 static int include_file(const char *name, const char *from_file, char **ret_text,
                         size_t *ret_len, char **ret_file, void *userdata)
+{
+    struct include_context *ctx = userdata;
+    int r = include_one(name, from_file, ret_text, ret_len, ret_file, userdata);
+
+    if (r < 0)
+        return r;
+    ctx->total += *ret_len;
+    if (ctx->total > POLICY_TOTAL_MAX) {
+        free(*ret_text);
+        free(*ret_file);
+        return -EFBIG;
+    }
+    return 0;
+}
+
+static int include_one(const char *name, const char *from_file, char **ret_text,
+                       size_t *ret_len, char **ret_file, void *userdata)
 {
     const struct include_context *ctx = userdata;
     const struct policy_builtin *b;
@@ -119,6 +142,7 @@ int policy_load(const char *path, struct policy *ret, struct policy_error *e)
         if (r < 0)
             return r;
     }
+    ctx.total = len;
     r = policy_parse(text, len, file, include_file, &ctx, ret, e);
     if (r < 0)
         policy_free(ret);

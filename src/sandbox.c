@@ -323,11 +323,10 @@ struct warn_context {
     struct nsbox_result *result;
 };
 
-static void warn_unknown_syscall(const struct policy_rule *rule, void *userdata)
+static void warn_policy(const struct policy_rule *rule, const char *message, void *userdata)
 {
     struct warn_context *w = userdata;
-    add_warning(w->config, w->result, "%s:%u: unknown system call '%s' (skipped)", rule->file,
-                rule->line, rule->name);
+    add_warning(w->config, w->result, "%s:%u: %s", rule->file, rule->line, message);
 }
 
 static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
@@ -348,7 +347,7 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
         /* Unknown names are warnings in a user's policy (nsbox's own is checked when it is
          * built). */
         struct warn_context w = {sb->config, ret};
-        r = filter_compile(&policy, warn_unknown_syscall, &w, &sb->filter, &e);
+        r = filter_compile(&policy, warn_policy, &w, &sb->filter, &e);
         policy_free(&policy);
     }
     if (r < 0) {
@@ -471,10 +470,8 @@ static int set_rlimit(int resource, uint64_t value)
  * sandbox's user namespace (processes), CPU seconds per process (cpus x timeout). */
 static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct step_error *e)
 {
-    /* No core dumps: a host core_pattern pipe helper would run outside the sandbox. */
-    int r = set_rlimit(RLIMIT_CORE, 0);
-    if (r < 0)
-        return step_fail(e, r, "setrlimit", "RLIMIT_CORE");
+    int r;
+
     if (in_cgroup)
         return 0; /* the cgroup leaf holds the limits, for the whole sandbox */
     if (c->memory) {
@@ -569,6 +566,13 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int out_fd, int er
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
     (void)umask(022);
 
+    /* No core dumps. A limit of 1 (not 0) also stops a core_pattern pipe helper, which would
+     * run as root outside the sandbox (core(5), fs/coredump.c); the default policy refuses
+     * lowering it. Set before the filter, which refuses changing it. */
+    r = set_rlimit(RLIMIT_CORE, 1);
+    if (r < 0)
+        child_fail(report_fd, &(struct step_error){.err = -r, .step = "RLIMIT_CORE"});
+
     /* The filter comes after every step that needs a privilege or a refused call; from here on
      * it applies to nsbox's own code too. Only setrlimit(2), which can only lower limits, and
      * execve(2) follow: loading the filter allocates (libseccomp generates the BPF program
@@ -607,7 +611,10 @@ _noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report
         if (sig < 0)
             continue;
         if (sig != SIGCHLD) {
-            (void)kill(-payload, sig);
+            /* Blocked since the sandbox was made, so a signal that came during the setup waited
+             * here instead of being lost. */
+            if (kill(-payload, sig) < 0)
+                (void)kill(payload, sig);
             continue;
         }
         for (;;) {
@@ -745,6 +752,10 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         (void)close(fds->sync);
         payload_main(sb, fds->out, fds->err, fds->report);
     }
+
+    /* Both sides set the payload's process group, as shells do: whichever runs first, the
+     * group exists before init forwards a signal to it (kill(-payload) would miss it). */
+    (void)setpgid(payload, payload);
 
     /* Init keeps only the report pipe: not the caller's stdio, not the payload's pipes. */
     if (fds->report != 3 && dup3(fds->report, 3, O_CLOEXEC) < 0)

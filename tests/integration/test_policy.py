@@ -17,12 +17,14 @@ REFUSED = {
     "perf_event_open", "userfaultfd", "io_uring_setup", "kexec_load", "init_module",
     "finit_module", "delete_module", "reboot", "swapon", "acct", "settimeofday", "clock_settime",
     "open_by_handle_at", "name_to_handle_at", "socket-inet", "socket-inet6", "socket-netlink",
-    "socket-vsock", "ioctl-tiocsti", "ioctl-tiocsti-high", "ioctl-tioclinux",
+    "socket-vsock", "socket-inet-high-bits", "socketpair-inet", "setrlimit-core",
+    "prlimit64-core", "ioctl-tiocsti", "ioctl-tiocsti-high", "ioctl-tioclinux",
     "personality-norandom",
 }
 ENOSYS_ANSWERS = {"clone3", "nr-1000"}
-ALLOWED = {"read", "write", "openat", "socket-unix", "ioctl-tiocgwinsz", "clone-thread-only",
-           "personality-query", "prctl", "getpid"}
+ALLOWED = {"read", "write", "openat", "socket-unix", "socketpair-unix", "prlimit64-core-query",
+           "setrlimit-nofile", "ioctl-tiocgwinsz", "clone-thread-only", "personality-query",
+           "prctl", "getpid"}
 # Where the kernel itself answers EPERM to an unprivileged caller (a capability check comes
 # before the argument checks), the probe cannot tell the filter from the kernel.
 KERNEL_REFUSES_TOO = {"pivot_root", "move_mount", "fsopen", "reboot", "swapon", "acct"}
@@ -128,6 +130,42 @@ class TestPolicyFiles(NsboxTestCase):
                           "import socket\ntry:\n socket.socketpair()\nexcept OSError as e: print(e.errno)")
         self.assertEqual(r["stdout"], f"{errno.EPERM}\n", r)
         self.assertIn("frobnicate", p.stderr)
+
+    def test_refusals_catch_high_bits_and_weak_rules_are_reported(self):
+        # A refusal's "==" compares the low 32 bits: socket(AF_INET | 1 << 32) is refused too.
+        text = "".join(f"@include groups/{g}.group\n" for g in
+                       ("basic-io", "filesystem", "memory", "process", "signals", "time"))
+        path = self.write("hb.policy", text + "socket\nsocket: return EPERM if arg0 == AF_INET\n")
+        code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                "libc.syscall.restype = ctypes.c_long\n"
+                "for fam in (2, 2 | 1 << 32, 1):\n"
+                "    fd = libc.syscall(41, ctypes.c_ulong(fam), 1, 0)\n"
+                "    print(fd >= 0, ctypes.get_errno() if fd < 0 else 0)\n")
+        p, r = nsbox_json("--seccomp", path, "--", "python3", "-c", code)
+        self.assertEqual(r["stdout"].split("\n")[:3], ["False 1", "False 1", "True 0"], r)
+        # Rules that high bits could get past are reported.
+        path = self.write("weak.policy", "read\nwrite: arg0 != 1\n")
+        p = nsbox("policy", "check", path)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn(f"{path}:2: 'write': an allow rule with !=", p.stderr)
+
+    def test_conflicts_and_foreign_names(self):
+        path = self.write("c2.policy", "openat: return EPERM if arg2 == 1\n"
+                                       "openat: kill if arg2 == 1 && arg3 == 2\n")
+        self.assertOneLineError(nsbox("policy", "check", path), contains="refuses differently")
+        path = self.write("c3.policy", "read\nsocketcall\n")
+        p = nsbox("policy", "check", path)
+        self.assertIn("not this architecture's system call 'socketcall'", p.stderr)
+
+    def test_include_amplification_is_bounded(self):
+        # The same 1 MB file included 8 times: the total is bounded (4 MiB), not each file.
+        self.write("big.inc", ("#" + "x" * 99 + "\n") * 10000)
+        path = self.write("amp.policy", "@include big.inc\n" * 8)
+        p = nsbox("policy", "check", path, timeout=60)
+        self.assertOneLineError(p, contains="cannot include 'big.inc': File too large")
+        # And so is the number of rules.
+        path = self.write("many.policy", "read\n" * 10001)
+        self.assertOneLineError(nsbox("policy", "check", path), contains="more than 10000 rules")
 
     def test_local_include_and_one_level_only(self):
         self.write("groups/mine.group", "# mine\nread\n")
