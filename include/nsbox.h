@@ -105,7 +105,8 @@ struct nsbox_config {
      * sandboxes' leaves become, or NULL for the caller's own cgroup. */
     const char *cgroup_parent;
 
-    /* true: the payload's stdin is the caller's fd 0; false: /dev/null (the default). */
+    /* true: the caller's fd 0 is copied to the payload's stdin (a socket; the payload never
+     * gets the caller's descriptor); false: the payload's stdin is /dev/null (the default). */
     bool pass_stdin;
 
     /* Where the payload's output is copied as it arrives, up to output_limit bytes per stream,

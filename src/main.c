@@ -55,7 +55,7 @@ static void usage_run(FILE *f)
           "  --network none         no network (the default and the only mode)\n"
           "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
           "  --no-seccomp           no seccomp filter (to see what it stops; unsafe)\n"
-          "  -i, --stdin            pass nsbox's stdin to the program (default: /dev/null)\n"
+          "  -i, --stdin            copy nsbox's stdin to the program (default: /dev/null)\n"
           "  --json                 print one JSON result object instead of the output\n"
           "  -h, --help             show this help\n"
           "\n"

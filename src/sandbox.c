@@ -32,6 +32,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -528,8 +529,8 @@ static int payload_execve(const struct sandbox *sb)
     return saw_eacces ? -EACCES : -ENOENT;
 }
 
-_noreturn_ static void payload_main(const struct sandbox *sb, int out_fd, int err_fd,
-                                    int report_fd)
+_noreturn_ static void payload_main(const struct sandbox *sb, int in_fd, int out_fd,
+                                    int err_fd, int report_fd)
 {
     const struct nsbox_config *c = sb->config;
     struct step_error e = {0};
@@ -539,13 +540,17 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int out_fd, int er
     /* Its own process group, so that forwarded signals reach its children too. */
     (void)setpgid(0, 0);
 
-    if (!c->pass_stdin) {
-        int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (null_fd < 0 || dup2(null_fd, 0) < 0)
-            child_fail(report_fd, &(struct step_error){.err = errno, .step = "stdin"});
-    }
-    /* dup2(fd, fd) would keep O_CLOEXEC: when the pipe already sits at 1 or 2 (nsbox started
-     * with those closed), clear the flag instead. */
+    /* stdin: /dev/null, or with --stdin a socket the supervisor copies nsbox's stdin into.
+     * Never the caller's descriptor itself: through a terminal the payload could change its
+     * modes, or inject input into it. The payload's end is made read-only. */
+    if (in_fd < 0)
+        in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    else
+        (void)shutdown(in_fd, SHUT_WR);
+    /* dup2(fd, fd) would keep O_CLOEXEC: when a descriptor already sits at 0, 1 or 2 (nsbox
+     * started with those closed), clear the flag instead. */
+    if (in_fd < 0 || (in_fd == 0 ? fcntl(0, F_SETFD, 0) : dup2(in_fd, 0)) < 0)
+        child_fail(report_fd, &(struct step_error){.err = errno, .step = "stdin"});
     if ((out_fd == 1 ? fcntl(1, F_SETFD, 0) : dup2(out_fd, 1)) < 0 ||
         (err_fd == 2 ? fcntl(2, F_SETFD, 0) : dup2(err_fd, 2)) < 0)
         child_fail(report_fd, &(struct step_error){.err = errno, .step = "stdout/stderr"});
@@ -636,6 +641,7 @@ _noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report
 struct child_fds {
     int sync;   /* read end: one byte once the id maps are written; POLLHUP if nsbox dies */
     int report; /* write end */
+    int in;     /* the payload's end of the stdin socket, or -1 for /dev/null */
     int out;    /* write ends of the output pipes */
     int err;
 };
@@ -750,7 +756,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "fork payload"});
     if (payload == 0) {
         (void)close(fds->sync);
-        payload_main(sb, fds->out, fds->err, fds->report);
+        payload_main(sb, fds->in, fds->out, fds->err, fds->report);
     }
 
     /* Both sides set the payload's process group, as shells do: whichever runs first, the
@@ -837,7 +843,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     struct cgroup_leaf leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF};
     bool attached_by_clone = false;
     int out[2] = {-EBADF, -EBADF}, err[2] = {-EBADF, -EBADF};
-    int sync[2] = {-EBADF, -EBADF}, report[2] = {-EBADF, -EBADF};
+    int sync[2] = {-EBADF, -EBADF}, report[2] = {-EBADF, -EBADF}, in[2] = {-EBADF, -EBADF};
     _cleanup_close_ int pidfd = -EBADF, sigfd = -EBADF;
     sigset_t forward, saved_mask;
     bool mask_changed = false;
@@ -859,7 +865,10 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
         goto out;
 
     if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
-        pipe2(report, O_CLOEXEC) < 0) {
+        pipe2(report, O_CLOEXEC) < 0 ||
+        /* A socket, so that the supervisor's writes can use MSG_NOSIGNAL: no SIGPIPE in the
+         * caller's process when the payload closes its stdin. */
+        (c->pass_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)) {
         r = plan_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
         goto out;
     }
@@ -891,7 +900,9 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     }
     if (pid == 0) {
         struct child_fds fds = {.sync = sync[0], .report = report[1], .out = out[1],
-                                .err = err[1]};
+                                .err = err[1], .in = in[1]};
+        if (in[0] >= 0)
+            (void)close(in[0]);
         (void)close(out[0]);
         (void)close(err[0]);
         (void)close(sync[1]);
@@ -903,6 +914,10 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
 
     (void)close(out[1]);
     (void)close(err[1]);
+    if (in[1] >= 0) {
+        (void)close(in[1]);
+        in[1] = -EBADF;
+    }
     (void)close(sync[0]);
     (void)close(report[1]);
     out[1] = err[1] = sync[0] = report[1] = -EBADF;
@@ -924,7 +939,8 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     {
         struct supervise_fds sfds = {.pidfd = pidfd, .out = TAKE_FD(out[0]),
                                      .err = TAKE_FD(err[0]), .report = TAKE_FD(report[0]),
-                                     .signalfd = sigfd};
+                                     .signalfd = sigfd, .stdin_src = c->pass_stdin ? 0 : -1,
+                                     .stdin_dst = in[0] >= 0 ? TAKE_FD(in[0]) : -1};
         r = supervise(c, &sfds, start, ret);
         if (r < 0)
             (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s",
@@ -945,6 +961,7 @@ out:
     close_pair(err);
     close_pair(sync);
     close_pair(report);
+    close_pair(in);
     if (mask_changed)
         (void)sigprocmask(SIG_SETMASK, &saved_mask, NULL);
     sandbox_free(&sb);

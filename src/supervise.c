@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -125,6 +126,10 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     bool init_running = true, timed_out = false, killed = false;
     int forwarded = 0, report_fd = fds->report, init_status = 0, init_code = 0;
     uint64_t kill_at = c->timeout ? start + c->timeout : UINT64_MAX;
+    /* --stdin: nsbox's stdin is copied into the payload's stdin socket, a buffer at a time. */
+    _cleanup_free_ char *in_buf = fds->stdin_dst >= 0 ? malloc(READ_CHUNK) : NULL;
+    size_t in_len = 0, in_off = 0;
+    bool in_eof = false;
     int r = 0;
 
     for (size_t i = 0; i < 2; i++) {
@@ -132,14 +137,15 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         if (streams[i].s->data)
             streams[i].s->data[0] = '\0';
     }
-    if (!buf || !ret->out.data || !ret->err.data) {
+    if (!buf || !ret->out.data || !ret->err.data || (fds->stdin_dst >= 0 && !in_buf)) {
         r = -ENOMEM;
         goto kill;
     }
 
     while (init_running || streams[0].fd >= 0 || streams[1].fd >= 0 || report_fd >= 0) {
-        struct pollfd p[5];
+        struct pollfd p[7];
         int np = 0, idx_pid = -1, idx_sig = -1, idx_rep = -1, idx_stream[2] = {-1, -1};
+        int idx_in_src = -1, idx_in_dst = -1;
         int timeout_ms = -1;
 
         if (init_running) {
@@ -170,12 +176,46 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             idx_rep = np;
             p[np++] = (struct pollfd){.fd = report_fd, .events = POLLIN};
         }
+        if (fds->stdin_dst >= 0 && init_running) {
+            if (in_off < in_len) {
+                idx_in_dst = np;
+                p[np++] = (struct pollfd){.fd = fds->stdin_dst, .events = POLLOUT};
+            } else if (!in_eof) {
+                idx_in_src = np;
+                p[np++] = (struct pollfd){.fd = fds->stdin_src, .events = POLLIN};
+            } else {
+                /* All of nsbox's stdin is through: the payload reads EOF. */
+                (void)shutdown(fds->stdin_dst, SHUT_WR);
+                (void)close(fds->stdin_dst);
+                fds->stdin_dst = -1;
+            }
+        }
 
         if (poll(p, (nfds_t)np, timeout_ms) < 0) {
             if (errno == EINTR)
                 continue;
             r = negative_errno();
             goto kill;
+        }
+
+        if (idx_in_src >= 0 && p[idx_in_src].revents) {
+            ssize_t n = read(fds->stdin_src, in_buf, READ_CHUNK);
+            if (n > 0) {
+                in_len = (size_t)n;
+                in_off = 0;
+            } else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+                in_eof = true;
+        }
+        if (idx_in_dst >= 0 && p[idx_in_dst].revents) {
+            ssize_t n = send(fds->stdin_dst, in_buf + in_off, in_len - in_off,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n > 0)
+                in_off += (size_t)n;
+            else if (n < 0 && errno != EINTR && errno != EAGAIN) {
+                /* The payload closed its stdin (EPIPE): stop copying. */
+                (void)close(fds->stdin_dst);
+                fds->stdin_dst = -1;
+            }
         }
 
         for (size_t i = 0; i < 2; i++)
@@ -232,6 +272,10 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         }
     }
 
+    if (fds->stdin_dst >= 0) {
+        (void)close(fds->stdin_dst);
+        fds->stdin_dst = -1;
+    }
     if (timed_out) {
         ret->status = NSBOX_STATUS_TIMEOUT;
         ret->exit_code = 124;
@@ -269,5 +313,7 @@ kill:
             (void)close(streams[i].fd);
     if (report_fd >= 0)
         (void)close(report_fd);
+    if (fds->stdin_dst >= 0)
+        (void)close(fds->stdin_dst);
     return r;
 }

@@ -31,6 +31,8 @@ struct supervise_fds {
     int err;
     int report;   /* read end of the report pipe, closed here */
     int signalfd; /* SIGINT/SIGTERM/SIGHUP when forwarding signals, else -1; not closed here */
+    int stdin_src; /* the caller's stdin to relay to the payload, or -1; not closed here */
+    int stdin_dst; /* the supervisor's end of the payload's stdin socket, or -1; closed here */
 };
 
 /* Monotonic clock, microseconds. */

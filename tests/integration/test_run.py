@@ -209,6 +209,24 @@ class TestEnvironmentAndDescriptors(NsboxTestCase):
             shell=True, capture_output=True, text=True, timeout=30)
         self.assertEqual((p.returncode, without_fallback_warning(p.stderr)), (0, "[0, 1, 2, 3]"))
 
+    def test_stdin_is_relayed_not_shared(self):
+        # The payload gets a copy of nsbox's stdin through a socket, never the descriptor
+        # itself (which could be the caller's terminal): here a file it cannot seek or write.
+        with tempfile.TemporaryFile() as f:
+            f.write(os.urandom(3_000_000))
+            f.seek(0)
+            data = f.read()
+            f.seek(0)
+            code = ("import hashlib, os, stat, sys\n"
+                    "print(stat.S_ISSOCK(os.fstat(0).st_mode))\n"
+                    "try:\n    os.write(0, b'x'); print('wrote')\nexcept OSError as e: print('write', e.errno)\n"
+                    "print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())\n")
+            p = subprocess.run([NSBOX, "run", "--json", "--stdin", "--", "python3", "-c", code],
+                               stdin=f, capture_output=True, text=True, timeout=60)
+        import hashlib, json
+        r = json.loads(p.stdout)
+        self.assertEqual(r["stdout"].split(), ["True", "write", "32", hashlib.sha256(data).hexdigest()], r)
+
     def test_init_shows_no_nsbox_arguments(self):
         canary = "CANARY-" + secrets.token_hex(6)
         p, r = py("print(repr(open('/proc/1/cmdline', 'rb').read().strip(b'\\0')))",
