@@ -367,6 +367,23 @@ class TestTeardown(NsboxTestCase):
         self.assertTrue(wait_until(lambda: not processes_with(token), timeout=2))
 
 
+class TestNothingLeftBehind(NsboxTestCase):
+    def test_many_sequential_runs(self):
+        # A few hundred runs (bench/run does 1,000): no process, mount or temporary file stays.
+        token = "seq-" + secrets.token_hex(6)
+        with open("/proc/self/mountinfo") as f:
+            mounts_before = len(f.readlines())
+        tmp_before = set(os.listdir("/tmp"))
+        p = subprocess.run(["sh", "-c", f'i=0; while [ $i -lt 300 ]; do "$0" run --cgroup off -- '
+                            f'/bin/sh -c "sleep 30 & exit 0" {token} || exit 1; i=$((i+1)); done',
+                            NSBOX], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr[-500:])
+        self.assertEqual(processes_with(token), [])
+        with open("/proc/self/mountinfo") as f:
+            self.assertEqual(len(f.readlines()), mounts_before)
+        self.assertEqual({n for n in set(os.listdir("/tmp")) - tmp_before if "nsbox" in n}, set())
+
+
 class TestBadInput(NsboxTestCase):
     def setUp(self):
         self.tmp_before = set(os.listdir("/tmp"))

@@ -166,6 +166,13 @@ class TestTeardown(CgroupTestCase):
         self.assertEqual(r["status"], "exited", r)
 
 
+    def test_many_runs_leave_no_leaf(self):
+        p = subprocess.run(["sh", "-c", 'i=0; while [ $i -lt 50 ]; do "$0" run -- true || exit 1; '
+                            'i=$((i+1)); done', NSBOX], capture_output=True, text=True, timeout=300,
+                           env={"PATH": "/usr/bin:/bin", "NSBOX_ROOTFS": ROOTFS})
+        self.assertEqual(p.returncode, 0, p.stderr[-500:])
+
+
 class TestPlacement(CgroupTestCase):
     def test_cgroup_parent(self):
         parent = make_cgroup("runs-" + secrets.token_hex(4))
