@@ -15,6 +15,7 @@
 #include "log.h"
 #include "macro.h"
 #include "nsbox.h"
+#include "audit.h"
 #include "fileio.h"
 #include "filter.h"
 #include "parse.h"
@@ -57,6 +58,9 @@ static void usage_run(FILE *f)
           "  --no-seccomp           no seccomp filter (to see what it stops; unsafe)\n"
           "  -i, --stdin            copy nsbox's stdin to the program (default: /dev/null)\n"
           "  --json                 print one JSON result object instead of the output\n"
+          "  --log FILE             append an audit record before and after the run (JSON lines;\n"
+          "                         default $NSBOX_LOG); a run that cannot be logged does not start\n"
+          "  --log-code-limit BYTES code kept in the audit log (default 64k; the SHA-256 covers all)\n"
           "  -h, --help             show this help\n"
           "\n"
           "Exit status: the program's; 128+N if signal N killed it; 124 on timeout;\n"
@@ -120,12 +124,16 @@ enum {
     ARG_NO_SECCOMP,
     ARG_CGROUP,
     ARG_CGROUP_PARENT,
+    ARG_LOG,
+    ARG_LOG_CODE_LIMIT,
     ARG_JSON,
 };
 
 struct run_args {
     struct nsbox_config config;
     bool json;
+    const char *log_path;    /* --log, else $NSBOX_LOG, else NULL */
+    uint64_t log_code_limit; /* bytes of code kept in the audit log */
     const char *code_path;
     char *code;
     struct nsbox_bind *binds;
@@ -173,6 +181,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"no-seccomp", no_argument, NULL, ARG_NO_SECCOMP},
         {"cgroup", required_argument, NULL, ARG_CGROUP},
         {"cgroup-parent", required_argument, NULL, ARG_CGROUP_PARENT},
+        {"log", required_argument, NULL, ARG_LOG},
+        {"log-code-limit", required_argument, NULL, ARG_LOG_CODE_LIMIT},
         {"stdin", no_argument, NULL, 'i'},
         {"interactive", no_argument, NULL, 'i'},
         {"json", no_argument, NULL, ARG_JSON},
@@ -319,6 +329,13 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             else
                 return BAD_VALUE("--cgroup", optarg, "expected auto, required or off");
             break;
+        case ARG_LOG:
+            a->log_path = optarg;
+            break;
+        case ARG_LOG_CODE_LIMIT:
+            if (parse_size(optarg, &a->log_code_limit) < 0 || a->log_code_limit > CODE_MAX)
+                return BAD_VALUE("--log-code-limit", optarg, "expected bytes, at most 16m");
+            break;
         case ARG_CGROUP_PARENT:
             if (optarg[0] == '\0' || strstr(optarg, ".."))
                 return BAD_VALUE("--cgroup-parent", optarg,
@@ -395,6 +412,7 @@ static void print_warning(const char *message, void *userdata)
 static int run_main(int argc, char *argv[])
 {
     struct run_args a = {0};
+    struct audit audit = {.fd = -1};
     struct nsbox_result result = {0};
     bool json = false;
     int r, status;
@@ -403,6 +421,7 @@ static int run_main(int argc, char *argv[])
         json = json || strcmp(argv[i], "--json") == 0;
 
     nsbox_config_init(&a.config);
+    a.log_code_limit = 64 * 1024;
     r = parse_run_args(argc, argv, &a);
     if (r < 0) {
         if (json)
@@ -420,9 +439,37 @@ static int run_main(int argc, char *argv[])
     /* A closed stdout must not kill nsbox (and with it the sandbox's result). */
     (void)signal(SIGPIPE, SIG_IGN);
 
+    /* The audit record is written before the payload starts; a run that cannot be recorded
+     * does not start. */
+    if (!a.log_path && getenv("NSBOX_LOG") && getenv("NSBOX_LOG")[0])
+        a.log_path = getenv("NSBOX_LOG");
+    if (a.log_path) {
+        r = audit_open(a.log_path, &audit);
+        if (r >= 0)
+            r = audit_start(&audit, argc + 1, argv - 1, &a.config, a.log_code_limit);
+        if (r < 0) {
+            log_error_errno(r, "cannot write the audit log '%s': %m; the run does not start",
+                            a.log_path);
+            if (json)
+                print_json_error(log_last_error());
+            audit_close(&audit);
+            run_args_free(&a);
+            return EXIT_NSBOX_FAILURE;
+        }
+    }
+
     r = nsbox_run(&a.config, &result);
     (void)r; /* every failure is described in result */
     status = nsbox_exit_status(&result);
+
+    if (audit.fd >= 0) {
+        r = audit_end(&audit, &result);
+        if (r < 0) {
+            log_error_errno(r, "cannot write the result to the audit log '%s': %m", a.log_path);
+            status = EXIT_NSBOX_FAILURE;
+        }
+        audit_close(&audit);
+    }
 
     if (result.status == NSBOX_STATUS_ERROR)
         log_error("%s", result.error);

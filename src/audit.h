@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The audit log: one JSON line per run written before the payload starts (who ran what, the
+ * code and its SHA-256, the limits) and one with the result when it ends, appended to a file.
+ * Each record is one write(2) to a file opened with O_APPEND, so records of concurrent runs
+ * never interleave (write(2): the file offset update and the write are one atomic step).
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "nsbox.h"
+
+struct audit {
+    int fd;
+    char run_id[33]; /* 128 random bits, hex */
+};
+
+/* Open (create, mode 0600) the log at path for appending and pick a run id.
+ * Returns 0 or the -errno of open(2)/getrandom(2). */
+int audit_open(const char *path, struct audit *ret);
+
+/* Append the start record: nsbox's argv, the caller's uid, the payload's argv, the code (at most
+ * code_limit bytes of it, and its SHA-256 over all of it), the limits. Returns 0 or -errno
+ * (-EIO for a short write, -ENOMEM). */
+int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbox_config *c,
+                size_t code_limit);
+
+/* Append the end record with the run's result (as `nsbox run --json` prints it).
+ * Returns 0 or -errno. */
+int audit_end(struct audit *a, const struct nsbox_result *r);
+
+/* Close the log; safe on a closed one. */
+void audit_close(struct audit *a);
