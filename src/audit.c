@@ -85,7 +85,7 @@ static int append(struct audit *a, json_t *record)
 
     if (!record)
         return -ENOMEM;
-    line = json_dumps(record, JSON_COMPACT);
+    line = json_dumps(record, JSON_COMPACT | JSON_REAL_PRECISION(6));
     json_decref(record);
     if (!line)
         return -ENOMEM;
