@@ -121,7 +121,7 @@ struct nsbox_config {
 
     /* true: while nsbox_run() runs, SIGINT, SIGTERM and SIGHUP are blocked in the calling
      * thread and forwarded to the payload; a second one, or the payload ignoring the first for
-     * 2 s, kills the sandbox. false (the default): the caller's signal handling is untouched. */
+     * 5 s, kills the sandbox. false (the default): the caller's signal handling is untouched. */
     bool forward_signals;
 };
 

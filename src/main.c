@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "nsbox.h"
 #include "audit.h"
+#include "doctor.h"
 #include "fileio.h"
 #include "filter.h"
 #include "parse.h"
@@ -74,6 +75,7 @@ static void usage(FILE *f)
           "\n"
           "Commands:\n"
           "  run        run a program or Python code in a sandbox (nsbox run --help)\n"
+          "  doctor     check that nsbox can work on this host, and explain what is missing\n"
           "  policy check FILE\n"
           "             parse and compile a seccomp policy, report its errors and warnings\n"
           "  policy dump [FILE]\n"
@@ -572,6 +574,14 @@ int main(int argc, char *argv[])
         return run_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "policy") == 0)
         return policy_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "doctor") == 0) {
+        if (argc == 2)
+            return doctor_main(NULL);
+        if (argc == 4 && strcmp(argv[2], "--rootfs") == 0)
+            return doctor_main(argv[3]);
+        log_error("usage: nsbox doctor [--rootfs DIR]");
+        return EXIT_NSBOX_FAILURE;
+    }
 
     log_error("unknown command '%s' (see 'nsbox --help')", argv[1]);
     return EXIT_NSBOX_FAILURE;

@@ -21,7 +21,7 @@
 
 /* How long the payload has after a forwarded SIGINT/SIGTERM/SIGHUP before the sandbox is
  * killed; a second signal kills at once. */
-#define SIGNAL_GRACE_USEC (2 * 1000000ULL)
+#define SIGNAL_GRACE_USEC (5 * 1000000ULL)
 
 #define READ_CHUNK (64 * 1024)
 
