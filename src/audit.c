@@ -51,25 +51,11 @@ static json_t *now_utc(void)
     return json_string(buf);
 }
 
-/* Text for JSON: invalid UTF-8 becomes U+FFFD (the code may be anything). */
-static json_t *text(const char *s, size_t n)
-{
-    size_t len = 0;
-    char *clean = utf8_sanitize(s, n, &len);
-    json_t *j;
-
-    if (!clean)
-        return NULL;
-    j = json_stringn_nocheck(clean, len);
-    free(clean);
-    return j;
-}
-
 static json_t *string_array(char *const *v, int n)
 {
     json_t *a = json_array();
     for (int i = 0; a && (n < 0 ? v && v[i] != NULL : i < n); i++)
-        if (json_array_append_new(a, text(v[i], strlen(v[i]))) < 0) {
+        if (json_array_append_new(a, json_text(v[i], strlen(v[i]))) < 0) {
             json_decref(a);
             return NULL;
         }
@@ -116,7 +102,7 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
             (void)sprintf(hex + 2 * i, "%02x", d[i]);
         digest = json_string(hex);
         shown = c->code_size < code_limit ? c->code_size : code_limit;
-        code = text(c->code, shown);
+        code = json_text(c->code, shown);
     }
     record = json_pack(
         "{s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:I, s:b, s:{s:I, s:I, s:f, s:f}, s:s?, "

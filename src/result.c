@@ -115,10 +115,10 @@ int nsbox_exit_status(const struct nsbox_result *result)
     return 125;
 }
 
-static json_t *stream_text(const struct nsbox_stream *s)
+json_t *json_text(const char *s, size_t n)
 {
     size_t len = 0;
-    char *clean = utf8_sanitize(s->data ? s->data : "", s->data ? s->captured : 0, &len);
+    char *clean = utf8_sanitize(s, n, &len);
     json_t *j;
 
     if (!clean)
@@ -126,6 +126,11 @@ static json_t *stream_text(const struct nsbox_stream *s)
     j = json_stringn_nocheck(clean, len);
     free(clean);
     return j;
+}
+
+static json_t *stream_text(const struct nsbox_stream *s)
+{
+    return json_text(s->data ? s->data : "", s->data ? s->captured : 0);
 }
 
 static json_t *limit_object(const char *key, json_t *value, enum nsbox_enforcer e)
