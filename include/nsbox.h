@@ -140,6 +140,13 @@ struct nsbox_stream {
     bool truncated;  /* total > captured */
 };
 
+/* A system call the seccomp policy refused, and how often (see nsbox_result.refused). */
+struct nsbox_refused_syscall {
+    char name[32]; /* "mount", or "nr:NNN" for a number without a name */
+    uint64_t count;
+};
+#define NSBOX_REFUSED_MAX 64
+
 struct nsbox_limit_report {
     uint64_t value; /* as configured, in the config's units */
     enum nsbox_enforcer enforced_by;
@@ -158,6 +165,15 @@ struct nsbox_result {
     char error_step[64];
     int error_errno;
     char error[512];
+
+    /* The system calls the policy refused with EPERM, in the order first seen, when the kernel
+     * lets nsbox watch them (SECCOMP_RET_USER_NOTIF and pidfd_getfd(2), Linux 5.6); refusals
+     * by a policy's "... if" lines and ENOSYS answers are not recorded. refused_other counts
+     * the refusals of system calls past the first NSBOX_REFUSED_MAX. */
+    bool seccomp_reporting;
+    struct nsbox_refused_syscall refused[NSBOX_REFUSED_MAX];
+    size_t n_refused;
+    uint64_t refused_other;
 
     /* Lines of warnings for the caller, '\n'-separated (unknown system calls in a user's
      * policy, which are skipped), or "". */

@@ -12,6 +12,9 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include <fcntl.h>
+
+#include "fileio.h"
 #include "filter.h"
 #include "macro.h"
 
@@ -86,11 +89,16 @@ static struct scmp_arg_cmp to_scmp(const struct policy_rule *rule, const struct 
     return (struct scmp_arg_cmp){.arg = c->arg, .op = ops[c->op], .datum_a = c->value};
 }
 
-static int add_rule(scmp_filter_ctx ctx, uint32_t default_action, int nr,
+static int add_rule(scmp_filter_ctx ctx, uint32_t default_action, uint32_t eperm_as, int nr,
                     const struct policy_rule *rule, struct policy_error *e)
 {
     uint32_t action = rule_action(rule);
     int r;
+
+    /* In the allow filter of a reporting sandbox, a plain EPERM refusal goes to the supervisor,
+     * which answers EPERM and records the system call. */
+    if (action == SCMP_ACT_ERRNO(EPERM))
+        action = eperm_as;
 
     if (rule->n_terms == 0) {
         /* A refusal that repeats the filter's default documents the policy; libseccomp refuses
@@ -205,14 +213,15 @@ static void ctx_free(struct filter_ctx *f)
     *f = (struct filter_ctx){0};
 }
 
-static int compile_ctx(const struct policy *p, filter_warn_fn warn, void *userdata,
+static int compile_ctx(const struct policy *p, filter_warn_fn warn, void *userdata, bool notify,
                        struct filter_ctx *ret, struct policy_error *e)
 {
     struct filter_ctx f = {0};
     bool any_refusal = false;
+    uint32_t refused = notify ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(EPERM);
     int r;
 
-    f.allow = new_ctx(SCMP_ACT_ERRNO(EPERM));
+    f.allow = new_ctx(refused);
     if (!f.allow) {
         r = -ENOMEM;
         goto fail;
@@ -269,9 +278,9 @@ static int compile_ctx(const struct policy *p, filter_warn_fn warn, void *userda
             goto fail;
         }
         if (rule->refuse_if)
-            r = add_rule(f.refuse, SCMP_ACT_ALLOW, nr, rule, e);
+            r = add_rule(f.refuse, SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EPERM), nr, rule, e);
         else
-            r = add_rule(f.allow, SCMP_ACT_ERRNO(EPERM), nr, rule, e);
+            r = add_rule(f.allow, refused, refused, nr, rule, e);
         if (r < 0)
             goto fail;
     }
@@ -402,14 +411,14 @@ void filter_free(struct filter *f)
     *f = (struct filter){0};
 }
 
-int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata,
+int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata, bool notify,
                    struct filter *ret, struct policy_error *e)
 {
     struct filter_ctx ctx = {0};
-    struct filter f = {0};
+    struct filter f = {.notify = notify};
     int r;
 
-    r = compile_ctx(p, warn, userdata, &ctx, e);
+    r = compile_ctx(p, warn, userdata, notify, &ctx, e);
     if (r < 0)
         return r;
     scmp_filter_ctx in_order[] = {ctx.allow, ctx.refuse};
@@ -441,21 +450,39 @@ int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata,
     return 0;
 }
 
-int filter_load(const struct filter *f)
+int filter_load(const struct filter *f, int *ret_listener)
 {
+    *ret_listener = -1;
     for (unsigned i = 0; i < f->n_prog; i++) {
         struct sock_fprog prog = {.len = f->prog[i].n,
                                   .filter = (struct sock_filter *)f->prog[i].insns};
-        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+        /* The allow program comes first; with notify it brings the listener (O_CLOEXEC). */
+        unsigned flags = i == 0 && f->notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+        long r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+        if (r < 0)
             return negative_errno();
+        if (flags)
+            *ret_listener = (int)r;
     }
     return 0;
+}
+
+bool filter_notify_supported(void)
+{
+    char buf[256];
+
+    /* SECCOMP_RET_USER_NOTIF (Linux 5.0) and pidfd_getfd(2) (5.6), which the supervisor uses
+     * to take the listener from the sandbox's init. */
+    if (read_file_at(AT_FDCWD, "/proc/sys/kernel/seccomp/actions_avail", buf, sizeof(buf)) <= 0 ||
+        !strstr(buf, "user_notif"))
+        return false;
+    return syscall(SYS_pidfd_getfd, -1, 0, 0) < 0 && errno == EBADF;
 }
 
 int filter_dump(const struct policy *p, int fd, struct policy_error *e)
 {
     struct filter_ctx f = {0};
-    int r = compile_ctx(p, NULL, NULL, &f, e);
+    int r = compile_ctx(p, NULL, NULL, false, &f, e);
 
     if (r < 0)
         return r;

@@ -487,6 +487,17 @@ static int run_main(int argc, char *argv[])
             log_error("the payload used up its CPU time: --cpus %.3g x --timeout %.3g s under "
                       "rlimits (RLIMIT_CPU)",
                       (double)a.config.cpus_milli / 1000, (double)a.config.timeout / 1e6);
+        if (result.n_refused > 0) {
+            char list[512] = "";
+            for (size_t i = 0; i < result.n_refused; i++) {
+                size_t n = strlen(list);
+                (void)snprintf(list + n, sizeof(list) - n, "%s%s (%llu)", i ? ", " : "",
+                               result.refused[i].name,
+                               (unsigned long long)result.refused[i].count);
+            }
+            log_warning("the seccomp policy refused: %s%s", list,
+                        result.refused_other ? ", and others" : "");
+        }
         if (result.status == NSBOX_STATUS_TIMEOUT)
             log_error("timed out after %.3g s; the sandbox was killed",
                       (double)a.config.timeout / 1e6);
@@ -532,7 +543,7 @@ static int policy_main(int argc, char *argv[])
     if (r >= 0 && dump)
         r = filter_dump(&policy, STDOUT_FILENO, &e);
     else if (r >= 0)
-        r = filter_compile(&policy, print_policy_warning, NULL, &f, &e);
+        r = filter_compile(&policy, print_policy_warning, NULL, false, &f, &e);
     if (r < 0) {
         policy_error_format(&e, where, sizeof(where));
         log_error("%s", where);

@@ -190,6 +190,17 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
                      "limits_note", r->limits_note[0] ? r->limits_note : NULL);
     if (!root)
         return NULL;
+    if (r->seccomp_reporting) {
+        json_t *list = json_array();
+        for (size_t i = 0; list && i < r->n_refused; i++)
+            (void)json_array_append_new(list, json_pack("{s:s, s:I}", "syscall", r->refused[i].name,
+                                                        "count", (json_int_t)r->refused[i].count));
+        if (list && r->refused_other)
+            (void)json_array_append_new(list, json_pack("{s:s, s:I}", "syscall", "(others)",
+                                                        "count", (json_int_t)r->refused_other));
+        (void)json_object_set_new(root, "seccomp_refused", list ? list : json_null());
+    } else
+        (void)json_object_set_new(root, "seccomp_refused", json_null());
     if (r->cgroup.valid)
         (void)json_object_set_new(
             root, "cgroup",

@@ -11,11 +11,12 @@
  *   wait for the id maps -> clone host mount sources -> bind the rootfs read-only, mount /proc
  *   and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds -> hostname ->
  *   wipe nsbox's command line from memory -> parent-death signal -> drop every capability ->
- *   no_new_privs -> new session -> fork the payload -> reap, forward signals, report how the
- *   payload ended, exit (which kills whatever is left in the pid namespace).
+ *   no_new_privs -> new session -> RLIMIT_CORE -> seccomp filters (handing the listener of
+ *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals,
+ *   report how the payload ended, exit (which kills whatever is left in the pid namespace).
  *
- * Payload (PID 2):
- *   stdio -> close every other fd -> default signals -> seccomp filter -> rlimits -> execve.
+ * Payload (PID 2), born under the filters:
+ *   stdio -> close every other fd -> default signals -> rlimits -> execve.
  *
  * Failures inside are sent to the supervisor as a struct report on an O_CLOEXEC pipe; the
  * child then _exit()s, never exit().
@@ -340,7 +341,8 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
     if (sb->config->seccomp_disabled)
         return 0;
     if (!sb->config->seccomp_policy) {
-        sb->filter = filter_default; /* compiled at build time */
+        /* compiled at build time */
+        sb->filter = filter_notify_supported() ? filter_default_notify : filter_default;
         return 0;
     }
     r = policy_load(sb->config->seccomp_policy, &policy, &e);
@@ -348,7 +350,8 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
         /* Unknown names are warnings in a user's policy (nsbox's own is checked when it is
          * built). */
         struct warn_context w = {sb->config, ret};
-        r = filter_compile(&policy, warn_policy, &w, &sb->filter, &e);
+        r = filter_compile(&policy, warn_policy, &w, filter_notify_supported(), &sb->filter,
+                           &e);
         policy_free(&policy);
     }
     if (r < 0) {
@@ -564,30 +567,13 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int in_fd, int out
     if (sys_close_range(4, ~0U, 0) < 0)
         child_fail(report_fd, &(struct step_error){.err = errno, .step = "close_range"});
 
-    /* Dispositions set to SIG_IGN and the signal mask survive execve(2): reset both. */
-    for (int sig = 1; sig < NSIG; sig++)
-        (void)signal(sig, SIG_DFL);
+    /* The signal mask survives execve(2): clear it (init reset the dispositions). */
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
     (void)umask(022);
 
-    /* No core dumps. A limit of 1 (not 0) also stops a core_pattern pipe helper, which would
-     * run as root outside the sandbox (core(5), fs/coredump.c); the default policy refuses
-     * lowering it. Set before the filter, which refuses changing it. */
-    r = set_rlimit(RLIMIT_CORE, 1);
-    if (r < 0)
-        child_fail(report_fd, &(struct step_error){.err = -r, .step = "RLIMIT_CORE"});
-
-    /* The filter comes after every step that needs a privilege or a refused call; from here on
-     * it applies to nsbox's own code too. Only setrlimit(2), which can only lower limits, and
-     * execve(2) follow: loading the filter allocates (libseccomp generates the BPF program
-     * then), which a tight RLIMIT_DATA could refuse. */
-    if (!c->seccomp_disabled) {
-        r = filter_load(&sb->filter);
-        if (r < 0)
-            child_fail(report_fd, &(struct step_error){.err = -r, .step = "seccomp"});
-    }
-
+    /* The payload was born under the seccomp filters (loaded by init); only setrlimit(2),
+     * which can only lower limits, and execve(2) remain. */
     r = payload_rlimits(c, sb->in_cgroup, &e);
     if (r < 0)
         child_fail(report_fd, &e);
@@ -736,12 +722,14 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         child_fail(fds->report, &(struct step_error){.err = -r, .step = "drop capabilities"});
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "no_new_privs"});
-    /* Not ptrace-attachable and no core dumps, even by the payload's own uid. */
-    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
     /* No controlling terminal: TIOCSTI on the caller's terminal needs one. */
     if (setsid() < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "setsid"});
+
+    /* Dispositions set to SIG_IGN (nsbox's caller may have ignored some) survive fork(2) and
+     * execve(2): reset them here, once, for init and the payload it forks. */
+    for (int sig = 1; sig < NSIG; sig++)
+        (void)signal(sig, SIG_DFL);
 
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -750,6 +738,36 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     sigaddset(&mask, SIGHUP);
     if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "sigprocmask"});
+
+    /* No core dumps. A limit of 1 (not 0) also stops a core_pattern pipe helper, which would
+     * run as root outside the sandbox (core(5), fs/coredump.c); the default policy refuses
+     * lowering it. Set before the filters, which refuse changing it. */
+    r = set_rlimit(RLIMIT_CORE, 1);
+    if (r < 0)
+        child_fail(fds->report, &(struct step_error){.err = -r, .step = "RLIMIT_CORE"});
+
+    /* The seccomp filters, loaded here so that the payload is born under them; from here on
+     * they apply to init too (the supervisor lets init's own refused calls through). */
+    if (!sb->config->seccomp_disabled) {
+        int listener = -1;
+        r = filter_load(&sb->filter, &listener);
+        if (r < 0)
+            child_fail(fds->report, &(struct step_error){.err = -r, .step = "seccomp"});
+        if (listener >= 0) {
+            /* The supervisor takes the listener with pidfd_getfd(2) and says so on the sync
+             * pipe; only then does init become non-dumpable (which would stop pidfd_getfd for
+             * an unprivileged supervisor) and drop its own copy, before any untrusted code
+             * exists. The payload must never hold it: it could answer its own refusals. */
+            struct report rep = {.type = REPORT_LISTENER, .code = listener};
+            report_send(fds->report, &rep);
+            if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
+                _exit(125);
+            (void)close(listener);
+        }
+    }
+    /* Not ptrace-attachable and no core dumps, even by the payload's own uid. */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
 
     payload = fork();
     if (payload < 0)
@@ -940,6 +958,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
         struct supervise_fds sfds = {.pidfd = pidfd, .out = TAKE_FD(out[0]),
                                      .err = TAKE_FD(err[0]), .report = TAKE_FD(report[0]),
                                      .signalfd = sigfd, .stdin_src = c->pass_stdin ? 0 : -1,
+                                     .sync = sync[1], .init_pid = pid,
                                      .stdin_dst = in[0] >= 0 ? TAKE_FD(in[0]) : -1};
         r = supervise(c, &sfds, start, ret);
         if (r < 0)

@@ -6,7 +6,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -97,6 +102,51 @@ static int stream_read(struct stream_state *st, char *buf, uint64_t deadline)
     return 0;
 }
 
+static void record_refusal(struct nsbox_result *ret, uint32_t arch, int nr)
+{
+    char name[sizeof(ret->refused[0].name)];
+    char *resolved = seccomp_syscall_resolve_num_arch(arch, nr);
+
+    if (resolved)
+        (void)snprintf(name, sizeof(name), "%s", resolved);
+    else
+        (void)snprintf(name, sizeof(name), "nr:%d", nr);
+    free(resolved);
+    for (size_t i = 0; i < ret->n_refused; i++)
+        if (strcmp(ret->refused[i].name, name) == 0) {
+            ret->refused[i].count++;
+            return;
+        }
+    if (ret->n_refused == NSBOX_REFUSED_MAX) {
+        ret->refused_other++;
+        return;
+    }
+    memcpy(ret->refused[ret->n_refused].name, name, sizeof(name));
+    ret->refused[ret->n_refused++].count = 1;
+}
+
+/* Answer one notification of the listener: init's own calls go through (it is nsbox's code,
+ * and the policy is the payload's), everything else is refused with EPERM and recorded.
+ * (seccomp_unotify(2).) Returns false when the listener is done (no more filter users). */
+static bool answer_notification(int listener, pid_t init_pid, struct nsbox_result *ret)
+{
+    struct seccomp_notif req;
+    struct seccomp_notif_resp resp;
+
+    memset(&req, 0, sizeof(req)); /* the kernel requires it zeroed */
+    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
+        return errno == EINTR || errno == ENOENT; /* ENOENT: the caller died meanwhile */
+    resp = (struct seccomp_notif_resp){.id = req.id};
+    if ((pid_t)req.pid == init_pid)
+        resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    else {
+        resp.error = -EPERM;
+        record_refusal(ret, req.data.arch, req.data.nr);
+    }
+    (void)ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+    return true;
+}
+
 static void set_error(struct nsbox_result *ret, const struct step_error *e, int exit_code)
 {
     ret->status = NSBOX_STATUS_ERROR;
@@ -130,6 +180,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     _cleanup_free_ char *in_buf = fds->stdin_dst >= 0 ? malloc(READ_CHUNK) : NULL;
     size_t in_len = 0, in_off = 0;
     bool in_eof = false;
+    _cleanup_close_ int listener = -EBADF;
     int r = 0;
 
     for (size_t i = 0; i < 2; i++) {
@@ -143,9 +194,9 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     }
 
     while (init_running || streams[0].fd >= 0 || streams[1].fd >= 0 || report_fd >= 0) {
-        struct pollfd p[7];
+        struct pollfd p[8];
         int np = 0, idx_pid = -1, idx_sig = -1, idx_rep = -1, idx_stream[2] = {-1, -1};
-        int idx_in_src = -1, idx_in_dst = -1;
+        int idx_in_src = -1, idx_in_dst = -1, idx_listener = -1;
         int timeout_ms = -1;
 
         if (init_running) {
@@ -176,6 +227,10 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             idx_rep = np;
             p[np++] = (struct pollfd){.fd = report_fd, .events = POLLIN};
         }
+        if (listener >= 0) {
+            idx_listener = np;
+            p[np++] = (struct pollfd){.fd = listener, .events = POLLIN};
+        }
         if (fds->stdin_dst >= 0 && init_running) {
             if (in_off < in_len) {
                 idx_in_dst = np;
@@ -198,6 +253,13 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             goto kill;
         }
 
+        if (idx_listener >= 0 && p[idx_listener].revents) {
+            if (!(p[idx_listener].revents & POLLIN) ||
+                !answer_notification(listener, fds->init_pid, ret)) {
+                (void)close(listener);
+                listener = -EBADF;
+            }
+        }
         if (idx_in_src >= 0 && p[idx_in_src].revents) {
             ssize_t n = read(fds->stdin_src, in_buf, READ_CHUNK);
             if (n > 0) {
@@ -229,7 +291,20 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             ssize_t n = read(report_fd, (char *)&report + report_have, sizeof(report) - report_have);
             if (n > 0) {
                 report_have += (size_t)n;
-                if (report_have == sizeof(report)) {
+                if (report_have == sizeof(report) && report.type == REPORT_LISTENER) {
+                    report_have = 0;
+                    /* Take init's listener; init waits for the byte on the sync pipe. */
+                    listener = (int)syscall(SYS_pidfd_getfd, fds->pidfd, report.code, 0);
+                    if (listener < 0) {
+                        r = negative_errno();
+                        goto kill;
+                    }
+                    ret->seccomp_reporting = true;
+                    if (write(fds->sync, "x", 1) != 1) {
+                        r = negative_errno();
+                        goto kill;
+                    }
+                } else if (report_have == sizeof(report)) {
                     if (report.type == REPORT_SETUP_FAILED || report.type == REPORT_EXEC_FAILED) {
                         if (!failure.type)
                             failure = report;

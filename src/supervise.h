@@ -16,6 +16,7 @@ enum report_type {
     REPORT_EXEC_FAILED,      /* error: execve of the program failed; code is 126 or 127 */
     REPORT_EXITED,           /* code: the payload's exit status */
     REPORT_SIGNALED,         /* code: the signal that killed the payload */
+    REPORT_LISTENER,         /* code: init's descriptor of the seccomp listener, to take */
 };
 
 /* One message from the sandbox. Smaller than PIPE_BUF, so each write(2) is atomic. */
@@ -33,6 +34,8 @@ struct supervise_fds {
     int signalfd; /* SIGINT/SIGTERM/SIGHUP when forwarding signals, else -1; not closed here */
     int stdin_src; /* the caller's stdin to relay to the payload, or -1; not closed here */
     int stdin_dst; /* the supervisor's end of the payload's stdin socket, or -1; closed here */
+    int sync;      /* write end of the sync pipe: one byte tells init the listener was taken */
+    pid_t init_pid; /* the sandbox's init, as this process sees it */
 };
 
 /* Monotonic clock, microseconds. */

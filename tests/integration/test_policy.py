@@ -70,6 +70,29 @@ class TestDefaultPolicy(NsboxTestCase):
             self.assertNotEqual(got[name], errno.EPERM, f"{name} is EPERM even unfiltered")
         self.assertNotEqual(got["clone3"], errno.ENOSYS)
 
+    def test_refusals_are_named_in_the_result(self):
+        p, r = nsbox_json("-v", f"{self.dir}:/mnt", "--", "/mnt/nsbox-probe")
+        refused = {e["syscall"]: e["count"] for e in r["seccomp_refused"]}
+        # Plain refusals are reported, with how often they were tried...
+        for name in ("mount", "umount2", "unshare", "setns", "ptrace", "bpf", "keyctl",
+                     "open_by_handle_at", "personality", "socketpair"):
+            self.assertIn(name, refused, r["seccomp_refused"])
+        self.assertEqual(refused["socket"], 5)  # inet, inet6, netlink, vsock, inet with high bits
+        # ...what was allowed is not, nor ENOSYS answers, nor the "... if" exceptions.
+        for name in ("read", "write", "openat", "getpid", "prctl", "clone3", "ioctl", "clone",
+                     "setrlimit", "prlimit64"):
+            self.assertNotIn(name, refused)
+        p, r = nsbox_json("--", "python3", "-c", "print('quiet')")
+        self.assertEqual(r["seccomp_refused"], [])
+        p, r = nsbox_json("--no-seccomp", "--", "true")
+        self.assertIsNone(r["seccomp_refused"])
+
+    def test_refusals_are_listed_on_stderr(self):
+        p = nsbox("run", "--", "python3", "-c",
+                  "import socket\ntry:\n socket.socket(socket.AF_INET)\nexcept OSError: pass")
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("nsbox: warning: the seccomp policy refused: socket (1)", p.stderr)
+
     def test_cpython_workloads_run(self):
         p, r = nsbox_json("--code", os.path.join(HERE, "workloads", "cpython.py"),
                           "--timeout", "60", "--pids-limit", "64")

@@ -53,7 +53,7 @@ Test(policy_files, every_builtin_file_compiles_strictly)
             r = policy_parse(b->text, b->size, b->name, NULL, NULL, &p, &e);
         cr_assert_eq(r, 0, "%s:%u:%u: %s", e.file, e.line, e.column, e.message);
         /* warn == NULL: an unknown system call name is an error. */
-        r = filter_compile(&p, NULL, NULL, &f, &e);
+        r = filter_compile(&p, NULL, NULL, false, &f, &e);
         cr_expect_eq(r, 0, "%s:%u: %s", e.file, e.line, e.message);
         filter_free(&f);
         policy_free(&p);
@@ -85,7 +85,7 @@ Test(policy_files, precompiled_default_matches_the_source)
     struct policy_error e = {0};
     struct filter f = {0};
     cr_assert_eq(policy_load(NULL, &p, &e), 0, "%s", e.message);
-    cr_assert_eq(filter_compile(&p, NULL, NULL, &f, &e), 0, "%s", e.message);
+    cr_assert_eq(filter_compile(&p, NULL, NULL, false, &f, &e), 0, "%s", e.message);
     cr_assert_eq(f.n_prog, filter_default.n_prog);
     for (unsigned i = 0; i < f.n_prog; i++) {
         cr_assert_eq(f.prog[i].n, filter_default.prog[i].n, "program %u", i);
