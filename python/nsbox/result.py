@@ -26,6 +26,8 @@ class Result:
         peak_memory: the cgroup's ``memory.peak`` in bytes, or None when the limits were
             not enforced by a cgroup (rlimit fallback).
         limits_enforced_by: ``"cgroup"``, ``"rlimit"`` or ``"none"``.
+        refused_syscalls: ``{name: count}`` of the system calls the seccomp policy refused
+            (what the program would need), or None where the kernel cannot report them.
         raw: the whole parsed JSON object.
         nsbox_stderr: nsbox's own stderr (e.g. its warning that limits fell back to rlimits).
     """
@@ -41,6 +43,7 @@ class Result:
     wall_time: float
     peak_memory: Optional[int]
     limits_enforced_by: Optional[str]
+    refused_syscalls: Optional[Dict[str, int]]
     raw: Dict[str, Any] = field(repr=False)
     nsbox_stderr: str = field(default="", repr=False)
 
@@ -50,6 +53,7 @@ class Result:
         if a field is missing or of the wrong type)."""
         cgroup = raw.get("cgroup") or {}
         peak = cgroup.get("memory_peak")
+        refused = raw.get("seccomp_refused")
         return cls(
             status=str(raw["status"]),
             exit_code=int(raw["exit_code"]),
@@ -62,6 +66,8 @@ class Result:
             wall_time=float(raw["wall_time_ms"]) / 1000.0,
             peak_memory=None if peak is None else int(peak),
             limits_enforced_by=raw.get("limits_enforced_by"),
+            refused_syscalls=None if refused is None else {
+                str(e["syscall"]): int(e["count"]) for e in refused},
             raw=raw,
             nsbox_stderr=nsbox_stderr,
         )

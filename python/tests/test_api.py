@@ -82,6 +82,14 @@ class SandboxTestCase(unittest.TestCase):
 
 
 class TestRun(SandboxTestCase):
+    def test_refused_syscalls(self):
+        r = self.code("import socket\ntry:\n    socket.socket(socket.AF_INET)\nexcept OSError:\n"
+                      "    print('refused')")
+        self.assertEqual(r.stdout, "refused\n")
+        if r.refused_syscalls is None:
+            self.skipTest("this kernel cannot report refused system calls")
+        self.assertEqual(r.refused_syscalls, {"socket": 1})
+
     def test_hello_world(self):
         r = self.code("print('hello world')")
         self.assertEqual(r.status, "exited")
