@@ -43,9 +43,9 @@ class Result:
     wall_time: float
     peak_memory: Optional[int]
     limits_enforced_by: Optional[str]
-    refused_syscalls: Optional[Dict[str, int]]
     raw: Dict[str, Any] = field(repr=False)
     nsbox_stderr: str = field(default="", repr=False)
+    refused_syscalls: Optional[Dict[str, int]] = None
 
     @classmethod
     def from_json(cls, raw: Dict[str, Any], nsbox_stderr: str = "") -> "Result":
