@@ -120,7 +120,7 @@ struct nsbox_config {
     void *warn_userdata;
 
     /* true: while nsbox_run() runs, SIGINT, SIGTERM and SIGHUP are blocked in the calling
-     * thread and forwarded to the payload; a second one, or the payload ignoring the first for
+     * thread and forwarded to the payload (SIGUSR1 kills the sandbox: NSBOX_STATUS_KILLED); a second one, or the payload ignoring the first for
      * 5 s, kills the sandbox. false (the default): the caller's signal handling is untouched. */
     bool forward_signals;
 };
@@ -131,6 +131,7 @@ enum nsbox_status {
     NSBOX_STATUS_TIMEOUT,  /* the wall-clock limit ran out and the sandbox was killed */
     NSBOX_STATUS_ERROR,    /* nsbox could not start the payload; error says why */
     NSBOX_STATUS_OOM,      /* the cgroup's OOM killer killed the payload (signal is SIGKILL) */
+    NSBOX_STATUS_KILLED,   /* killed on request (`nsbox kill`, SIGUSR1 to nsbox) */
 };
 
 struct nsbox_stream {
@@ -226,7 +227,7 @@ int nsbox_exit_status(const struct nsbox_result *result);
  */
 char *nsbox_result_to_json(const struct nsbox_result *result);
 
-/* "exited", "signaled", "timeout", "error" or "oom". */
+/* "exited", "signaled", "timeout", "error", "oom" or "killed". */
 const char *nsbox_status_to_string(enum nsbox_status status);
 
 /* "none", "rlimit" or "cgroup". */

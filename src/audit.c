@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,19 +13,14 @@
 #include "macro.h"
 #include "result.h"
 
-int audit_open(const char *path, struct audit *ret)
+int audit_open(const char *path, const char *run_id, struct audit *ret)
 {
-    unsigned char id[16];
-    int fd;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
 
-    if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id))
-        return negative_errno();
-    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0)
         return negative_errno();
     ret->fd = fd;
-    for (size_t i = 0; i < sizeof(id); i++)
-        (void)sprintf(ret->run_id + 2 * i, "%02x", id[i]);
+    (void)snprintf(ret->run_id, sizeof(ret->run_id), "%s", run_id);
     return 0;
 }
 

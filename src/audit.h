@@ -13,12 +13,12 @@
 
 struct audit {
     int fd;
-    char run_id[33]; /* 128 random bits, hex */
+    char run_id[33]; /* run_id_new() */
 };
 
-/* Open (create, mode 0600) the log at path for appending and pick a run id.
- * Returns 0 or the -errno of open(2)/getrandom(2). */
-int audit_open(const char *path, struct audit *ret);
+/* Open (create, mode 0600) the log at path for appending, for the run run_id.
+ * Returns 0 or the -errno of open(2). */
+int audit_open(const char *path, const char *run_id, struct audit *ret);
 
 /* Append the start record: nsbox's argv, the caller's uid, the payload's argv, the code (at most
  * code_limit bytes of it, and its SHA-256 over all of it), the limits. Returns 0 or -errno

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,3 +94,27 @@ int write_file_at(int dirfd, const char *name, const char *text)
         return negative_errno();
     return (size_t)k == n ? 0 : -EIO;
 }
+
+/* Linux start time of process pid (field 22 of /proc/PID/stat), or 0 if it is gone. */
+unsigned long long process_start_time(pid_t pid)
+{
+    char path[64], buf[1024], *p;
+    _cleanup_close_ int fd = -EBADF;
+    ssize_t n;
+
+    (void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    for (int field = 2; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+

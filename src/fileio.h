@@ -20,3 +20,7 @@ ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size);
 /* Write text to dirfd/name in one write(2): kernel interface files (uid_map, cgroup knobs)
  * take a value per write. Returns 0, -errno, or -EIO for a short write. */
 int write_file_at(int dirfd, const char *name, const char *text);
+
+/* The start time of process pid (field 22 of /proc/PID/stat, clock ticks since boot), or 0 if
+ * there is no such process: with the pid, it names a process across pid reuse. */
+unsigned long long process_start_time(pid_t pid);

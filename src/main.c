@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "nsbox.h"
 #include "audit.h"
+#include "registry.h"
 #include "doctor.h"
 #include "fileio.h"
 #include "filter.h"
@@ -75,6 +76,10 @@ static void usage(FILE *f)
           "\n"
           "Commands:\n"
           "  run        run a program or Python code in a sandbox (nsbox run --help)\n"
+          "  ps [--json]\n"
+          "             list this user's running sandboxes\n"
+          "  kill RUN-ID|--all\n"
+          "             kill this user's sandboxes (their result says \"killed\")\n"
           "  doctor     check that nsbox can work on this host, and explain what is missing\n"
           "  policy check FILE\n"
           "             parse and compile a seccomp policy, report its errors and warnings\n"
@@ -415,6 +420,7 @@ static int run_main(int argc, char *argv[])
 {
     struct run_args a = {0};
     struct audit audit = {.fd = -1};
+    char run_id[33] = "", registry_path[700] = "";
     struct nsbox_result result = {0};
     bool json = false;
     int r, status;
@@ -443,10 +449,15 @@ static int run_main(int argc, char *argv[])
 
     /* The audit record is written before the payload starts; a run that cannot be recorded
      * does not start. */
+    if (run_id_new(run_id) < 0) {
+        log_error_errno(negative_errno(), "cannot make a run id: %m");
+        run_args_free(&a);
+        return EXIT_NSBOX_FAILURE;
+    }
     if (!a.log_path && getenv("NSBOX_LOG") && getenv("NSBOX_LOG")[0])
         a.log_path = getenv("NSBOX_LOG");
     if (a.log_path) {
-        r = audit_open(a.log_path, &audit);
+        r = audit_open(a.log_path, run_id, &audit);
         if (r >= 0)
             r = audit_start(&audit, argc + 1, argv - 1, &a.config, a.log_code_limit);
         if (r < 0) {
@@ -460,9 +471,16 @@ static int run_main(int argc, char *argv[])
         }
     }
 
+    /* For `nsbox ps` and `nsbox kill`. A run they cannot see still runs, with a warning. */
+    r = registry_add(run_id, argc + 1, argv - 1, &a.config, registry_path,
+                     sizeof(registry_path));
+    if (r < 0)
+        log_warning("'nsbox ps' and 'nsbox kill' will not see this run: %s", strerror(-r));
+
     r = nsbox_run(&a.config, &result);
     (void)r; /* every failure is described in result */
     status = nsbox_exit_status(&result);
+    registry_remove(registry_path);
 
     if (audit.fd >= 0) {
         r = audit_end(&audit, &result);
@@ -585,6 +603,20 @@ int main(int argc, char *argv[])
         return run_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "policy") == 0)
         return policy_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "ps") == 0) {
+        if (argc == 2 || (argc == 3 && strcmp(argv[2], "--json") == 0))
+            return registry_ps(argc == 3);
+        log_error("usage: nsbox ps [--json]");
+        return EXIT_NSBOX_FAILURE;
+    }
+    if (strcmp(argv[1], "kill") == 0) {
+        if (argc == 3 && argv[2][0] != '-')
+            return registry_kill(argv[2]);
+        if (argc == 3 && strcmp(argv[2], "--all") == 0)
+            return registry_kill(NULL);
+        log_error("usage: nsbox kill RUN-ID | nsbox kill --all");
+        return EXIT_NSBOX_FAILURE;
+    }
     if (strcmp(argv[1], "doctor") == 0) {
         if (argc == 2)
             return doctor_main(NULL);

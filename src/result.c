@@ -81,6 +81,8 @@ const char *nsbox_status_to_string(enum nsbox_status status)
         return "error";
     case NSBOX_STATUS_OOM:
         return "oom";
+    case NSBOX_STATUS_KILLED:
+        return "killed";
     }
     return "error";
 }
@@ -110,6 +112,7 @@ int nsbox_exit_status(const struct nsbox_result *result)
     case NSBOX_STATUS_ERROR:
         return result->exit_code == 126 || result->exit_code == 127 ? result->exit_code : 125;
     case NSBOX_STATUS_OOM:
+    case NSBOX_STATUS_KILLED:
         return 128 + 9; /* SIGKILL */
     }
     return 125;
@@ -179,8 +182,9 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
     root = json_pack("{s:s, s:i, s:o, s:f, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:o, s:s, s:s?}",
                      "status", nsbox_status_to_string(r->status), "exit_code",
                      nsbox_exit_status(r), "signal",
-                     r->status == NSBOX_STATUS_SIGNALED || r->status == NSBOX_STATUS_OOM
-                         ? json_integer(r->status == NSBOX_STATUS_OOM ? 9 : r->signal)
+                     r->status == NSBOX_STATUS_SIGNALED || r->status == NSBOX_STATUS_OOM ||
+                             r->status == NSBOX_STATUS_KILLED
+                         ? json_integer(r->status == NSBOX_STATUS_SIGNALED ? r->signal : 9)
                          : json_null(),
                      "wall_time_ms", (double)r->wall_time / 1000.0, "stdout", out_text, "stderr",
                      err_text, "stdout_bytes", (json_int_t)r->out.total, "stderr_bytes",

@@ -896,6 +896,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
         sigaddset(&forward, SIGINT);
         sigaddset(&forward, SIGTERM);
         sigaddset(&forward, SIGHUP);
+        sigaddset(&forward, SIGUSR1); /* `nsbox kill` */
         if (sigprocmask(SIG_BLOCK, &forward, &saved_mask) < 0) {
             r = plan_error(ret, negative_errno(), "signals", "blocking signals failed: %m");
             goto out;

@@ -173,7 +173,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     _cleanup_free_ char *buf = malloc(READ_CHUNK);
     struct report report = {0}, final = {0}, failure = {0};
     size_t report_have = 0;
-    bool init_running = true, timed_out = false, killed = false;
+    bool init_running = true, timed_out = false, killed = false, killed_by_request = false;
     int forwarded = 0, report_fd = fds->report, init_status = 0, init_code = 0;
     uint64_t kill_at = c->timeout ? start + c->timeout : UINT64_MAX;
     /* --stdin: nsbox's stdin is copied into the payload's stdin socket, a buffer at a time. */
@@ -205,7 +205,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                 if (!killed) {
                     (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
                     killed = true;
-                    timed_out = forwarded == 0;
+                    timed_out = forwarded == 0 && !killed_by_request;
                 }
             } else if (kill_at != UINT64_MAX) {
                 uint64_t ms = (kill_at - now + 999) / 1000;
@@ -321,7 +321,11 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         if (idx_sig >= 0 && p[idx_sig].revents) {
             struct signalfd_siginfo si;
             if (read(fds->signalfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-                if (forwarded++ == 0) {
+                if (si.ssi_signo == SIGUSR1) {
+                    /* `nsbox kill`: the whole sandbox, at once. */
+                    killed_by_request = true;
+                    kill_at = 0;
+                } else if (forwarded++ == 0) {
                     /* The sandbox's init passes it on to the payload's process group. */
                     (void)sys_pidfd_send_signal(fds->pidfd, (int)si.ssi_signo);
                     uint64_t grace = now_usec() + SIGNAL_GRACE_USEC;
@@ -351,7 +355,10 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         (void)close(fds->stdin_dst);
         fds->stdin_dst = -1;
     }
-    if (timed_out) {
+    if (killed_by_request) {
+        ret->status = NSBOX_STATUS_KILLED;
+        ret->signal = SIGKILL;
+    } else if (timed_out) {
         ret->status = NSBOX_STATUS_TIMEOUT;
         ret->exit_code = 124;
     } else if (failure.type == REPORT_EXEC_FAILED)
