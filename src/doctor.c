@@ -4,6 +4,7 @@
  * end with a real sandbox run. Exit status 0 only if `nsbox run` works here.
  */
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -61,7 +62,8 @@ static const char *proc_value(const char *path, char *buf, size_t size)
     return buf;
 }
 
-/* Can this process create a user namespace? Tried in a child, which then exits. */
+/* Can an unprivileged process create a user namespace? Tried in a child (as nobody when
+ * nsbox runs as root, since root may create them where users may not), which then exits. */
 static int try_userns(void)
 {
     pid_t pid = fork();
@@ -69,8 +71,13 @@ static int try_userns(void)
 
     if (pid < 0)
         return negative_errno();
-    if (pid == 0)
+    if (pid == 0) {
+        if (geteuid() == 0 &&
+            (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+             setresuid(65534, 65534, 65534) < 0))
+            _exit(errno);
         _exit(unshare(CLONE_NEWUSER) < 0 ? errno : 0);
+    }
     if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0)
         return negative_errno();
     return WIFEXITED(status) ? -WEXITSTATUS(status) : -EIO;
