@@ -8,13 +8,13 @@ mode, python, rootfs, nsbox, code_file = sys.argv[1:6]
 code = open(code_file).read()
 
 if mode == "bare":
-    cmd = [python, "-c", code]
+    cmd = [python, "-B", "-c", code]  # -B: never write bytecode into the rootfs
 elif mode == "nsbox":
     cmd = [nsbox, "run", "--cgroup", "off", "--json", "--code", "-"]
 elif mode == "bwrap":
     cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", rootfs, "/", "--proc",
            "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--clearenv", "--setenv", "PATH",
-           "/usr/bin:/bin", "/usr/bin/python3", "-c", code]
+           "/usr/bin:/bin", "/usr/bin/python3", "-B", "-c", code]
 else:
     sys.exit(f"unknown mode {mode}")
 
