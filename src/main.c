@@ -80,7 +80,8 @@ static void usage(FILE *f)
           "             list this user's running sandboxes\n"
           "  kill RUN-ID|--all\n"
           "             kill this user's sandboxes (their result says \"killed\")\n"
-          "  doctor     check that nsbox can work on this host, and explain what is missing\n"
+          "  doctor [--rootfs DIR]\n"
+          "             check that nsbox can work on this host, and explain what is missing\n"
           "  policy check FILE\n"
           "             parse and compile a seccomp policy, report its errors and warnings\n"
           "  policy dump [FILE]\n"
@@ -516,6 +517,11 @@ static int run_main(int argc, char *argv[])
             log_warning("the seccomp policy refused: %s%s", list,
                         result.refused_other ? ", and others" : "");
         }
+        if (result.status == NSBOX_STATUS_KILLED)
+            log_error("killed on request (nsbox kill)");
+        if (result.status == NSBOX_STATUS_OOM)
+            log_error("killed by the cgroup's OOM killer (--memory %.0f MiB)",
+                      (double)a.config.memory / (1 << 20));
         if (result.status == NSBOX_STATUS_TIMEOUT)
             log_error("timed out after %.3g s; the sandbox was killed",
                       (double)a.config.timeout / 1e6);
@@ -622,6 +628,11 @@ int main(int argc, char *argv[])
             return doctor_main(NULL);
         if (argc == 4 && strcmp(argv[2], "--rootfs") == 0)
             return doctor_main(argv[3]);
+        if (argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+            (void)printf("Usage: nsbox doctor [--rootfs DIR]\n\nCheck that nsbox can work on "
+                         "this host, explain what is missing, and run a real sandbox.\n");
+            return EXIT_SUCCESS;
+        }
         log_error("usage: nsbox doctor [--rootfs DIR]");
         return EXIT_NSBOX_FAILURE;
     }

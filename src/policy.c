@@ -364,6 +364,18 @@ static int parse_rule(struct cursor *c, struct policy *p)
                 rule.errno_value = (int)v;
             }
         } else {
+            const char *word;
+            size_t len;
+            const char *save = c->p;
+
+            /* Neither an action nor a condition: name the likely typo. */
+            len = ident(c, &word);
+            c->p = save;
+            if (len > 0 && !(len == 4 && strncmp(word, "arg", 3) == 0))
+                return fail(c, word, -EINVAL,
+                            "unknown action '%.*s' (allow, kill, return ERRNO, or a condition "
+                            "on arg0 .. arg5)",
+                            (int)len, word);
             r = condition(c, &rule);
             if (r < 0) {
                 free(rule.terms);

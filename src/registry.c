@@ -167,7 +167,14 @@ static int print_entry(const struct entry *e, void *userdata)
         free(text);
         return 0;
     }
-    for (size_t i = 2; i < json_array_size(argv); i++) {
+    /* The program: what follows "--", else what follows "run". */
+    size_t first = 2;
+    for (size_t i = 2; i < json_array_size(argv); i++)
+        if (strcmp(json_string_value(json_array_get(argv, i)) ?: "", "--") == 0) {
+            first = i + 1;
+            break;
+        }
+    for (size_t i = first; i < json_array_size(argv); i++) {
         size_t n = strlen(command);
         (void)snprintf(command + n, sizeof(command) - n, "%s%s", n ? " " : "",
                        json_string_value(json_array_get(argv, i)));
@@ -195,17 +202,20 @@ int registry_ps(bool json)
 }
 
 struct kill_context {
-    const char *run_id;
+    const char *run_id; /* a run id or a prefix of one; NULL: all */
     unsigned matched, failed;
+    bool dry_run;       /* only count the matches */
 };
 
 static int kill_entry(const struct entry *e, void *userdata)
 {
     struct kill_context *k = userdata;
 
-    if (k->run_id && strcmp(k->run_id, e->run_id) != 0)
+    if (k->run_id && strncmp(k->run_id, e->run_id, strlen(k->run_id)) != 0)
         return 0;
     k->matched++;
+    if (k->dry_run)
+        return 0;
     if (kill(e->pid, SIGUSR1) < 0) {
         log_error("cannot kill sandbox %s (nsbox pid %d): %s", e->run_id, e->pid,
                   strerror(errno));
@@ -225,8 +235,20 @@ static int kill_entry(const struct entry *e, void *userdata)
 
 int registry_kill(const char *run_id)
 {
-    struct kill_context k = {.run_id = run_id};
-    int r = for_each_entry(kill_entry, &k);
+    struct kill_context k = {.run_id = run_id, .dry_run = true};
+    int r;
+
+    /* A prefix must name one sandbox. */
+    if (run_id) {
+        r = for_each_entry(kill_entry, &k);
+        if (r >= 0 && k.matched > 1) {
+            log_error("'%s' names %u running sandboxes: give more of the run id", run_id,
+                      k.matched);
+            return 1;
+        }
+    }
+    k = (struct kill_context){.run_id = run_id};
+    r = for_each_entry(kill_entry, &k);
 
     if (r < 0) {
         log_error_errno(r, "cannot read the registry of running sandboxes: %m");

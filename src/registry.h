@@ -29,6 +29,6 @@ void registry_remove(const char *path);
 int registry_ps(bool json);
 
 /* `nsbox kill RUN-ID|--all`: kill the user's sandboxes and wait (at most 5 s) until their nsbox
- * has reported. run_id NULL means all. Returns the exit status: 0, or 1 when none matched or
- * one did not end. */
+ * has reported. run_id may be a prefix naming one sandbox; NULL means all. Returns the exit
+ * status: 0, or 1 when none (or more than one) matched or one did not end. */
 int registry_kill(const char *run_id);

@@ -464,6 +464,19 @@ _noreturn_ static void child_fail(int report_fd, const struct step_error *e)
     _exit(125);
 }
 
+/* A payload step failed under the seccomp filters: an EPERM there is most likely the policy
+ * refusing what nsbox does before execve, so say so. */
+_noreturn_ static void payload_fail(int report_fd, int err, const char *step)
+{
+    struct step_error e = {.err = err};
+    (void)snprintf(e.step, sizeof(e.step), "%s", step);
+    if (err == EPERM)
+        (void)snprintf(e.detail, sizeof(e.detail),
+                       "the seccomp policy must allow what nsbox does before execve: openat, "
+                       "dup2/dup3, fcntl, close_range, prlimit64, execve");
+    child_fail(report_fd, &e);
+}
+
 static int set_rlimit(int resource, uint64_t value)
 {
     struct rlimit rl = {.rlim_cur = value, .rlim_max = value};
@@ -553,19 +566,19 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int in_fd, int out
     /* dup2(fd, fd) would keep O_CLOEXEC: when a descriptor already sits at 0, 1 or 2 (nsbox
      * started with those closed), clear the flag instead. */
     if (in_fd < 0 || (in_fd == 0 ? fcntl(0, F_SETFD, 0) : dup2(in_fd, 0)) < 0)
-        child_fail(report_fd, &(struct step_error){.err = errno, .step = "stdin"});
+        payload_fail(report_fd, errno, "stdin");
     if ((out_fd == 1 ? fcntl(1, F_SETFD, 0) : dup2(out_fd, 1)) < 0 ||
         (err_fd == 2 ? fcntl(2, F_SETFD, 0) : dup2(err_fd, 2)) < 0)
-        child_fail(report_fd, &(struct step_error){.err = errno, .step = "stdout/stderr"});
+        payload_fail(report_fd, errno, "stdout/stderr");
     /* The report pipe moves to fd 3 (close-on-exec); everything above it is closed, so no
      * descriptor of nsbox or of nsbox's caller reaches the payload. */
     if (report_fd != 3) {
         if (dup3(report_fd, 3, O_CLOEXEC) < 0)
-            child_fail(report_fd, &(struct step_error){.err = errno, .step = "report pipe"});
+            payload_fail(report_fd, errno, "report pipe");
         report_fd = 3;
     }
     if (sys_close_range(4, ~0U, 0) < 0)
-        child_fail(report_fd, &(struct step_error){.err = errno, .step = "close_range"});
+        payload_fail(report_fd, errno, "close_range");
 
     /* The signal mask survives execve(2): clear it (init reset the dispositions). */
     sigemptyset(&none);

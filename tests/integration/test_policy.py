@@ -190,6 +190,16 @@ class TestPolicyFiles(NsboxTestCase):
         path = self.write("many.policy", "read\n" * 10001)
         self.assertOneLineError(nsbox("policy", "check", path), contains="more than 10000 rules")
 
+    def test_a_policy_too_small_for_nsbox_says_so(self):
+        path = self.write("tiny.policy", "read\nwrite\nexit_group\n")
+        p = nsbox("run", "--seccomp", path, "--", "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("the seccomp policy must allow what nsbox does before execve", p.stderr)
+
+    def test_action_typo(self):
+        path = self.write("typo.policy", "kexec_load: kil\n")
+        self.assertOneLineError(nsbox("policy", "check", path), contains="unknown action 'kil'")
+
     def test_local_include_and_one_level_only(self):
         self.write("groups/mine.group", "# mine\nread\n")
         path = self.write("top.policy", "@include groups/mine.group\n")

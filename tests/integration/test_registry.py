@@ -39,13 +39,24 @@ class TestPsKill(NsboxTestCase):
         table = nsbox("ps").stdout
         self.assertIn(mine[0]["run_id"], table)
 
+        self.assertIn("python3 -c", table)  # the program, not nsbox's options
+        self.assertNotIn("--timeout 60", table)
         start = time.monotonic()
-        p = nsbox("kill", mine[0]["run_id"])
+        p = nsbox("kill", mine[0]["run_id"][:8])  # a unique prefix will do
         self.assertEqual((p.returncode, p.stdout), (0, f"killed {mine[0]['run_id']}\n"), p.stderr)
         proc.wait(timeout=10)
         self.assertLess(time.monotonic() - start, 1.5)
         r = json.loads(proc.stdout.read())
         self.assertEqual((proc.returncode, r["status"], r["signal"]), (137, "killed", 9))
+        # Without --json, nsbox says why on stderr.
+        token = "msg-" + secrets.token_hex(6)
+        proc = subprocess.Popen([NSBOX, "run", "--", "python3", "-c", "import time; time.sleep(60)",
+                                 token], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(proc.stderr.close)
+        self.assertTrue(wait_until(lambda: len(processes_with(token)) >= 2, timeout=10))
+        self.assertEqual(nsbox("kill", "--all").returncode, 0)
+        self.assertEqual(proc.wait(timeout=10), 137)
+        self.assertIn("nsbox: killed on request (nsbox kill)", proc.stderr.read())
         self.assertEqual(processes_with(token), [])
         self.assertFalse([e for e in self.entries() if token in " ".join(e["argv"])])
 

@@ -109,6 +109,7 @@ Test(policy, malformed_lines_name_their_position)
         {": arg0 == 1\n", 1, 1, "expected a system call name"},
         {"read: arg0 == 1 ||\n", 1, 19, "expected arg0 .. arg5"},
         {"read: arg0 && arg1 == 1\n", 1, 12, "expected a comparison before '&&'"},
+        {"kexec_load: kil\n", 1, 13, "unknown action 'kil'"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct policy p;
