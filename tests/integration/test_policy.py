@@ -193,6 +193,12 @@ class TestPolicyFiles(NsboxTestCase):
     def test_a_policy_too_small_for_nsbox_says_so(self):
         path = self.write("tiny.policy", "read\nwrite\nexit_group\n")
         p = nsbox("run", "--seccomp", path, "--", "true")
+        self.assertIn("the seccomp policy refused:", p.stderr)
+        if os.environ.get("NSBOX_SANITIZERS") == "1":
+            # nsbox's own pre-execve code, built with ASan, needs more (sigaltstack, ...) and
+            # dies of the refusal before it can say why: it must still not run the program.
+            self.assertNotEqual(p.returncode, 0)
+            return
         self.assertEqual(p.returncode, 125)
         self.assertIn("the seccomp policy must allow what nsbox does before execve", p.stderr)
 
