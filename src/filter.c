@@ -51,9 +51,7 @@ static scmp_filter_ctx new_ctx(uint32_t default_action)
      * x86-64) kill the whole process rather than fail. */
     if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) < 0 ||
         /* A binary tree of system call numbers instead of a linear list. */
-        seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2) < 0 ||
-        /* The kernel's errno from seccomp_load(), not a generic -ECANCELED. */
-        seccomp_attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1) < 0) {
+        seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2) < 0) {
         seccomp_release(ctx);
         return NULL;
     }
