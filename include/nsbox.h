@@ -123,6 +123,27 @@ struct nsbox_config {
      * thread and forwarded to the payload (SIGUSR1 kills the sandbox: NSBOX_STATUS_KILLED); a second one, or the payload ignoring the first for
      * 5 s, kills the sandbox. false (the default): the caller's signal handling is untouched. */
     bool forward_signals;
+
+    /* Opt-outs. Each removes one protection, loudly: nsbox_run() adds a warning naming it.
+     * They exist to show what each protection stops (`nsbox selftest --ablate`) and for
+     * trusted code that needs the host's resource; never set them for untrusted code. */
+    /* true: no network namespace: the payload shares the host's network, and the built-in
+     * policy becomes policy/network.policy (AF_INET and AF_INET6 sockets allowed; a policy
+     * given in seccomp_policy is used as it is). Docker's --network host. */
+    bool network_host;
+    /* true: no pid namespace: the payload sees and can signal the host's processes of its
+     * host uid, /proc is the host's, and processes it starts in the background outlive the
+     * run unless a cgroup leaf holds them. Docker's --pid host. */
+    bool pid_host;
+    /* true: no IPC namespace: System V IPC objects and POSIX message queues are the host's.
+     * Docker's --ipc host. */
+    bool ipc_host;
+    /* true: the payload's environment starts from the caller's whole environ(7) (then PATH,
+     * HOME, LANG and env as usual): every secret exported there reaches it. */
+    bool env_inherit;
+    /* true: descriptors the caller left open without FD_CLOEXEC (above 2) reach the payload;
+     * false: everything above stderr is closed before execve (close_range(2)). */
+    bool keep_fds;
 };
 
 enum nsbox_status {
@@ -198,7 +219,8 @@ const char *nsbox_default_rootfs(void);
  * Run the configured payload in a fresh sandbox and wait for it to end.
  *
  * On return, the sandbox and everything in it are gone: every process has been killed and
- * reaped and every descriptor nsbox opened is closed. If the calling process dies, the kernel
+ * reaped and every descriptor nsbox opened is closed. (One exception, opted into: with pid_host
+ * and no cgroup leaf, processes the payload left in the background survive it.) If the calling process dies, the kernel
  * kills the sandbox too (PR_SET_PDEATHSIG on the sandbox's init).
  *
  * Returns 0 when the payload ran or nsbox reports why it could not (status NSBOX_STATUS_ERROR,

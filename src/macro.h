@@ -2,6 +2,7 @@
 /* The small cleanup vocabulary nsbox uses everywhere (see HACKING.md). */
 #pragma once
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,9 @@
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 
 static inline void freep(void *p)
 {
@@ -35,7 +39,14 @@ static inline void fclosep(FILE **f)
         (void)fclose(*f);
 }
 
+static inline void closedirp(DIR **d)
+{
+    if (*d)
+        (void)closedir(*d);
+}
+
 #define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_closedir_ _cleanup_(closedirp)
 #define _cleanup_close_ _cleanup_(closep)
 #define _cleanup_fclose_ _cleanup_(fclosep)
 

@@ -22,6 +22,7 @@
 #include "filter.h"
 #include "parse.h"
 #include "policyfile.h"
+#include "selftest.h"
 
 #define EXIT_NSBOX_FAILURE 125
 
@@ -55,15 +56,24 @@ static void usage_run(FILE *f)
           "  --cgroup MODE          limits in a cgroup v2 leaf: auto (else rlimits, with a\n"
           "                         warning), required (else fail), off (rlimits) (default auto)\n"
           "  --cgroup-parent PATH   make the leaf below this cgroup (default: nsbox's own)\n"
-          "  --network none         no network (the default and the only mode)\n"
+          "  --network none         no network (the default)\n"
           "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
-          "  --no-seccomp           no seccomp filter (to see what it stops; unsafe)\n"
           "  -i, --stdin            copy nsbox's stdin to the program (default: /dev/null)\n"
           "  --json                 print one JSON result object instead of the output\n"
           "  --log FILE             append an audit record before and after the run (JSON lines;\n"
           "                         default $NSBOX_LOG); a run that cannot be logged does not start\n"
           "  --log-code-limit BYTES code kept in the audit log (default 64k; the SHA-256 covers all)\n"
           "  -h, --help             show this help\n"
+          "\n"
+          "Opt-outs: each removes one protection, with a warning; 'nsbox selftest --ablate' shows\n"
+          "what each lets through. Never for untrusted code.\n"
+          "  --network host         share the host's network (built-in policy: network.policy)\n"
+          "  --pid host             share the host's pid namespace and /proc\n"
+          "  --ipc host             share the host's System V IPC and POSIX message queues\n"
+          "  --env-inherit          pass nsbox's whole environment\n"
+          "  --keep-fds             pass descriptors nsbox inherited (above 2)\n"
+          "  --no-seccomp           no seccomp filter\n"
+          "  --memory, --pids-limit, --cpus, --timeout unlimited\n"
           "\n"
           "Exit status: the program's; 128+N if signal N killed it; 124 on timeout;\n"
           "125 if nsbox failed; 126 if PROGRAM cannot be executed; 127 if it is not found.\n",
@@ -82,6 +92,9 @@ static void usage(FILE *f)
           "             kill this user's sandboxes (their result says \"killed\")\n"
           "  doctor [--rootfs DIR]\n"
           "             check that nsbox can work on this host, and explain what is missing\n"
+          "  selftest [--ablate] [--control] [--json]\n"
+          "             attack a sandbox on this host and show each attack blocked (and, with\n"
+          "             --ablate, succeeding when its protection is removed)\n"
           "  policy check FILE\n"
           "             parse and compile a seccomp policy, report its errors and warnings\n"
           "  policy dump [FILE]\n"
@@ -135,6 +148,10 @@ enum {
     ARG_LOG,
     ARG_LOG_CODE_LIMIT,
     ARG_JSON,
+    ARG_PID,
+    ARG_IPC,
+    ARG_ENV_INHERIT,
+    ARG_KEEP_FDS,
 };
 
 struct run_args {
@@ -194,6 +211,10 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"stdin", no_argument, NULL, 'i'},
         {"interactive", no_argument, NULL, 'i'},
         {"json", no_argument, NULL, ARG_JSON},
+        {"pid", required_argument, NULL, ARG_PID},
+        {"ipc", required_argument, NULL, ARG_IPC},
+        {"env-inherit", no_argument, NULL, ARG_ENV_INHERIT},
+        {"keep-fds", no_argument, NULL, ARG_KEEP_FDS},
         {"help", no_argument, NULL, 'h'},
         {},
     };
@@ -318,8 +339,34 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 return BAD_VALUE("--output-limit", optarg, "expected bytes, at most 1g");
             break;
         case ARG_NETWORK:
-            if (strcmp(optarg, "none") != 0)
-                return BAD_VALUE("--network", optarg, "only 'none' is supported");
+            if (strcmp(optarg, "none") == 0)
+                c->network_host = false;
+            else if (strcmp(optarg, "host") == 0)
+                c->network_host = true;
+            else
+                return BAD_VALUE("--network", optarg, "expected none or host");
+            break;
+        case ARG_PID:
+            if (strcmp(optarg, "private") == 0)
+                c->pid_host = false;
+            else if (strcmp(optarg, "host") == 0)
+                c->pid_host = true;
+            else
+                return BAD_VALUE("--pid", optarg, "expected private or host");
+            break;
+        case ARG_IPC:
+            if (strcmp(optarg, "private") == 0)
+                c->ipc_host = false;
+            else if (strcmp(optarg, "host") == 0)
+                c->ipc_host = true;
+            else
+                return BAD_VALUE("--ipc", optarg, "expected private or host");
+            break;
+        case ARG_ENV_INHERIT:
+            c->env_inherit = true;
+            break;
+        case ARG_KEEP_FDS:
+            c->keep_fds = true;
             break;
         case ARG_SECCOMP:
             c->seccomp_policy = optarg;
@@ -388,9 +435,6 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                                         "[ARGS...] (see 'nsbox run --help')");
     if (c->seccomp_disabled && c->seccomp_policy)
         return log_error_errno(-EINVAL, "--seccomp and --no-seccomp exclude each other");
-    if (c->seccomp_disabled)
-        log_warning("--no-seccomp: the payload runs without a seccomp filter; never use this "
-                    "for untrusted code");
     c->env = a->env;
     c->binds = a->binds;
     c->tmpfs = a->tmpfs;
@@ -609,6 +653,8 @@ int main(int argc, char *argv[])
         return run_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "policy") == 0)
         return policy_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "selftest") == 0)
+        return selftest_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "ps") == 0) {
         if (argc == 2 || (argc == 3 && strcmp(argv[2], "--json") == 0))
             return registry_ps(argc == 3);

@@ -72,18 +72,25 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
     return 0;
 }
 
-static int populate_proc(struct step_error *e)
+static int populate_proc(bool pid_host, struct step_error *e)
 {
     static const char *const read_only[] = {"proc/sys", "proc/sysrq-trigger"};
 
-    /* A fresh procfs for the new pid namespace: it shows only the sandbox's processes. Paths
-     * are relative to the new root, the working directory. It is mounted before the old root
-     * goes: in a user namespace the kernel allows a new procfs only while a fully visible one
-     * is mounted in the same mount namespace (mnt_already_visible() in fs/namespace.c), so it
-     * also fails (EPERM) where the host's /proc has parts hidden by over-mounts. */
-    if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+    if (pid_host) {
+        /* Opted out of the pid namespace: a new procfs would need CAP_SYS_ADMIN over the
+         * host's pid namespace (proc(5)), so the host's /proc is bound, with its submounts. */
+        if (mount("/proc", "proc", NULL, MS_BIND | MS_REC, NULL) < 0)
+            return step_fail(e, negative_errno(), "bind the host's /proc", "--pid host");
+    } else if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+        /* A fresh procfs for the new pid namespace: it shows only the sandbox's processes.
+         * Paths are relative to the new root, the working directory. It is mounted before the
+         * old root goes: in a user namespace the kernel allows a new procfs only while a fully
+         * visible one is mounted in the same mount namespace (mnt_already_visible() in
+         * fs/namespace.c), so it also fails (EPERM) where the host's /proc has parts hidden by
+         * over-mounts. */
         return step_fail(e, negative_errno(), "mount /proc",
                          "a fully visible /proc is needed on the host");
+    }
 
     /* Kernel knobs stay read-only even for a payload that is root in its namespace; Docker
      * does the same. (Writes there are already refused to unmapped owners; this is a second
@@ -124,7 +131,7 @@ int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e)
      * drops it, and with it every host path (pivot_root(2), NOTES). */
     if (chdir(sb->rootfs) < 0)
         return step_fail(e, negative_errno(), "chdir rootfs", "%s", sb->rootfs);
-    r = populate_proc(e);
+    r = populate_proc(sb->config->pid_host, e);
     if (r < 0)
         return r;
     if (sys_pivot_root(".", ".") < 0)

@@ -114,34 +114,52 @@ static int include_one(const char *name, const char *from_file, char **ret_text,
     return builtin_text(b, ret_text, ret_len, ret_file);
 }
 
-int policy_load(const char *path, struct policy *ret, struct policy_error *e)
+int policy_load_builtin(const char *name, struct policy *ret, struct policy_error *e)
 {
-    struct include_context ctx = {.builtin = path == NULL};
+    struct include_context ctx = {.builtin = true};
+    const struct policy_builtin *b = policy_builtin_find(name);
     _cleanup_free_ char *text = NULL, *file = NULL;
     size_t len = 0;
     int r;
 
     *ret = (struct policy){0};
-    if (path) {
-        r = read_file(path, &text, &len);
-        if (r < 0) {
-            *e = (struct policy_error){0};
-            (void)snprintf(e->file, sizeof(e->file), "%s", path);
-            (void)snprintf(e->message, sizeof(e->message), "cannot read the policy: %s",
-                           r == -EINVAL ? "not a regular file" : strerror(-r));
-            return r;
-        }
-        file = strdup(path);
-        if (!file)
-            return -ENOMEM;
-    } else {
-        const struct policy_builtin *b = policy_builtin_find("default.policy");
-        if (!b)
-            return -ENOENT;
-        r = builtin_text(b, &text, &len, &file);
-        if (r < 0)
-            return r;
+    if (!b) {
+        *e = (struct policy_error){0};
+        (void)snprintf(e->file, sizeof(e->file), "%s", name);
+        (void)snprintf(e->message, sizeof(e->message), "no built-in policy of that name");
+        return -ENOENT;
     }
+    r = builtin_text(b, &text, &len, &file);
+    if (r < 0)
+        return r;
+    ctx.total = len;
+    r = policy_parse(text, len, file, include_file, &ctx, ret, e);
+    if (r < 0)
+        policy_free(ret);
+    return r;
+}
+
+int policy_load(const char *path, struct policy *ret, struct policy_error *e)
+{
+    struct include_context ctx = {.builtin = false};
+    _cleanup_free_ char *text = NULL, *file = NULL;
+    size_t len = 0;
+    int r;
+
+    if (!path)
+        return policy_load_builtin("default.policy", ret, e);
+    *ret = (struct policy){0};
+    r = read_file(path, &text, &len);
+    if (r < 0) {
+        *e = (struct policy_error){0};
+        (void)snprintf(e->file, sizeof(e->file), "%s", path);
+        (void)snprintf(e->message, sizeof(e->message), "cannot read the policy: %s",
+                       r == -EINVAL ? "not a regular file" : strerror(-r));
+        return r;
+    }
+    file = strdup(path);
+    if (!file)
+        return -ENOMEM;
     ctx.total = len;
     r = policy_parse(text, len, file, include_file, &ctx, ret, e);
     if (r < 0)

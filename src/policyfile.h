@@ -27,3 +27,10 @@ const struct policy_builtin *policy_builtin_find(const char *name);
  * filled; *ret is released on error.
  */
 int policy_load(const char *path, struct policy *ret, struct policy_error *e);
+
+/*
+ * Parse the built-in policy file name ("default.policy", "network.policy") with its includes,
+ * which are built-in files too. Returns 0; -ENOENT when nsbox carries no file of that name;
+ * -ENOMEM; or a -errno of policy_parse() (-EINVAL for a syntax error), with *e filled.
+ */
+int policy_load_builtin(const char *name, struct policy *ret, struct policy_error *e);

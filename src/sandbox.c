@@ -61,6 +61,19 @@
     (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |     \
      CLONE_NEWCGROUP)
 
+/* The namespaces of this run: all of them, but those the config opted out of. */
+static unsigned long sandbox_namespaces(const struct nsbox_config *c)
+{
+    unsigned long flags = SANDBOX_NAMESPACES;
+    if (c->network_host)
+        flags &= ~(unsigned long)CLONE_NEWNET;
+    if (c->pid_host)
+        flags &= ~(unsigned long)CLONE_NEWPID;
+    if (c->ipc_host)
+        flags &= ~(unsigned long)CLONE_NEWIPC;
+    return flags;
+}
+
 int step_fail(struct step_error *e, int r, const char *step, const char *detail_fmt, ...)
 {
     e->err = r < 0 ? -r : 0;
@@ -164,26 +177,35 @@ static size_t path_depth(const char *path)
     return d;
 }
 
-/* The payload's environment: the fixed base, then config->env, where a later KEY wins. */
+/* The payload's environment: with env_inherit the caller's environ(7) (entries that are not
+ * KEY=VALUE skipped), then the fixed base, then config->env, where a later KEY wins. */
 static int plan_env(struct sandbox *sb, struct nsbox_result *ret)
 {
     static const char *const base[] = {"PATH=" SANDBOX_PATH, "HOME=/tmp", "LANG=C.UTF-8"};
     const struct nsbox_config *c = sb->config;
-    size_t n_extra = 0, n = 0;
+    size_t n_inherited = 0, n_extra = 0, n = 0;
 
+    if (c->env_inherit)
+        while (environ[n_inherited])
+            n_inherited++;
     if (c->env)
         while (c->env[n_extra])
             n_extra++;
-    sb->envp = calloc(ELEMENTSOF(base) + n_extra + 1, sizeof(char *));
+    sb->envp = calloc(n_inherited + ELEMENTSOF(base) + n_extra + 1, sizeof(char *));
     if (!sb->envp)
         return plan_error(ret, -ENOMEM, "environment", "out of memory");
 
-    for (size_t i = 0; i < ELEMENTSOF(base) + n_extra; i++) {
-        const char *kv = i < ELEMENTSOF(base) ? base[i] : c->env[i - ELEMENTSOF(base)];
+    for (size_t i = 0; i < n_inherited + ELEMENTSOF(base) + n_extra; i++) {
+        const char *kv = i < n_inherited                        ? environ[i]
+                         : i < n_inherited + ELEMENTSOF(base) ? base[i - n_inherited]
+                                                                : c->env[i - n_inherited -
+                                                                         ELEMENTSOF(base)];
         const char *eq = strchr(kv, '=');
         size_t key_len;
         size_t j;
 
+        if (i < n_inherited && (!eq || !env_name_is_valid(kv, (size_t)(eq - kv))))
+            continue;
         if (!eq || !env_name_is_valid(kv, (size_t)(eq - kv)))
             return plan_error(ret, -EINVAL, "environment", "invalid environment entry '%s'", kv);
         key_len = (size_t)(eq - kv) + 1;
@@ -340,12 +362,15 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
 
     if (sb->config->seccomp_disabled)
         return 0;
-    if (!sb->config->seccomp_policy) {
+    if (!sb->config->seccomp_policy && !sb->config->network_host) {
         /* compiled at build time */
         sb->filter = filter_notify_supported() ? filter_default_notify : filter_default;
         return 0;
     }
-    r = policy_load(sb->config->seccomp_policy, &policy, &e);
+    if (sb->config->seccomp_policy)
+        r = policy_load(sb->config->seccomp_policy, &policy, &e);
+    else
+        r = policy_load_builtin("network.policy", &policy, &e);
     if (r >= 0) {
         /* Unknown names are warnings in a user's policy (nsbox's own is checked when it is
          * built). */
@@ -393,6 +418,31 @@ static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
                         reason);
     }
     return 0;
+}
+
+/* Every protection the config removes is said out loud, before the payload starts. */
+static void plan_opt_out_warnings(const struct nsbox_config *c, struct nsbox_result *ret)
+{
+    if (c->seccomp_disabled)
+        add_warning(c, ret, "--no-seccomp: the payload runs without a seccomp filter; never use "
+                            "this for untrusted code");
+    if (c->network_host)
+        add_warning(c, ret, "--network host: the payload shares the host's network%s",
+                    c->seccomp_policy || c->seccomp_disabled
+                        ? ""
+                        : " (built-in policy network.policy: internet sockets allowed)");
+    if (c->pid_host)
+        add_warning(c, ret, "--pid host: the payload sees and can signal the host's processes "
+                            "of its uid, and what it starts in the background can outlive the "
+                            "run");
+    if (c->ipc_host)
+        add_warning(c, ret, "--ipc host: the payload shares the host's System V IPC and POSIX "
+                            "message queues");
+    if (c->env_inherit)
+        add_warning(c, ret, "--env-inherit: the payload gets nsbox's whole environment, "
+                            "secrets included");
+    if (c->keep_fds)
+        add_warning(c, ret, "--keep-fds: descriptors nsbox inherited reach the payload");
 }
 
 static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
@@ -446,6 +496,7 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     sb->host_uid = sb->privileged ? NOBODY : geteuid();
     sb->host_gid = sb->privileged ? NOBODY : getegid();
 
+    plan_opt_out_warnings(c, ret);
     return plan_filter(sb, ret);
 }
 
@@ -572,13 +623,18 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int in_fd, int out
         payload_fail(report_fd, errno, "stdout/stderr");
     /* The report pipe moves to fd 3 (close-on-exec); everything above it is closed, so no
      * descriptor of nsbox or of nsbox's caller reaches the payload. */
-    if (report_fd != 3) {
-        if (dup3(report_fd, 3, O_CLOEXEC) < 0)
-            payload_fail(report_fd, errno, "report pipe");
-        report_fd = 3;
+    if (c->keep_fds) {
+        /* Opted out: the caller's inherited descriptors stay where they are; nsbox's own are
+         * all close-on-exec. */
+    } else {
+        if (report_fd != 3) {
+            if (dup3(report_fd, 3, O_CLOEXEC) < 0)
+                payload_fail(report_fd, errno, "report pipe");
+            report_fd = 3;
+        }
+        if (sys_close_range(4, ~0U, 0) < 0)
+            payload_fail(report_fd, errno, "close_range");
     }
-    if (sys_close_range(4, ~0U, 0) < 0)
-        payload_fail(report_fd, errno, "close_range");
 
     /* The signal mask survives execve(2): clear it (init reset the dispositions). */
     sigemptyset(&none);
@@ -807,10 +863,11 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 /* Create the sandbox's init. With cgroup_fd >= 0 it is born in that cgroup
  * (CLONE_INTO_CGROUP, Linux 5.7), so the limits hold from its first instruction; *ret_attached
  * says whether that happened, or the caller must move it before releasing it. */
-static int clone_sandbox(int cgroup_fd, int *ret_pidfd, bool *ret_attached)
+static int clone_sandbox(unsigned long namespaces, int cgroup_fd, int *ret_pidfd,
+                         bool *ret_attached)
 {
     struct nsbox_clone_args args = {
-        .flags = SANDBOX_NAMESPACES | CLONE_PIDFD,
+        .flags = namespaces | CLONE_PIDFD,
         .pidfd = (uint64_t)(uintptr_t)ret_pidfd,
         .exit_signal = SIGCHLD,
     };
@@ -836,7 +893,7 @@ static int clone_sandbox(int cgroup_fd, int *ret_pidfd, bool *ret_attached)
         /* Linux < 5.3. The child of a raw clone(2) must not rely on glibc's cached thread id
          * (raise(3)); nsbox's child does not. x86-64 argument order: flags, stack, parent_tid
          * (where CLONE_PIDFD stores the pidfd), child_tid, tls. */
-        pid = syscall(SYS_clone, (unsigned long)(SANDBOX_NAMESPACES | CLONE_PIDFD) | SIGCHLD,
+        pid = syscall(SYS_clone, namespaces | CLONE_PIDFD | SIGCHLD,
                       NULL, ret_pidfd, NULL, 0);
     }
     return (int)pid;
@@ -923,7 +980,8 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     }
 
     start = now_usec();
-    pid = clone_sandbox(sb.in_cgroup ? leaf.dir_fd : -1, &pidfd, &attached_by_clone);
+    pid = clone_sandbox(sandbox_namespaces(c), sb.in_cgroup ? leaf.dir_fd : -1, &pidfd,
+                        &attached_by_clone);
     if (pid < 0) {
         r = negative_errno();
         (void)plan_error(ret, r, "clone3", "creating the sandbox's namespaces failed: %s%s",

@@ -1,0 +1,312 @@
+# The attack programs of `nsbox selftest` (src/selftest.c), carried inside the nsbox binary.
+#
+#     python3 -I -B -c "$(cat selftest-attacks.py)" ATTACK ARGS...
+#
+# Each attack tries one thing a sandbox must stop and prints a line starting with SUCCEEDED only
+# when it got it; what it could not do it prints as "blocked: ...". Where success can be seen
+# from outside (a canary planted on the host, a listener, a victim process), `nsbox selftest`
+# judges by that, not by this output. Every attack is bounded, so that it is safe to run with
+# a protection removed (`--ablate`) or without nsbox at all (`--control`): at most 512 MiB of
+# memory, 200 processes, 64 MiB of files, 16 MiB of output, a few seconds, one process left
+# behind that exits by itself after 20 s.
+import os
+import socket
+import sys
+import time
+
+SUCCEEDED = "SUCCEEDED"
+
+
+def got(what):
+    print(SUCCEEDED, what, flush=True)
+
+
+def blocked(what, err):
+    print("blocked:", what, "->", err, flush=True)
+
+
+def read_host_file(path):
+    # The host path itself, then the same file name below every mount point.
+    name = os.path.basename(path)
+    places = [path]
+    try:
+        with open("/proc/self/mountinfo") as f:
+            places += [os.path.join(line.split()[4], name) for line in f]
+    except OSError as e:
+        blocked("/proc/self/mountinfo", e)
+    for p in places:
+        try:
+            with open(p) as f:
+                got("read %s: %s" % (p, f.read().strip()))
+                return
+        except OSError as e:
+            if p == path:
+                blocked("open " + p, e)
+
+
+def network_egress(port, nonce):
+    try:
+        with socket.create_connection(("127.0.0.1", int(port)), timeout=3) as s:
+            s.sendall(nonce.encode())
+        got("sent the nonce to 127.0.0.1:%s" % port)
+    except OSError as e:
+        blocked("connect 127.0.0.1:%s" % port, e)
+
+
+def exhaust_memory(mib):
+    try:
+        b = bytearray(int(mib) << 20)
+        for i in range(0, len(b), 4096):
+            b[i] = 1
+        got("allocated and touched %s MiB" % mib)
+    except MemoryError as e:
+        blocked("allocate %s MiB" % mib, repr(e))
+
+
+def fork_bomb(n):
+    n, pids = int(n), []
+    try:
+        for _ in range(n):
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(30)
+                os._exit(0)
+            pids.append(pid)
+        got("forked %d processes" % n)
+    except OSError as e:
+        blocked("fork #%d" % (len(pids) + 1), e)
+    finally:
+        for pid in pids:
+            os.kill(pid, 9)
+        for pid in pids:
+            os.waitpid(pid, 0)
+
+
+def persist(directory):
+    p = os.path.join(directory, "persisted.txt")
+    try:
+        with open(p, "w") as f:
+            f.write("still here\n")
+        got("wrote " + p)
+    except OSError as e:
+        blocked("write " + p, e)
+
+
+def steal_env():
+    found = [k + "=" + v for k, v in os.environ.items() if "NSBOX-CANARY" in v]
+    for pid in ("self", "1"):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                found += [e.decode(errors="replace") for e in f.read().split(b"\0")
+                          if b"NSBOX-CANARY" in e]
+        except OSError as e:
+            blocked("/proc/%s/environ" % pid, e)
+    if found:
+        got("environment: " + " ".join(sorted(set(found))))
+    else:
+        blocked("environment", "no secret in %d variables" % len(os.environ))
+
+
+def inherited_fd():
+    for fd in range(3, 1024):
+        try:
+            data = os.pread(fd, 4096, 0)
+        except OSError:
+            continue
+        if b"NSBOX-CANARY" in data:
+            got("fd %d: %s" % (fd, data.decode(errors="replace").strip()))
+            return
+    blocked("read descriptors 3-1023", "no secret")
+
+
+def signal_outside(pid):
+    try:
+        os.kill(int(pid), 9)
+        got("sent SIGKILL to pid " + pid)
+    except OSError as e:
+        blocked("kill " + pid, e)
+
+
+def write_proc():
+    for p in ("/proc/sysrq-trigger", "/proc/sys/kernel/core_pattern"):
+        try:
+            # Opened for writing, never written: that alone proves the write would go through.
+            os.close(os.open(p, os.O_WRONLY))
+            got("opened %s for writing" % p)
+        except OSError as e:
+            blocked("open %s for writing" % p, e)
+
+
+def nested_userns():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        blocked("unshare(CLONE_NEWUSER)", os.strerror(ctypes.get_errno()))
+        return
+    with open("/proc/self/status") as f:
+        caps = [line.split()[1] for line in f if line.startswith("CapEff:")][0]
+    if int(caps, 16):
+        got("a new user namespace with capabilities %s" % caps)
+    else:
+        blocked("capabilities in a new user namespace", caps)
+
+
+def setuid(path):
+    import subprocess
+    try:
+        out = subprocess.run([path], capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError as e:
+        blocked("exec " + path, e)
+        return
+    if "euid=" in out:
+        got("setuid program ran with other ids: " + out)
+    else:
+        blocked("setuid " + path, "ids unchanged: " + out)
+
+
+def tiocsti(fd):
+    import fcntl
+    import termios
+    fd, text = int(fd), b"echo nsbox-selftest-injected\n"
+    for f in (0, 1, 2, fd):
+        try:
+            for ch in text:
+                fcntl.ioctl(f, termios.TIOCSTI, bytes([ch]))
+            got("pushed input into the terminal on fd %d" % f)
+            return
+        except OSError as e:
+            blocked("TIOCSTI on fd %d" % f, e)
+    # TIOCSTI needs the terminal to be the caller's controlling terminal: a new session can
+    # take one that is nobody's.
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            fcntl.ioctl(fd, termios.TIOCSCTTY, 0)
+            for ch in text:
+                fcntl.ioctl(fd, termios.TIOCSTI, bytes([ch]))
+            os.write(w, b"ok")
+        except OSError as e:
+            os.write(w, str(e).encode())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    msg = os.read(r, 200).decode()
+    if msg == "ok":
+        got("made fd %d its controlling terminal and pushed input into it" % fd)
+    else:
+        blocked("TIOCSCTTY and TIOCSTI on fd %d" % fd, msg)
+
+
+def abstract_socket(name, nonce):
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(3)
+            s.connect("\0" + name)
+            s.sendall(nonce.encode())
+        got("sent the nonce to the abstract socket @" + name)
+    except OSError as e:
+        blocked("connect @" + name, e)
+
+
+def sysv_ipc(key):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    shmid = libc.shmget(ctypes.c_int(int(key)), ctypes.c_size_t(0), 0)
+    if shmid < 0:
+        blocked("shmget key %s" % key, os.strerror(ctypes.get_errno()))
+        return
+    addr = libc.shmat(shmid, None, 0o10000)  # SHM_RDONLY
+    if addr in (None, ctypes.c_void_p(-1).value):
+        blocked("shmat", os.strerror(ctypes.get_errno()))
+        return
+    got("System V shared memory: " + ctypes.string_at(addr, 64).split(b"\0")[0].decode())
+
+
+def hostname():
+    name = socket.gethostname()
+    try:
+        socket.sethostname(name)  # its own name again: proof enough, and no harm
+        got("set the hostname (%s)" % name)
+    except OSError as e:
+        blocked("sethostname", e)
+
+
+def fill_tmp(directory, mib):
+    p = os.path.join(directory, "nsbox-selftest-fill")
+    chunk, written = b"x" * (1 << 20), 0
+    try:
+        with open(p, "wb") as f:
+            for _ in range(int(mib)):
+                f.write(chunk)
+                written += 1
+        got("wrote %s MiB to %s" % (mib, directory))
+    except OSError as e:
+        blocked("write to %s after %d MiB" % (directory, written), e)
+    finally:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
+def flood_output(mib):
+    chunk = b"A" * (1 << 20)
+    for _ in range(int(mib)):
+        sys.stdout.buffer.write(chunk)
+    sys.stdout.flush()
+
+
+def runaway(seconds):
+    end = time.monotonic() + float(seconds)
+    while time.monotonic() < end:
+        pass
+    got("still running after %s s" % seconds)
+
+
+def leave_process(tag):
+    # The tag is in this program's arguments, so the process left behind carries it too.
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            # A daemon lets go of the caller's output, as real ones do.
+            null = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.write(w, b"1")
+            time.sleep(20)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    os.read(r, 1)
+    print("left pid behind, tagged", tag, flush=True)
+
+
+ATTACKS = {
+    "read-host-file": read_host_file,
+    "network-egress": network_egress,
+    "memory": exhaust_memory,
+    "fork-bomb": fork_bomb,
+    "persistence": persist,
+    "env-credentials": steal_env,
+    "inherited-fd": inherited_fd,
+    "signal-outside": signal_outside,
+    "proc-writes": write_proc,
+    "nested-userns": nested_userns,
+    "setuid": setuid,
+    "tiocsti": tiocsti,
+    "abstract-socket": abstract_socket,
+    "sysv-ipc": sysv_ipc,
+    "hostname": hostname,
+    "fill-tmp": fill_tmp,
+    "output-flood": flood_output,
+    "runaway": runaway,
+    "leftover-process": leave_process,
+}
+
+if __name__ == "__main__":
+    ATTACKS[sys.argv[1]](*sys.argv[2:])

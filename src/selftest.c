@@ -1,0 +1,1270 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* nsbox selftest: the attacks of src/selftest-attacks.py, run inside `nsbox run` on this host,
+ * judged by what reached the host (a canary read, a listener reached, a victim killed). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/shm.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "log.h"
+#include "macro.h"
+#include "nsbox.h"
+#include "selftest.h"
+
+/* src/selftest-attacks.py, generated into selftest-attacks.c at build time. */
+extern const char selftest_attacks[];
+
+#define NOBODY 65534
+#define OUTPUT_MAX (64U << 20)       /* bytes kept of one trial's output */
+#define TRIAL_TIMEOUT_MS (60 * 1000) /* a trial that hangs this long is killed */
+#define FLOOD_MIB 16
+
+enum mode { MODE_SANDBOX, MODE_ABLATED, MODE_CONTROL };
+
+struct ctx {
+    char exe[PATH_MAX];
+    const char *rootfs; /* --rootfs, or NULL for nsbox's default */
+    char dir[128]; /* this self-test's temporary directory */
+    char python[PATH_MAX];
+    uid_t host_uid; /* the host ids a sandbox of this caller runs as */
+    gid_t host_gid;
+    bool root;
+    char limits_by[32]; /* what enforced the limits in the sandbox runs */
+    char limits_note[512];
+};
+
+#define MAX_ARGS 4
+#define MAX_OPTS 8
+struct trial {
+    enum mode mode;
+    char dir[256]; /* a directory of this trial's own, mode 0755 */
+    const char *args[MAX_ARGS];
+    size_t n_args;
+    const char *opts[MAX_OPTS]; /* extra `nsbox run` options (sandbox and ablated runs) */
+    size_t n_opts;
+    char buf[4][512]; /* storage for args and opts */
+    char secret[80];       /* a canary or nonce only the attack could bring back */
+    char skip[256];        /* not tried, and why */
+    int pass_fd;           /* left open for the run (not close-on-exec), or -1 */
+    int fd;                /* a listener, or the pty's master, or -1 */
+    pid_t victim;
+    int shmid;
+    bool as_caller;  /* control: run as the caller itself, not as the sandbox's host ids */
+    bool env_secret; /* NSBOX_SELFTEST_TOKEN=secret in the environment during the run */
+};
+
+struct outcome {
+    bool ran;
+    char status[32]; /* the result's status, or exited/signaled/timeout for a control run */
+    char *out;       /* the attack's stdout */
+    size_t out_len;
+    char err[1024]; /* nsbox's error message, or the start of stderr */
+};
+
+struct attack {
+    const char *name;
+    const char *tried;
+    const char *protection;
+    const char *opt_out;    /* what --ablate removes, as `nsbox run` options */
+    const char *no_opt_out; /* when opt_out is NULL: why no opt-out can remove it */
+    int (*setup)(const struct ctx *c, struct trial *t);
+    bool (*succeeded)(const struct ctx *c, struct trial *t, const struct outcome *o);
+};
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+static void random_hex(char *buf, size_t bytes)
+{
+    unsigned char r[32];
+    if (bytes > sizeof(r))
+        bytes = sizeof(r);
+    if (getrandom(r, bytes, 0) != (ssize_t)bytes)
+        for (size_t i = 0; i < bytes; i++)
+            r[i] = (unsigned char)(rand() ^ (int)getpid());
+    for (size_t i = 0; i < bytes; i++)
+        (void)sprintf(buf + 2 * i, "%02x", r[i]);
+}
+
+static void new_canary(struct trial *t)
+{
+    char hex[33];
+    random_hex(hex, 16);
+    (void)snprintf(t->secret, sizeof(t->secret), "NSBOX-CANARY-%s", hex);
+}
+
+static bool out_has(const struct outcome *o, const char *needle)
+{
+    return o->out && memmem(o->out, o->out_len, needle, strlen(needle)) != NULL;
+}
+
+/* The attack said "SUCCEEDED <word>...". Used only where nothing outside can tell. */
+static bool said(const struct outcome *o, const char *word)
+{
+    char needle[128];
+    (void)snprintf(needle, sizeof(needle), "SUCCEEDED %s", word);
+    return out_has(o, needle);
+}
+
+static void add_arg(struct trial *t, const char *arg)
+{
+    if (t->n_args < MAX_ARGS)
+        t->args[t->n_args++] = arg;
+}
+
+static void add_opt(struct trial *t, const char *opt)
+{
+    if (t->n_opts < MAX_OPTS)
+        t->opts[t->n_opts++] = opt;
+}
+
+static int write_text(const char *path, const char *text, mode_t mode)
+{
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    size_t n = strlen(text);
+    if (fd < 0)
+        return -errno;
+    if (write(fd, text, n) != (ssize_t)n)
+        return -EIO;
+    if (fchmod(fd, mode) < 0) /* past the umask */
+        return -errno;
+    return 0;
+}
+
+/* Accept one connection on a listener that the attack may have reached during the run, and
+ * say whether it sent the nonce. */
+static bool listener_got(int fd, const char *nonce)
+{
+    char buf[128] = "";
+    size_t n = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    _cleanup_close_ int conn = -EBADF;
+
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+    if (conn < 0)
+        return false;
+    while (n < sizeof(buf) - 1) {
+        ssize_t k;
+        p = (struct pollfd){.fd = conn, .events = POLLIN};
+        if (poll(&p, 1, 2000) <= 0)
+            break;
+        k = read(conn, buf + n, sizeof(buf) - 1 - n);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    buf[n] = '\0';
+    return strstr(buf, nonce) != NULL;
+}
+
+/* ---- the attacks: setup and judgement ------------------------------------------------------ */
+
+static int setup_read_host_file(const struct ctx *c, struct trial *t)
+{
+    (void)c;
+    new_canary(t);
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%s/secret", t->dir);
+    add_arg(t, t->buf[0]);
+    if (t->mode == MODE_ABLATED) {
+        (void)snprintf(t->buf[1], sizeof(t->buf[1]), "%s:/mnt:ro", t->dir);
+        add_opt(t, "-v");
+        add_opt(t, t->buf[1]);
+    }
+    return write_text(t->buf[0], t->secret, 0644);
+}
+
+static bool canary_in_output(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    return out_has(o, t->secret);
+}
+
+static int listen_tcp(const struct ctx *c, struct trial *t)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    (void)c;
+
+    t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (t->fd < 0 || bind(t->fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(t->fd, 4) < 0 ||
+        getsockname(t->fd, (struct sockaddr *)&a, &len) < 0) {
+        (void)snprintf(t->skip, sizeof(t->skip), "no TCP listener on 127.0.0.1: %s",
+                       strerror(errno));
+        return 0;
+    }
+    new_canary(t);
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%u", (unsigned)ntohs(a.sin_port));
+    add_arg(t, t->buf[0]);
+    add_arg(t, t->secret);
+    if (t->mode == MODE_ABLATED) {
+        add_opt(t, "--network");
+        add_opt(t, "host");
+    }
+    return 0;
+}
+
+static int listen_abstract(const struct ctx *c, struct trial *t)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    char hex[17];
+    (void)c;
+
+    random_hex(hex, 8);
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "nsbox-selftest-%s", hex);
+    memcpy(a.sun_path + 1, t->buf[0], strlen(t->buf[0]));
+    t->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (t->fd < 0 ||
+        bind(t->fd, (struct sockaddr *)&a,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(t->buf[0]))) < 0 ||
+        listen(t->fd, 4) < 0) {
+        (void)snprintf(t->skip, sizeof(t->skip), "no abstract unix socket: %s", strerror(errno));
+        return 0;
+    }
+    new_canary(t);
+    add_arg(t, t->buf[0]);
+    add_arg(t, t->secret);
+    if (t->mode == MODE_ABLATED) {
+        add_opt(t, "--network");
+        add_opt(t, "host");
+    }
+    return 0;
+}
+
+static bool listener_reached(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)o;
+    return listener_got(t->fd, t->secret);
+}
+
+static int setup_memory(const struct ctx *c, struct trial *t)
+{
+    (void)c;
+    add_arg(t, "512");
+    if (t->mode == MODE_ABLATED) {
+        add_opt(t, "--memory");
+        add_opt(t, "unlimited");
+    }
+    return 0;
+}
+
+static bool memory_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)t;
+    return said(o, "allocated");
+}
+
+static int setup_fork_bomb(const struct ctx *c, struct trial *t)
+{
+    (void)c;
+    add_arg(t, "200");
+    if (t->mode == MODE_ABLATED) {
+        add_opt(t, "--pids-limit");
+        add_opt(t, "unlimited");
+    }
+    return 0;
+}
+
+static bool fork_bomb_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)t;
+    return said(o, "forked 200");
+}
+
+static int setup_persistence(const struct ctx *c, struct trial *t)
+{
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%s/work", t->dir);
+    /* Writable by the sandbox's host uid, as a code directory of the caller's is. */
+    if (mkdir(t->buf[0], 0755) < 0 || (c->root && chown(t->buf[0], c->host_uid, c->host_gid) < 0))
+        return -errno;
+    if (t->mode == MODE_CONTROL) {
+        add_arg(t, t->buf[0]);
+        return 0;
+    }
+    (void)snprintf(t->buf[1], sizeof(t->buf[1]), "%.400s:/work%s", t->buf[0],
+                   t->mode == MODE_ABLATED ? ":rw" : "");
+    add_opt(t, "-v");
+    add_opt(t, t->buf[1]);
+    add_arg(t, "/work");
+    return 0;
+}
+
+static bool persistence_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    char path[PATH_MAX + 32];
+    (void)c;
+    (void)o;
+    (void)snprintf(path, sizeof(path), "%s/persisted.txt", t->buf[0]);
+    return access(path, F_OK) == 0;
+}
+
+static int setup_env(const struct ctx *c, struct trial *t)
+{
+    (void)c;
+    new_canary(t);
+    t->env_secret = true;
+    if (t->mode == MODE_ABLATED)
+        add_opt(t, "--env-inherit");
+    return 0;
+}
+
+static int setup_inherited_fd(const struct ctx *c, struct trial *t)
+{
+    (void)c;
+    new_canary(t);
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%s/fd-secret", t->dir);
+    if (write_text(t->buf[0], t->secret, 0600) < 0)
+        return -errno;
+    /* Deliberately without O_CLOEXEC: a descriptor a careless caller leaves open. */
+    t->pass_fd = open(t->buf[0], O_RDONLY);
+    if (t->pass_fd < 0)
+        return -errno;
+    if (t->mode == MODE_ABLATED)
+        add_opt(t, "--keep-fds");
+    return 0;
+}
+
+static int setup_signal(const struct ctx *c, struct trial *t)
+{
+    t->victim = fork();
+    if (t->victim < 0)
+        return -errno;
+    if (t->victim == 0) {
+        /* A process of the sandbox's host uid: what the payload could reach if it saw it. */
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        if (c->root && (setgroups(0, NULL) < 0 || setresgid(c->host_gid, c->host_gid,
+                                                            c->host_gid) < 0 ||
+                        setresuid(c->host_uid, c->host_uid, c->host_uid) < 0))
+            _exit(1);
+        for (;;)
+            (void)pause();
+    }
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%d", (int)t->victim);
+    add_arg(t, t->buf[0]);
+    if (t->mode == MODE_ABLATED) {
+        add_opt(t, "--pid");
+        add_opt(t, "host");
+    }
+    return 0;
+}
+
+static bool victim_killed(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)o;
+    for (int i = 0; i < 100; i++) {
+        int status;
+        pid_t p = waitpid(t->victim, &status, WNOHANG);
+        if (p == t->victim) {
+            t->victim = 0;
+            return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+        }
+        (void)usleep(10000);
+    }
+    return false;
+}
+
+static int setup_as_root_caller(const struct ctx *c, struct trial *t)
+{
+    t->as_caller = true;
+    if (t->mode == MODE_CONTROL && !c->root)
+        (void)snprintf(t->skip, sizeof(t->skip),
+                       "only root can do this even without a sandbox; run the self-test as "
+                       "root for this control");
+    return 0;
+}
+
+static bool proc_writes_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)t;
+    return said(o, "opened");
+}
+
+static bool hostname_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)t;
+    return said(o, "set the hostname");
+}
+
+static int setup_nested_userns(const struct ctx *c, struct trial *t)
+{
+    (void)c;
+    if (t->mode == MODE_ABLATED)
+        add_opt(t, "--no-seccomp");
+    return 0;
+}
+
+static bool nested_userns_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)t;
+    return said(o, "a new user namespace with capabilities");
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    _cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);
+    _cleanup_close_ int out = -EBADF;
+    char buf[65536];
+    ssize_t n;
+
+    if (in < 0)
+        return -errno;
+    out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+    if (out < 0)
+        return -errno;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(out, buf, (size_t)n) != n)
+            return -EIO;
+    return n < 0 ? -errno : 0;
+}
+
+static int setup_setuid(const struct ctx *c, struct trial *t)
+{
+    const char *rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
+    char from[PATH_MAX + 16];
+    int r;
+
+    if (!c->root) {
+        (void)snprintf(t->skip, sizeof(t->skip),
+                       "planting a setuid program owned by another user needs root");
+        return 0;
+    }
+    /* A setuid-root copy of id(1), which only prints ids: reachable by the sandbox's host
+     * group alone, and removed right after the trial. */
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%s/suid", t->dir);
+    (void)snprintf(t->buf[1], sizeof(t->buf[1]), "%s/suid/id", t->dir);
+    (void)snprintf(from, sizeof(from), "%s/usr/bin/id", rootfs);
+    if (mkdir(t->buf[0], 0750) < 0 || chown(t->buf[0], 0, c->host_gid) < 0)
+        return -errno;
+    r = copy_file(from, t->buf[1]);
+    if (r < 0)
+        return r;
+    if (chown(t->buf[1], 0, 0) < 0 || chmod(t->buf[1], 04755) < 0)
+        return -errno;
+    if (t->mode == MODE_CONTROL) {
+        add_arg(t, t->buf[1]);
+        return 0;
+    }
+    (void)snprintf(t->buf[2], sizeof(t->buf[2]), "%.400s:/mnt:ro", t->buf[0]);
+    add_opt(t, "-v");
+    add_opt(t, t->buf[2]);
+    add_arg(t, "/mnt/id");
+    return 0;
+}
+
+static bool setuid_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)unlink(t->buf[1]);
+    return said(o, "setuid program ran with other ids");
+}
+
+static int setup_tiocsti(const struct ctx *c, struct trial *t)
+{
+    char legacy[8] = "";
+    int slave;
+    (void)c;
+
+    if ((t->mode == MODE_ABLATED || t->mode == MODE_CONTROL) &&
+        read_file_at(AT_FDCWD, "/proc/sys/dev/tty/legacy_tiocsti", legacy, sizeof(legacy)) >= 0 &&
+        legacy[0] == '0') {
+        (void)snprintf(t->skip, sizeof(t->skip),
+                       "this kernel refuses TIOCSTI to everyone (dev.tty.legacy_tiocsti = 0)");
+        return 0;
+    }
+    /* A terminal standing in for the caller's: nobody's controlling terminal yet. */
+    t->fd = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (t->fd < 0 || grantpt(t->fd) < 0 || unlockpt(t->fd) < 0 || !ptsname(t->fd)) {
+        (void)snprintf(t->skip, sizeof(t->skip), "no pseudo-terminal: %s", strerror(errno));
+        return 0;
+    }
+    slave = open(ptsname(t->fd), O_RDWR | O_NOCTTY); /* inherited by the run */
+    if (slave < 0) {
+        (void)snprintf(t->skip, sizeof(t->skip), "no pseudo-terminal: %s", strerror(errno));
+        return 0;
+    }
+    t->pass_fd = slave;
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%d", slave);
+    add_arg(t, t->buf[0]);
+    if (t->mode == MODE_ABLATED) {
+        add_opt(t, "--keep-fds");
+        add_opt(t, "--no-seccomp");
+    }
+    return 0;
+}
+
+static bool tiocsti_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    char buf[256];
+    ssize_t n;
+    (void)c;
+    (void)o;
+    /* Only TIOCSTI (or a write to the master, which only this process holds) puts bytes into
+     * the terminal's input queue. */
+    if (fcntl(t->pass_fd, F_SETFL, O_NONBLOCK) < 0)
+        return false;
+    n = read(t->pass_fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return strstr(buf, "nsbox-selftest-injected") != NULL;
+}
+
+static int setup_sysv_ipc(const struct ctx *c, struct trial *t)
+{
+    unsigned key;
+    void *p;
+    (void)c;
+
+    new_canary(t);
+    for (int i = 0; i < 16; i++) {
+        if (getrandom(&key, sizeof(key), 0) != sizeof(key))
+            key = (unsigned)rand();
+        key &= 0x7fffffff;
+        /* Readable by everyone, as IPC objects that programs share often are. */
+        t->shmid = shmget((key_t)key, 4096, IPC_CREAT | IPC_EXCL | 0644);
+        if (t->shmid >= 0 || errno != EEXIST)
+            break;
+    }
+    if (t->shmid < 0) {
+        (void)snprintf(t->skip, sizeof(t->skip), "no System V shared memory: %s",
+                       strerror(errno));
+        return 0;
+    }
+    p = shmat(t->shmid, NULL, 0);
+    if (p == (void *)-1)
+        return -errno;
+    (void)snprintf(p, 4096, "%s", t->secret);
+    (void)shmdt(p);
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%u", key);
+    add_arg(t, t->buf[0]);
+    if (t->mode == MODE_ABLATED) {
+        add_opt(t, "--ipc");
+        add_opt(t, "host");
+    }
+    return 0;
+}
+
+static int setup_fill_tmp(const struct ctx *c, struct trial *t)
+{
+    (void)c;
+    add_arg(t, t->mode == MODE_CONTROL ? t->dir : "/tmp");
+    add_arg(t, "64");
+    if (t->mode == MODE_ABLATED) {
+        add_opt(t, "--tmpfs");
+        add_opt(t, "/tmp:size=128m");
+    }
+    return 0;
+}
+
+static bool fill_tmp_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)t;
+    return said(o, "wrote 64 MiB");
+}
+
+static int setup_flood(const struct ctx *c, struct trial *t)
+{
+    (void)c;
+    add_arg(t, STRINGIFY(FLOOD_MIB));
+    if (t->mode == MODE_ABLATED) {
+        add_opt(t, "--output-limit");
+        add_opt(t, "32m");
+    }
+    return 0;
+}
+
+static bool flood_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)t;
+    return o->out_len >= (size_t)FLOOD_MIB << 20;
+}
+
+static int setup_runaway(const struct ctx *c, struct trial *t)
+{
+    (void)c;
+    add_arg(t, "4");
+    add_opt(t, "--timeout");
+    add_opt(t, t->mode == MODE_ABLATED ? "unlimited" : "2");
+    return 0;
+}
+
+static bool runaway_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)t;
+    return said(o, "still running");
+}
+
+static int setup_leftover(const struct ctx *c, struct trial *t)
+{
+    char hex[17];
+    (void)c;
+    random_hex(hex, 8);
+    (void)snprintf(t->secret, sizeof(t->secret), "nsbox-selftest-leftover-%s", hex);
+    add_arg(t, t->secret);
+    if (t->mode == MODE_ABLATED) {
+        add_opt(t, "--pid");
+        add_opt(t, "host");
+        add_opt(t, "--cgroup");
+        add_opt(t, "off");
+    }
+    return 0;
+}
+
+/* Kill every process whose command line carries tag; returns how many there were. */
+static unsigned kill_tagged(const char *tag)
+{
+    _cleanup_closedir_ DIR *d = opendir("/proc");
+    unsigned found = 0;
+    struct dirent *de;
+
+    if (!d)
+        return 0;
+    while ((de = readdir(d))) {
+        char path[300], cmdline[16384];
+        ssize_t n;
+        int fd;
+        pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
+
+        if (pid <= 0 || pid == getpid())
+            continue;
+        (void)snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        n = read(fd, cmdline, sizeof(cmdline));
+        (void)close(fd);
+        if (n > 0 && memmem(cmdline, (size_t)n, tag, strlen(tag))) {
+            found++;
+            (void)kill(pid, SIGKILL);
+        }
+    }
+    return found;
+}
+
+static bool leftover_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
+{
+    (void)c;
+    (void)o;
+    return kill_tagged(t->secret) > 0;
+}
+
+static const struct attack attacks[] = {
+    {"read-host-file", "read a canary file planted on the host",
+     "its own root filesystem: host paths are not there unless bound", "-v DIR:/mnt:ro", NULL,
+     setup_read_host_file, canary_in_output},
+    {"network-egress", "send a nonce to a TCP listener on the host's 127.0.0.1",
+     "network namespace; seccomp allows only AF_UNIX sockets", "--network host", NULL,
+     listen_tcp, listener_reached},
+    {"memory", "allocate and touch 512 MiB", "--memory 256m", "--memory unlimited", NULL,
+     setup_memory, memory_succeeded},
+    {"fork-bomb", "start 200 processes", "--pids-limit 64", "--pids-limit unlimited", NULL,
+     setup_fork_bomb, fork_bomb_succeeded},
+    {"persistence", "write a file into the code directory for the next run",
+     "the code directory is bound read-only (-v DIR:/work)", "-v DIR:/work:rw", NULL,
+     setup_persistence, persistence_succeeded},
+    {"env-credentials", "find a secret exported in the caller's environment",
+     "a clean environment (PATH, HOME, LANG and -e only)", "--env-inherit", NULL, setup_env,
+     canary_in_output},
+    {"inherited-fd", "read a file through a descriptor the caller left open",
+     "descriptors above 2 closed before execve", "--keep-fds", NULL, setup_inherited_fd,
+     canary_in_output},
+    {"signal-outside", "SIGKILL a host process of the sandbox's own host uid", "pid namespace",
+     "--pid host", NULL, setup_signal, victim_killed},
+    {"proc-writes", "open /proc/sysrq-trigger and /proc/sys/kernel/core_pattern for writing",
+     "host uid is never root; /proc/sys and /proc/sysrq-trigger read-only", NULL,
+     "the sandbox maps to an unprivileged host uid, which the kernel refuses these files; "
+     "nsbox has no opt-out for that",
+     setup_as_root_caller, proc_writes_succeeded},
+    {"nested-userns", "unshare a user namespace to regain capabilities",
+     "seccomp refuses unshare and clone with namespace flags", "--no-seccomp", NULL,
+     setup_nested_userns, nested_userns_succeeded},
+    {"setuid", "run a setuid-root program planted on the host and bound in",
+     "one-uid user namespace; nosuid mounts; no_new_privs", NULL,
+     "a setuid file owned by a host uid the sandbox does not map never changes ids "
+     "(user_namespaces(7)); nsbox has no opt-out for that",
+     setup_setuid, setuid_succeeded},
+    {"tiocsti", "push input into a terminal standing in for the caller's",
+     "no terminal reaches the sandbox (descriptors closed, new session); seccomp refuses TIOCSTI",
+     "--keep-fds --no-seccomp", NULL, setup_tiocsti, tiocsti_succeeded},
+    {"abstract-socket", "send a nonce to an abstract unix socket of the host",
+     "network namespace (abstract sockets belong to it)", "--network host", NULL,
+     listen_abstract, listener_reached},
+    {"sysv-ipc", "read a System V shared memory segment of the host", "IPC namespace",
+     "--ipc host", NULL, setup_sysv_ipc, canary_in_output},
+    {"hostname", "set the hostname (to its current value)",
+     "UTS namespace; no capabilities; seccomp refuses sethostname", NULL,
+     "the host's hostname needs CAP_SYS_ADMIN over the host's UTS namespace, which nothing in a "
+     "user namespace has; nsbox has no opt-out for that",
+     setup_as_root_caller, hostname_succeeded},
+    {"fill-tmp", "write 64 MiB into /tmp", "--tmpfs /tmp:size=16m", "--tmpfs /tmp:size=128m",
+     NULL, setup_fill_tmp, fill_tmp_succeeded},
+    {"output-flood", "print " STRINGIFY(FLOOD_MIB) " MiB to the caller",
+     "--output-limit 4000 (bytes kept per stream)", "--output-limit 32m", NULL, setup_flood,
+     flood_succeeded},
+    {"runaway", "keep running for 4 s", "--timeout 2 (wall clock)", "--timeout unlimited", NULL,
+     setup_runaway, runaway_succeeded},
+    {"leftover-process", "leave a process behind after the payload exits",
+     "pid namespace (its init's exit kills all); cgroup.kill", "--pid host --cgroup off", NULL,
+     setup_leftover, leftover_succeeded},
+};
+
+/* ---- running one trial ----------------------------------------------------------------- */
+
+static void trial_cleanup(struct trial *t)
+{
+    if (t->pass_fd >= 0)
+        (void)close(t->pass_fd);
+    if (t->fd >= 0)
+        (void)close(t->fd);
+    if (t->victim > 0) {
+        (void)kill(t->victim, SIGKILL);
+        (void)waitpid(t->victim, NULL, 0);
+    }
+    if (t->shmid >= 0)
+        (void)shmctl(t->shmid, IPC_RMID, NULL);
+    *t = (struct trial){.pass_fd = -1, .fd = -1, .shmid = -1};
+}
+
+/* Run argv with stdout and stderr captured; with drop, as the sandbox's host ids. */
+static int spawn(const struct ctx *c, char **argv, const struct trial *t, bool drop,
+                 struct outcome *o)
+{
+    int out[2], err[2], status;
+    size_t err_len = 0, cap = 0;
+    struct timespec start, now;
+    pid_t pid;
+    bool open_out = true, open_err = true, timed_out = false;
+
+    if (pipe2(out, O_CLOEXEC) < 0)
+        return -errno;
+    if (pipe2(err, O_CLOEXEC) < 0) {
+        (void)close(out[0]);
+        (void)close(out[1]);
+        return -errno;
+    }
+    pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+            _exit(125);
+        (void)setpgid(0, 0);
+        if (t->env_secret && setenv("NSBOX_SELFTEST_TOKEN", t->secret, 1) < 0)
+            _exit(125);
+        if (drop && c->root &&
+            (setgroups(0, NULL) < 0 || setresgid(c->host_gid, c->host_gid, c->host_gid) < 0 ||
+             setresuid(c->host_uid, c->host_uid, c->host_uid) < 0))
+            _exit(125);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    (void)close(out[1]);
+    (void)close(err[1]);
+    (void)clock_gettime(CLOCK_MONOTONIC, &start);
+    while (open_out || open_err) {
+        struct pollfd p[2] = {{.fd = open_out ? out[0] : -1, .events = POLLIN},
+                              {.fd = open_err ? err[0] : -1, .events = POLLIN}};
+        long left;
+        int k;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &now);
+        left = TRIAL_TIMEOUT_MS - (long)((now.tv_sec - start.tv_sec) * 1000 +
+                                         (now.tv_nsec - start.tv_nsec) / 1000000);
+        if (left <= 0) {
+            timed_out = true;
+            (void)kill(-pid, SIGKILL);
+            (void)kill(pid, SIGKILL);
+            break;
+        }
+        k = poll(p, 2, (int)left);
+        if (k < 0 && errno != EINTR)
+            break;
+        if (open_out && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            char buf[65536];
+            ssize_t n = read(out[0], buf, sizeof(buf));
+            if (n <= 0)
+                open_out = false;
+            else if (o->out_len + (size_t)n <= OUTPUT_MAX) {
+                if (o->out_len + (size_t)n + 1 > cap) {
+                    cap = (o->out_len + (size_t)n + 1) * 2;
+                    o->out = realloc(o->out, cap);
+                    if (!o->out)
+                        log_oom();
+                }
+                memcpy(o->out + o->out_len, buf, (size_t)n);
+                o->out_len += (size_t)n;
+                o->out[o->out_len] = '\0';
+            }
+        }
+        if (open_err && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            char buf[4096];
+            ssize_t n = read(err[0], buf, sizeof(buf));
+            if (n <= 0)
+                open_err = false;
+            else if (err_len < sizeof(o->err) - 1) {
+                size_t m = MIN((size_t)n, sizeof(o->err) - 1 - err_len);
+                memcpy(o->err + err_len, buf, m);
+                err_len += m;
+                o->err[err_len] = '\0';
+            }
+        }
+    }
+    (void)close(out[0]);
+    (void)close(err[0]);
+    if (waitpid(pid, &status, 0) < 0)
+        return -errno;
+    o->ran = true;
+    if (timed_out)
+        (void)snprintf(o->status, sizeof(o->status), "timeout");
+    else if (WIFSIGNALED(status))
+        (void)snprintf(o->status, sizeof(o->status), "signaled");
+    else
+        (void)snprintf(o->status, sizeof(o->status), "exited %d", WEXITSTATUS(status));
+    return 0;
+}
+
+/* Replace o's raw output (nsbox's JSON result) with the payload's stdout, and take its status. */
+static void take_json_result(struct ctx *c, struct outcome *o)
+{
+    json_error_t error;
+    json_t *root = o->out ? json_loadb(o->out, o->out_len, 0, &error) : NULL;
+    json_t *out, *err;
+    const char *s;
+
+    if (!root) {
+        (void)snprintf(o->status, sizeof(o->status), "error");
+        if (!o->err[0])
+            (void)snprintf(o->err, sizeof(o->err), "nsbox run printed no JSON result");
+        return;
+    }
+    s = json_string_value(json_object_get(root, "status"));
+    if (json_is_integer(json_object_get(root, "signal")))
+        (void)snprintf(o->status, sizeof(o->status), "%s (signal %d)", s ? s : "error",
+                       (int)json_integer_value(json_object_get(root, "signal")));
+    else
+        (void)snprintf(o->status, sizeof(o->status), "%s", s ? s : "error");
+    err = json_object_get(root, "error");
+    if (json_is_object(err)) {
+        s = json_string_value(json_object_get(err, "message"));
+        (void)snprintf(o->err, sizeof(o->err), "%s", s ? s : "");
+    }
+    s = json_string_value(json_object_get(root, "limits_enforced_by"));
+    if (s && strcmp(s, "none") != 0 && !c->limits_by[0]) {
+        const char *note = json_string_value(json_object_get(root, "limits_note"));
+        (void)snprintf(c->limits_by, sizeof(c->limits_by), "%s", s);
+        (void)snprintf(c->limits_note, sizeof(c->limits_note), "%s", note ? note : "");
+    }
+    out = json_object_get(root, "stdout");
+    free(o->out);
+    o->out = NULL;
+    o->out_len = 0;
+    if (json_is_string(out)) {
+        o->out_len = json_string_length(out);
+        o->out = xmalloc(o->out_len + 1);
+        memcpy(o->out, json_string_value(out), o->out_len + 1);
+    }
+    json_decref(root);
+}
+
+struct verdict {
+    const char *word; /* blocked, not blocked, succeeded, still blocked, skipped, error */
+    char detail[512];
+    bool good; /* what the self-test wants from this mode */
+};
+
+/* The line of the attack's output that explains its verdict. */
+static void detail_line(const struct outcome *o, const char *prefix, char *buf, size_t size)
+{
+    const char *p = o->out ? strstr(o->out, prefix) : NULL;
+    size_t n;
+    if (!p) {
+        buf[0] = '\0';
+        return;
+    }
+    n = strcspn(p, "\n");
+    (void)snprintf(buf, size, "%.*s", (int)MIN(n, size - 1), p);
+}
+
+static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, struct verdict *v)
+{
+    struct trial t = {.mode = mode, .pass_fd = -1, .fd = -1, .shmid = -1};
+    struct outcome o = {0};
+    char *argv[64];
+    size_t n = 0;
+    bool success;
+    int r;
+
+    static const char *const mode_names[] = {"sandbox", "ablated", "control"};
+    (void)snprintf(t.dir, sizeof(t.dir), "%s/%s-%s", c->dir, a->name, mode_names[mode]);
+    /* Owned by the sandbox's host ids, as the caller's own files are to an ordinary user. */
+    if (mkdir(t.dir, 0755) < 0 || chmod(t.dir, 0755) < 0 ||
+        (c->root && chown(t.dir, c->host_uid, c->host_gid) < 0)) {
+        v->word = "error";
+        (void)snprintf(v->detail, sizeof(v->detail), "cannot make %.300s: %s", t.dir,
+                       strerror(errno));
+        return;
+    }
+    r = a->setup(c, &t);
+    if (r < 0) {
+        v->word = "error";
+        (void)snprintf(v->detail, sizeof(v->detail), "setting up the attack failed: %s",
+                       strerror(-r));
+        trial_cleanup(&t);
+        return;
+    }
+    if (t.skip[0]) {
+        v->word = "skipped";
+        v->good = true;
+        (void)snprintf(v->detail, sizeof(v->detail), "%s", t.skip);
+        trial_cleanup(&t);
+        return;
+    }
+
+    if (mode == MODE_CONTROL) {
+        argv[n++] = c->python;
+    } else {
+        argv[n++] = c->exe;
+        argv[n++] = (char *)"run";
+        argv[n++] = (char *)"--json";
+        if (c->rootfs) {
+            argv[n++] = (char *)"--rootfs";
+            argv[n++] = (char *)c->rootfs;
+        }
+        for (size_t i = 0; i < t.n_opts; i++)
+            argv[n++] = (char *)t.opts[i];
+        argv[n++] = (char *)"--";
+        argv[n++] = (char *)"python3";
+    }
+    argv[n++] = (char *)"-I";
+    argv[n++] = (char *)"-B";
+    argv[n++] = (char *)"-c";
+    argv[n++] = (char *)selftest_attacks;
+    argv[n++] = (char *)a->name;
+    for (size_t i = 0; i < t.n_args; i++)
+        argv[n++] = (char *)t.args[i];
+    argv[n] = NULL;
+
+    r = spawn(c, argv, &t, mode == MODE_CONTROL && !t.as_caller, &o);
+    if (r < 0) {
+        v->word = "error";
+        (void)snprintf(v->detail, sizeof(v->detail), "cannot start the trial: %s", strerror(-r));
+        trial_cleanup(&t);
+        return;
+    }
+    if (mode != MODE_CONTROL)
+        take_json_result(c, &o);
+    success = a->succeeded(c, &t, &o);
+
+    if (mode != MODE_CONTROL && strcmp(o.status, "error") == 0) {
+        /* nsbox could not run the attack: nothing was tested. */
+        v->word = "error";
+        (void)snprintf(v->detail, sizeof(v->detail), "nsbox run failed: %.400s", o.err);
+    } else if (mode == MODE_SANDBOX) {
+        v->word = success ? "NOT BLOCKED" : "blocked";
+        v->good = !success;
+    } else {
+        v->word = success ? "succeeded" : mode == MODE_ABLATED ? "still blocked" : "failed";
+        v->good = success;
+    }
+    if (!v->detail[0]) {
+        char line[400];
+        detail_line(&o, success ? "SUCCEEDED" : "blocked:", line, sizeof(line));
+        if (!success && a->succeeded == flood_succeeded)
+            (void)snprintf(line, sizeof(line), "the caller got %zu bytes", o.out_len);
+        else if (success && a->succeeded == flood_succeeded)
+            (void)snprintf(line, sizeof(line), "the caller got all %zu bytes", o.out_len);
+        (void)snprintf(v->detail, sizeof(v->detail), "%s%s%s", o.status, line[0] ? ": " : "",
+                       line);
+    }
+    free(o.out);
+    trial_cleanup(&t);
+}
+
+/* ---- the command ----------------------------------------------------------------------- */
+
+static int remove_tree(const char *path)
+{
+    _cleanup_closedir_ DIR *d = opendir(path);
+    struct dirent *de;
+
+    if (!d)
+        return -errno;
+    while ((de = readdir(d))) {
+        char sub[PATH_MAX];
+        struct stat st;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        (void)snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+            (void)remove_tree(sub);
+        else
+            (void)unlink(sub);
+    }
+    return rmdir(path) < 0 ? -errno : 0;
+}
+
+static void usage(FILE *f)
+{
+    fputs("Usage: nsbox selftest [--ablate] [--control] [--json] [--only NAME,...] [--rootfs DIR]\n"
+          "\n"
+          "Run attack programs inside 'nsbox run' on this host and show that each is blocked.\n"
+          "Exit status 0 only if every attack was blocked.\n"
+          "\n"
+          "  --ablate        also run each attack with only its protection removed (the opt-outs\n"
+          "                  of 'nsbox run'), to show that the attack then succeeds\n"
+          "  --control       also run each attack without nsbox (as nobody when run by root), to\n"
+          "                  show that the attack program works; the attacks are bounded\n"
+          "  --json          print one JSON object instead of the table\n"
+          "  --only NAMES    run only these attacks (comma-separated; see the table for names)\n"
+          "  --rootfs DIR    the rootfs for 'nsbox run' (default: nsbox's)\n"
+          "  -h, --help      show this help\n",
+          f);
+}
+
+static bool selected(const char *only, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = only; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, name, n) == 0)
+            return true;
+        p += len + (p[len] == ',');
+    }
+    return !only;
+}
+
+int selftest_main(int argc, char *argv[])
+{
+    static const struct option options[] = {
+        {"ablate", no_argument, NULL, 'a'},   {"control", no_argument, NULL, 'c'},
+        {"json", no_argument, NULL, 'j'},     {"only", required_argument, NULL, 'o'},
+        {"rootfs", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct ctx c = {0};
+    bool ablate = false, control = false, json = false, ok = true;
+    const char *only = NULL;
+    struct verdict v[ELEMENTSOF(attacks)][3];
+    unsigned counts[3][6] = {{0}};
+    size_t n_run = 0;
+    ssize_t len;
+    int opt;
+
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'a':
+            ablate = true;
+            break;
+        case 'c':
+            control = true;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'o':
+            only = optarg;
+            break;
+        case 'r':
+            c.rootfs = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case ':':
+            log_error("option '%s' needs a value (see 'nsbox selftest --help')", argv[optind - 1]);
+            return 125;
+        default:
+            log_error("unknown option '%s' (see 'nsbox selftest --help')", argv[optind - 1]);
+            return 125;
+        }
+    }
+    if (optind < argc) {
+        log_error("unexpected argument '%s' (see 'nsbox selftest --help')", argv[optind]);
+        return 125;
+    }
+    for (const char *p = only; p && *p;) {
+        size_t l = strcspn(p, ",");
+        bool known = false;
+        for (size_t i = 0; i < ELEMENTSOF(attacks); i++)
+            known |= strlen(attacks[i].name) == l && strncmp(p, attacks[i].name, l) == 0;
+        if (!known) {
+            log_error("--only: no attack named '%.*s' (see 'nsbox selftest' for the names)",
+                      (int)l, p);
+            return 125;
+        }
+        p += l + (p[l] == ',');
+    }
+
+    len = readlink("/proc/self/exe", c.exe, sizeof(c.exe) - 1);
+    if (len <= 0) {
+        log_error("selftest: cannot find nsbox's own binary (/proc/self/exe): %s",
+                  strerror(errno));
+        return 125;
+    }
+    c.exe[len] = '\0';
+    c.root = geteuid() == 0;
+    c.host_uid = c.root ? NOBODY : geteuid();
+    c.host_gid = c.root ? NOBODY : getegid();
+    if (control) {
+        const char *candidates[] = {"/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"};
+        for (size_t i = 0; i < ELEMENTSOF(candidates) && !c.python[0]; i++)
+            if (access(candidates[i], X_OK) == 0)
+                (void)snprintf(c.python, sizeof(c.python), "%s", candidates[i]);
+        if (!c.python[0]) {
+            log_error("selftest --control: no python3 on the host (/usr/bin/python3) to run the "
+                      "attacks without nsbox; install python3");
+            return 125;
+        }
+    }
+    /* Not below /tmp, which every sandbox replaces with its own tmpfs. Traversable by the
+     * sandbox's host uid, for the attacks whose files it may reach once a protection is off. */
+    (void)snprintf(c.dir, sizeof(c.dir), "/var/tmp/nsbox-selftest-XXXXXX");
+    if (!mkdtemp(c.dir) || chmod(c.dir, 0755) < 0) {
+        log_error("selftest: cannot make a temporary directory in /var/tmp: %s",
+                  strerror(errno));
+        return 125;
+    }
+    /* An attack's child that outlives a failed trial must not keep a pipe of ours open. */
+    (void)signal(SIGPIPE, SIG_IGN);
+
+    for (size_t i = 0; i < ELEMENTSOF(attacks); i++) {
+        const struct attack *a = &attacks[i];
+        if (!selected(only, a->name)) {
+            v[i][0].word = NULL;
+            continue;
+        }
+        n_run++;
+        v[i][0] = v[i][1] = v[i][2] = (struct verdict){0};
+        if (!json) {
+            (void)fprintf(stderr, "nsbox selftest: %s...\n", a->name);
+        }
+        run_trial(&c, a, MODE_SANDBOX, &v[i][0]);
+        if (ablate) {
+            if (a->opt_out)
+                run_trial(&c, a, MODE_ABLATED, &v[i][1]);
+            else {
+                v[i][1].word = "skipped";
+                v[i][1].good = true;
+                (void)snprintf(v[i][1].detail, sizeof(v[i][1].detail), "%s", a->no_opt_out);
+            }
+        }
+        if (control)
+            run_trial(&c, a, MODE_CONTROL, &v[i][2]);
+        for (int m = 0; m < 3; m++) {
+            if (!v[i][m].word)
+                continue;
+            ok &= v[i][m].good;
+            counts[m][strcmp(v[i][m].word, "skipped") == 0 ? 2 : v[i][m].good ? 0 : 1]++;
+        }
+    }
+    (void)remove_tree(c.dir);
+
+    if (json) {
+        json_t *root = json_object(), *list = json_array();
+        static const char *const keys[] = {"sandbox", "ablated", "control"};
+        for (size_t i = 0; i < ELEMENTSOF(attacks); i++) {
+            json_t *item;
+            if (!v[i][0].word)
+                continue;
+            item = json_pack("{s:s, s:s, s:s, s:s?}", "name", attacks[i].name, "tried",
+                             attacks[i].tried, "protection", attacks[i].protection, "opt_out",
+                             attacks[i].opt_out);
+            for (int m = 0; m < 3; m++)
+                if (v[i][m].word)
+                    (void)json_object_set_new(item, keys[m],
+                                              json_pack("{s:s, s:s, s:b}", "verdict",
+                                                        v[i][m].word, "detail", v[i][m].detail,
+                                                        "as_expected", v[i][m].good));
+            (void)json_array_append_new(list, item);
+        }
+        (void)json_object_set_new(root, "attacks", list);
+        (void)json_object_set_new(root, "ok", json_boolean(ok));
+        (void)json_object_set_new(root, "uid", json_integer((json_int_t)geteuid()));
+        (void)json_object_set_new(root, "limits_enforced_by",
+                                  json_string(c.limits_by[0] ? c.limits_by : "unknown"));
+        char *text = json_dumps(root, JSON_INDENT(2));
+        if (!text)
+            log_oom();
+        (void)puts(text);
+        free(text);
+        json_decref(root);
+        return ok ? 0 : 1;
+    }
+
+    (void)printf("%-17s %-12s", "ATTACK", "SANDBOX");
+    if (ablate)
+        (void)printf(" %-14s", "WITHOUT IT");
+    if (control)
+        (void)printf(" %-10s", "NO NSBOX");
+    (void)printf(" STOPPED BY\n");
+    for (size_t i = 0; i < ELEMENTSOF(attacks); i++) {
+        if (!v[i][0].word)
+            continue;
+        (void)printf("%-17s %-12s", attacks[i].name, v[i][0].word);
+        if (ablate)
+            (void)printf(" %-14s", v[i][1].word);
+        if (control)
+            (void)printf(" %-10s", v[i][2].word);
+        (void)printf(" %s\n", attacks[i].protection);
+    }
+    (void)printf("\n");
+    for (size_t i = 0; i < ELEMENTSOF(attacks); i++) {
+        if (!v[i][0].word)
+            continue;
+        (void)printf("%s: tried to %s.\n", attacks[i].name, attacks[i].tried);
+        (void)printf("  sandbox: %s (%s)\n", v[i][0].word, v[i][0].detail);
+        if (ablate)
+            (void)printf("  without it (%s): %s (%s)\n",
+                         attacks[i].opt_out ? attacks[i].opt_out : "no opt-out", v[i][1].word,
+                         v[i][1].detail);
+        if (control)
+            (void)printf("  without nsbox: %s (%s)\n", v[i][2].word, v[i][2].detail);
+    }
+    (void)printf("\nLimits were enforced by: %s%s%s\n", c.limits_by[0] ? c.limits_by : "unknown",
+                 c.limits_note[0] ? " - " : "", c.limits_note);
+    (void)printf("%zu attacks: %u blocked, %u NOT BLOCKED or not judged, %u skipped\n", n_run,
+                 counts[0][0], counts[0][1], counts[0][2]);
+    if (ablate)
+        (void)printf("without their protection: %u succeeded, %u still blocked or not judged, "
+                     "%u skipped\n",
+                     counts[1][0], counts[1][1], counts[1][2]);
+    if (control)
+        (void)printf("without nsbox: %u succeeded, %u failed or not judged, %u skipped\n",
+                     counts[2][0], counts[2][1], counts[2][2]);
+    (void)printf("%s\n", ok ? "OK" : "FAILED");
+    return ok ? 0 : 1;
+}
