@@ -194,6 +194,16 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
                      "limits_note", r->limits_note[0] ? r->limits_note : NULL);
     if (!root)
         return NULL;
+    {
+        /* Every warning, the opt-outs among them: a result says what protection it ran without. */
+        json_t *list = json_array();
+        for (const char *w = r->warnings; list && *w;) {
+            size_t n = strcspn(w, "\n");
+            (void)json_array_append_new(list, json_text(w, n));
+            w += n + (w[n] == '\n');
+        }
+        (void)json_object_set_new(root, "warnings", list ? list : json_null());
+    }
     if (r->seccomp_reporting) {
         json_t *list = json_array();
         for (size_t i = 0; list && i < r->n_refused; i++)

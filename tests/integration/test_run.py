@@ -434,7 +434,8 @@ class TestBadInput(NsboxTestCase):
                            (["--timeout", "0"], "--timeout"), (["--cpus", "zero"], "--cpus"),
                            (["--pids-limit", "0"], "--pids-limit"), (["-v", "/tmp"], "--volume"),
                            (["-v", "/tmp:relative"], "--volume"), (["--user", "bob"], "--user"),
-                           (["--tmpfs", "/tmp:size=0"], "--tmpfs"), (["--network", "host"], "--network"),
+                           (["--tmpfs", "/tmp:size=0"], "--tmpfs"), (["--network", "bridge"], "--network"),
+                           (["--pid", "container:x"], "--pid"), (["--ipc", "shareable"], "--ipc"),
                            (["-e", "=x"], "--env"), (["--no-such-flag"], "unknown option")]:
             with self.subTest(args=args):
                 p = nsbox("run", *args, "--", "true")

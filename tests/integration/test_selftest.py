@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""nsbox selftest: every attack blocked in the sandbox, every ablation lets its attack through,
+and every attack program works without nsbox (the negative control); and the opt-outs of
+`nsbox run` that --ablate uses, each one named on stderr."""
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import unittest
+
+from nsboxtest import NSBOX, NsboxTestCase, nsbox, nsbox_json
+
+ROOT = os.geteuid() == 0
+
+# Attacks no opt-out can let through, and why the self-test says so.
+NO_OPT_OUT = {"proc-writes", "setuid", "hostname"}
+# Attacks that only root can set up, or whose control only root can pass.
+ROOT_ONLY = {"setuid"}
+ROOT_ONLY_CONTROL = {"setuid", "proc-writes", "hostname"}
+
+ALL = ["read-host-file", "network-egress", "memory", "fork-bomb", "persistence",
+       "env-credentials", "inherited-fd", "signal-outside", "proc-writes", "nested-userns",
+       "setuid", "tiocsti", "abstract-socket", "sysv-ipc", "hostname", "fill-tmp",
+       "output-flood", "runaway", "leftover-process"]
+
+
+def legacy_tiocsti():
+    try:
+        with open("/proc/sys/dev/tty/legacy_tiocsti") as f:
+            return f.read().strip() != "0"
+    except OSError:
+        return True
+
+
+class TestSelftest(NsboxTestCase):
+    report = None
+
+    @classmethod
+    def setUpClass(cls):
+        # One full run (about 15 s) judged by the tests below.
+        cls.proc = subprocess.run([NSBOX, "selftest", "--ablate", "--control", "--json"],
+                                  capture_output=True, text=True, timeout=600)
+        cls.report = json.loads(cls.proc.stdout)
+
+    def attacks(self):
+        return {a["name"]: a for a in self.report["attacks"]}
+
+    def test_every_attack_of_the_issue_is_there(self):
+        self.assertEqual(sorted(self.attacks()), sorted(ALL))
+        for a in self.report["attacks"]:
+            self.assertTrue(a["tried"] and a["protection"], a)
+
+    def test_every_attack_is_blocked(self):
+        for name, a in self.attacks().items():
+            with self.subTest(attack=name):
+                want = "skipped" if name in ROOT_ONLY and not ROOT else "blocked"
+                self.assertEqual(a["sandbox"]["verdict"], want, a["sandbox"]["detail"])
+
+    def test_every_ablation_lets_its_attack_through(self):
+        for name, a in self.attacks().items():
+            with self.subTest(attack=name):
+                if name in NO_OPT_OUT:
+                    self.assertIsNone(a["opt_out"])
+                    self.assertEqual(a["ablated"]["verdict"], "skipped")
+                    self.assertIn("no opt-out", a["ablated"]["detail"])
+                    continue
+                if name == "tiocsti" and not legacy_tiocsti():
+                    self.assertEqual(a["ablated"]["verdict"], "skipped")
+                    continue
+                self.assertEqual(a["ablated"]["verdict"], "succeeded", a["ablated"]["detail"])
+
+    def test_every_attack_program_works_without_nsbox(self):
+        for name, a in self.attacks().items():
+            with self.subTest(attack=name):
+                if (name in ROOT_ONLY_CONTROL and not ROOT) or (
+                        name == "tiocsti" and not legacy_tiocsti()):
+                    self.assertEqual(a["control"]["verdict"], "skipped")
+                    continue
+                self.assertEqual(a["control"]["verdict"], "succeeded", a["control"]["detail"])
+
+    def test_overall_status(self):
+        self.assertTrue(self.report["ok"])
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+
+    def test_leaves_nothing_behind(self):
+        left = [e for e in os.listdir("/var/tmp") if e.startswith("nsbox-selftest-")
+                and os.stat(os.path.join("/var/tmp", e)).st_uid == os.geteuid()]
+        self.assertEqual(left, [])
+        out = subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout
+        self.assertNotIn("0x", "\n".join(l for l in out.splitlines() if f" {os.geteuid()} " in l
+                                         and "644" in l) or "")
+
+
+class TestSelftestCommand(NsboxTestCase):
+    def test_table_and_exit_status(self):
+        p = subprocess.run([NSBOX, "selftest", "--only", "inherited-fd,env-credentials",
+                            "--ablate"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertRegex(lines[0], r"^ATTACK\s+SANDBOX\s+WITHOUT IT\s+STOPPED BY")
+        self.assertRegex(p.stdout, r"(?m)^env-credentials\s+blocked\s+succeeded\s")
+        self.assertRegex(p.stdout, r"(?m)^inherited-fd\s+blocked\s+succeeded\s")
+        self.assertIn("without it (--keep-fds): succeeded", p.stdout)
+        self.assertEqual(lines[-1], "OK")
+
+    def test_an_attack_that_cannot_be_judged_fails_the_selftest(self):
+        # A rootfs without python3: nothing is tested, so nothing may pass as blocked.
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            for sub in ("proc", "dev", "tmp", "work", "mnt"):
+                os.mkdir(os.path.join(d, sub))
+            p = subprocess.run([NSBOX, "selftest", "--json", "--rootfs", d, "--only", "memory"],
+                               capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        a = json.loads(p.stdout)["attacks"][0]
+        self.assertEqual(a["sandbox"]["verdict"], "error")
+        self.assertIn("nsbox run failed", a["sandbox"]["detail"])
+
+    def test_bad_arguments(self):
+        for args, what in [(["--only", "no-such-attack"], "no attack named 'no-such-attack'"),
+                           (["--bogus"], "unknown option '--bogus'"),
+                           (["--only"], "needs a value"), (["extra"], "unexpected argument")]:
+            with self.subTest(args=args):
+                p = nsbox("selftest", *args)
+                self.assertEqual(p.returncode, 125)
+                self.assertEqual(p.stdout, "")
+                self.assertRegex(p.stderr, r"^nsbox: .*\n$")
+                self.assertIn(what, p.stderr)
+
+
+class TestOptOuts(NsboxTestCase):
+    """The opt-outs --ablate uses: each does what it says and says so on stderr."""
+
+    def test_each_opt_out_is_named_on_stderr_and_in_the_result(self):
+        for args, warning in [(["--network", "host"], "--network host: the payload shares the host's network"),
+                              (["--pid", "host"], "--pid host:"), (["--ipc", "host"], "--ipc host:"),
+                              (["--env-inherit"], "--env-inherit:"), (["--keep-fds"], "--keep-fds:"),
+                              (["--no-seccomp"], "--no-seccomp:")]:
+            with self.subTest(args=args):
+                p, r = nsbox_json(*args, "--", "true")
+                self.assertEqual(r["status"], "exited", p.stderr)
+                self.assertIn("nsbox: warning: " + warning, p.stderr)
+                self.assertTrue(any(warning in w for w in r["warnings"]), r["warnings"])
+
+    def test_defaults_stay_private(self):
+        # The same probe as the opt-outs, without them: nothing of the host is shared.
+        code = ("import os, socket\n"
+                "print('pid1', open('/proc/1/cmdline').read()[:20] != '')\n"
+                "try:\n socket.socket(socket.AF_INET); print('inet yes')\n"
+                "except OSError: print('inet no')\n"
+                "print('ns', os.readlink('/proc/self/ns/net'), os.readlink('/proc/self/ns/ipc'),"
+                " os.readlink('/proc/self/ns/pid'))\n")
+        p, r = nsbox_json("--", "python3", "-c", code)
+        self.assertIn("inet no", r["stdout"])
+        host = [os.readlink(f"/proc/self/ns/{n}") for n in ("net", "ipc", "pid")]
+        for ns in host:
+            self.assertNotIn(ns, r["stdout"])
+        p, r = nsbox_json("--network", "host", "--ipc", "host", "--pid", "host", "--",
+                          "python3", "-c", code)
+        self.assertIn("inet yes", r["stdout"])
+        for ns in host:
+            self.assertIn(ns, r["stdout"])
+
+    def test_network_host_keeps_a_given_policy(self):
+        # --network host switches only the built-in policy: a policy given is used as it is.
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "policy", "default.policy")) as src, \
+                tempfile.NamedTemporaryFile("w", suffix=".policy") as f:
+            f.write(src.read())  # its includes resolve to nsbox's built-in files
+            f.flush()
+            code = ("import socket\ntry:\n socket.socket(socket.AF_INET6); print('inet yes')\n"
+                    "except OSError: print('inet no')\n")
+            p, r = nsbox_json("--network", "host", "--seccomp", f.name, "--", "python3", "-c",
+                              code)
+            self.assertIn("inet no", r["stdout"], p.stderr)
+            self.assertNotIn("network.policy", p.stderr)
+            p, r = nsbox_json("--network", "host", "--", "python3", "-c", code)
+            self.assertIn("inet yes", r["stdout"], p.stderr)
+            self.assertIn("network.policy", p.stderr)
+
+    def test_keep_fds_passes_exactly_the_inherited_descriptors(self):
+        with tempfile.TemporaryFile() as f:
+            fd = 40  # above anything the listing itself opens
+            os.dup2(f.fileno(), fd)
+            try:
+                code = "import os; print(sorted(int(x) for x in os.listdir('/proc/self/fd')))"
+                p, r = nsbox_json("--keep-fds", "--", "python3", "-c", code, pass_fds=(fd,))
+                fds = json.loads(r["stdout"])
+                # 0-2, the listing's own descriptor, and what was passed: nothing of nsbox's.
+                self.assertIn(fd, fds)
+                self.assertEqual(len(set(fds) - {0, 1, 2, fd}), 1, fds)
+                p, r = nsbox_json("--", "python3", "-c", code, pass_fds=(fd,))
+                self.assertNotIn(fd, json.loads(r["stdout"]))
+            finally:
+                os.close(fd)
+
+if __name__ == "__main__":
+    unittest.main()
