@@ -42,6 +42,15 @@ extern const char selftest_attacks[];
 
 enum mode { MODE_SANDBOX, MODE_ABLATED, MODE_CONTROL };
 
+/* SIGINT, SIGTERM or SIGHUP to the self-test: the running trial is ended (its nsbox run gets
+ * SIGTERM and tears its sandbox down), then everything the self-test made is removed. */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    interrupted = sig;
+}
+
 struct ctx {
     char exe[PATH_MAX];
     const char *rootfs; /* --rootfs, or NULL for nsbox's default */
@@ -808,6 +817,11 @@ static int spawn(const struct ctx *c, char **argv, const struct trial *t, bool d
             (void)kill(pid, SIGKILL);
             break;
         }
+        if (interrupted && !timed_out) {
+            /* Once: nsbox run tears its sandbox down on SIGTERM and then closes its pipes. */
+            timed_out = true;
+            (void)kill(pid, SIGTERM);
+        }
         k = poll(p, 2, (int)left);
         if (k < 0 && errno != EINTR)
             break;
@@ -846,7 +860,9 @@ static int spawn(const struct ctx *c, char **argv, const struct trial *t, bool d
     if (waitpid(pid, &status, 0) < 0)
         return -errno;
     o->ran = true;
-    if (timed_out)
+    if (interrupted)
+        (void)snprintf(o->status, sizeof(o->status), "interrupted");
+    else if (timed_out)
         (void)snprintf(o->status, sizeof(o->status), "timeout");
     else if (WIFSIGNALED(status))
         (void)snprintf(o->status, sizeof(o->status), "signaled");
@@ -1158,8 +1174,13 @@ int selftest_main(int argc, char *argv[])
                   strerror(errno));
         return 125;
     }
-    /* An attack's child that outlives a failed trial must not keep a pipe of ours open. */
     (void)signal(SIGPIPE, SIG_IGN);
+    {
+        struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: poll() returns */
+        (void)sigaction(SIGINT, &sa, NULL);
+        (void)sigaction(SIGTERM, &sa, NULL);
+        (void)sigaction(SIGHUP, &sa, NULL);
+    }
 
     for (size_t i = 0; i < ELEMENTSOF(attacks); i++) {
         const struct attack *a = &attacks[i];
@@ -1167,6 +1188,8 @@ int selftest_main(int argc, char *argv[])
             v[i][0].word = NULL;
             continue;
         }
+        if (interrupted)
+            break;
         n_run++;
         v[i][0] = v[i][1] = v[i][2] = (struct verdict){0};
         if (!json) {
@@ -1192,6 +1215,11 @@ int selftest_main(int argc, char *argv[])
         }
     }
     (void)remove_tree(c.dir);
+    if (interrupted) {
+        log_error("selftest: interrupted by signal %d; its files and processes are removed",
+                  (int)interrupted);
+        return 128 + interrupted;
+    }
 
     if (json) {
         json_t *root = json_object(), *list = json_array();

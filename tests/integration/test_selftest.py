@@ -4,9 +4,10 @@ and every attack program works without nsbox (the negative control); and the opt
 `nsbox run` that --ablate uses, each one named on stderr."""
 import json
 import os
-import socket
+import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
 from nsboxtest import NSBOX, NsboxTestCase, nsbox, nsbox_json
@@ -25,6 +26,22 @@ ALL = ["read-host-file", "network-egress", "memory", "fork-bomb", "persistence",
        "output-flood", "runaway", "leftover-process"]
 
 
+def leftovers():
+    """What a self-test could leave: its directories in /var/tmp, System V segments, processes."""
+    dirs = sorted(e for e in os.listdir("/var/tmp") if e.startswith("nsbox-selftest-"))
+    with open("/proc/sysvipc/shm") as f:
+        segments = sorted(l.split()[1] for l in f.readlines()[1:])
+    procs = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"nsbox-selftest-leftover" in f.read():
+                    procs.append(pid)
+        except OSError:
+            pass
+    return dirs, segments, procs
+
+
 def legacy_tiocsti():
     try:
         with open("/proc/sys/dev/tty/legacy_tiocsti") as f:
@@ -38,9 +55,11 @@ class TestSelftest(NsboxTestCase):
 
     @classmethod
     def setUpClass(cls):
-        # One full run (about 15 s) judged by the tests below.
+        # One full run (about 30 s) judged by the tests below.
+        cls.before = leftovers()
         cls.proc = subprocess.run([NSBOX, "selftest", "--ablate", "--control", "--json"],
                                   capture_output=True, text=True, timeout=600)
+        cls.after = leftovers()
         cls.report = json.loads(cls.proc.stdout)
 
     def attacks(self):
@@ -84,12 +103,18 @@ class TestSelftest(NsboxTestCase):
         self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
 
     def test_leaves_nothing_behind(self):
-        left = [e for e in os.listdir("/var/tmp") if e.startswith("nsbox-selftest-")
-                and os.stat(os.path.join("/var/tmp", e)).st_uid == os.geteuid()]
-        self.assertEqual(left, [])
-        out = subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout
-        self.assertNotIn("0x", "\n".join(l for l in out.splitlines() if f" {os.geteuid()} " in l
-                                         and "644" in l) or "")
+        self.assertEqual(self.after, self.before)
+
+    def test_interrupted_selftest_cleans_up(self):
+        before = leftovers()
+        p = subprocess.Popen([NSBOX, "selftest", "--only", "runaway,sysv-ipc", "--ablate"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)  # inside the first trial (runaway takes 2 s)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn("interrupted by signal 2", err)
+        self.assertEqual(leftovers(), before)
 
 
 class TestSelftestCommand(NsboxTestCase):

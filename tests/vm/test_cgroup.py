@@ -204,6 +204,22 @@ class TestPlacement(CgroupTestCase):
         self.assertIn("systemd-run --user --scope -p Delegate=yes", r["error"]["message"])
 
 
+class TestSelftest(CgroupTestCase):
+    def test_selftest_with_cgroup_limits(self):
+        # The attacks whose protection is a cgroup here (pids.max, cgroup.kill). Leaving a
+        # process behind needs both opt-outs: without the pid namespace, cgroup.kill still
+        # catches it. (Memory is tested above; touching 512 MiB is too slow under TCG.)
+        p = subprocess.run([NSBOX, "selftest", "--json", "--ablate", "--rootfs", ROOTFS,
+                            "--only", "fork-bomb,leftover-process"],
+                           capture_output=True, text=True, timeout=600)
+        report = json.loads(p.stdout)
+        self.assertEqual(report["limits_enforced_by"], "cgroup")
+        for a in report["attacks"]:
+            self.assertEqual(a["sandbox"]["verdict"], "blocked", a)
+            self.assertEqual(a["ablated"]["verdict"], "succeeded", a)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
     bad = len(result.failures) + len(result.errors) + len(result.skipped)
