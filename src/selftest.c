@@ -1242,6 +1242,7 @@ int selftest_main(int argc, char *argv[])
         (void)json_object_set_new(root, "attacks", list);
         (void)json_object_set_new(root, "ok", json_boolean(ok));
         (void)json_object_set_new(root, "uid", json_integer((json_int_t)geteuid()));
+        (void)json_object_set_new(root, "temp_dir", json_string(c.dir)); /* removed by now */
         (void)json_object_set_new(root, "limits_enforced_by",
                                   json_string(c.limits_by[0] ? c.limits_by : "unknown"));
         char *text = json_dumps(root, JSON_INDENT(2));
