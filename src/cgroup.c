@@ -20,6 +20,7 @@
 #include "cgroup.h"
 #include "fileio.h"
 #include "macro.h"
+#include "scope.h"
 
 #define SUPERVISOR_LEAF "nsbox-supervisor"
 #define LEAF_PREFIX "nsbox-run-"
@@ -205,32 +206,29 @@ static const char *delegation_hint(void)
            "nsbox ...), give --cgroup-parent a subtree you own, or run it as root";
 }
 
-int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, char *reason,
-                       size_t size)
+/* true if the calling user may write dirfd/name (cgroupfs enforces plain file permissions). */
+static bool writable_at(int dirfd, const char *name)
 {
-    char mnt[512], own[512], path[1200], controllers[256], want[64] = "", missing[64];
-    _cleanup_close_ int mnt_fd = -EBADF, parent_fd = -EBADF, leaf_fd = -EBADF;
+    return faccessat(dirfd, name, W_OK, AT_EACCESS) == 0;
+}
+
+/*
+ * cgroup_leaf_create() below the cgroup parent. When it returns 0 because parent is not
+ * delegated to the caller (not writable by it; or its controllers are not enabled for it but
+ * the hierarchy has them, so a cgroup the caller owns could), *ret_not_delegated is set and
+ * reason holds what was found, without a hint: the caller may still ask systemd for a scope.
+ */
+static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *parent,
+                          bool parent_is_own, struct cgroup_leaf *ret, char *reason, size_t size,
+                          bool *ret_not_delegated)
+{
+    char path[1200], controllers[256], want[64] = "", missing[64];
+    _cleanup_close_ int parent_fd = -EBADF, leaf_fd = -EBADF;
     struct cgroup_leaf leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF};
-    const char *parent;
-    bool parent_is_own;
     static unsigned counter;
     int r;
 
-    if (c->cgroup == NSBOX_CGROUP_OFF)
-        return reasonf(reason, size, 0, "cgroups turned off (--cgroup off)");
-    if (find_cgroup2(mnt, sizeof(mnt), own, sizeof(own)) < 0)
-        return reasonf(reason, size, 0, "no cgroup v2 hierarchy is mounted");
-    if (c->cgroup_parent && (strstr(c->cgroup_parent, "..") || c->cgroup_parent[0] == '\0'))
-        return reasonf(reason, size, -EINVAL,
-                       "--cgroup-parent '%s': expected a path below the cgroup2 mount without '..'",
-                       c->cgroup_parent);
-    parent = c->cgroup_parent ? c->cgroup_parent : own;
-    parent_is_own = !c->cgroup_parent || strcmp(c->cgroup_parent, own) == 0;
-
-    mnt_fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (mnt_fd < 0)
-        return reasonf(reason, size, 0, "cannot open the cgroup2 mount %s: %s", mnt,
-                       strerror(errno));
+    *ret_not_delegated = false;
     (void)snprintf(path, sizeof(path), "%s", parent[0] == '/' ? parent + 1 : parent);
     if (path[0] == '\0')
         (void)snprintf(path, sizeof(path), ".");
@@ -251,11 +249,25 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
 
     if (read_file_at(parent_fd, "cgroup.controllers", controllers, sizeof(controllers)) < 0)
         return reasonf(reason, size, 0, "cgroup %s is not a cgroup v2 directory", parent);
-    if (!has_words(controllers, want, missing, sizeof(missing)))
+    if (!has_words(controllers, want, missing, sizeof(missing))) {
+        char root[256], root_missing[64];
+        /* Missing here but offered by the root cgroup, in a cgroup the caller cannot write:
+         * that is a delegation problem, which a delegated scope can solve. On a hybrid host
+         * the root offers nothing and no scope would help. */
+        if (!writable_at(parent_fd, "cgroup.subtree_control") &&
+            read_file_at(mnt_fd, "cgroup.controllers", root, sizeof(root)) >= 0 &&
+            has_words(root, want, root_missing, sizeof(root_missing))) {
+            *ret_not_delegated = true;
+            return reasonf(reason, size, 0,
+                           "cgroup v2 controllers '%s' are not enabled in %s, which is not "
+                           "delegated to uid %u",
+                           missing, parent, (unsigned)geteuid());
+        }
         return reasonf(reason, size, 0,
                        "cgroup v2 controllers '%s' are not available in %s (a hybrid host "
                        "binds them to cgroup v1, or they are not delegated)",
                        missing, parent);
+    }
 
     /* Controllers must be enabled in the parent for its children. A cgroup that holds
      * processes (other than the root) cannot do that (EBUSY, "no internal processes"): when the
@@ -276,9 +288,11 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
             if (r >= 0)
                 r = write_file_at(parent_fd, "cgroup.subtree_control", enable);
         }
-        if (r == -EACCES || r == -EPERM || r == -EROFS)
-            return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u: %s", parent,
-                           (unsigned)geteuid(), delegation_hint());
+        if (r == -EACCES || r == -EPERM || r == -EROFS) {
+            *ret_not_delegated = true;
+            return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u", parent,
+                           (unsigned)geteuid());
+        }
         if (r == -EBUSY)
             return reasonf(reason, size, 0,
                            "cgroup %s holds other processes, so its controllers cannot be "
@@ -294,9 +308,11 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
     (void)snprintf(leaf.name, sizeof(leaf.name), LEAF_PREFIX "%d-%llu-%u", (int)getpid(),
                    process_start_time(getpid()), counter++);
     if (mkdirat(parent_fd, leaf.name, 0755) < 0) {
-        if (errno == EACCES || errno == EPERM || errno == EROFS)
-            return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u: %s", parent,
-                           (unsigned)geteuid(), delegation_hint());
+        if (errno == EACCES || errno == EPERM || errno == EROFS) {
+            *ret_not_delegated = true;
+            return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u", parent,
+                           (unsigned)geteuid());
+        }
         return reasonf(reason, size, -errno, "creating cgroup %s/%s failed: %s", parent,
                        leaf.name, strerror(errno));
     }
@@ -351,6 +367,81 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
     leaf.parent_fd = TAKE_FD(parent_fd);
     *ret = leaf;
     return 1;
+}
+
+/* true if cgroup path own is the scope unit's cgroup: its last component is unit. */
+static bool in_unit(const char *own, const char *unit)
+{
+    const char *last = strrchr(own, '/');
+    return strcmp(last ? last + 1 : own, unit) == 0;
+}
+
+/*
+ * Nothing is delegated where nsbox is: ask the user's systemd manager for a delegated scope
+ * (scope.h), then make the leaf in it as in any delegated cgroup. first is why the own cgroup
+ * did not do. Every failure ends as 0 (the rlimit fallback) with a reason that says what was
+ * tried; a leaf that fails in the scope keeps leaf_create_in()'s verdict.
+ */
+static int leaf_create_in_user_scope(const struct nsbox_config *c, int mnt_fd, const char *first,
+                                     struct cgroup_leaf *ret, char *reason, size_t size)
+{
+    char mnt[512], own[512], unit[64] = "", why[256] = "", in_scope[400] = "";
+    bool not_delegated = false;
+    int r;
+
+    r = scope_start_delegated(unit, sizeof(unit), why, sizeof(why));
+    if (r < 0)
+        return reasonf(reason, size, 0,
+                       "%s, and asking the systemd user manager over D-Bus for a delegated "
+                       "scope failed (%s): %s",
+                       first, why, delegation_hint());
+    if (find_cgroup2(mnt, sizeof(mnt), own, sizeof(own)) < 0 || !in_unit(own, unit))
+        return reasonf(reason, size, 0,
+                       "%s, and the systemd user manager started the delegated scope %s but did "
+                       "not move nsbox into it (nsbox is in %s): %s",
+                       first, unit, own, delegation_hint());
+    r = leaf_create_in(c, mnt_fd, own, true, ret, in_scope, sizeof(in_scope), &not_delegated);
+    if (r == 0)
+        return reasonf(reason, size, 0,
+                       "%s; the systemd user manager's delegated scope %s did not do either: %s",
+                       first, unit, in_scope);
+    if (r < 0)
+        return reasonf(reason, size, r, "%s", in_scope);
+    return r;
+}
+
+int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, char *reason,
+                       size_t size)
+{
+    char mnt[512], own[512], first[400];
+    _cleanup_close_ int mnt_fd = -EBADF;
+    const char *parent;
+    bool parent_is_own, not_delegated = false;
+    int r;
+
+    if (c->cgroup == NSBOX_CGROUP_OFF)
+        return reasonf(reason, size, 0, "cgroups turned off (--cgroup off)");
+    if (find_cgroup2(mnt, sizeof(mnt), own, sizeof(own)) < 0)
+        return reasonf(reason, size, 0, "no cgroup v2 hierarchy is mounted");
+    if (c->cgroup_parent && (strstr(c->cgroup_parent, "..") || c->cgroup_parent[0] == '\0'))
+        return reasonf(reason, size, -EINVAL,
+                       "--cgroup-parent '%s': expected a path below the cgroup2 mount without '..'",
+                       c->cgroup_parent);
+    parent = c->cgroup_parent ? c->cgroup_parent : own;
+    parent_is_own = !c->cgroup_parent || strcmp(c->cgroup_parent, own) == 0;
+
+    mnt_fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (mnt_fd < 0)
+        return reasonf(reason, size, 0, "cannot open the cgroup2 mount %s: %s", mnt,
+                       strerror(errno));
+
+    r = leaf_create_in(c, mnt_fd, parent, parent_is_own, ret, first, sizeof(first), &not_delegated);
+    if (r != 0 || !not_delegated)
+        return reasonf(reason, size, r, "%s", first);
+    /* A --cgroup-parent is the caller's explicit choice: no scope elsewhere instead. */
+    if (c->cgroup_parent)
+        return reasonf(reason, size, 0, "%s: %s", first, delegation_hint());
+    return leaf_create_in_user_scope(c, mnt_fd, first, ret, reason, size);
 }
 
 int cgroup_leaf_attach(const struct cgroup_leaf *leaf, pid_t pid)

@@ -28,10 +28,20 @@ struct cgroup_leaf {
  * the sibling leaf "nsbox-supervisor" first. Leaves of earlier runs whose nsbox is gone are
  * removed on the way.
  *
+ * When the caller's own cgroup is not delegated to it (not writable; or its controllers are not
+ * enabled for it while the root cgroup has them) and no c->cgroup_parent was given, the caller
+ * asks its systemd user manager over D-Bus for a transient scope with Delegate=yes
+ * (scope_start_delegated(), scope.h), is moved into it by the manager, and the leaf is made
+ * there as in any delegated cgroup. That costs a bus round trip and a job (see README.md,
+ * "Limits"); where the own cgroup is delegated, no bus is touched. The scope is the manager's:
+ * it goes away when nsbox exits.
+ *
  * Returns 1 with *ret filled when a leaf is ready; 0 when cgroup v2 cannot hold the sandbox
- * here (no cgroup2 mount, a controller missing, nothing delegated to this user), with the
- * reason in reason[size]; a -errno when a step that should have worked failed (a limit that
- * could not be written), also with reason, and then nothing is left behind.
+ * here (no cgroup2 mount, a controller missing, nothing delegated to this user and no delegated
+ * scope from a user manager), with the reason in reason[size], which then names every attempt
+ * (the scope's included); a -errno when a step that should have worked failed (a limit that
+ * could not be written), also with reason, and then nothing is left behind. Blocks for at most
+ * SCOPE_TIMEOUT_USEC in the D-Bus exchange.
  */
 int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, char *reason,
                        size_t size);

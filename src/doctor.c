@@ -119,8 +119,9 @@ static void check_cgroup(struct doctor *d, const struct nsbox_config *c)
         (void)cgroup_leaf_destroy(&leaf);
     } else if (r == 0) {
         line(d, "warn", "cgroup v2: not usable, limits fall back to rlimits: %s", reason);
-        line(d, "fix", "  for cgroup limits, run nsbox where cgroup v2 is delegated to you (see "
-                       "README, \"Limits\"); --cgroup off silences the warning");
+        line(d, "fix", "  for cgroup limits, run nsbox where cgroup v2 is delegated to you, or "
+                       "where your systemd user manager answers on the user bus (see README, "
+                       "\"Limits\"); --cgroup off silences the warning");
     } else
         line(d, "FAIL", "cgroup v2: %s", reason);
 }

@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -195,13 +196,249 @@ class TestPlacement(CgroupTestCase):
         self.assertTrue(os.path.isdir(os.path.join(deleg, "nsbox-supervisor")))
 
     def test_rootless_without_delegation(self):
+        # No user manager runs here and $XDG_RUNTIME_DIR is not set: the D-Bus attempt fails and
+        # says so, then the rlimit fallback.
         p, r = nsbox_json(*FAST, "--", "true", prefix=SETPRIV)
         self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
         self.assertIn("not delegated", r["limits_note"])
+        self.assertIn("and asking the systemd user manager over D-Bus for a delegated scope "
+                      "failed (no user bus ($XDG_RUNTIME_DIR is not set)", r["limits_note"])
         self.assertIn("limits are enforced with rlimits", p.stderr)
+        self.assertIn("D-Bus", p.stderr)
         p, r = nsbox_json("--cgroup", "required", *FAST, "--", "true", prefix=SETPRIV)
         self.assertEqual((p.returncode, r["error"]["step"]), (125, "cgroup"), r)
         self.assertIn("systemd-run --user --scope -p Delegate=yes", r["error"]["message"])
+        self.assertIn("over D-Bus for a delegated scope failed (no user bus",
+                      r["error"]["message"])
+
+
+USER = 65534
+MANAGER_CG = f"{CG}/user@{USER}.service"
+RUNTIME_DIR = f"/run/user/{USER}"
+AS_USER = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups"]
+
+
+def user_env(**extra):
+    return {"PATH": "/usr/bin:/bin", "HOME": f"/tmp/home-{USER}", "XDG_RUNTIME_DIR": RUNTIME_DIR,
+            "NSBOX_ROOTFS": ROOTFS, **extra}
+
+
+def in_cgroup(path, argv):
+    """argv, started in cgroup path (by root), then run as USER."""
+    return ["sh", "-c", f'echo $$ > {path}/cgroup.procs && exec "$@"', "sh", *AS_USER, *argv]
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def scopes():
+    return sorted(glob.glob(f"{MANAGER_CG}/**/nsbox-*.scope", recursive=True))
+
+
+class TestUserManagerScope(CgroupTestCase):
+    """An ordinary user with a systemd user manager (systemd --user, with the session bus it
+    socket-activates: dbus-user-session), as after a login on a systemd host, runs nsbox from a
+    cgroup that is not delegated to them: nsbox asks the manager over D-Bus for a delegated scope
+    and makes its leaf there. PID 1 here is tests/vm/init, so the test plays logind and
+    user@.service: a cgroup user@UID.service owned by the user, /run/user/UID, and
+    /run/systemd/system (sd_booted(3), without which the manager refuses to start)."""
+
+    manager = None
+
+    @classmethod
+    def setUpClass(cls):
+        for need in ("/usr/lib/systemd/systemd", "/usr/lib/systemd/user/dbus.socket",
+                     "/usr/bin/dbus-daemon", "/usr/bin/busctl"):
+            if not os.path.exists(need):
+                raise AssertionError(f"{need} is missing: scripts/setup installs systemd, "
+                                     "dbus-daemon and dbus-user-session for this test")
+        os.makedirs("/run/systemd/system", exist_ok=True)
+        os.makedirs(RUNTIME_DIR, mode=0o700, exist_ok=True)
+        os.chown(RUNTIME_DIR, USER, USER)
+        os.makedirs(f"/tmp/home-{USER}", exist_ok=True)
+        os.chown(f"/tmp/home-{USER}", USER, USER)
+        os.mkdir(MANAGER_CG)
+        for entry in ("", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"):
+            os.chown(os.path.join(MANAGER_CG, entry), USER, USER)
+        cls.log = open(f"/tmp/user-manager-{USER}.log", "w+")
+        cls.manager = subprocess.Popen(
+            in_cgroup(MANAGER_CG, ["/usr/lib/systemd/systemd", "--user"]),
+            env={**user_env(), "SYSTEMD_LOG_TARGET": "console"},
+            stdout=cls.log, stderr=subprocess.STDOUT)
+        # Ready when the manager answers on the bus (the first call also socket-activates the
+        # bus). Up to a minute: everything is slow under TCG.
+        ping = AS_USER + ["busctl", "--user", "call", "org.freedesktop.systemd1",
+                          "/org/freedesktop/systemd1", "org.freedesktop.DBus.Peer", "Ping"]
+        end = time.monotonic() + 60
+        while True:
+            p = subprocess.run(ping, env=user_env(), capture_output=True, text=True)
+            if p.returncode == 0:
+                break
+            if cls.manager.poll() is not None or time.monotonic() > end:
+                cls.log.seek(0)
+                tail = cls.log.read()[-3000:]
+                cls.stop_manager()
+                raise AssertionError(f"the systemd user manager did not come up on the bus "
+                                     f"({p.stderr.strip()}); its log:\n{tail}")
+            time.sleep(0.5)
+        # A cgroup below the manager's, owned by root: not delegated to the user, but its common
+        # ancestor with the manager's cgroups is the user's, so the manager may move nsbox out
+        # of it (cgroup-v2.rst, "Delegation Containment").
+        cls.outside = f"{MANAGER_CG}/nsbox-test-outside"
+        os.mkdir(cls.outside)
+
+    @classmethod
+    def stop_manager(cls):
+        if cls.manager and cls.manager.poll() is None:
+            subprocess.run(AS_USER + ["systemctl", "--user", "exit"], env=user_env(),
+                           capture_output=True, timeout=60)
+            try:
+                cls.manager.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                cls.manager.kill()
+                cls.manager.wait()
+        # The manager's cgroups, its bus and whatever is left in them.
+        with open(f"{MANAGER_CG}/cgroup.kill", "w") as f:
+            f.write("1")
+        wait_until(lambda: "populated 0" in read_text(f"{MANAGER_CG}/cgroup.events"))
+        for d, _, _ in sorted(os.walk(MANAGER_CG), key=lambda e: -len(e[0])):
+            os.rmdir(d)
+        cls.log.close()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stop_manager()
+
+    def tearDown(self):
+        super().tearDown()
+        self.assertTrue(wait_until(lambda: not scopes(), timeout=10), f"left behind: {scopes()}")
+
+    def run_user(self, *args, cgroup=None, env=None, timeout=300):
+        p = subprocess.run(in_cgroup(cgroup or self.outside, [NSBOX, "run", "--json", *args]),
+                           capture_output=True, text=True, timeout=timeout,
+                           env=env or user_env())
+        try:
+            return p, json.loads(p.stdout)
+        except ValueError:
+            raise AssertionError(f"no JSON: rc={p.returncode} stdout={p.stdout!r} "
+                                 f"stderr={p.stderr!r}")
+
+    def user_ctl(self, *args):
+        return subprocess.run(AS_USER + ["systemctl", "--user", *args], env=user_env(),
+                              capture_output=True, text=True, timeout=60)
+
+    def test_scope_holds_the_limits(self):
+        # The control: where nsbox starts, it cannot make a leaf.
+        self.assertEqual(os.stat(self.outside).st_uid, 0)
+        start = time.monotonic()
+        p, r = self.run_user("--cgroup", "required", "--memory", "256m", *FAST, "--", "python3",
+                             "-c", "x = bytearray(10**9)")
+        took = time.monotonic() - start
+        self.assertEqual((r["status"], p.returncode), ("oom", 137), (r, p.stderr))
+        self.assertEqual(r["limits_enforced_by"], "cgroup", r)
+        self.assertEqual(r["limits"]["memory"]["enforced_by"], "cgroup")
+        self.assertGreaterEqual(r["cgroup"]["oom_kills"], 1)
+        peak = r["cgroup"]["memory_peak"]
+        self.assertTrue(0.8 * (256 << 20) <= peak <= 1.05 * (256 << 20), f"peak {peak}")
+        path = r["cgroup"]["path"]
+        self.assertRegex(path, rf"^/user@{USER}\.service/app\.slice/nsbox-[0-9]+-[0-9a-f]{{8}}"
+                               r"\.scope/nsbox-run-", r)
+        self.assertNotIn("D-Bus", p.stderr)
+        print(f"\n  (scope path: oom run took {took:.2f} s)", file=sys.stderr, flush=True)
+
+    def test_scope_exists_while_running_and_is_gone_after(self):
+        proc = subprocess.Popen(
+            in_cgroup(self.outside, [NSBOX, "run", "--json", "--cgroup", "required", *FAST,
+                                     "--", "python3", "-c", "import time; time.sleep(6)"]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=user_env())
+        try:
+            self.assertTrue(wait_until(lambda: scopes() and leaves(), timeout=60),
+                            "no scope with a leaf appeared")
+            [scope] = scopes()
+            unit = os.path.basename(scope)
+            [leaf] = leaves()
+            self.assertTrue(leaf.startswith(scope + "/nsbox-run-"), (leaf, scope))
+            show = self.user_ctl("show", "-p", "ActiveState,Delegate,CollectMode,Description",
+                                 unit)
+            self.assertEqual(show.returncode, 0, show.stderr)
+            props = dict(l.split("=", 1) for l in show.stdout.splitlines())
+            self.assertEqual((props["ActiveState"], props["Delegate"], props["CollectMode"]),
+                             ("active", "yes", "inactive-or-failed"), props)
+            self.assertIn("nsbox", props["Description"])
+            # The scope's cgroup is the user's; nsbox itself sits in its supervisor leaf.
+            self.assertEqual(os.stat(scope).st_uid, USER)
+            with open(f"{scope}/nsbox-supervisor/cgroup.procs") as f:
+                self.assertIn(str(proc.pid), f.read().split())
+        finally:
+            out, err = proc.communicate(timeout=120)
+        r = json.loads(out)
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "cgroup"), (r, err))
+        # nsbox exited, so the scope is empty: the manager stops it, removes its cgroup
+        # (nsbox-supervisor included) and, with CollectMode=inactive-or-failed, forgets it.
+        self.assertTrue(wait_until(lambda: not scopes(), timeout=10), scopes())
+        self.assertTrue(wait_until(lambda: self.user_ctl("list-units", "--all", "--plain",
+                                                         "--no-legend", "nsbox-*").stdout == "",
+                                   timeout=10))
+
+    def test_delegated_cgroup_does_not_ask_the_manager(self):
+        deleg = make_cgroup("deleg-" + secrets.token_hex(4), owner=USER)
+        self.addCleanup(remove_cgroup, deleg)
+        p, r = self.run_user("--cgroup", "required", *FAST, "--", "true", cgroup=deleg)
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "cgroup"), r)
+        self.assertTrue(r["cgroup"]["path"].startswith(deleg[len(CG):] + "/nsbox-run-"), r)
+        self.assertEqual(scopes(), [])
+
+    def test_cgroup_parent_does_not_ask_the_manager(self):
+        p, r = self.run_user("--cgroup-parent", self.outside[len(CG):], *FAST, "--", "true")
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
+        self.assertIn("not delegated", r["limits_note"])
+        self.assertNotIn("D-Bus", r["limits_note"])
+
+    def test_job_that_fails_falls_back(self):
+        # From the root cgroup the manager cannot move nsbox (no common ancestor the user may
+        # write): its start job fails, and nsbox says so.
+        p, r = self.run_user(*FAST, "--", "true", cgroup=CG)
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
+        self.assertRegex(r["limits_note"], r"job starting nsbox-[0-9]+-[0-9a-f]{8}\.scope ended "
+                                           r"with result 'failed'")
+        p, r = self.run_user("--cgroup", "required", *FAST, "--", "true", cgroup=CG)
+        self.assertEqual((p.returncode, r["error"]["step"]), (125, "cgroup"), r)
+        self.assertIn("result 'failed'", r["error"]["message"])
+
+    def test_no_manager_on_the_bus_falls_back(self):
+        # A runtime directory with no bus socket: the connection fails at once.
+        empty = f"/tmp/empty-runtime-{secrets.token_hex(4)}"
+        os.mkdir(empty, 0o700)
+        os.chown(empty, USER, USER)
+        self.addCleanup(shutil.rmtree, empty)  # nsbox keeps its `nsbox ps` record there
+        p, r = self.run_user(*FAST, "--", "true", env=user_env(XDG_RUNTIME_DIR=empty))
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
+        self.assertIn(f"for a delegated scope failed (no user bus ({empty}/bus)", r["limits_note"])
+        self.assertIn("D-Bus", p.stderr)
+
+    def test_silent_bus_times_out(self):
+        # A bus that accepts the connection and never answers: nsbox gives up after its bounded
+        # wait (SCOPE_TIMEOUT_USEC, 5 s) instead of hanging.
+        import socket
+        d = f"/tmp/silent-bus-{secrets.token_hex(4)}"
+        os.mkdir(d, 0o755)
+        self.addCleanup(os.rmdir, d)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(f"{d}/bus")
+        os.chmod(f"{d}/bus", 0o777)
+        sock.listen(8)
+        self.addCleanup(os.unlink, f"{d}/bus")
+        self.addCleanup(sock.close)
+        start = time.monotonic()
+        p, r = self.run_user(*FAST, "--", "true",
+                             env=user_env(DBUS_SESSION_BUS_ADDRESS=f"unix:path={d}/bus"))
+        took = time.monotonic() - start
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
+        self.assertIn(f"the user bus ($DBUS_SESSION_BUS_ADDRESS=unix:path={d}/bus) did not answer "
+                      "within 5 s", r["limits_note"])
+        self.assertTrue(5 <= took < 30, took)
 
 
 class TestSelftest(CgroupTestCase):
