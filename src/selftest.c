@@ -974,6 +974,10 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
         argv[n++] = c->exe;
         argv[n++] = (char *)"run";
         argv[n++] = (char *)"--json";
+        /* Time is the protection of one attack only (runaway, which sets its own): the others
+         * get a minute, so that a slow machine does not stop them for the wrong reason. */
+        argv[n++] = (char *)"--timeout";
+        argv[n++] = (char *)"60";
         if (c->rootfs) {
             argv[n++] = (char *)"--rootfs";
             argv[n++] = (char *)c->rootfs;
