@@ -73,7 +73,8 @@ static void usage_run(FILE *f)
           "  --env-inherit          pass nsbox's whole environment\n"
           "  --keep-fds             pass descriptors nsbox inherited (above 2)\n"
           "  --no-seccomp           no seccomp filter\n"
-          "  --memory, --pids-limit, --cpus, --timeout unlimited\n"
+          "(Each written out in full. A limit set to 'unlimited' is no opt-out: the JSON result's\n"
+          "limits show it as null.)\n"
           "\n"
           "Exit status: the program's; 128+N if signal N killed it; 124 on timeout;\n"
           "125 if nsbox failed; 126 if PROGRAM cannot be executed; 127 if it is not found.\n",
@@ -182,6 +183,26 @@ static void run_args_free(struct run_args *a)
     free(a->env);
     free(a->code);
 }
+
+/* Whether the option getopt_long() just took was written out in full as name ("--keep-fds",
+ * "--pid=host"), not abbreviated ("--keep"). Opt-outs must be: removing a protection is never
+ * an accident of a prefix. */
+static bool spelled_in_full(char *argv[], const char *name)
+{
+    const char *tok = argv[optind - 1];
+    size_t n;
+
+    if (optarg && tok == optarg && optind >= 2)
+        tok = argv[optind - 2];
+    n = strcspn(tok, "=");
+    return n == strlen(name) && strncmp(tok, name, n) == 0;
+}
+
+#define OPT_OUT_IN_FULL(name, what)                                                                \
+    do {                                                                                           \
+        if (!spelled_in_full(argv, name))                                                          \
+            return log_error_errno(-EINVAL, "an opt-out must be spelled in full: %s", what);       \
+    } while (0)
 
 #define BAD_VALUE(opt, value, what)                                                                \
     log_error_errno(-EINVAL, "invalid value '%s' for %s: %s", value, opt, what)
@@ -341,37 +362,46 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_NETWORK:
             if (strcmp(optarg, "none") == 0)
                 c->network_host = false;
-            else if (strcmp(optarg, "host") == 0)
+            else if (strcmp(optarg, "host") == 0) {
+                OPT_OUT_IN_FULL("--network", "--network host");
                 c->network_host = true;
+            }
             else
                 return BAD_VALUE("--network", optarg, "expected none or host");
             break;
         case ARG_PID:
             if (strcmp(optarg, "private") == 0)
                 c->pid_host = false;
-            else if (strcmp(optarg, "host") == 0)
+            else if (strcmp(optarg, "host") == 0) {
+                OPT_OUT_IN_FULL("--pid", "--pid host");
                 c->pid_host = true;
+            }
             else
                 return BAD_VALUE("--pid", optarg, "expected private or host");
             break;
         case ARG_IPC:
             if (strcmp(optarg, "private") == 0)
                 c->ipc_host = false;
-            else if (strcmp(optarg, "host") == 0)
+            else if (strcmp(optarg, "host") == 0) {
+                OPT_OUT_IN_FULL("--ipc", "--ipc host");
                 c->ipc_host = true;
+            }
             else
                 return BAD_VALUE("--ipc", optarg, "expected private or host");
             break;
         case ARG_ENV_INHERIT:
+            OPT_OUT_IN_FULL("--env-inherit", "--env-inherit");
             c->env_inherit = true;
             break;
         case ARG_KEEP_FDS:
+            OPT_OUT_IN_FULL("--keep-fds", "--keep-fds");
             c->keep_fds = true;
             break;
         case ARG_SECCOMP:
             c->seccomp_policy = optarg;
             break;
         case ARG_NO_SECCOMP:
+            OPT_OUT_IN_FULL("--no-seccomp", "--no-seccomp");
             c->seccomp_disabled = true;
             break;
         case ARG_CGROUP:

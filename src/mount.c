@@ -79,8 +79,13 @@ static int populate_proc(bool pid_host, struct step_error *e)
     if (pid_host) {
         /* Opted out of the pid namespace: a new procfs would need CAP_SYS_ADMIN over the
          * host's pid namespace (proc(5)), so the host's /proc is bound, with its submounts. */
+        int r;
         if (mount("/proc", "proc", NULL, MS_BIND | MS_REC, NULL) < 0)
             return step_fail(e, negative_errno(), "bind the host's /proc", "--pid host");
+        r = set_mount_attr(AT_FDCWD, "proc", AT_RECURSIVE,
+                           MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+        if (r < 0)
+            return step_fail(e, r, "make the host's /proc nosuid, nodev, noexec", "--pid host");
     } else if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
         /* A fresh procfs for the new pid namespace: it shows only the sandbox's processes.
          * Paths are relative to the new root, the working directory. It is mounted before the

@@ -427,14 +427,16 @@ static void plan_opt_out_warnings(const struct nsbox_config *c, struct nsbox_res
         add_warning(c, ret, "--no-seccomp: the payload runs without a seccomp filter; never use "
                             "this for untrusted code");
     if (c->network_host)
-        add_warning(c, ret, "--network host: the payload shares the host's network%s",
+        add_warning(c, ret, "--network host: the payload shares the host's network and its "
+                            "abstract unix sockets%s",
                     c->seccomp_policy || c->seccomp_disabled
                         ? ""
                         : " (built-in policy network.policy: internet sockets allowed)");
     if (c->pid_host)
-        add_warning(c, ret, "--pid host: the payload sees and can signal the host's processes "
-                            "of its uid, and what it starts in the background can outlive the "
-                            "run");
+        add_warning(c, ret, "--pid host: the payload sees every host process and can signal "
+                            "those of its host uid (for root's sandboxes: uid 65534, other "
+                            "sandboxes included), and what it starts in the background can "
+                            "outlive the run");
     if (c->ipc_host)
         add_warning(c, ret, "--ipc host: the payload shares the host's System V IPC and POSIX "
                             "message queues");
@@ -736,7 +738,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     struct step_error e = {0};
     struct pollfd pfd;
     sigset_t mask;
-    pid_t payload;
+    pid_t payload, init_pid;
     char byte;
     int r;
 
@@ -838,10 +840,16 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
 
+    init_pid = getpid();
     payload = fork();
     if (payload < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "fork payload"});
     if (payload == 0) {
+        /* Without a pid namespace, the payload can see init and kill it: it must not live on,
+         * unwatched and out of the wall clock (in a pid namespace, init's end ends all). */
+        if (sb->config->pid_host &&
+            (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != init_pid))
+            _exit(125);
         (void)close(fds->sync);
         payload_main(sb, fds->in, fds->out, fds->err, fds->report);
     }

@@ -3,9 +3,12 @@
 #     python3 -I -B -c "$(cat selftest-attacks.py)" ATTACK ARGS...
 #
 # Each attack tries one thing a sandbox must stop and prints a line starting with SUCCEEDED only
-# when it got it; what it could not do it prints as "blocked: ...". Where success can be seen
-# from outside (a canary planted on the host, a listener, a victim process), `nsbox selftest`
-# judges by that, not by this output. Every attack is bounded, so that it is safe to run with
+# when it got it; what it could not do it prints as "blocked: ...". On stderr it says when it
+# starts and when it is done ("nsbox-selftest: TRIED name", "... DONE name"), so that an attack
+# that never ran, or crashed, is not taken for a blocked one. Where success can be seen from
+# outside (a listener, a victim process, a file, the terminal, the caller's output, a process
+# left running), `nsbox selftest` judges by that, not by this output. A nonce or tag the host
+# checks comes in $NSBOX_SELFTEST_SECRET, not in the arguments, which every local user can read. Every attack is bounded, so that it is safe to run with
 # a protection removed (`--ablate`) or without nsbox at all (`--control`): at most 512 MiB of
 # memory, 200 processes, 64 MiB of files, 16 MiB of output, a few seconds, one process left
 # behind that exits by itself after 20 s.
@@ -44,7 +47,8 @@ def read_host_file(path):
                 blocked("open " + p, e)
 
 
-def network_egress(port, nonce):
+def network_egress(port):
+    nonce = os.environ.get("NSBOX_SELFTEST_SECRET", "")
     try:
         with socket.create_connection(("127.0.0.1", int(port)), timeout=3) as s:
             s.sendall(nonce.encode())
@@ -198,7 +202,8 @@ def tiocsti(fd):
         blocked("TIOCSCTTY and TIOCSTI on fd %d" % fd, msg)
 
 
-def abstract_socket(name, nonce):
+def abstract_socket(name):
+    nonce = os.environ.get("NSBOX_SELFTEST_SECRET", "")
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(3)
@@ -266,8 +271,9 @@ def runaway(seconds):
     got("still running after %s s" % seconds)
 
 
-def leave_process(tag):
-    # The tag is in this program's arguments, so the process left behind carries it too.
+def leave_process():
+    # The tag is in the environment ($NSBOX_SELFTEST_SECRET), so the process left behind carries
+    # it too.
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -282,7 +288,7 @@ def leave_process(tag):
         os._exit(0)
     os.waitpid(pid, 0)
     os.read(r, 1)
-    print("left pid behind, tagged", tag, flush=True)
+    print("left a process behind", flush=True)
 
 
 ATTACKS = {
@@ -308,4 +314,6 @@ ATTACKS = {
 }
 
 if __name__ == "__main__":
+    print("nsbox-selftest: TRIED", sys.argv[1], file=sys.stderr, flush=True)
     ATTACKS[sys.argv[1]](*sys.argv[2:])
+    print("nsbox-selftest: DONE", sys.argv[1], file=sys.stderr, flush=True)

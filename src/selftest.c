@@ -54,7 +54,8 @@ static void on_signal(int sig)
 struct ctx {
     char exe[PATH_MAX];
     const char *rootfs; /* --rootfs, or NULL for nsbox's default */
-    char dir[128]; /* this self-test's temporary directory */
+    char dir[128];      /* this self-test's temporary directory, owned by the caller */
+    int dir_fd;
     char python[PATH_MAX];
     uid_t host_uid; /* the host ids a sandbox of this caller runs as */
     gid_t host_gid;
@@ -67,28 +68,35 @@ struct ctx {
 #define MAX_OPTS 8
 struct trial {
     enum mode mode;
-    char dir[256]; /* a directory of this trial's own, mode 0755 */
+    char dir[256]; /* a directory of this trial's own, owned by the caller, mode 0755 */
+    int dir_fd;
+    int sub_fd; /* a subdirectory the attack's host uid may write (persistence, fill-tmp) */
     const char *args[MAX_ARGS];
     size_t n_args;
     const char *opts[MAX_OPTS]; /* extra `nsbox run` options (sandbox and ablated runs) */
     size_t n_opts;
     char buf[4][512]; /* storage for args and opts */
-    char secret[80];       /* a canary or nonce only the attack could bring back */
-    char skip[256];        /* not tried, and why */
-    int pass_fd;           /* left open for the run (not close-on-exec), or -1 */
-    int fd;                /* a listener, or the pty's master, or -1 */
+    char secret[80];  /* a canary or nonce only the attack could bring back */
+    char skip[256];   /* not tried, and why */
+    int pass_fd;      /* left open for the run (not close-on-exec), or -1 */
+    int fd;           /* a listener, or the pty's master, or -1 */
     pid_t victim;
     int shmid;
-    bool as_caller;  /* control: run as the caller itself, not as the sandbox's host ids */
-    bool env_secret; /* NSBOX_SELFTEST_TOKEN=secret in the environment during the run */
+    char shm_record[48]; /* "shm-ID-KEY" in the self-test's directory while the segment lives */
+    int top_fd;          /* the self-test's directory, for shm_record */
+    bool as_caller;     /* control: run as the caller itself, not as the sandbox's host ids */
+    bool env_token;     /* NSBOX_SELFTEST_TOKEN=secret in nsbox's environment, not passed on */
+    bool secret_to_env; /* NSBOX_SELFTEST_SECRET=secret given to the attack (-e) */
 };
 
 struct outcome {
     bool ran;
-    char status[32]; /* the result's status, or exited/signaled/timeout for a control run */
+    char status[48]; /* the result's status, or exited/signaled/timeout for a control run */
     char *out;       /* the attack's stdout */
     size_t out_len;
-    char err[1024]; /* nsbox's error message, or the start of stderr */
+    char *errout; /* the attack's stderr */
+    size_t errout_len;
+    char err[1024]; /* nsbox's error message, or why nothing ran */
 };
 
 struct attack {
@@ -97,6 +105,9 @@ struct attack {
     const char *protection;
     const char *opt_out;    /* what --ablate removes, as `nsbox run` options */
     const char *no_opt_out; /* when opt_out is NULL: why no opt-out can remove it */
+    /* How a blocked attack may end without saying DONE: statuses separated by '|' ("oom (signal
+     * 9)|timeout"), or NULL: it must finish. */
+    const char *enders;
     int (*setup)(const struct ctx *c, struct trial *t);
     bool (*succeeded)(const struct ctx *c, struct trial *t, const struct outcome *o);
 };
@@ -147,9 +158,11 @@ static void add_opt(struct trial *t, const char *opt)
         t->opts[t->n_opts++] = opt;
 }
 
-static int write_text(const char *path, const char *text, mode_t mode)
+/* Create name below dirfd (never following a symlink, never an existing file) and write text. */
+static int write_text_at(int dirfd, const char *name, const char *text, mode_t mode)
 {
-    _cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    _cleanup_close_ int fd =
+        openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     size_t n = strlen(text);
     if (fd < 0)
         return -errno;
@@ -160,32 +173,53 @@ static int write_text(const char *path, const char *text, mode_t mode)
     return 0;
 }
 
-/* Accept one connection on a listener that the attack may have reached during the run, and
- * say whether it sent the nonce. */
+/* A new directory below the trial's, handed to the sandbox's host ids through its descriptor:
+ * the only place of the self-test they may write. Returns its descriptor or -errno. */
+static int make_host_uid_dir(const struct ctx *c, struct trial *t, const char *name)
+{
+    int fd;
+    if (mkdirat(t->dir_fd, name, 0755) < 0)
+        return -errno;
+    fd = openat(t->dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (c->root && fchown(fd, c->host_uid, c->host_gid) < 0) {
+        int r = -errno;
+        (void)close(fd);
+        return r;
+    }
+    return fd;
+}
+
+/* Say whether a connection that reached the listener during the run sent the nonce. Every
+ * pending connection is read: a local user who connected first cannot hide the attack's. */
 static bool listener_got(int fd, const char *nonce)
 {
-    char buf[128] = "";
-    size_t n = 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    _cleanup_close_ int conn = -EBADF;
+    bool found = false;
 
-    if (poll(&p, 1, 0) <= 0)
+    if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
         return false;
-    conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-    if (conn < 0)
-        return false;
-    while (n < sizeof(buf) - 1) {
-        ssize_t k;
-        p = (struct pollfd){.fd = conn, .events = POLLIN};
-        if (poll(&p, 1, 2000) <= 0)
+    for (int i = 0; i < 16 && !found; i++) {
+        _cleanup_close_ int conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+        char buf[128] = "";
+        size_t n = 0;
+
+        if (conn < 0)
             break;
-        k = read(conn, buf + n, sizeof(buf) - 1 - n);
-        if (k <= 0)
-            break;
-        n += (size_t)k;
+        while (n < sizeof(buf) - 1) {
+            struct pollfd p = {.fd = conn, .events = POLLIN};
+            ssize_t k;
+            if (poll(&p, 1, 2000) <= 0)
+                break;
+            k = read(conn, buf + n, sizeof(buf) - 1 - n);
+            if (k <= 0)
+                break;
+            n += (size_t)k;
+        }
+        buf[n] = '\0';
+        found = strstr(buf, nonce) != NULL;
     }
-    buf[n] = '\0';
-    return strstr(buf, nonce) != NULL;
+    return found;
 }
 
 /* ---- the attacks: setup and judgement ------------------------------------------------------ */
@@ -201,7 +235,8 @@ static int setup_read_host_file(const struct ctx *c, struct trial *t)
         add_opt(t, "-v");
         add_opt(t, t->buf[1]);
     }
-    return write_text(t->buf[0], t->secret, 0644);
+    /* Readable by the sandbox's host uid, as most of a user's files are. */
+    return write_text_at(t->dir_fd, "secret", t->secret, 0644);
 }
 
 static bool canary_in_output(const struct ctx *c, struct trial *t, const struct outcome *o)
@@ -224,9 +259,9 @@ static int listen_tcp(const struct ctx *c, struct trial *t)
         return 0;
     }
     new_canary(t);
+    t->secret_to_env = true;
     (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%u", (unsigned)ntohs(a.sin_port));
     add_arg(t, t->buf[0]);
-    add_arg(t, t->secret);
     if (t->mode == MODE_ABLATED) {
         add_opt(t, "--network");
         add_opt(t, "host");
@@ -252,8 +287,8 @@ static int listen_abstract(const struct ctx *c, struct trial *t)
         return 0;
     }
     new_canary(t);
+    t->secret_to_env = true;
     add_arg(t, t->buf[0]);
-    add_arg(t, t->secret);
     if (t->mode == MODE_ABLATED) {
         add_opt(t, "--network");
         add_opt(t, "host");
@@ -306,10 +341,11 @@ static bool fork_bomb_succeeded(const struct ctx *c, struct trial *t, const stru
 
 static int setup_persistence(const struct ctx *c, struct trial *t)
 {
+    /* The code directory: the caller's, so writable by the sandbox's host uid. */
+    t->sub_fd = make_host_uid_dir(c, t, "work");
+    if (t->sub_fd < 0)
+        return t->sub_fd;
     (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%s/work", t->dir);
-    /* Writable by the sandbox's host uid, as a code directory of the caller's is. */
-    if (mkdir(t->buf[0], 0755) < 0 || (c->root && chown(t->buf[0], c->host_uid, c->host_gid) < 0))
-        return -errno;
     if (t->mode == MODE_CONTROL) {
         add_arg(t, t->buf[0]);
         return 0;
@@ -324,18 +360,16 @@ static int setup_persistence(const struct ctx *c, struct trial *t)
 
 static bool persistence_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
 {
-    char path[PATH_MAX + 32];
     (void)c;
     (void)o;
-    (void)snprintf(path, sizeof(path), "%s/persisted.txt", t->buf[0]);
-    return access(path, F_OK) == 0;
+    return faccessat(t->sub_fd, "persisted.txt", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 static int setup_env(const struct ctx *c, struct trial *t)
 {
     (void)c;
     new_canary(t);
-    t->env_secret = true;
+    t->env_token = true;
     if (t->mode == MODE_ABLATED)
         add_opt(t, "--env-inherit");
     return 0;
@@ -344,12 +378,13 @@ static int setup_env(const struct ctx *c, struct trial *t)
 static int setup_inherited_fd(const struct ctx *c, struct trial *t)
 {
     (void)c;
+    int r;
     new_canary(t);
-    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%s/fd-secret", t->dir);
-    if (write_text(t->buf[0], t->secret, 0600) < 0)
-        return -errno;
+    r = write_text_at(t->dir_fd, "fd-secret", t->secret, 0600);
+    if (r < 0)
+        return r;
     /* Deliberately without O_CLOEXEC: a descriptor a careless caller leaves open. */
-    t->pass_fd = open(t->buf[0], O_RDONLY);
+    t->pass_fd = openat(t->dir_fd, "fd-secret", O_RDONLY | O_NOFOLLOW);
     if (t->pass_fd < 0)
         return -errno;
     if (t->mode == MODE_ABLATED)
@@ -359,15 +394,19 @@ static int setup_inherited_fd(const struct ctx *c, struct trial *t)
 
 static int setup_signal(const struct ctx *c, struct trial *t)
 {
+    pid_t parent = getpid();
     t->victim = fork();
     if (t->victim < 0)
         return -errno;
     if (t->victim == 0) {
-        /* A process of the sandbox's host uid: what the payload could reach if it saw it. */
-        (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        /* A process of the sandbox's host uid: what the payload could reach if it saw it. It
+         * dies with the self-test: the death signal is set after the id switch, which clears
+         * it (prctl(2)), and then the parent is checked. */
         if (c->root && (setgroups(0, NULL) < 0 || setresgid(c->host_gid, c->host_gid,
                                                             c->host_gid) < 0 ||
                         setresuid(c->host_uid, c->host_uid, c->host_uid) < 0))
+            _exit(1);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
             _exit(1);
         for (;;)
             (void)pause();
@@ -436,47 +475,69 @@ static bool nested_userns_succeeded(const struct ctx *c, struct trial *t, const 
     return said(o, "a new user namespace with capabilities");
 }
 
-static int copy_file(const char *from, const char *to)
+/* Open the host's id(1) as a file root can trust: no symlink on the way, every directory and
+ * the file owned by root and writable by nobody else. Returns a descriptor or -errno. */
+static int open_trusted_id(void)
 {
-    _cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);
-    _cleanup_close_ int out = -EBADF;
-    char buf[65536];
-    ssize_t n;
+    static const char *const parts[] = {"usr", "bin", "id"};
+    _cleanup_close_ int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
 
-    if (in < 0)
+    for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
+        bool last = i + 1 == ELEMENTSOF(parts);
+        int fd;
+        if (dir < 0 || fstat(dir, &st) < 0)
+            return -errno;
+        if (st.st_uid != 0 || (st.st_mode & 022))
+            return -EPERM;
+        fd = openat(dir, parts[i], (last ? O_RDONLY : O_PATH | O_DIRECTORY) | O_NOFOLLOW |
+                                       O_CLOEXEC);
+        (void)close(dir);
+        dir = fd;
+    }
+    if (dir < 0 || fstat(dir, &st) < 0)
         return -errno;
-    out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
-    if (out < 0)
-        return -errno;
-    while ((n = read(in, buf, sizeof(buf))) > 0)
-        if (write(out, buf, (size_t)n) != n)
-            return -EIO;
-    return n < 0 ? -errno : 0;
+    if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
+        return -EPERM;
+    return TAKE_FD(dir);
 }
 
 static int setup_setuid(const struct ctx *c, struct trial *t)
 {
-    const char *rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
-    char from[PATH_MAX + 16];
-    int r;
+    _cleanup_close_ int in = -EBADF, out = -EBADF;
+    char buf[65536];
+    ssize_t n;
 
     if (!c->root) {
         (void)snprintf(t->skip, sizeof(t->skip),
                        "planting a setuid program owned by another user needs root");
         return 0;
     }
-    /* A setuid-root copy of id(1), which only prints ids: reachable by the sandbox's host
-     * group alone, and removed right after the trial. */
+    /* A setuid-root copy of the host's id(1), which only prints ids, in a root-owned
+     * directory that only the sandbox's host group may enter, for the trial alone. */
+    in = open_trusted_id();
+    if (in < 0) {
+        (void)snprintf(t->skip, sizeof(t->skip),
+                       "no trustworthy /usr/bin/id on the host (root-owned, writable by root "
+                       "only) to make setuid: %s",
+                       strerror(-in));
+        return 0;
+    }
+    if (mkdirat(t->dir_fd, "suid", 0750) < 0)
+        return -errno;
+    t->sub_fd = openat(t->dir_fd, "suid", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (t->sub_fd < 0 || fchown(t->sub_fd, 0, c->host_gid) < 0 || fchmod(t->sub_fd, 0750) < 0)
+        return -errno;
+    out = openat(t->sub_fd, "id", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
+    if (out < 0)
+        return -errno;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(out, buf, (size_t)n) != n)
+            return -EIO;
+    if (n < 0 || fchown(out, 0, 0) < 0 || fchmod(out, 04755) < 0)
+        return -errno;
     (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%s/suid", t->dir);
     (void)snprintf(t->buf[1], sizeof(t->buf[1]), "%s/suid/id", t->dir);
-    (void)snprintf(from, sizeof(from), "%s/usr/bin/id", rootfs);
-    if (mkdir(t->buf[0], 0750) < 0 || chown(t->buf[0], 0, c->host_gid) < 0)
-        return -errno;
-    r = copy_file(from, t->buf[1]);
-    if (r < 0)
-        return r;
-    if (chown(t->buf[1], 0, 0) < 0 || chmod(t->buf[1], 04755) < 0)
-        return -errno;
     if (t->mode == MODE_CONTROL) {
         add_arg(t, t->buf[1]);
         return 0;
@@ -491,7 +552,7 @@ static int setup_setuid(const struct ctx *c, struct trial *t)
 static bool setuid_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
 {
     (void)c;
-    (void)unlink(t->buf[1]);
+    (void)unlinkat(t->sub_fd, "id", 0); /* at once: it lives no longer than the trial */
     return said(o, "setuid program ran with other ids");
 }
 
@@ -501,8 +562,8 @@ static int setup_tiocsti(const struct ctx *c, struct trial *t)
     int slave;
     (void)c;
 
-    if ((t->mode == MODE_ABLATED || t->mode == MODE_CONTROL) &&
-        read_file_at(AT_FDCWD, "/proc/sys/dev/tty/legacy_tiocsti", legacy, sizeof(legacy)) >= 0 &&
+    /* Then it cannot succeed on this host at all: not a test of nsbox. */
+    if (read_file_at(AT_FDCWD, "/proc/sys/dev/tty/legacy_tiocsti", legacy, sizeof(legacy)) >= 0 &&
         legacy[0] == '0') {
         (void)snprintf(t->skip, sizeof(t->skip),
                        "this kernel refuses TIOCSTI to everyone (dev.tty.legacy_tiocsti = 0)");
@@ -550,7 +611,6 @@ static int setup_sysv_ipc(const struct ctx *c, struct trial *t)
 {
     unsigned key;
     void *p;
-    (void)c;
 
     new_canary(t);
     for (int i = 0; i < 16; i++) {
@@ -567,6 +627,10 @@ static int setup_sysv_ipc(const struct ctx *c, struct trial *t)
                        strerror(errno));
         return 0;
     }
+    /* Recorded, so that the next self-test removes it if this one is killed. */
+    (void)snprintf(t->shm_record, sizeof(t->shm_record), "shm-%d-%u", t->shmid, key);
+    (void)write_text_at(c->dir_fd, t->shm_record, "", 0600);
+    t->top_fd = c->dir_fd;
     p = shmat(t->shmid, NULL, 0);
     if (p == (void *)-1)
         return -errno;
@@ -583,8 +647,13 @@ static int setup_sysv_ipc(const struct ctx *c, struct trial *t)
 
 static int setup_fill_tmp(const struct ctx *c, struct trial *t)
 {
-    (void)c;
-    add_arg(t, t->mode == MODE_CONTROL ? t->dir : "/tmp");
+    if (t->mode == MODE_CONTROL) {
+        t->sub_fd = make_host_uid_dir(c, t, "tmp");
+        if (t->sub_fd < 0)
+            return t->sub_fd;
+        (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%s/tmp", t->dir);
+    }
+    add_arg(t, t->mode == MODE_CONTROL ? t->buf[0] : "/tmp");
     add_arg(t, "64");
     if (t->mode == MODE_ABLATED) {
         add_opt(t, "--tmpfs");
@@ -636,11 +705,11 @@ static bool runaway_succeeded(const struct ctx *c, struct trial *t, const struct
 
 static int setup_leftover(const struct ctx *c, struct trial *t)
 {
-    char hex[17];
+    char hex[33];
     (void)c;
-    random_hex(hex, 8);
+    random_hex(hex, 16);
     (void)snprintf(t->secret, sizeof(t->secret), "nsbox-selftest-leftover-%s", hex);
-    add_arg(t, t->secret);
+    t->secret_to_env = true;
     if (t->mode == MODE_ABLATED) {
         add_opt(t, "--pid");
         add_opt(t, "host");
@@ -650,30 +719,34 @@ static int setup_leftover(const struct ctx *c, struct trial *t)
     return 0;
 }
 
-/* Kill every process whose command line carries tag; returns how many there were. */
+/* Kill every process whose environment carries NSBOX_SELFTEST_SECRET=tag (which is in no
+ * command line, so nobody else can carry it); returns how many there were. */
 static unsigned kill_tagged(const char *tag)
 {
     _cleanup_closedir_ DIR *d = opendir("/proc");
+    char needle[160];
     unsigned found = 0;
     struct dirent *de;
 
     if (!d)
         return 0;
+    (void)snprintf(needle, sizeof(needle), "NSBOX_SELFTEST_SECRET=%s", tag);
     while ((de = readdir(d))) {
-        char path[300], cmdline[16384];
-        ssize_t n;
+        char path[300];
+        _cleanup_free_ char *env = NULL;
+        size_t n = 0;
         int fd;
         pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
 
         if (pid <= 0 || pid == getpid())
             continue;
-        (void)snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+        (void)snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             continue;
-        n = read(fd, cmdline, sizeof(cmdline));
+        (void)read_fd_all(fd, 1U << 20, &env, &n);
         (void)close(fd);
-        if (n > 0 && memmem(cmdline, (size_t)n, tag, strlen(tag))) {
+        if (env && memmem(env, n, needle, strlen(needle))) {
             found++;
             (void)kill(pid, SIGKILL);
         }
@@ -691,61 +764,63 @@ static bool leftover_succeeded(const struct ctx *c, struct trial *t, const struc
 static const struct attack attacks[] = {
     {"read-host-file", "read a canary file planted on the host",
      "its own root filesystem: host paths are not there unless bound", "-v DIR:/mnt:ro", NULL,
-     setup_read_host_file, canary_in_output},
+     NULL, setup_read_host_file, canary_in_output},
     {"network-egress", "send a nonce to a TCP listener on the host's 127.0.0.1",
-     "network namespace; seccomp allows only AF_UNIX sockets", "--network host", NULL,
+     "network namespace; seccomp allows only AF_UNIX sockets", "--network host", NULL, NULL,
      listen_tcp, listener_reached},
     {"memory", "allocate and touch 512 MiB", "--memory 256m", "--memory unlimited", NULL,
-     setup_memory, memory_succeeded},
-    {"fork-bomb", "start 200 processes", "--pids-limit 64", "--pids-limit unlimited", NULL,
+     "oom (signal 9)|signaled (signal 9)", setup_memory, memory_succeeded},
+    {"fork-bomb", "start 200 processes", "--pids-limit 64", "--pids-limit unlimited", NULL, NULL,
      setup_fork_bomb, fork_bomb_succeeded},
     {"persistence", "write a file into the code directory for the next run",
-     "the code directory is bound read-only (-v DIR:/work)", "-v DIR:/work:rw", NULL,
+     "the code directory is bound read-only (-v DIR:/work)", "-v DIR:/work:rw", NULL, NULL,
      setup_persistence, persistence_succeeded},
     {"env-credentials", "find a secret exported in the caller's environment",
-     "a clean environment (PATH, HOME, LANG and -e only)", "--env-inherit", NULL, setup_env,
-     canary_in_output},
+     "a clean environment (PATH, HOME, LANG and -e only)", "--env-inherit", NULL, NULL,
+     setup_env, canary_in_output},
     {"inherited-fd", "read a file through a descriptor the caller left open",
-     "descriptors above 2 closed before execve", "--keep-fds", NULL, setup_inherited_fd,
+     "descriptors above 2 closed before execve", "--keep-fds", NULL, NULL, setup_inherited_fd,
      canary_in_output},
     {"signal-outside", "SIGKILL a host process of the sandbox's own host uid", "pid namespace",
-     "--pid host", NULL, setup_signal, victim_killed},
+     "--pid host", NULL, NULL, setup_signal, victim_killed},
     {"proc-writes", "open /proc/sysrq-trigger and /proc/sys/kernel/core_pattern for writing",
      "host uid is never root; /proc/sys and /proc/sysrq-trigger read-only", NULL,
      "the sandbox maps to an unprivileged host uid, which the kernel refuses these files; "
      "nsbox has no opt-out for that",
-     setup_as_root_caller, proc_writes_succeeded},
+     NULL, setup_as_root_caller, proc_writes_succeeded},
     {"nested-userns", "unshare a user namespace to regain capabilities",
-     "seccomp refuses unshare and clone with namespace flags", "--no-seccomp", NULL,
+     "seccomp refuses unshare and clone with namespace flags", "--no-seccomp", NULL, NULL,
      setup_nested_userns, nested_userns_succeeded},
     {"setuid", "run a setuid-root program planted on the host and bound in",
      "one-uid user namespace; nosuid mounts; no_new_privs", NULL,
      "a setuid file owned by a host uid the sandbox does not map never changes ids "
      "(user_namespaces(7)); nsbox has no opt-out for that",
-     setup_setuid, setuid_succeeded},
+     NULL, setup_setuid, setuid_succeeded},
     {"tiocsti", "push input into a terminal standing in for the caller's",
      "no terminal reaches the sandbox (descriptors closed, new session); seccomp refuses TIOCSTI",
-     "--keep-fds --no-seccomp", NULL, setup_tiocsti, tiocsti_succeeded},
+     "--keep-fds --no-seccomp", NULL, NULL, setup_tiocsti, tiocsti_succeeded},
     {"abstract-socket", "send a nonce to an abstract unix socket of the host",
-     "network namespace (abstract sockets belong to it)", "--network host", NULL,
+     "network namespace (abstract sockets belong to it)", "--network host", NULL, NULL,
      listen_abstract, listener_reached},
     {"sysv-ipc", "read a System V shared memory segment of the host", "IPC namespace",
-     "--ipc host", NULL, setup_sysv_ipc, canary_in_output},
+     "--ipc host", NULL, NULL, setup_sysv_ipc, canary_in_output},
     {"hostname", "set the hostname (to its current value)",
      "UTS namespace; no capabilities; seccomp refuses sethostname", NULL,
      "the host's hostname needs CAP_SYS_ADMIN over the host's UTS namespace, which nothing in a "
      "user namespace has; nsbox has no opt-out for that",
-     setup_as_root_caller, hostname_succeeded},
+     NULL, setup_as_root_caller, hostname_succeeded},
     {"fill-tmp", "write 64 MiB into /tmp", "--tmpfs /tmp:size=16m", "--tmpfs /tmp:size=128m",
-     NULL, setup_fill_tmp, fill_tmp_succeeded},
+     NULL, NULL, setup_fill_tmp, fill_tmp_succeeded},
     {"output-flood", "print " STRINGIFY(FLOOD_MIB) " MiB to the caller",
-     "--output-limit 4000 (bytes kept per stream)", "--output-limit 32m", NULL, setup_flood,
-     flood_succeeded},
-    {"runaway", "keep running for 4 s", "--timeout 2 (wall clock)", "--timeout unlimited", NULL,
+     "--output-limit 4000 (bytes kept per stream)", "--output-limit 32m", NULL, NULL,
+     setup_flood, flood_succeeded},
+    {"runaway", "keep running for 4 s",
+     "--timeout 2 (and RLIMIT_CPU of --cpus x --timeout where limits fall back to rlimits)",
+     "--timeout unlimited", NULL, "timeout|signaled (signal 24)|signaled (signal 9)",
      setup_runaway, runaway_succeeded},
     {"leftover-process", "leave a process behind after the payload exits",
      "pid namespace (its init's exit kills all); cgroup.kill", "--pid host --cgroup off", NULL,
-     setup_leftover, leftover_succeeded},
+     NULL, setup_leftover, leftover_succeeded},
 };
 
 /* ---- running one trial ----------------------------------------------------------------- */
@@ -756,13 +831,33 @@ static void trial_cleanup(struct trial *t)
         (void)close(t->pass_fd);
     if (t->fd >= 0)
         (void)close(t->fd);
+    if (t->sub_fd >= 0)
+        (void)close(t->sub_fd);
+    if (t->dir_fd >= 0)
+        (void)close(t->dir_fd);
     if (t->victim > 0) {
         (void)kill(t->victim, SIGKILL);
         (void)waitpid(t->victim, NULL, 0);
     }
-    if (t->shmid >= 0)
-        (void)shmctl(t->shmid, IPC_RMID, NULL);
-    *t = (struct trial){.pass_fd = -1, .fd = -1, .shmid = -1};
+    if (t->shmid >= 0 && shmctl(t->shmid, IPC_RMID, NULL) == 0 && t->shm_record[0])
+        (void)unlinkat(t->top_fd, t->shm_record, 0);
+    *t = (struct trial){.pass_fd = -1, .fd = -1, .sub_fd = -1, .dir_fd = -1, .shmid = -1,
+                        .top_fd = -1};
+}
+
+static void append(char **buf, size_t *len, size_t *cap, const char *data, size_t n)
+{
+    if (*len + n > OUTPUT_MAX)
+        return; /* drained, not kept */
+    if (*len + n + 1 > *cap) {
+        *cap = (*len + n + 1) * 2;
+        *buf = realloc(*buf, *cap);
+        if (!*buf)
+            log_oom();
+    }
+    memcpy(*buf + *len, data, n);
+    *len += n;
+    (*buf)[*len] = '\0';
 }
 
 /* Run argv with stdout and stderr captured; with drop, as the sandbox's host ids. */
@@ -770,7 +865,7 @@ static int spawn(const struct ctx *c, char **argv, const struct trial *t, bool d
                  struct outcome *o)
 {
     int out[2], err[2], status;
-    size_t err_len = 0, cap = 0;
+    size_t cap = 0, err_cap = 0;
     struct timespec start, now;
     pid_t pid;
     bool open_out = true, open_err = true, timed_out = false;
@@ -790,7 +885,9 @@ static int spawn(const struct ctx *c, char **argv, const struct trial *t, bool d
         if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
             _exit(125);
         (void)setpgid(0, 0);
-        if (t->env_secret && setenv("NSBOX_SELFTEST_TOKEN", t->secret, 1) < 0)
+        if (t->env_token && setenv("NSBOX_SELFTEST_TOKEN", t->secret, 1) < 0)
+            _exit(125);
+        if (t->secret_to_env && setenv("NSBOX_SELFTEST_SECRET", t->secret, 1) < 0)
             _exit(125);
         if (drop && c->root &&
             (setgroups(0, NULL) < 0 || setresgid(c->host_gid, c->host_gid, c->host_gid) < 0 ||
@@ -830,29 +927,16 @@ static int spawn(const struct ctx *c, char **argv, const struct trial *t, bool d
             ssize_t n = read(out[0], buf, sizeof(buf));
             if (n <= 0)
                 open_out = false;
-            else if (o->out_len + (size_t)n <= OUTPUT_MAX) {
-                if (o->out_len + (size_t)n + 1 > cap) {
-                    cap = (o->out_len + (size_t)n + 1) * 2;
-                    o->out = realloc(o->out, cap);
-                    if (!o->out)
-                        log_oom();
-                }
-                memcpy(o->out + o->out_len, buf, (size_t)n);
-                o->out_len += (size_t)n;
-                o->out[o->out_len] = '\0';
-            }
+            else
+                append(&o->out, &o->out_len, &cap, buf, (size_t)n);
         }
         if (open_err && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-            char buf[4096];
+            char buf[65536];
             ssize_t n = read(err[0], buf, sizeof(buf));
             if (n <= 0)
                 open_err = false;
-            else if (err_len < sizeof(o->err) - 1) {
-                size_t m = MIN((size_t)n, sizeof(o->err) - 1 - err_len);
-                memcpy(o->err + err_len, buf, m);
-                err_len += m;
-                o->err[err_len] = '\0';
-            }
+            else
+                append(&o->errout, &o->errout_len, &err_cap, buf, (size_t)n);
         }
     }
     (void)close(out[0]);
@@ -881,8 +965,9 @@ static void take_json_result(struct ctx *c, struct outcome *o)
 
     if (!root) {
         (void)snprintf(o->status, sizeof(o->status), "error");
-        if (!o->err[0])
-            (void)snprintf(o->err, sizeof(o->err), "nsbox run printed no JSON result");
+        (void)snprintf(o->err, sizeof(o->err), "nsbox run printed no JSON result: %.*s",
+                       o->errout ? (int)MIN(strcspn(o->errout, "\n"), 500) : 0,
+                       o->errout ? o->errout : "");
         return;
     }
     s = json_string_value(json_object_get(root, "status"));
@@ -902,14 +987,22 @@ static void take_json_result(struct ctx *c, struct outcome *o)
         (void)snprintf(c->limits_by, sizeof(c->limits_by), "%s", s);
         (void)snprintf(c->limits_note, sizeof(c->limits_note), "%s", note ? note : "");
     }
-    out = json_object_get(root, "stdout");
+    /* nsbox's own stderr (its warnings) gives way to the payload's. */
     free(o->out);
-    o->out = NULL;
-    o->out_len = 0;
+    free(o->errout);
+    o->out = o->errout = NULL;
+    o->out_len = o->errout_len = 0;
+    out = json_object_get(root, "stdout");
     if (json_is_string(out)) {
         o->out_len = json_string_length(out);
         o->out = xmalloc(o->out_len + 1);
         memcpy(o->out, json_string_value(out), o->out_len + 1);
+    }
+    out = json_object_get(root, "stderr");
+    if (json_is_string(out)) {
+        o->errout_len = json_string_length(out);
+        o->errout = xmalloc(o->errout_len + 1);
+        memcpy(o->errout, json_string_value(out), o->errout_len + 1);
     }
     json_decref(root);
 }
@@ -933,23 +1026,63 @@ static void detail_line(const struct outcome *o, const char *prefix, char *buf, 
     (void)snprintf(buf, size, "%.*s", (int)MIN(n, size - 1), p);
 }
 
+/* Whether the attack program said "nsbox-selftest: WORD NAME" on stderr. */
+static bool marked(const struct outcome *o, const char *word, const char *name)
+{
+    char needle[96];
+    (void)snprintf(needle, sizeof(needle), "nsbox-selftest: %s %s\n", word, name);
+    return o->errout && memmem(o->errout, o->errout_len, needle, strlen(needle)) != NULL;
+}
+
+/* Whether status is one of enders ("a|b|c"). */
+static bool ended_by(const char *enders, const char *status)
+{
+    size_t n = strlen(status);
+    for (const char *p = enders; p && *p;) {
+        size_t len = strcspn(p, "|");
+        if (len == n && strncmp(p, status, n) == 0)
+            return true;
+        p += len + (p[len] == '|');
+    }
+    return false;
+}
+
+/* The last line of the attack's stderr, e.g. the end of a Python traceback. */
+static void last_line(const struct outcome *o, char *buf, size_t size)
+{
+    size_t end = o->errout_len, start;
+    while (end > 0 && o->errout[end - 1] == '\n')
+        end--;
+    start = end;
+    while (start > 0 && o->errout[start - 1] != '\n')
+        start--;
+    (void)snprintf(buf, size, "%.*s", (int)MIN(end - start, size - 1), o->errout + start);
+}
+
 static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, struct verdict *v)
 {
-    struct trial t = {.mode = mode, .pass_fd = -1, .fd = -1, .shmid = -1};
+    static const char *const mode_names[] = {"sandbox", "ablated", "control"};
+    struct trial t = {.mode = mode, .pass_fd = -1, .fd = -1, .sub_fd = -1, .dir_fd = -1,
+                      .shmid = -1, .top_fd = -1};
     struct outcome o = {0};
-    char *argv[64];
+    char *argv[64], name[64], line[400];
     size_t n = 0;
     bool success;
     int r;
 
-    static const char *const mode_names[] = {"sandbox", "ablated", "control"};
-    (void)snprintf(t.dir, sizeof(t.dir), "%s/%s-%s", c->dir, a->name, mode_names[mode]);
-    /* Owned by the sandbox's host ids, as the caller's own files are to an ordinary user. */
-    if (mkdir(t.dir, 0755) < 0 || chmod(t.dir, 0755) < 0 ||
-        (c->root && chown(t.dir, c->host_uid, c->host_gid) < 0)) {
+    /* Owned by the caller (root for root), like everything of the self-test but the
+     * subdirectories an attack must be able to write: nothing the sandbox's host uid could
+     * swap for a symlink under root's feet. */
+    (void)snprintf(name, sizeof(name), "%s-%s", a->name, mode_names[mode]);
+    (void)snprintf(t.dir, sizeof(t.dir), "%s/%s", c->dir, name);
+    if (mkdirat(c->dir_fd, name, 0755) < 0 ||
+        (t.dir_fd = openat(c->dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+            0 ||
+        fchmod(t.dir_fd, 0755) < 0) {
         v->word = "error";
         (void)snprintf(v->detail, sizeof(v->detail), "cannot make %.300s: %s", t.dir,
                        strerror(errno));
+        trial_cleanup(&t);
         return;
     }
     r = a->setup(c, &t);
@@ -982,6 +1115,10 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
             argv[n++] = (char *)"--rootfs";
             argv[n++] = (char *)c->rootfs;
         }
+        if (t.secret_to_env) {
+            argv[n++] = (char *)"-e";
+            argv[n++] = (char *)"NSBOX_SELFTEST_SECRET";
+        }
         for (size_t i = 0; i < t.n_opts; i++)
             argv[n++] = (char *)t.opts[i];
         argv[n++] = (char *)"--";
@@ -1006,11 +1143,24 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
     if (mode != MODE_CONTROL)
         take_json_result(c, &o);
     success = a->succeeded(c, &t, &o);
+    line[0] = '\0';
 
     if (mode != MODE_CONTROL && strcmp(o.status, "error") == 0) {
         /* nsbox could not run the attack: nothing was tested. */
         v->word = "error";
         (void)snprintf(v->detail, sizeof(v->detail), "nsbox run failed: %.400s", o.err);
+    } else if (!success && !marked(&o, "TRIED", a->name)) {
+        /* Not blocked: never tried (no python3, a broken rootfs, ...). */
+        v->word = "error";
+        last_line(&o, line, sizeof(line));
+        (void)snprintf(v->detail, sizeof(v->detail), "the attack did not start (%s%s%s)",
+                       o.status, line[0] ? ": " : "", line);
+    } else if (!success && !marked(&o, "DONE", a->name) && !ended_by(a->enders, o.status)) {
+        /* Not blocked either: it stopped half-way for a reason that is not its protection. */
+        v->word = "error";
+        last_line(&o, line, sizeof(line));
+        (void)snprintf(v->detail, sizeof(v->detail), "the attack did not finish (%s%s%s)",
+                       o.status, line[0] ? ": " : "", line);
     } else if (mode == MODE_SANDBOX) {
         v->word = success ? "NOT BLOCKED" : "blocked";
         v->good = !success;
@@ -1019,40 +1169,124 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
         v->good = success;
     }
     if (!v->detail[0]) {
-        char line[400];
         detail_line(&o, success ? "SUCCEEDED" : "blocked:", line, sizeof(line));
-        if (!success && a->succeeded == flood_succeeded)
+        if (a->succeeded == flood_succeeded)
             (void)snprintf(line, sizeof(line), "the caller got %zu bytes", o.out_len);
-        else if (success && a->succeeded == flood_succeeded)
-            (void)snprintf(line, sizeof(line), "the caller got all %zu bytes", o.out_len);
+        else if (a->succeeded == leftover_succeeded)
+            (void)snprintf(line, sizeof(line), success ? "a process outlived the run (killed now)"
+                                                       : "no process outlived the run");
         (void)snprintf(v->detail, sizeof(v->detail), "%s%s%s", o.status, line[0] ? ": " : "",
                        line);
     }
     free(o.out);
+    free(o.errout);
     trial_cleanup(&t);
 }
 
 /* ---- the command ----------------------------------------------------------------------- */
 
-static int remove_tree(const char *path)
+/* Remove everything below dirfd, never following a symlink and never leaving its file system:
+ * subdirectories are opened relative to their parent with O_NOFOLLOW, so a directory swapped
+ * for a symlink meanwhile is not entered. Best effort. */
+static void remove_below(int dirfd, dev_t dev, unsigned depth)
 {
-    _cleanup_closedir_ DIR *d = opendir(path);
+    DIR *d;
     struct dirent *de;
+    int fd = dup(dirfd);
 
+    if (fd < 0 || depth > 16)
+        goto out;
+    d = fdopendir(fd);
     if (!d)
-        return -errno;
+        goto out;
+    fd = -1;
+    rewinddir(d); /* a dup shares the offset of an earlier walk */
     while ((de = readdir(d))) {
-        char sub[PATH_MAX];
         struct stat st;
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        (void)snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
-        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-            (void)remove_tree(sub);
-        else
-            (void)unlink(sub);
+        if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
+            int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                remove_below(sub, dev, depth + 1);
+                (void)close(sub);
+            }
+            (void)unlinkat(dirfd, de->d_name, AT_REMOVEDIR);
+        } else
+            (void)unlinkat(dirfd, de->d_name, 0);
     }
-    return rmdir(path) < 0 ? -errno : 0;
+    (void)closedir(d);
+out:
+    if (fd >= 0)
+        (void)close(fd);
+}
+
+/* Remove the directory name of /var/tmp (open as vartmp) and what is in it, and the System V
+ * segments recorded in it ("shm-ID" entries) that the caller still owns. */
+static void remove_selftest_dir(int vartmp, const char *name)
+{
+    _cleanup_close_ int fd =
+        openat(vartmp, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_closedir_ DIR *d = NULL;
+    struct dirent *de;
+    struct stat st;
+
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid())
+        return;
+    {
+        int copy = dup(fd);
+        d = copy >= 0 ? fdopendir(copy) : NULL;
+        if (!d && copy >= 0)
+            (void)close(copy);
+        if (d)
+            rewinddir(d);
+    }
+    while (d && (de = readdir(d))) {
+        struct shmid_ds ds;
+        unsigned key;
+        int id;
+        /* Only the very segment: same id, key and creator. */
+        if (sscanf(de->d_name, "shm-%d-%u", &id, &key) == 2 && shmctl(id, IPC_STAT, &ds) == 0 &&
+            ds.shm_perm.cuid == geteuid() && (unsigned)ds.shm_perm.__key == key)
+            (void)shmctl(id, IPC_RMID, NULL);
+    }
+    remove_below(fd, st.st_dev, 0);
+    (void)unlinkat(vartmp, name, AT_REMOVEDIR);
+}
+
+#define SELFTEST_PREFIX "nsbox-selftest-"
+
+/* Remove what self-tests of this user that were killed (SIGKILL) left in /var/tmp: their
+ * "owner" entry names a process that no longer runs. */
+static void remove_stale(void)
+{
+    _cleanup_closedir_ DIR *d = opendir("/var/tmp");
+    struct dirent *de;
+
+    if (!d)
+        return;
+    while ((de = readdir(d))) {
+        char owner[64] = "";
+        unsigned long long start = 0;
+        int pid = 0;
+        struct stat st;
+        _cleanup_close_ int fd = -EBADF;
+
+        if (strncmp(de->d_name, SELFTEST_PREFIX, strlen(SELFTEST_PREFIX)) != 0)
+            continue;
+        fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid())
+            continue;
+        if (read_file_at(fd, "owner", owner, sizeof(owner)) > 0 &&
+            sscanf(owner, "%d %llu", &pid, &start) == 2 && pid > 0 &&
+            process_start_time(pid) == start)
+            continue; /* still running */
+        if (!owner[0] && st.st_mtime > time(NULL) - 600)
+            continue; /* a self-test that has just started */
+        remove_selftest_dir(dirfd(d), de->d_name);
+    }
 }
 
 static void usage(FILE *f)
@@ -1093,7 +1327,7 @@ int selftest_main(int argc, char *argv[])
         {"rootfs", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct ctx c = {0};
+    struct ctx c = {.dir_fd = -1};
     bool ablate = false, control = false, json = false, ok = true;
     const char *only = NULL;
     struct verdict v[ELEMENTSOF(attacks)][3];
@@ -1170,13 +1404,26 @@ int selftest_main(int argc, char *argv[])
             return 125;
         }
     }
+    remove_stale();
     /* Not below /tmp, which every sandbox replaces with its own tmpfs. Traversable by the
-     * sandbox's host uid, for the attacks whose files it may reach once a protection is off. */
-    (void)snprintf(c.dir, sizeof(c.dir), "/var/tmp/nsbox-selftest-XXXXXX");
-    if (!mkdtemp(c.dir) || chmod(c.dir, 0755) < 0) {
+     * sandbox's host uid, for the attacks whose files it may reach once a protection is off.
+     * "owner" names this process, for remove_stale() of a later self-test. */
+    (void)snprintf(c.dir, sizeof(c.dir), "/var/tmp/" SELFTEST_PREFIX "XXXXXX");
+    if (!mkdtemp(c.dir) ||
+        (c.dir_fd = open(c.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+        fchmod(c.dir_fd, 0755) < 0) {
         log_error("selftest: cannot make a temporary directory in /var/tmp: %s",
                   strerror(errno));
         return 125;
+    }
+    {
+        char owner[64];
+        (void)snprintf(owner, sizeof(owner), "%d %llu\n", (int)getpid(),
+                       process_start_time(getpid()));
+        if (write_text_at(c.dir_fd, "owner", owner, 0644) < 0) {
+            log_error("selftest: cannot write %s/owner: %s", c.dir, strerror(errno));
+            return 125;
+        }
     }
     (void)signal(SIGPIPE, SIG_IGN);
     {
@@ -1218,7 +1465,12 @@ int selftest_main(int argc, char *argv[])
             counts[m][strcmp(v[i][m].word, "skipped") == 0 ? 2 : v[i][m].good ? 0 : 1]++;
         }
     }
-    (void)remove_tree(c.dir);
+    {
+        _cleanup_close_ int vartmp = open("/var/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        (void)close(c.dir_fd);
+        if (vartmp >= 0)
+            remove_selftest_dir(vartmp, c.dir + strlen("/var/tmp/"));
+    }
     if (interrupted) {
         log_error("selftest: interrupted by signal %d; its files and processes are removed",
                   (int)interrupted);

@@ -4,6 +4,7 @@ and every attack program works without nsbox (the negative control); and the opt
 `nsbox run` that --ablate uses, each one named on stderr."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -40,6 +41,14 @@ def leftovers():
         except OSError:
             pass
     return dirs, segments, procs
+
+
+def owner_pid(name):
+    try:
+        with open(os.path.join("/var/tmp", name, "owner")) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def legacy_tiocsti():
@@ -147,6 +156,40 @@ class TestSelftestCommand(NsboxTestCase):
         self.assertEqual(a["sandbox"]["verdict"], "error")
         self.assertIn("nsbox run failed", a["sandbox"]["detail"])
 
+    def test_an_attack_that_never_starts_is_an_error(self):
+        # A "python3" that is not Python (busybox, which knows no such applet): the attack never
+        # says it started, so it is no "blocked".
+        if not os.path.exists("/bin/busybox"):
+            self.skipTest("no /bin/busybox (busybox-static) to stand in for python3")
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            for sub in ("proc", "dev", "tmp", "work", "mnt", "usr", "usr/bin"):
+                os.mkdir(os.path.join(d, sub))
+                os.chmod(os.path.join(d, sub), 0o755)
+            shutil.copy("/bin/busybox", os.path.join(d, "usr", "bin", "python3"))
+            p = subprocess.run([NSBOX, "selftest", "--json", "--rootfs", d, "--only",
+                                "memory,env-credentials"], capture_output=True, text=True,
+                               timeout=120)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        for a in json.loads(p.stdout)["attacks"]:
+            self.assertEqual(a["sandbox"]["verdict"], "error", a)
+            self.assertIn("the attack did not start", a["sandbox"]["detail"])
+
+    def test_a_killed_selftest_is_cleaned_up_by_the_next(self):
+        p = subprocess.Popen([NSBOX, "selftest", "--json", "--only", "runaway", "--ablate"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(1.0)
+        dirs = [e for e in os.listdir("/var/tmp") if e.startswith("nsbox-selftest-")]
+        mine = [e for e in dirs if owner_pid(e) == p.pid]
+        p.kill()
+        p.communicate(timeout=60)
+        self.assertEqual(len(mine), 1, dirs)
+        self.assertTrue(os.path.exists(os.path.join("/var/tmp", mine[0])))
+        q = subprocess.run([NSBOX, "selftest", "--only", "env-credentials"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(q.returncode, 0, q.stdout + q.stderr)
+        self.assertFalse(os.path.exists(os.path.join("/var/tmp", mine[0])))
+
     def test_bad_arguments(self):
         for args, what in [(["--only", "no-such-attack"], "no attack named 'no-such-attack'"),
                            (["--bogus"], "unknown option '--bogus'"),
@@ -172,6 +215,48 @@ class TestOptOuts(NsboxTestCase):
                 self.assertEqual(r["status"], "exited", p.stderr)
                 self.assertIn("nsbox: warning: " + warning, p.stderr)
                 self.assertTrue(any(warning in w for w in r["warnings"]), r["warnings"])
+
+    def test_opt_outs_must_be_spelled_in_full(self):
+        for args in (["--net", "host"], ["--net=host"], ["--keep"], ["--no-sec"], ["--env-inh"],
+                     ["--ip=host"]):
+            with self.subTest(args=args):
+                p = nsbox("run", *args, "--", "true")
+                self.assertOneLineError(p, contains="an opt-out must be spelled in full")
+        p, r = nsbox_json("--network=host", "--", "true")
+        self.assertEqual(r["status"], "exited", p.stderr)
+
+    def test_pid_host_payload_dies_with_init(self):
+        # Without a pid namespace the payload can kill its init; it must not live on unwatched.
+        token = "nsbox-pid-host-" + os.urandom(6).hex()
+        code = ("import os, sys, time\nos.kill(os.getppid(), 9)\ntime.sleep(3)\n"
+                "print('still here')\n")
+        p, r = nsbox_json("--pid", "host", "--", "python3", "-c", code, token)
+        self.assertNotIn("still here", r["stdout"])
+        time.sleep(0.5)
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    self.assertNotIn(token.encode(), f.read())
+            except OSError:
+                pass
+
+    def test_pid_host_proc_is_nosuid_nodev_noexec(self):
+        code = ("print([l.split()[5] for l in open('/proc/self/mountinfo') "
+                "if l.split()[4] == '/proc'][0])")
+        p, r = nsbox_json("--pid", "host", "--", "python3", "-c", code)
+        for flag in ("nosuid", "nodev", "noexec"):
+            self.assertIn(flag, r["stdout"], p.stderr)
+
+    def test_network_policy_allows_tcp_and_udp_only(self):
+        code = ("import socket\n"
+                "for fam, typ, proto in [(2, 1, 0), (2, 1, 6), (10, 2, 17), (2, 1, 262), (2, 5, 132),"
+                " (16, 3, 0), (17, 3, 0)]:\n"
+                "    try:\n        socket.socket(fam, typ, proto).close(); print(fam, proto, 'ok')\n"
+                "    except OSError as e:\n        print(fam, proto, e.errno)\n")
+        p, r = nsbox_json("--network", "host", "--", "python3", "-c", code)
+        lines = r["stdout"].splitlines()
+        self.assertEqual(lines[:3], ["2 0 ok", "2 6 ok", "10 17 ok"], p.stderr)
+        self.assertEqual(lines[3:], ["2 262 1", "2 132 1", "16 0 1", "17 0 1"])
 
     def test_defaults_stay_private(self):
         # The same probe as the opt-outs, without them: nothing of the host is shared.
