@@ -84,9 +84,9 @@ struct trial {
     int shmid;
     char shm_record[48]; /* "shm-ID-KEY" in the self-test's directory while the segment lives */
     int top_fd;          /* the self-test's directory, for shm_record */
-    bool as_caller;     /* control: run as the caller itself, not as the sandbox's host ids */
-    bool env_token;     /* NSBOX_SELFTEST_TOKEN=secret in nsbox's environment, not passed on */
-    bool secret_to_env; /* NSBOX_SELFTEST_SECRET=secret given to the attack (-e) */
+    bool as_caller;      /* control: run as the caller itself, not as the sandbox's host ids */
+    bool env_token;      /* NSBOX_SELFTEST_TOKEN=secret in nsbox's environment, not passed on */
+    bool secret_to_env;  /* NSBOX_SELFTEST_SECRET=secret given to the attack (-e) */
 };
 
 struct outcome {
@@ -402,9 +402,9 @@ static int setup_signal(const struct ctx *c, struct trial *t)
         /* A process of the sandbox's host uid: what the payload could reach if it saw it. It
          * dies with the self-test: the death signal is set after the id switch, which clears
          * it (prctl(2)), and then the parent is checked. */
-        if (c->root && (setgroups(0, NULL) < 0 || setresgid(c->host_gid, c->host_gid,
-                                                            c->host_gid) < 0 ||
-                        setresuid(c->host_uid, c->host_uid, c->host_uid) < 0))
+        if (c->root &&
+            (setgroups(0, NULL) < 0 || setresgid(c->host_gid, c->host_gid, c->host_gid) < 0 ||
+             setresuid(c->host_uid, c->host_uid, c->host_uid) < 0))
             _exit(1);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
             _exit(1);
@@ -490,8 +490,8 @@ static int open_trusted_id(void)
             return -errno;
         if (st.st_uid != 0 || (st.st_mode & 022))
             return -EPERM;
-        fd = openat(dir, parts[i], (last ? O_RDONLY : O_PATH | O_DIRECTORY) | O_NOFOLLOW |
-                                       O_CLOEXEC);
+        fd = openat(dir, parts[i],
+                    (last ? O_RDONLY : O_PATH | O_DIRECTORY) | O_NOFOLLOW | O_CLOEXEC);
         (void)close(dir);
         dir = fd;
     }
@@ -623,8 +623,7 @@ static int setup_sysv_ipc(const struct ctx *c, struct trial *t)
             break;
     }
     if (t->shmid < 0) {
-        (void)snprintf(t->skip, sizeof(t->skip), "no System V shared memory: %s",
-                       strerror(errno));
+        (void)snprintf(t->skip, sizeof(t->skip), "no System V shared memory: %s", strerror(errno));
         return 0;
     }
     /* Recorded, so that the next self-test removes it if this one is killed. */
@@ -763,8 +762,8 @@ static bool leftover_succeeded(const struct ctx *c, struct trial *t, const struc
 
 static const struct attack attacks[] = {
     {"read-host-file", "read a canary file planted on the host",
-     "its own root filesystem: host paths are not there unless bound", "-v DIR:/mnt:ro", NULL,
-     NULL, setup_read_host_file, canary_in_output},
+     "its own root filesystem: host paths are not there unless bound", "-v DIR:/mnt:ro", NULL, NULL,
+     setup_read_host_file, canary_in_output},
     {"network-egress", "send a nonce to a TCP listener on the host's 127.0.0.1",
      "network namespace; seccomp allows only AF_UNIX sockets", "--network host", NULL, NULL,
      listen_tcp, listener_reached},
@@ -776,8 +775,8 @@ static const struct attack attacks[] = {
      "the code directory is bound read-only (-v DIR:/work)", "-v DIR:/work:rw", NULL, NULL,
      setup_persistence, persistence_succeeded},
     {"env-credentials", "find a secret exported in the caller's environment",
-     "a clean environment (PATH, HOME, LANG and -e only)", "--env-inherit", NULL, NULL,
-     setup_env, canary_in_output},
+     "a clean environment (PATH, HOME, LANG and -e only)", "--env-inherit", NULL, NULL, setup_env,
+     canary_in_output},
     {"inherited-fd", "read a file through a descriptor the caller left open",
      "descriptors above 2 closed before execve", "--keep-fds", NULL, NULL, setup_inherited_fd,
      canary_in_output},
@@ -802,22 +801,22 @@ static const struct attack attacks[] = {
     {"abstract-socket", "send a nonce to an abstract unix socket of the host",
      "network namespace (abstract sockets belong to it)", "--network host", NULL, NULL,
      listen_abstract, listener_reached},
-    {"sysv-ipc", "read a System V shared memory segment of the host", "IPC namespace",
-     "--ipc host", NULL, NULL, setup_sysv_ipc, canary_in_output},
+    {"sysv-ipc", "read a System V shared memory segment of the host", "IPC namespace", "--ipc host",
+     NULL, NULL, setup_sysv_ipc, canary_in_output},
     {"hostname", "set the hostname (to its current value)",
      "UTS namespace; no capabilities; seccomp refuses sethostname", NULL,
      "the host's hostname needs CAP_SYS_ADMIN over the host's UTS namespace, which nothing in a "
      "user namespace has; nsbox has no opt-out for that",
      NULL, setup_as_root_caller, hostname_succeeded},
-    {"fill-tmp", "write 64 MiB into /tmp", "--tmpfs /tmp:size=16m", "--tmpfs /tmp:size=128m",
-     NULL, NULL, setup_fill_tmp, fill_tmp_succeeded},
+    {"fill-tmp", "write 64 MiB into /tmp", "--tmpfs /tmp:size=16m", "--tmpfs /tmp:size=128m", NULL,
+     NULL, setup_fill_tmp, fill_tmp_succeeded},
     {"output-flood", "print " STRINGIFY(FLOOD_MIB) " MiB to the caller",
-     "--output-limit 4000 (bytes kept per stream)", "--output-limit 32m", NULL, NULL,
-     setup_flood, flood_succeeded},
+     "--output-limit 4000 (bytes kept per stream)", "--output-limit 32m", NULL, NULL, setup_flood,
+     flood_succeeded},
     {"runaway", "keep running for 4 s",
      "--timeout 2 (and RLIMIT_CPU of --cpus x --timeout where limits fall back to rlimits)",
-     "--timeout unlimited", NULL, "timeout|signaled (signal 24)|signaled (signal 9)",
-     setup_runaway, runaway_succeeded},
+     "--timeout unlimited", NULL, "timeout|signaled (signal 24)|signaled (signal 9)", setup_runaway,
+     runaway_succeeded},
     {"leftover-process", "leave a process behind after the payload exits",
      "pid namespace (its init's exit kills all); cgroup.kill", "--pid host --cgroup off", NULL,
      NULL, setup_leftover, leftover_succeeded},
@@ -841,8 +840,8 @@ static void trial_cleanup(struct trial *t)
     }
     if (t->shmid >= 0 && shmctl(t->shmid, IPC_RMID, NULL) == 0 && t->shm_record[0])
         (void)unlinkat(t->top_fd, t->shm_record, 0);
-    *t = (struct trial){.pass_fd = -1, .fd = -1, .sub_fd = -1, .dir_fd = -1, .shmid = -1,
-                        .top_fd = -1};
+    *t = (struct trial){
+        .pass_fd = -1, .fd = -1, .sub_fd = -1, .dir_fd = -1, .shmid = -1, .top_fd = -1};
 }
 
 static void append(char **buf, size_t *len, size_t *cap, const char *data, size_t n)
@@ -906,8 +905,8 @@ static int spawn(const struct ctx *c, char **argv, const struct trial *t, bool d
         int k;
 
         (void)clock_gettime(CLOCK_MONOTONIC, &now);
-        left = TRIAL_TIMEOUT_MS - (long)((now.tv_sec - start.tv_sec) * 1000 +
-                                         (now.tv_nsec - start.tv_nsec) / 1000000);
+        left = TRIAL_TIMEOUT_MS -
+               (long)((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
         if (left <= 0) {
             timed_out = true;
             (void)kill(-pid, SIGKILL);
@@ -1062,8 +1061,13 @@ static void last_line(const struct outcome *o, char *buf, size_t size)
 static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, struct verdict *v)
 {
     static const char *const mode_names[] = {"sandbox", "ablated", "control"};
-    struct trial t = {.mode = mode, .pass_fd = -1, .fd = -1, .sub_fd = -1, .dir_fd = -1,
-                      .shmid = -1, .top_fd = -1};
+    struct trial t = {.mode = mode,
+                      .pass_fd = -1,
+                      .fd = -1,
+                      .sub_fd = -1,
+                      .dir_fd = -1,
+                      .shmid = -1,
+                      .top_fd = -1};
     struct outcome o = {0};
     char *argv[64], name[64], line[400];
     size_t n = 0;
@@ -1076,8 +1080,7 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
     (void)snprintf(name, sizeof(name), "%s-%s", a->name, mode_names[mode]);
     (void)snprintf(t.dir, sizeof(t.dir), "%s/%s", c->dir, name);
     if (mkdirat(c->dir_fd, name, 0755) < 0 ||
-        (t.dir_fd = openat(c->dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
-            0 ||
+        (t.dir_fd = openat(c->dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
         fchmod(t.dir_fd, 0755) < 0) {
         v->word = "error";
         (void)snprintf(v->detail, sizeof(v->detail), "cannot make %.300s: %s", t.dir,
@@ -1153,14 +1156,14 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
         /* Not blocked: never tried (no python3, a broken rootfs, ...). */
         v->word = "error";
         last_line(&o, line, sizeof(line));
-        (void)snprintf(v->detail, sizeof(v->detail), "the attack did not start (%s%s%s)",
-                       o.status, line[0] ? ": " : "", line);
+        (void)snprintf(v->detail, sizeof(v->detail), "the attack did not start (%s%s%s)", o.status,
+                       line[0] ? ": " : "", line);
     } else if (!success && !marked(&o, "DONE", a->name) && !ended_by(a->enders, o.status)) {
         /* Not blocked either: it stopped half-way for a reason that is not its protection. */
         v->word = "error";
         last_line(&o, line, sizeof(line));
-        (void)snprintf(v->detail, sizeof(v->detail), "the attack did not finish (%s%s%s)",
-                       o.status, line[0] ? ": " : "", line);
+        (void)snprintf(v->detail, sizeof(v->detail), "the attack did not finish (%s%s%s)", o.status,
+                       line[0] ? ": " : "", line);
     } else if (mode == MODE_SANDBOX) {
         v->word = success ? "NOT BLOCKED" : "blocked";
         v->good = !success;
@@ -1173,10 +1176,10 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
         if (a->succeeded == flood_succeeded)
             (void)snprintf(line, sizeof(line), "the caller got %zu bytes", o.out_len);
         else if (a->succeeded == leftover_succeeded)
-            (void)snprintf(line, sizeof(line), success ? "a process outlived the run (killed now)"
-                                                       : "no process outlived the run");
-        (void)snprintf(v->detail, sizeof(v->detail), "%s%s%s", o.status, line[0] ? ": " : "",
-                       line);
+            (void)snprintf(line, sizeof(line),
+                           success ? "a process outlived the run (killed now)"
+                                   : "no process outlived the run");
+        (void)snprintf(v->detail, sizeof(v->detail), "%s%s%s", o.status, line[0] ? ": " : "", line);
     }
     free(o.out);
     free(o.errout);
@@ -1227,8 +1230,7 @@ out:
  * segments recorded in it ("shm-ID" entries) that the caller still owns. */
 static void remove_selftest_dir(int vartmp, const char *name)
 {
-    _cleanup_close_ int fd =
-        openat(vartmp, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int fd = openat(vartmp, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     _cleanup_closedir_ DIR *d = NULL;
     struct dirent *de;
     struct stat st;
@@ -1322,9 +1324,12 @@ static bool selected(const char *only, const char *name)
 int selftest_main(int argc, char *argv[])
 {
     static const struct option options[] = {
-        {"ablate", no_argument, NULL, 'a'},   {"control", no_argument, NULL, 'c'},
-        {"json", no_argument, NULL, 'j'},     {"only", required_argument, NULL, 'o'},
-        {"rootfs", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
+        {"ablate", no_argument, NULL, 'a'},
+        {"control", no_argument, NULL, 'c'},
+        {"json", no_argument, NULL, 'j'},
+        {"only", required_argument, NULL, 'o'},
+        {"rootfs", required_argument, NULL, 'r'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct ctx c = {.dir_fd = -1};
@@ -1376,8 +1381,8 @@ int selftest_main(int argc, char *argv[])
         for (size_t i = 0; i < ELEMENTSOF(attacks); i++)
             known |= strlen(attacks[i].name) == l && strncmp(p, attacks[i].name, l) == 0;
         if (!known) {
-            log_error("--only: no attack named '%.*s' (see 'nsbox selftest' for the names)",
-                      (int)l, p);
+            log_error("--only: no attack named '%.*s' (see 'nsbox selftest' for the names)", (int)l,
+                      p);
             return 125;
         }
         p += l + (p[l] == ',');
@@ -1385,8 +1390,7 @@ int selftest_main(int argc, char *argv[])
 
     len = readlink("/proc/self/exe", c.exe, sizeof(c.exe) - 1);
     if (len <= 0) {
-        log_error("selftest: cannot find nsbox's own binary (/proc/self/exe): %s",
-                  strerror(errno));
+        log_error("selftest: cannot find nsbox's own binary (/proc/self/exe): %s", strerror(errno));
         return 125;
     }
     c.exe[len] = '\0';
@@ -1412,8 +1416,7 @@ int selftest_main(int argc, char *argv[])
     if (!mkdtemp(c.dir) ||
         (c.dir_fd = open(c.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
         fchmod(c.dir_fd, 0755) < 0) {
-        log_error("selftest: cannot make a temporary directory in /var/tmp: %s",
-                  strerror(errno));
+        log_error("selftest: cannot make a temporary directory in /var/tmp: %s", strerror(errno));
         return 125;
     }
     {
@@ -1490,9 +1493,9 @@ int selftest_main(int argc, char *argv[])
             for (int m = 0; m < 3; m++)
                 if (v[i][m].word)
                     (void)json_object_set_new(item, keys[m],
-                                              json_pack("{s:s, s:s, s:b}", "verdict",
-                                                        v[i][m].word, "detail", v[i][m].detail,
-                                                        "as_expected", v[i][m].good));
+                                              json_pack("{s:s, s:s, s:b}", "verdict", v[i][m].word,
+                                                        "detail", v[i][m].detail, "as_expected",
+                                                        v[i][m].good));
             (void)json_array_append_new(list, item);
         }
         (void)json_object_set_new(root, "attacks", list);

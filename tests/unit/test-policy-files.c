@@ -19,7 +19,8 @@ Test(policy_files, groups_sorted_and_unique)
         char prev[128] = "", line[128];
         const char *p = b->text;
         unsigned lineno = 0;
-        cr_expect(b->text[0] == '#', "%s: must start with a comment saying what it is for", b->name);
+        cr_expect(b->text[0] == '#', "%s: must start with a comment saying what it is for",
+                  b->name);
         while (*p) {
             size_t n = strcspn(p, "\n");
             lineno++;
@@ -62,21 +63,21 @@ Test(policy_files, every_builtin_file_compiles_strictly)
 
 Test(policy_files, refusals_carry_a_reason)
 {
-  for (const struct policy_builtin *b = policy_builtins; b->name; b++) {
-    const char *p = b->text;
-    unsigned lineno = 0;
-    while (*p) {
-        size_t n = strcspn(p, "\n");
-        char line[512];
-        lineno++;
-        memcpy(line, p, n < sizeof(line) ? n : sizeof(line) - 1);
-        line[n < sizeof(line) ? n : sizeof(line) - 1] = '\0';
-        p += n + (p[n] == '\n');
-        if (line[0] == '#' || !strstr(line, ": return") || strstr(line, " if "))
-            continue;
-        cr_expect(strchr(line, '#'), "%s:%u: a refusal needs a '# reason'", b->name, lineno);
+    for (const struct policy_builtin *b = policy_builtins; b->name; b++) {
+        const char *p = b->text;
+        unsigned lineno = 0;
+        while (*p) {
+            size_t n = strcspn(p, "\n");
+            char line[512];
+            lineno++;
+            memcpy(line, p, n < sizeof(line) ? n : sizeof(line) - 1);
+            line[n < sizeof(line) ? n : sizeof(line) - 1] = '\0';
+            p += n + (p[n] == '\n');
+            if (line[0] == '#' || !strstr(line, ": return") || strstr(line, " if "))
+                continue;
+            cr_expect(strchr(line, '#'), "%s:%u: a refusal needs a '# reason'", b->name, lineno);
+        }
     }
-  }
 }
 
 Test(policy_files, precompiled_default_matches_the_source)
