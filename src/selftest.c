@@ -830,8 +830,14 @@ static void trial_cleanup(struct trial *t)
         (void)close(t->pass_fd);
     if (t->fd >= 0)
         (void)close(t->fd);
-    if (t->sub_fd >= 0)
+    if (t->sub_fd >= 0) {
+        /* Taken back before it is removed: nothing of the sandbox's host uid may add to it
+         * meanwhile. */
+        if (fchown(t->sub_fd, geteuid(), getegid()) < 0 || fchmod(t->sub_fd, 0700) < 0) {
+            /* then the removal below may have to race a writer; it never follows one */
+        }
         (void)close(t->sub_fd);
+    }
     if (t->dir_fd >= 0)
         (void)close(t->dir_fd);
     if (t->victim > 0) {
@@ -1188,42 +1194,120 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
 
 /* ---- the command ----------------------------------------------------------------------- */
 
-/* Remove everything below dirfd, never following a symlink and never leaving its file system:
- * subdirectories are opened relative to their parent with O_NOFOLLOW, so a directory swapped
- * for a symlink meanwhile is not entered. Best effort. */
-static void remove_below(int dirfd, dev_t dev, unsigned depth)
-{
-    DIR *d;
-    struct dirent *de;
-    int fd = dup(dirfd);
+struct level {
+    int fd; /* -1 while closed to stay within the descriptor limit */
+    dev_t dev;
+    ino_t ino;
+};
 
-    if (fd < 0 || depth > 16)
-        goto out;
-    d = fdopendir(fd);
-    if (!d)
-        goto out;
-    fd = -1;
+#define OPEN_LEVELS 128 /* descriptors held open at most; deeper ones are closed and reopened */
+
+/* Remove one entry of dir: a file, or an empty directory. Returns 1 when the first non-empty
+ * directory found must be entered (*ret_name), 0 when dir is empty, -errno on failure. */
+static int clear_one(int dir, char *ret_name, size_t size)
+{
+    int copy = dup(dir);
+    DIR *d = copy >= 0 ? fdopendir(copy) : NULL;
+    struct dirent *de;
+    int r = 0;
+
+    if (!d) {
+        if (copy >= 0)
+            (void)close(copy);
+        return -errno;
+    }
     rewinddir(d); /* a dup shares the offset of an earlier walk */
     while ((de = readdir(d))) {
-        struct stat st;
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (unlinkat(dir, de->d_name, 0) == 0 || errno == ENOENT)
             continue;
-        if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
-            int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub >= 0) {
-                remove_below(sub, dev, depth + 1);
-                (void)close(sub);
-            }
-            (void)unlinkat(dirfd, de->d_name, AT_REMOVEDIR);
-        } else
-            (void)unlinkat(dirfd, de->d_name, 0);
+        if (errno != EISDIR)
+            continue; /* not ours to remove; the rmdir above it will say so */
+        if (unlinkat(dir, de->d_name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+            continue;
+        (void)snprintf(ret_name, size, "%s", de->d_name);
+        r = 1;
+        break;
     }
     (void)closedir(d);
-out:
-    if (fd >= 0)
-        (void)close(fd);
+    return r;
+}
+
+/* Remove everything below the directory top, however deep, never following a symlink, never
+ * leaving its file system, holding at most OPEN_LEVELS descriptors: past that, an upper level
+ * is closed and reopened later through ".." of the level below, checked against the device
+ * and inode it had. Whatever a writer changes meanwhile is at worst left behind, never
+ * followed. Returns 0 when top is empty, else -errno (-ELOOP: the tree moved under the walk,
+ * -E2BIG: too much to remove). */
+static int remove_below(int top)
+{
+    _cleanup_free_ struct level *st = NULL;
+    size_t n = 0, cap = 0;
+    unsigned long budget = 1UL << 22;
+    struct stat s0;
+    int r = 0;
+
+    if (fstat(top, &s0) < 0)
+        return -errno;
+    for (;;) {
+        char name[NAME_MAX + 1];
+        struct level *cur;
+        int dir;
+
+        if (budget-- == 0) {
+            r = -E2BIG;
+            break;
+        }
+        dir = n == 0 ? top : st[n - 1].fd;
+        r = clear_one(dir, name, sizeof(name));
+        if (r < 0)
+            break;
+        if (r == 1) {
+            struct stat sub;
+            int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0 || fstat(fd, &sub) < 0 || sub.st_dev != s0.st_dev) {
+                r = fd < 0 ? -errno : -EXDEV;
+                if (fd >= 0)
+                    (void)close(fd);
+                break;
+            }
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                st = realloc(st, cap * sizeof(*st));
+                if (!st)
+                    log_oom();
+            }
+            st[n++] = (struct level){.fd = fd, .dev = sub.st_dev, .ino = sub.st_ino};
+            if (n > OPEN_LEVELS && st[n - 1 - OPEN_LEVELS].fd >= 0) {
+                (void)close(st[n - 1 - OPEN_LEVELS].fd);
+                st[n - 1 - OPEN_LEVELS].fd = -1;
+            }
+            continue;
+        }
+        if (n == 0)
+            return 0; /* top is empty */
+        /* This level is empty: back up (its parent removes it on its next pass). */
+        cur = &st[n - 1];
+        if (n >= 2 && st[n - 2].fd < 0) {
+            struct stat up;
+            int fd = openat(cur->fd, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0 || fstat(fd, &up) < 0 || up.st_dev != st[n - 2].dev ||
+                up.st_ino != st[n - 2].ino) {
+                if (fd >= 0)
+                    (void)close(fd);
+                r = -ELOOP;
+                break;
+            }
+            st[n - 2].fd = fd;
+        }
+        (void)close(cur->fd);
+        n--;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (st[i].fd >= 0)
+            (void)close(st[i].fd);
+    return r < 0 ? r : -ENOTEMPTY;
 }
 
 /* Remove the directory name of /var/tmp (open as vartmp) and what is in it, and the System V
@@ -1254,8 +1338,14 @@ static void remove_selftest_dir(int vartmp, const char *name)
             ds.shm_perm.cuid == geteuid() && (unsigned)ds.shm_perm.__key == key)
             (void)shmctl(id, IPC_RMID, NULL);
     }
-    remove_below(fd, st.st_dev, 0);
-    (void)unlinkat(vartmp, name, AT_REMOVEDIR);
+    if (remove_below(fd) < 0 || unlinkat(vartmp, name, AT_REMOVEDIR) < 0) {
+        /* An owner that runs no more: the next self-test takes it as stale at once. */
+        (void)unlinkat(fd, "owner", 0);
+        (void)write_text_at(fd, "owner", "0 0\n", 0644);
+        log_error("selftest: could not remove all of /var/tmp/%s (something kept writing "
+                  "there); the next self-test tries again",
+                  name);
+    }
 }
 
 #define SELFTEST_PREFIX "nsbox-selftest-"
