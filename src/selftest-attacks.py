@@ -89,7 +89,7 @@ def persist(directory):
     p = os.path.join(directory, "persisted.txt")
     try:
         with open(p, "w") as f:
-            f.write("still here\n")
+            f.write("still here: %s\n" % os.environ.get("NSBOX_SELFTEST_SECRET", ""))
         got("wrote " + p)
     except OSError as e:
         blocked("write " + p, e)

@@ -70,7 +70,8 @@ struct trial {
     enum mode mode;
     char dir[256]; /* a directory of this trial's own, owned by the caller, mode 0755 */
     int dir_fd;
-    int sub_fd; /* a subdirectory the attack's host uid may write (persistence, fill-tmp) */
+    int sub_fd;           /* a subdirectory of the attack's (persistence, fill-tmp, setuid) */
+    bool sub_is_host_uid; /* sub_fd belongs to the sandbox's host uid */
     const char *args[MAX_ARGS];
     size_t n_args;
     const char *opts[MAX_OPTS]; /* extra `nsbox run` options (sandbox and ablated runs) */
@@ -188,38 +189,48 @@ static int make_host_uid_dir(const struct ctx *c, struct trial *t, const char *n
         (void)close(fd);
         return r;
     }
+    t->sub_is_host_uid = true;
     return fd;
 }
 
+static long now_ms(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Say whether a connection that reached the listener during the run sent the nonce. Every
- * pending connection is read: a local user who connected first cannot hide the attack's. */
+ * pending connection is read, within one deadline of 3 s for all: a local user who connected
+ * first can neither hide the attack's connection nor stall the self-test. */
 static bool listener_got(int fd, const char *nonce)
 {
-    bool found = false;
+    long deadline = now_ms() + 3000;
 
     if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0)
         return false;
-    for (int i = 0; i < 16 && !found; i++) {
-        _cleanup_close_ int conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+    for (;;) {
+        _cleanup_close_ int conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         char buf[128] = "";
         size_t n = 0;
 
         if (conn < 0)
-            break;
+            return false;
         while (n < sizeof(buf) - 1) {
             struct pollfd p = {.fd = conn, .events = POLLIN};
+            long left = deadline - now_ms();
             ssize_t k;
-            if (poll(&p, 1, 2000) <= 0)
-                break;
+            if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+                return false;
             k = read(conn, buf + n, sizeof(buf) - 1 - n);
             if (k <= 0)
                 break;
             n += (size_t)k;
+            buf[n] = '\0';
+            if (strstr(buf, nonce))
+                return true;
         }
-        buf[n] = '\0';
-        found = strstr(buf, nonce) != NULL;
     }
-    return found;
 }
 
 /* ---- the attacks: setup and judgement ------------------------------------------------------ */
@@ -252,8 +263,8 @@ static int listen_tcp(const struct ctx *c, struct trial *t)
     (void)c;
 
     t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (t->fd < 0 || bind(t->fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(t->fd, 4) < 0 ||
-        getsockname(t->fd, (struct sockaddr *)&a, &len) < 0) {
+    if (t->fd < 0 || bind(t->fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+        listen(t->fd, SOMAXCONN) < 0 || getsockname(t->fd, (struct sockaddr *)&a, &len) < 0) {
         (void)snprintf(t->skip, sizeof(t->skip), "no TCP listener on 127.0.0.1: %s",
                        strerror(errno));
         return 0;
@@ -282,7 +293,7 @@ static int listen_abstract(const struct ctx *c, struct trial *t)
     if (t->fd < 0 ||
         bind(t->fd, (struct sockaddr *)&a,
              (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(t->buf[0]))) < 0 ||
-        listen(t->fd, 4) < 0) {
+        listen(t->fd, SOMAXCONN) < 0) {
         (void)snprintf(t->skip, sizeof(t->skip), "no abstract unix socket: %s", strerror(errno));
         return 0;
     }
@@ -341,6 +352,8 @@ static bool fork_bomb_succeeded(const struct ctx *c, struct trial *t, const stru
 
 static int setup_persistence(const struct ctx *c, struct trial *t)
 {
+    new_canary(t);
+    t->secret_to_env = true; /* what the attack writes, so that nobody else can fake it */
     /* The code directory: the caller's, so writable by the sandbox's host uid. */
     t->sub_fd = make_host_uid_dir(c, t, "work");
     if (t->sub_fd < 0)
@@ -360,9 +373,21 @@ static int setup_persistence(const struct ctx *c, struct trial *t)
 
 static bool persistence_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
 {
+    char buf[128];
+    struct stat st;
+    ssize_t n;
+    _cleanup_close_ int fd =
+        openat(t->sub_fd, "persisted.txt", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     (void)c;
     (void)o;
-    return faccessat(t->sub_fd, "persisted.txt", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+    /* A regular file of the sandbox's host uid holding this trial's nonce. */
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != c->host_uid)
+        return false;
+    n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return strstr(buf, t->secret) != NULL;
 }
 
 static int setup_env(const struct ctx *c, struct trial *t)
@@ -497,7 +522,8 @@ static int open_trusted_id(void)
     }
     if (dir < 0 || fstat(dir, &st) < 0)
         return -errno;
-    if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
+    /* One link: a multi-call binary (busybox) linked as id would pick its applet by name. */
+    if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) || st.st_nlink != 1)
         return -EPERM;
     return TAKE_FD(dir);
 }
@@ -512,6 +538,18 @@ static int setup_setuid(const struct ctx *c, struct trial *t)
         (void)snprintf(t->skip, sizeof(t->skip),
                        "planting a setuid program owned by another user needs root");
         return 0;
+    }
+    /* Without protected hardlinks, the sandbox's host group could keep a hard link of the
+     * setuid copy for good (proc(5), /proc/sys/fs/protected_hardlinks). */
+    {
+        char value[8] = "";
+        if (read_file_at(AT_FDCWD, "/proc/sys/fs/protected_hardlinks", value, sizeof(value)) < 0 ||
+            value[0] != '1') {
+            (void)snprintf(t->skip, sizeof(t->skip),
+                           "fs.protected_hardlinks is not 1, so a setuid copy could be kept by "
+                           "a hard link");
+            return 0;
+        }
     }
     /* A setuid-root copy of the host's id(1), which only prints ids, in a root-owned
      * directory that only the sandbox's host group may enter, for the trial alone. */
@@ -617,6 +655,8 @@ static int setup_sysv_ipc(const struct ctx *c, struct trial *t)
         if (getrandom(&key, sizeof(key), 0) != sizeof(key))
             key = (unsigned)rand();
         key &= 0x7fffffff;
+        if (key == 0) /* IPC_PRIVATE */
+            continue;
         /* Readable by everyone, as IPC objects that programs share often are. */
         t->shmid = shmget((key_t)key, 4096, IPC_CREAT | IPC_EXCL | 0644);
         if (t->shmid >= 0 || errno != EEXIST)
@@ -718,46 +758,51 @@ static int setup_leftover(const struct ctx *c, struct trial *t)
     return 0;
 }
 
-/* Kill every process whose environment carries NSBOX_SELFTEST_SECRET=tag (which is in no
- * command line, so nobody else can carry it); returns how many there were. */
-static unsigned kill_tagged(const char *tag)
+/* Kill every process of uid whose environment holds the entry NSBOX_SELFTEST_SECRET=tag
+ * (the tag is in no command line); returns how many there were. */
+static unsigned kill_tagged(const char *tag, uid_t uid)
 {
     _cleanup_closedir_ DIR *d = opendir("/proc");
-    char needle[160];
+    char entry[160];
     unsigned found = 0;
     struct dirent *de;
 
     if (!d)
         return 0;
-    (void)snprintf(needle, sizeof(needle), "NSBOX_SELFTEST_SECRET=%s", tag);
+    (void)snprintf(entry, sizeof(entry), "NSBOX_SELFTEST_SECRET=%s", tag);
     while ((de = readdir(d))) {
-        char path[300];
         _cleanup_free_ char *env = NULL;
+        _cleanup_close_ int dir = -EBADF;
+        struct stat st;
         size_t n = 0;
         int fd;
         pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
 
         if (pid <= 0 || pid == getpid())
             continue;
-        (void)snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
+        dir = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0 || fstat(dir, &st) < 0 || st.st_uid != uid)
+            continue;
+        fd = openat(dir, "environ", O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             continue;
         (void)read_fd_all(fd, 1U << 20, &env, &n);
         (void)close(fd);
-        if (env && memmem(env, n, needle, strlen(needle))) {
-            found++;
-            (void)kill(pid, SIGKILL);
-        }
+        /* Whole entries only: "X=... NSBOX_SELFTEST_SECRET=tag" in another variable is not. */
+        for (size_t i = 0; env && i < n; i += strlen(env + i) + 1)
+            if (strcmp(env + i, entry) == 0) {
+                found++;
+                (void)kill(pid, SIGKILL);
+                break;
+            }
     }
     return found;
 }
 
 static bool leftover_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
 {
-    (void)c;
     (void)o;
-    return kill_tagged(t->secret) > 0;
+    return kill_tagged(t->secret, c->host_uid) > 0;
 }
 
 static const struct attack attacks[] = {
@@ -824,13 +869,32 @@ static const struct attack attacks[] = {
 
 /* ---- running one trial ----------------------------------------------------------------- */
 
-static void trial_cleanup(struct trial *t)
+static int remove_below(int top);
+
+/* Empty a directory the sandbox's host uid owns as that uid, in a child: root never deletes
+ * inside a tree another uid can still change. */
+static void clear_as_host_uid(const struct ctx *c, int dirfd)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (setgroups(0, NULL) < 0 || setresgid(c->host_gid, c->host_gid, c->host_gid) < 0 ||
+            setresuid(c->host_uid, c->host_uid, c->host_uid) < 0)
+            _exit(1);
+        _exit(remove_below(dirfd) < 0);
+    }
+    if (pid > 0)
+        (void)waitpid(pid, NULL, 0);
+}
+
+static void trial_cleanup(const struct ctx *c, struct trial *t)
 {
     if (t->pass_fd >= 0)
         (void)close(t->pass_fd);
     if (t->fd >= 0)
         (void)close(t->fd);
     if (t->sub_fd >= 0) {
+        if (t->sub_is_host_uid && c->root)
+            clear_as_host_uid(c, t->sub_fd);
         /* Taken back before it is removed: nothing of the sandbox's host uid may add to it
          * meanwhile. */
         if (fchown(t->sub_fd, geteuid(), getegid()) < 0 || fchmod(t->sub_fd, 0700) < 0) {
@@ -898,7 +962,32 @@ static int spawn(const struct ctx *c, char **argv, const struct trial *t, bool d
             (setgroups(0, NULL) < 0 || setresgid(c->host_gid, c->host_gid, c->host_gid) < 0 ||
              setresuid(c->host_uid, c->host_uid, c->host_uid) < 0))
             _exit(125);
-        execv(argv[0], argv);
+        if (t->mode == MODE_CONTROL) {
+            /* A bare attack gets the trial's variables and no more: its process is readable by
+             * other processes of its uid, and the caller's environment is not theirs. */
+            char *envp[8];
+            size_t k = 0;
+            envp[k++] = (char *)"PATH=/usr/bin:/bin";
+            envp[k++] = (char *)"LANG=C.UTF-8";
+            envp[k++] = (char *)"HOME=/";
+            for (const char *const *v =
+                     (const char *const[]){"NSBOX_SELFTEST_TOKEN", "NSBOX_SELFTEST_SECRET", NULL};
+                 *v; v++) {
+                const char *val = getenv(*v);
+                if (val) {
+                    char *e = malloc(strlen(*v) + strlen(val) + 2);
+                    if (!e)
+                        _exit(125);
+                    (void)sprintf(e, "%s=%s", *v, val);
+                    envp[k++] = e;
+                }
+            }
+            envp[k] = NULL;
+            if (chdir("/") < 0)
+                _exit(125);
+            execve(argv[0], argv, envp);
+        } else
+            execv(argv[0], argv);
         _exit(127);
     }
     (void)close(out[1]);
@@ -1091,7 +1180,7 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
         v->word = "error";
         (void)snprintf(v->detail, sizeof(v->detail), "cannot make %.300s: %s", t.dir,
                        strerror(errno));
-        trial_cleanup(&t);
+        trial_cleanup(c, &t);
         return;
     }
     r = a->setup(c, &t);
@@ -1099,14 +1188,14 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
         v->word = "error";
         (void)snprintf(v->detail, sizeof(v->detail), "setting up the attack failed: %s",
                        strerror(-r));
-        trial_cleanup(&t);
+        trial_cleanup(c, &t);
         return;
     }
     if (t.skip[0]) {
         v->word = "skipped";
         v->good = true;
         (void)snprintf(v->detail, sizeof(v->detail), "%s", t.skip);
-        trial_cleanup(&t);
+        trial_cleanup(c, &t);
         return;
     }
 
@@ -1146,7 +1235,7 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
     if (r < 0) {
         v->word = "error";
         (void)snprintf(v->detail, sizeof(v->detail), "cannot start the trial: %s", strerror(-r));
-        trial_cleanup(&t);
+        trial_cleanup(c, &t);
         return;
     }
     if (mode != MODE_CONTROL)
@@ -1189,7 +1278,7 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
     }
     free(o.out);
     free(o.errout);
-    trial_cleanup(&t);
+    trial_cleanup(c, &t);
 }
 
 /* ---- the command ----------------------------------------------------------------------- */

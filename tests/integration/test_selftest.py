@@ -253,14 +253,15 @@ class TestOptOuts(NsboxTestCase):
 
     def test_network_policy_allows_tcp_and_udp_only(self):
         code = ("import socket\n"
-                "for fam, typ, proto in [(2, 1, 0), (2, 1, 6), (10, 2, 17), (2, 1, 262), (2, 5, 132),"
-                " (16, 3, 0), (17, 3, 0)]:\n"
+                "for fam, typ, proto in [(2, 1, 0), (2, 1, 6), (10, 2, 17), (2, 1 | 0o4000, 0),"
+                " (2, 1, 262), (2, 5, 132), (2, 6, 0), (2, 5, 0), (16, 3, 0), (17, 3, 0)]:\n"
                 "    try:\n        socket.socket(fam, typ, proto).close(); print(fam, proto, 'ok')\n"
                 "    except OSError as e:\n        print(fam, proto, e.errno)\n")
         p, r = nsbox_json("--network", "host", "--", "python3", "-c", code)
         lines = r["stdout"].splitlines()
-        self.assertEqual(lines[:3], ["2 0 ok", "2 6 ok", "10 17 ok"], p.stderr)
-        self.assertEqual(lines[3:], ["2 262 1", "2 132 1", "16 0 1", "17 0 1"])
+        self.assertEqual(lines[:4], ["2 0 ok", "2 6 ok", "10 17 ok", "2 0 ok"], p.stderr)
+        # MPTCP, SCTP, DCCP and SEQPACKET of protocol 0, netlink, packet: EPERM from the filter
+        self.assertEqual(lines[4:], ["2 262 1", "2 132 1", "2 0 1", "2 0 1", "16 0 1", "17 0 1"])
 
     def test_defaults_stay_private(self):
         # The same probe as the opt-outs, without them: nothing of the host is shared.
