@@ -305,8 +305,9 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
     fd = open(sb->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return plan_error(ret, negative_errno(), "rootfs",
-                          "rootfs '%s': %m (build it with 'meson compile -C build rootfs', or "
-                          "pass --rootfs DIR)",
+                          "rootfs '%s': %m (build it with 'meson compile -C build rootfs', "
+                          "install it with 'meson install', or point $NSBOX_ROOTFS or --rootfs "
+                          "at one)",
                           sb->rootfs);
     if (fstat(fd, &st) == 0 && stat("/", &host_root) == 0 && st.st_dev == host_root.st_dev &&
         st.st_ino == host_root.st_ino)

@@ -37,9 +37,10 @@
 extern const char selftest_attacks[];
 
 #define NOBODY 65534
-#define OUTPUT_MAX (64U << 20)       /* bytes kept of one trial's output */
-#define TRIAL_TIMEOUT_MS (120 * 1000) /* a trial that hangs this long is killed (nsbox run's
-                                        * own --timeout 60 comes first) */
+#define OUTPUT_MAX (64U << 20) /* bytes kept of one trial's output */
+#define TRIAL_TIMEOUT_MS                                                                           \
+    (120 * 1000) /* a trial that hangs this long is killed (nsbox run's                            \
+                  * own --timeout 60 comes first) */
 #define FLOOD_MIB 16
 
 enum mode { MODE_SANDBOX, MODE_ABLATED, MODE_CONTROL };
@@ -815,7 +816,7 @@ static const struct attack attacks[] = {
      "network namespace; seccomp allows only AF_UNIX sockets", "--network host", NULL, NULL,
      listen_tcp, listener_reached},
     {"memory", "allocate and touch 512 MiB", "--memory 256m", "--memory unlimited", NULL,
-     "oom (signal 9)|signaled (signal 9)", setup_memory, memory_succeeded},
+     "oom (signal 9, SIGKILL)|signaled (signal 9, SIGKILL)", setup_memory, memory_succeeded},
     {"fork-bomb", "start 200 processes", "--pids-limit 64", "--pids-limit unlimited", NULL, NULL,
      setup_fork_bomb, fork_bomb_succeeded},
     {"persistence", "write a file into the code directory for the next run",
@@ -862,7 +863,8 @@ static const struct attack attacks[] = {
      flood_succeeded},
     {"runaway", "keep running for 4 s",
      "--timeout 2 (and RLIMIT_CPU of --cpus x --timeout where limits fall back to rlimits)",
-     "--timeout unlimited", NULL, "timeout|signaled (signal 24)|signaled (signal 9)", setup_runaway,
+     "--timeout unlimited", NULL,
+     "timeout|signaled (signal 24, SIGXCPU)|signaled (signal 9, SIGKILL)", setup_runaway,
      runaway_succeeded},
     {"leftover-process", "leave a process behind after the payload exits",
      "pid namespace (its init's exit kills all); cgroup.kill", "--pid host --cgroup off", NULL,
@@ -1067,10 +1069,12 @@ static void take_json_result(struct ctx *c, struct outcome *o)
         return;
     }
     s = json_string_value(json_object_get(root, "status"));
-    if (json_is_integer(json_object_get(root, "signal")))
-        (void)snprintf(o->status, sizeof(o->status), "%s (signal %d)", s ? s : "error",
-                       (int)json_integer_value(json_object_get(root, "signal")));
-    else
+    if (json_is_integer(json_object_get(root, "signal"))) {
+        int sig = (int)json_integer_value(json_object_get(root, "signal"));
+        const char *abbrev = sigabbrev_np(sig);
+        (void)snprintf(o->status, sizeof(o->status), "%s (signal %d, SIG%s)", s ? s : "error", sig,
+                       abbrev ? abbrev : "?");
+    } else
         (void)snprintf(o->status, sizeof(o->status), "%s", s ? s : "error");
     err = json_object_get(root, "error");
     if (json_is_object(err)) {
@@ -1481,8 +1485,9 @@ static void usage(FILE *f)
           "\n"
           "  --ablate        also run each attack with only its protection removed (the opt-outs\n"
           "                  of 'nsbox run'), to show that the attack then succeeds\n"
-          "  --control       also run each attack without nsbox (as nobody when run by root), to\n"
-          "                  show that the attack program works; the attacks are bounded\n"
+          "  --control       also run each attack without nsbox (as nobody when run by root,\n"
+          "                  but the /proc writes and hostname ones), to show that the attack\n"
+          "                  program works; the attacks are bounded\n"
           "  --json          print one JSON object instead of the table\n"
           "  --only NAMES    run only these attacks (comma-separated; see the table for names)\n"
           "  --rootfs DIR    the rootfs for 'nsbox run' (default: nsbox's)\n"
@@ -1562,8 +1567,11 @@ int selftest_main(int argc, char *argv[])
         for (size_t i = 0; i < ELEMENTSOF(attacks); i++)
             known |= strlen(attacks[i].name) == l && strncmp(p, attacks[i].name, l) == 0;
         if (!known) {
-            log_error("--only: no attack named '%.*s' (see 'nsbox selftest' for the names)", (int)l,
-                      p);
+            char names[512] = "";
+            for (size_t i = 0; i < ELEMENTSOF(attacks); i++)
+                (void)snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                               i ? "," : "", attacks[i].name);
+            log_error("--only: no attack named '%.*s' (the attacks: %s)", (int)l, p, names);
             return 125;
         }
         p += l + (p[l] == ',');
