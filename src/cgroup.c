@@ -19,6 +19,7 @@
 
 #include "cgroup.h"
 #include "fileio.h"
+#include "log.h"
 #include "macro.h"
 #include "scope.h"
 
@@ -26,18 +27,6 @@
 #define LEAF_PREFIX "nsbox-run-"
 /* cpu.max period: 100 ms, the kernel's default (cgroup-v2.rst, "CPU Interface Files"). */
 #define CPU_PERIOD_USEC UINT64_C(100000)
-
-static int reasonf(char *reason, size_t size, int r, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int reasonf(char *reason, size_t size, int r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(reason, size, fmt, ap);
-    va_end(ap);
-    return r;
-}
 
 /* The value of "key N" in a flat keyed file such as memory.events, or 0. */
 static uint64_t keyed_value(const char *text, const char *key)

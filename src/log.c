@@ -8,6 +8,15 @@
 
 static char last_error[1024];
 
+int reasonf(char *reason, size_t size, int r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(reason, size, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
 const char *log_last_error(void)
 {
     return last_error;

@@ -14,6 +14,11 @@ int log_error_errno(int r, const char *fmt, ...) _printf_(2, 3);
 /* The text of the last error logged (without "nsbox: "), or "". */
 const char *log_last_error(void);
 
+/* Format a one-line reason into the caller's buffer reason (size bytes, always terminated)
+ * instead of logging it, for steps whose caller decides what a failure means (a fallback, or
+ * an error). Returns r, so that `return reasonf(reason, size, -EINVAL, "...")` reads as one. */
+int reasonf(char *reason, size_t size, int r, const char *fmt, ...) _printf_(4, 5);
+
 /* As log_error, prefixed "nsbox: warning: ". */
 void log_warning(const char *fmt, ...) _printf_(1, 2);
 

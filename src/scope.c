@@ -19,6 +19,7 @@
 
 #include <systemd/sd-bus.h>
 
+#include "log.h"
 #include "macro.h"
 #include "scope.h"
 
@@ -56,18 +57,6 @@ struct job_wait {
     bool removed;
     char result[32];
 };
-
-static int reasonf(char *reason, size_t size, int r, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int reasonf(char *reason, size_t size, int r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(reason, size, fmt, ap);
-    va_end(ap);
-    return r;
-}
 
 static uint64_t now_usec(void)
 {
