@@ -206,6 +206,24 @@ static bool spelled_in_full(char *argv[], const char *name)
             return log_error_errno(-EINVAL, "an opt-out must be spelled in full: %s", what);       \
     } while (0)
 
+/* The value of --network, --pid or --ipc (just taken by getopt_long()): own (the sandbox's own
+ * namespace, the default) or "host" (an opt-out, so spelled in full). Returns 0 with *host
+ * set, or -EINVAL after a one-line error. */
+static int parse_share(char *argv[], const char *opt, const char *own, bool *host)
+{
+    if (strcmp(optarg, own) == 0) {
+        *host = false;
+        return 0;
+    }
+    if (strcmp(optarg, "host") != 0)
+        return log_error_errno(-EINVAL, "invalid value '%s' for %s: expected %s or host", optarg,
+                               opt, own);
+    if (!spelled_in_full(argv, opt))
+        return log_error_errno(-EINVAL, "an opt-out must be spelled in full: %s host", opt);
+    *host = true;
+    return 0;
+}
+
 #define BAD_VALUE(opt, value, what)                                                                \
     log_error_errno(-EINVAL, "invalid value '%s' for %s: %s", value, opt, what)
 
@@ -362,34 +380,19 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 return BAD_VALUE("--output-limit", optarg, "expected bytes, at most 1g");
             break;
         case ARG_NETWORK:
-            if (strcmp(optarg, "none") == 0)
-                c->network_host = false;
-            else if (strcmp(optarg, "host") == 0) {
-                OPT_OUT_IN_FULL("--network", "--network host");
-                c->network_host = true;
-            }
-            else
-                return BAD_VALUE("--network", optarg, "expected none or host");
+            r = parse_share(argv, "--network", "none", &c->network_host);
+            if (r < 0)
+                return r;
             break;
         case ARG_PID:
-            if (strcmp(optarg, "private") == 0)
-                c->pid_host = false;
-            else if (strcmp(optarg, "host") == 0) {
-                OPT_OUT_IN_FULL("--pid", "--pid host");
-                c->pid_host = true;
-            }
-            else
-                return BAD_VALUE("--pid", optarg, "expected private or host");
+            r = parse_share(argv, "--pid", "private", &c->pid_host);
+            if (r < 0)
+                return r;
             break;
         case ARG_IPC:
-            if (strcmp(optarg, "private") == 0)
-                c->ipc_host = false;
-            else if (strcmp(optarg, "host") == 0) {
-                OPT_OUT_IN_FULL("--ipc", "--ipc host");
-                c->ipc_host = true;
-            }
-            else
-                return BAD_VALUE("--ipc", optarg, "expected private or host");
+            r = parse_share(argv, "--ipc", "private", &c->ipc_host);
+            if (r < 0)
+                return r;
             break;
         case ARG_ENV_INHERIT:
             OPT_OUT_IN_FULL("--env-inherit", "--env-inherit");

@@ -113,7 +113,10 @@ struct attack {
      * 9)|timeout"), or NULL: it must finish. */
     const char *enders;
     int (*setup)(const struct ctx *c, struct trial *t);
+    /* Whether the attack got through, judged from outside; NULL: judged by its own report,
+     * "SUCCEEDED <report>..." in its output (where nothing outside can tell). */
     bool (*succeeded)(const struct ctx *c, struct trial *t, const struct outcome *o);
+    const char *report;
 };
 
 /* ---- helpers -------------------------------------------------------------------------- */
@@ -142,7 +145,7 @@ static bool out_has(const struct outcome *o, const char *needle)
     return o->out && memmem(o->out, o->out_len, needle, strlen(needle)) != NULL;
 }
 
-/* The attack said "SUCCEEDED <word>...". Used only where nothing outside can tell. */
+/* The attack said "SUCCEEDED <word>...". */
 static bool said(const struct outcome *o, const char *word)
 {
     char needle[128];
@@ -328,13 +331,6 @@ static int setup_memory(const struct ctx *c, struct trial *t)
     return 0;
 }
 
-static bool memory_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
-{
-    (void)c;
-    (void)t;
-    return said(o, "allocated");
-}
-
 static int setup_fork_bomb(const struct ctx *c, struct trial *t)
 {
     (void)c;
@@ -344,13 +340,6 @@ static int setup_fork_bomb(const struct ctx *c, struct trial *t)
         add_opt(t, "unlimited");
     }
     return 0;
-}
-
-static bool fork_bomb_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
-{
-    (void)c;
-    (void)t;
-    return said(o, "forked 200");
 }
 
 static int setup_persistence(const struct ctx *c, struct trial *t)
@@ -474,33 +463,12 @@ static int setup_as_root_caller(const struct ctx *c, struct trial *t)
     return 0;
 }
 
-static bool proc_writes_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
-{
-    (void)c;
-    (void)t;
-    return said(o, "opened");
-}
-
-static bool hostname_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
-{
-    (void)c;
-    (void)t;
-    return said(o, "set the hostname");
-}
-
 static int setup_nested_userns(const struct ctx *c, struct trial *t)
 {
     (void)c;
     if (t->mode == MODE_ABLATED)
         add_opt(t, "--no-seccomp");
     return 0;
-}
-
-static bool nested_userns_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
-{
-    (void)c;
-    (void)t;
-    return said(o, "a new user namespace with capabilities");
 }
 
 /* Open the host's id(1) as a file root can trust: no symlink on the way, every directory and
@@ -704,13 +672,6 @@ static int setup_fill_tmp(const struct ctx *c, struct trial *t)
     return 0;
 }
 
-static bool fill_tmp_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
-{
-    (void)c;
-    (void)t;
-    return said(o, "wrote 64 MiB");
-}
-
 static int setup_flood(const struct ctx *c, struct trial *t)
 {
     (void)c;
@@ -736,13 +697,6 @@ static int setup_runaway(const struct ctx *c, struct trial *t)
     add_opt(t, "--timeout");
     add_opt(t, t->mode == MODE_ABLATED ? "unlimited" : "2");
     return 0;
-}
-
-static bool runaway_succeeded(const struct ctx *c, struct trial *t, const struct outcome *o)
-{
-    (void)c;
-    (void)t;
-    return said(o, "still running");
 }
 
 static int setup_leftover(const struct ctx *c, struct trial *t)
@@ -816,9 +770,9 @@ static const struct attack attacks[] = {
      "network namespace; seccomp allows only AF_UNIX sockets", "--network host", NULL, NULL,
      listen_tcp, listener_reached},
     {"memory", "allocate and touch 512 MiB", "--memory 256m", "--memory unlimited", NULL,
-     "oom (signal 9, SIGKILL)|signaled (signal 9, SIGKILL)", setup_memory, memory_succeeded},
+     "oom (signal 9, SIGKILL)|signaled (signal 9, SIGKILL)", setup_memory, NULL, "allocated"},
     {"fork-bomb", "start 200 processes", "--pids-limit 64", "--pids-limit unlimited", NULL, NULL,
-     setup_fork_bomb, fork_bomb_succeeded},
+     setup_fork_bomb, NULL, "forked 200"},
     {"persistence", "write a file into the code directory for the next run",
      "the code directory is bound read-only (-v DIR:/work)", "-v DIR:/work:rw", NULL, NULL,
      setup_persistence, persistence_succeeded},
@@ -834,10 +788,10 @@ static const struct attack attacks[] = {
      "host uid is never root; /proc/sys and /proc/sysrq-trigger read-only", NULL,
      "the sandbox maps to an unprivileged host uid, which the kernel refuses these files; "
      "nsbox has no opt-out for that",
-     NULL, setup_as_root_caller, proc_writes_succeeded},
+     NULL, setup_as_root_caller, NULL, "opened"},
     {"nested-userns", "unshare a user namespace to regain capabilities",
      "seccomp refuses unshare and clone with namespace flags", "--no-seccomp", NULL, NULL,
-     setup_nested_userns, nested_userns_succeeded},
+     setup_nested_userns, NULL, "a new user namespace with capabilities"},
     {"setuid", "run a setuid-root program planted on the host and bound in",
      "one-uid user namespace; nosuid mounts; no_new_privs", NULL,
      "a setuid file owned by a host uid the sandbox does not map never changes ids "
@@ -855,17 +809,17 @@ static const struct attack attacks[] = {
      "UTS namespace; no capabilities; seccomp refuses sethostname", NULL,
      "the host's hostname needs CAP_SYS_ADMIN over the host's UTS namespace, which nothing in a "
      "user namespace has; nsbox has no opt-out for that",
-     NULL, setup_as_root_caller, hostname_succeeded},
+     NULL, setup_as_root_caller, NULL, "set the hostname"},
     {"fill-tmp", "write 64 MiB into /tmp", "--tmpfs /tmp:size=16m", "--tmpfs /tmp:size=128m", NULL,
-     NULL, setup_fill_tmp, fill_tmp_succeeded},
+     NULL, setup_fill_tmp, NULL, "wrote 64 MiB"},
     {"output-flood", "print " STRINGIFY(FLOOD_MIB) " MiB to the caller",
      "--output-limit 4000 (bytes kept per stream)", "--output-limit 32m", NULL, NULL, setup_flood,
      flood_succeeded},
     {"runaway", "keep running for 4 s",
      "--timeout 2 (and RLIMIT_CPU of --cpus x --timeout where limits fall back to rlimits)",
      "--timeout unlimited", NULL,
-     "timeout|signaled (signal 24, SIGXCPU)|signaled (signal 9, SIGKILL)", setup_runaway,
-     runaway_succeeded},
+     "timeout|signaled (signal 24, SIGXCPU)|signaled (signal 9, SIGKILL)", setup_runaway, NULL,
+     "still running"},
     {"leftover-process", "leave a process behind after the payload exits",
      "pid namespace (its init's exit kills all); cgroup.kill", "--pid host --cgroup off", NULL,
      NULL, setup_leftover, leftover_succeeded},
@@ -1246,7 +1200,7 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
     }
     if (mode != MODE_CONTROL)
         take_json_result(c, &o);
-    success = a->succeeded(c, &t, &o);
+    success = a->succeeded ? a->succeeded(c, &t, &o) : said(&o, a->report);
     line[0] = '\0';
 
     if (mode != MODE_CONTROL && strcmp(o.status, "error") == 0) {
