@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Small file helpers shared by the modules that talk to files (never by pure modules). */
+/* Small file and process helpers shared by the modules that talk to the OS. */
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Read all of fd into a malloc()ed, NUL-terminated buffer; at most max bytes (-EFBIG beyond).
@@ -24,3 +25,6 @@ int write_file_at(int dirfd, const char *name, const char *text);
 /* The start time of process pid (field 22 of /proc/PID/stat, clock ticks since boot), or 0 if
  * there is no such process: with the pid, it names a process across pid reuse. */
 unsigned long long process_start_time(pid_t pid);
+
+/* The monotonic clock (CLOCK_MONOTONIC), in microseconds. Cannot fail. */
+uint64_t now_usec(void);

@@ -41,6 +41,7 @@
 #include "caps.h"
 #include "cgroup.h"
 #include "config.h"
+#include "fileio.h"
 #include "filter.h"
 #include "idmap.h"
 #include "macro.h"

@@ -19,6 +19,7 @@
 
 #include <systemd/sd-bus.h>
 
+#include "fileio.h"
 #include "log.h"
 #include "macro.h"
 #include "scope.h"
@@ -57,13 +58,6 @@ struct job_wait {
     bool removed;
     char result[32];
 };
-
-static uint64_t now_usec(void)
-{
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 static int load_libsystemd(char *reason, size_t size)
 {

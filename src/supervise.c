@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "fileio.h"
 #include "macro.h"
 #include "supervise.h"
 #include "syscalls.h"
@@ -29,13 +30,6 @@
 #define SIGNAL_GRACE_USEC (5 * 1000000ULL)
 
 #define READ_CHUNK (64 * 1024)
-
-uint64_t now_usec(void)
-{
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000ULL;
-}
 
 struct stream_state {
     struct nsbox_stream *s;

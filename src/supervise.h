@@ -38,9 +38,6 @@ struct supervise_fds {
     pid_t init_pid; /* the sandbox's init, as this process sees it */
 };
 
-/* Monotonic clock, microseconds. */
-uint64_t now_usec(void);
-
 /*
  * Run until the sandbox's init has exited and been reaped and every pipe has reached EOF.
  * start: now_usec() when the sandbox was created. Fills ret's status, exit_code, signal,
