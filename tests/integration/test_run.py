@@ -322,11 +322,15 @@ class TestLimitsAndResults(NsboxTestCase):
 
 class TestTeardown(NsboxTestCase):
     def start(self, token, *extra):
+        # Short sleeps, not one long one: CPython runs its SIGINT handler between bytecodes, so
+        # a SIGINT that lands after "ready" is written but before the sleep's clock_nanosleep()
+        # begins would otherwise wait out the whole sleep (seen in about 2% of runs).
         proc = subprocess.Popen(
             [NSBOX, "run", *extra, "--", "python3", "-c",
              "import os, sys, time\n"
-             "if os.fork() == 0:\n    time.sleep(60)\n"
-             "print('ready', flush=True); time.sleep(60)", token],
+             "def nap():\n    for _ in range(600): time.sleep(0.1)\n"
+             "if os.fork() == 0:\n    nap()\n"
+             "print('ready', flush=True); nap()", token],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.addCleanup(proc.stderr.close)
         self.addCleanup(proc.stdout.close)
