@@ -348,6 +348,21 @@ class TestUserManagerScope(CgroupTestCase):
         self.assertNotIn("D-Bus", p.stderr)
         print(f"\n  (scope path: oom run took {took:.2f} s)", file=sys.stderr, flush=True)
 
+    def test_controllers_not_enabled_for_the_caller_ask_the_manager(self):
+        # The other trigger: a cgroup whose parent enables no controllers for it, which the user
+        # cannot change (root owns it), while the hierarchy has them. A delegated scope can.
+        bare = f"{self.outside}/bare-{secrets.token_hex(4)}"
+        os.mkdir(bare)
+        self.addCleanup(os.rmdir, bare)
+        self.assertNotIn("memory", read_text(f"{bare}/cgroup.controllers").split())
+        p, r = self.run_user("--cgroup", "required", "--memory", "64m", *FAST, "--", "true",
+                             cgroup=bare)
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "cgroup"),
+                         (r, p.stderr))
+        self.assertEqual(r["limits"]["memory"]["enforced_by"], "cgroup")
+        self.assertRegex(r["cgroup"]["path"], rf"^/user@{USER}\.service/app\.slice/nsbox-[0-9]+-"
+                                              r"[0-9a-f]{8}\.scope/nsbox-run-", r)
+
     def test_scope_exists_while_running_and_is_gone_after(self):
         proc = subprocess.Popen(
             in_cgroup(self.outside, [NSBOX, "run", "--json", "--cgroup", "required", *FAST,
