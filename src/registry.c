@@ -53,6 +53,16 @@ static int registry_dir(char *buf, size_t size)
     return 0;
 }
 
+struct entry;
+static int for_each_entry(int (*fn)(const struct entry *e, void *userdata), void *userdata);
+
+static int keep_entry(const struct entry *e, void *userdata)
+{
+    (void)e;
+    (void)userdata;
+    return 0;
+}
+
 int registry_add(const char *run_id, int argc, char *const argv[], const struct nsbox_config *c,
                  char *ret_path, size_t size)
 {
@@ -64,6 +74,8 @@ int registry_add(const char *run_id, int argc, char *const argv[], const struct 
     r = registry_dir(dir, sizeof(dir));
     if (r < 0)
         return r;
+    /* The records of an nsbox that was SIGKILLed go with the next run, as its cgroup leaf does. */
+    (void)for_each_entry(keep_entry, NULL);
     for (int i = 0; argv_json && i < argc; i++)
         (void)json_array_append_new(argv_json, json_text(argv[i], strlen(argv[i])));
     record = json_pack("{s:s, s:i, s:I, s:I, s:o, s:{s:I, s:I, s:f, s:f}}", "run_id", run_id,

@@ -16,7 +16,9 @@
 /* A fresh run id: 128 random bits as 32 hex digits. Returns 0 or -errno of getrandom(2). */
 int run_id_new(char ret[33]);
 
-/* Record this process's run. ret_path[size] receives the file to pass to registry_remove().
+/* Record this process's run, after removing the records of nsbox processes that are gone
+ * (SIGKILLed: they could not remove their own). ret_path[size] receives the file to pass to
+ * registry_remove().
  * Returns 0 or -errno (-EPERM when the directory is not the user's own, 0700). */
 int registry_add(const char *run_id, int argc, char *const argv[], const struct nsbox_config *c,
                  char *ret_path, size_t size);

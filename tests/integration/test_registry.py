@@ -82,6 +82,36 @@ class TestPsKill(NsboxTestCase):
         self.assertTrue(wait_until(lambda: not processes_with(token), timeout=5))
         self.assertFalse([e for e in self.entries() if token in " ".join(e["argv"])])
 
+    def test_next_run_removes_a_killed_nsbox_record(self):
+        # Without `nsbox ps`: the next `nsbox run` removes the record a SIGKILLed nsbox left.
+        token = "stale-run-" + secrets.token_hex(6)
+        proc = self.start(token)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=5))
+        self.assertEqual(len(record_files(token)), 1, "SIGKILL leaves the record behind")
+        p = nsbox("run", "--", "true")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(record_files(token), [])
+
+
+def record_files(token):
+    """The registry records naming token, read from the directory itself (registry.c's choice:
+    $XDG_RUNTIME_DIR/nsbox if it is ours, else /run/user/UID/nsbox if ours, else /tmp/nsbox-UID)."""
+    uid = os.getuid()
+    for base in (os.environ.get("XDG_RUNTIME_DIR"), f"/run/user/{uid}"):
+        if base and base.startswith("/") and os.path.isdir(base) and os.stat(base).st_uid == uid:
+            d = f"{base}/nsbox"
+            break
+    else:
+        d = f"/tmp/nsbox-{uid}"
+    found = []
+    for name in os.listdir(d):
+        with open(os.path.join(d, name)) as f:
+            if token in f.read():
+                found.append(name)
+    return found
+
 
 if __name__ == "__main__":
     unittest.main()
