@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,22 @@ static void usage_run(FILE *f)
           f);
 }
 
+/* Docker's floor for --memory: below it not even a shell starts. */
+#define MEMORY_MIN (6ULL << 20)
+
+/* The CPUs this process may run on (sched_getaffinity(2)), which is what the sandbox can use:
+ * --cpus above it would be a limit that never binds, so it is refused, as Docker does. */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    long n;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 static void usage(FILE *f)
 {
     fputs("Usage: nsbox COMMAND [OPTIONS]\n"
@@ -95,7 +112,7 @@ static void usage(FILE *f)
           "             kill this user's sandboxes (their result says \"killed\")\n"
           "  doctor [--rootfs DIR]\n"
           "             check that nsbox can work on this host, and explain what is missing\n"
-          "  selftest [--ablate] [--control] [--json]\n"
+          "  selftest [--ablate] [--control] [--json] [--only NAMES] [--rootfs DIR]\n"
           "             attack a sandbox on this host and show each attack blocked (and, with\n"
           "             --ablate, succeeding when its protection is removed)\n"
           "  policy check FILE\n"
@@ -311,7 +328,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 log_oom();
             if (r < 0)
                 return BAD_VALUE("--tmpfs", optarg,
-                                 "expected TARGET[:size=SIZE,mode=OCTAL] with an absolute TARGET");
+                                 "expected TARGET[:size=SIZE,mode=OCTAL]: an absolute TARGET, "
+                                 "a SIZE above 0 such as 16m, an octal MODE");
             a->tmpfs = realloc(a->tmpfs, (c->n_tmpfs + 1) * sizeof(*a->tmpfs));
             if (!a->tmpfs)
                 log_oom();
@@ -353,8 +371,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case 'm':
             if (is_unlimited(optarg))
                 c->memory = 0;
-            else if (parse_size(optarg, &c->memory) < 0 || c->memory < (1U << 20))
-                return BAD_VALUE("--memory", optarg, "expected a size of at least 1m, e.g. 256m");
+            else if (parse_size(optarg, &c->memory) < 0 || c->memory < MEMORY_MIN)
+                return BAD_VALUE("--memory", optarg, "expected a size of at least 6m, e.g. 256m");
             break;
         case ARG_PIDS_LIMIT:
             if (is_unlimited(optarg))
@@ -367,6 +385,13 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 c->cpus_milli = 0;
             else if (parse_cpus(optarg, &c->cpus_milli) < 0)
                 return BAD_VALUE("--cpus", optarg, "expected a number from 0.001, e.g. 0.5");
+            else if (c->cpus_milli > 1000ULL * (unsigned)usable_cpus()) {
+                char why[96];
+                (void)snprintf(why, sizeof(why),
+                               "expected at most %d: nsbox may use only %d CPUs here",
+                               usable_cpus(), usable_cpus());
+                return BAD_VALUE("--cpus", optarg, why);
+            }
             break;
         case ARG_TIMEOUT:
             if (strcmp(optarg, "unlimited") == 0) /* not -1: a negative time is a mistake */
@@ -585,6 +610,17 @@ static int run_main(int argc, char *argv[])
             log_error("the payload used up its CPU time: --cpus %.3g x --timeout %.3g s under "
                       "rlimits (RLIMIT_CPU)",
                       (double)a.config.cpus_milli / 1000, (double)a.config.timeout / 1e6);
+        /* RLIMIT_DATA caps private writable mappings, reserved or used (setrlimit(2)): a program
+         * denied one it did not check for (the dynamic loader, a thread stack) dies of SIGSEGV
+         * instead of raising MemoryError. */
+        if (result.status == NSBOX_STATUS_SIGNALED &&
+            (result.signal == SIGSEGV || result.signal == SIGBUS) &&
+            result.memory.enforced_by == NSBOX_ENFORCER_RLIMIT)
+            log_warning("the payload died of SIG%s; if it ran out of memory: under rlimits, "
+                        "--memory %llum caps its writable mappings (RLIMIT_DATA), not its use, and "
+                        "a program denied a mapping may crash instead of failing cleanly",
+                        sigabbrev_np(result.signal),
+                        (unsigned long long)(a.config.memory >> 20));
         if (result.n_refused > 0) {
             char list[512] = "";
             for (size_t i = 0; i < result.n_refused; i++) {

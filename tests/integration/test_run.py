@@ -272,6 +272,18 @@ class TestLimitsAndResults(NsboxTestCase):
         p = nsbox("run", "--cpus", "unlimited", "--timeout", "1", "--", "python3", "-c", "while True: pass")
         self.assertEqual(p.returncode, 124)
 
+    def test_crash_under_rlimits_names_the_memory_rlimit(self):
+        # RLIMIT_DATA can crash a program instead of giving MemoryError: a SIGSEGV says so when
+        # --memory is an rlimit, and not when there is no memory limit.
+        crash = ["--", "python3", "-c", "import ctypes; ctypes.string_at(0)"]
+        p = nsbox("run", "--cgroup", "off", "--memory", "64m", *crash)
+        self.assertEqual(p.returncode, 128 + signal.SIGSEGV, p.stderr)
+        self.assertIn("died of SIGSEGV; if it ran out of memory: under rlimits, --memory 64m caps "
+                      "its writable mappings (RLIMIT_DATA)", p.stderr)
+        p = nsbox("run", "--cgroup", "off", "--memory", "unlimited", *crash)
+        self.assertEqual(p.returncode, 128 + signal.SIGSEGV, p.stderr)
+        self.assertNotIn("RLIMIT_DATA", p.stderr)
+
     def test_output_flood_is_capped_and_counted(self):
         start = time.monotonic()
         p, r = py("import sys\nfor _ in range(100): sys.stdout.write('x' * 1_000_000)\n"
@@ -444,6 +456,19 @@ class TestBadInput(NsboxTestCase):
             with self.subTest(args=args):
                 p = nsbox("run", *args, "--", "true")
                 self.assertOneLineError(p, contains=what)
+
+    def test_limits_out_of_range(self):
+        # Docker's floor for --memory, and no more CPUs than nsbox may run on.
+        for size in ("1m", "5m"):
+            self.assertOneLineError(nsbox("run", "--memory", size, "--", "true"),
+                                    contains="at least 6m")
+        self.assertEqual(nsbox("run", "--memory", "6m", "--", "true").returncode, 0)
+        n = len(os.sched_getaffinity(0))
+        self.assertOneLineError(nsbox("run", "--cpus", str(n + 0.5), "--", "true"),
+                                contains=f"at most {n}")
+        self.assertEqual(nsbox("run", "--cpus", str(n), "--", "true").returncode, 0)
+        p = nsbox("run", "--tmpfs", "/tmp:size=banana", "--", "true")
+        self.assertOneLineError(p, contains="a SIZE above 0 such as 16m")
 
     def test_missing_value(self):
         self.assertOneLineError(nsbox("run", "--memory"), contains="'--memory' needs a value")
