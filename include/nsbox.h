@@ -144,6 +144,12 @@ struct nsbox_config {
     /* true: descriptors the caller left open without FD_CLOEXEC (above 2) reach the payload;
      * false: everything above stderr is closed before execve (close_range(2)). */
     bool keep_fds;
+
+    /* Not an opt-out: true brings up lo in the sandbox's own network namespace and the built-in
+     * policy becomes policy/network.policy, so the payload can serve and connect on 127.0.0.1
+     * and ::1 to itself; the host's network and its lo stay out of reach. Ignored with
+     * network_host. Docker's --network none has lo up in the same way. */
+    bool network_loopback;
 };
 
 enum nsbox_status {

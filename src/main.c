@@ -58,6 +58,8 @@ static void usage_run(FILE *f)
           "                         warning), required (else fail), off (rlimits) (default auto)\n"
           "  --cgroup-parent PATH   make the leaf below this cgroup (default: nsbox's own)\n"
           "  --network none         no network (the default; 'host' is an opt-out)\n"
+          "  --network loopback     only lo, up: the program can reach itself over TCP and UDP on\n"
+          "                         127.0.0.1 and ::1, nothing else (policy: network.policy)\n"
           "  --pid private, --ipc private\n"
           "                         own pid and IPC namespaces (the default; 'host': opt-outs)\n"
           "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
@@ -224,17 +226,18 @@ static bool spelled_in_full(char *argv[], const char *name)
     } while (0)
 
 /* The value of --network, --pid or --ipc (just taken by getopt_long()): own (the sandbox's own
- * namespace, the default) or "host" (an opt-out, so spelled in full). Returns 0 with *host
- * set, or -EINVAL after a one-line error. */
-static int parse_share(char *argv[], const char *opt, const char *own, bool *host)
+ * namespace, the default) or "host" (an opt-out, so spelled in full); expected lists the
+ * accepted values for the error. Returns 0 with *host set, or -EINVAL after a one-line error. */
+static int parse_share(char *argv[], const char *opt, const char *own, const char *expected,
+                       bool *host)
 {
     if (strcmp(optarg, own) == 0) {
         *host = false;
         return 0;
     }
     if (strcmp(optarg, "host") != 0)
-        return log_error_errno(-EINVAL, "invalid value '%s' for %s: expected %s or host", optarg,
-                               opt, own);
+        return log_error_errno(-EINVAL, "invalid value '%s' for %s: expected %s", optarg, opt,
+                               expected);
     if (!spelled_in_full(argv, opt))
         return log_error_errno(-EINVAL, "an opt-out must be spelled in full: %s host", opt);
     *host = true;
@@ -405,17 +408,22 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 return BAD_VALUE("--output-limit", optarg, "expected bytes, at most 1g");
             break;
         case ARG_NETWORK:
-            r = parse_share(argv, "--network", "none", &c->network_host);
+            c->network_loopback = strcmp(optarg, "loopback") == 0;
+            if (c->network_loopback) {
+                c->network_host = false;
+                break;
+            }
+            r = parse_share(argv, "--network", "none", "none, loopback or host", &c->network_host);
             if (r < 0)
                 return r;
             break;
         case ARG_PID:
-            r = parse_share(argv, "--pid", "private", &c->pid_host);
+            r = parse_share(argv, "--pid", "private", "private or host", &c->pid_host);
             if (r < 0)
                 return r;
             break;
         case ARG_IPC:
-            r = parse_share(argv, "--ipc", "private", &c->ipc_host);
+            r = parse_share(argv, "--ipc", "private", "private or host", &c->ipc_host);
             if (r < 0)
                 return r;
             break;

@@ -30,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -364,15 +366,16 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
 
     if (sb->config->seccomp_disabled)
         return 0;
-    if (!sb->config->seccomp_policy && !sb->config->network_host) {
-        /* compiled at build time */
-        sb->filter = filter_notify_supported() ? filter_default_notify : filter_default;
+    if (!sb->config->seccomp_policy) {
+        /* The built-in ones, compiled at build time. */
+        bool notify = filter_notify_supported();
+        if (sb->config->network_host || sb->config->network_loopback)
+            sb->filter = notify ? filter_network_notify : filter_network;
+        else
+            sb->filter = notify ? filter_default_notify : filter_default;
         return 0;
     }
-    if (sb->config->seccomp_policy)
-        r = policy_load(sb->config->seccomp_policy, &policy, &e);
-    else
-        r = policy_load_builtin("network.policy", &policy, &e);
+    r = policy_load(sb->config->seccomp_policy, &policy, &e);
     if (r >= 0) {
         /* Unknown names are warnings in a user's policy (nsbox's own is checked when it is
          * built). */
@@ -705,6 +708,25 @@ struct child_fds {
     int err;
 };
 
+/* Bring up lo, the one interface of a new network namespace, down until then (netdevice(7):
+ * SIOCGIFFLAGS, SIOCSIFFLAGS). Needs CAP_NET_ADMIN in the user namespace that owns the network
+ * namespace, which the sandbox holds until it drops its capabilities. */
+static int loopback_up(void)
+{
+    struct ifreq ifr = {0};
+    _cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return negative_errno();
+    (void)snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+        return negative_errno();
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+        return negative_errno();
+    return 0;
+}
+
 /* Zero this process's copy of the command line it was started with (the memory between
  * arg_start and arg_end, fields 48 and 49 of /proc/self/stat, proc(5)): the payload can read
  * /proc/1/cmdline, and nsbox's arguments name host paths and values meant for nsbox. */
@@ -778,6 +800,11 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 
     if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "sethostname"});
+    if (sb->config->network_loopback && !sb->config->network_host) {
+        r = loopback_up();
+        if (r < 0)
+            child_fail(fds->report, &(struct step_error){.err = -r, .step = "bring up lo"});
+    }
     r = wipe_own_cmdline();
     if (r < 0)
         child_fail(fds->report, &(struct step_error){.err = -r, .step = "wipe command line"});

@@ -53,6 +53,41 @@ class TestIdentityAndPrivileges(NsboxTestCase):
         p, r = py("print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))")
         self.assertEqual(r["stdout"].strip(), "['lo']", p.stderr)
 
+    def test_network_loopback(self):
+        # The payload serves and connects to itself on 127.0.0.1 and ::1 ...
+        code = ("import socket, threading\n"
+                "def echo(fam, addr):\n"
+                "    s = socket.socket(fam); s.bind((addr, 0)); s.listen()\n"
+                "    def serve():\n"
+                "        c, _ = s.accept(); c.sendall(c.recv(64).upper()); c.close()\n"
+                "    t = threading.Thread(target=serve); t.start()\n"
+                "    c = socket.create_connection((addr, s.getsockname()[1]), timeout=5)\n"
+                "    c.sendall(b'hello ' + addr.encode()); print(c.recv(64).decode()); t.join()\n"
+                "echo(socket.AF_INET, '127.0.0.1')\necho(socket.AF_INET6, '::1')\n")
+        p, r = py(code, "--network", "loopback")
+        self.assertEqual(r["stdout"], "HELLO 127.0.0.1\nHELLO ::1\n", r["stderr"])
+        self.assertEqual([w for w in r["warnings"] if "network" in w], [], "not an opt-out")
+        # ... which the default refuses (no AF_INET sockets, lo down) ...
+        p, r = py(code)
+        self.assertIn("PermissionError", r["stderr"])
+        # ... and reaches nothing of the host: a listener on the host's own 127.0.0.1 is
+        # refused, as it is not under --network host (the probe's control).
+        import socket
+        with socket.socket() as host:
+            host.bind(("127.0.0.1", 0))
+            host.listen()
+            probe = ("import socket\ntry:\n"
+                     f"    socket.create_connection(('127.0.0.1', {host.getsockname()[1]}), timeout=5)"
+                     "; print('reached')\n"
+                     "except OSError as e:\n    print(type(e).__name__)\n")
+            p, r = py(probe, "--network", "loopback")
+            self.assertEqual(r["stdout"], "ConnectionRefusedError\n", r["stderr"])
+            p, r = py(probe, "--network", "host")
+            self.assertEqual(r["stdout"], "reached\n", r["stderr"])
+        p, r = py("print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))",
+                  "--network", "loopback")
+        self.assertEqual(r["stdout"].strip(), "['lo']", p.stderr)
+
     def test_nested_namespaces_and_mount_refused(self):
         code = ("import ctypes, os\n"
                 "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -450,7 +485,8 @@ class TestBadInput(NsboxTestCase):
                            (["--timeout", "0"], "--timeout"), (["--cpus", "zero"], "--cpus"),
                            (["--pids-limit", "0"], "--pids-limit"), (["-v", "/tmp"], "--volume"),
                            (["-v", "/tmp:relative"], "--volume"), (["--user", "bob"], "--user"),
-                           (["--tmpfs", "/tmp:size=0"], "--tmpfs"), (["--network", "bridge"], "--network"),
+                           (["--tmpfs", "/tmp:size=0"], "--tmpfs"),
+                           (["--network", "bridge"], "expected none, loopback or host"),
                            (["--pid", "container:x"], "--pid"), (["--ipc", "shareable"], "--ipc"),
                            (["-e", "=x"], "--env"), (["--no-such-flag"], "unknown option")]:
             with self.subTest(args=args):

@@ -80,20 +80,30 @@ Test(policy_files, refusals_carry_a_reason)
     }
 }
 
-Test(policy_files, precompiled_default_matches_the_source)
+/* The built-in policy name, compiled now, against what the build precompiled. */
+static void assert_precompiled_matches(const char *name, bool notify, const struct filter *built)
 {
     struct policy p = {0};
     struct policy_error e = {0};
     struct filter f = {0};
-    cr_assert_eq(policy_load(NULL, &p, &e), 0, "%s", e.message);
-    cr_assert_eq(filter_compile(&p, NULL, NULL, false, &f, &e), 0, "%s", e.message);
-    cr_assert_eq(f.n_prog, filter_default.n_prog);
+    cr_assert_eq(policy_load_builtin(name, &p, &e), 0, "%s", e.message);
+    cr_assert_eq(filter_compile(&p, NULL, NULL, notify, &f, &e), 0, "%s", e.message);
+    cr_assert_eq(f.n_prog, built->n_prog, "%s", name);
+    cr_assert_eq(f.notify, built->notify, "%s", name);
     for (unsigned i = 0; i < f.n_prog; i++) {
-        cr_assert_eq(f.prog[i].n, filter_default.prog[i].n, "program %u", i);
-        cr_expect_eq(memcmp(f.prog[i].insns, filter_default.prog[i].insns,
+        cr_assert_eq(f.prog[i].n, built->prog[i].n, "%s: program %u", name, i);
+        cr_expect_eq(memcmp(f.prog[i].insns, built->prog[i].insns,
                             f.prog[i].n * sizeof(struct sock_filter)),
-                     0, "program %u differs from the build's", i);
+                     0, "%s: program %u differs from the build's", name, i);
     }
     filter_free(&f);
     policy_free(&p);
+}
+
+Test(policy_files, precompiled_filters_match_the_source)
+{
+    assert_precompiled_matches("default.policy", false, &filter_default);
+    assert_precompiled_matches("default.policy", true, &filter_default_notify);
+    assert_precompiled_matches("network.policy", false, &filter_network);
+    assert_precompiled_matches("network.policy", true, &filter_network_notify);
 }
