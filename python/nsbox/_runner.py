@@ -135,12 +135,17 @@ def _nsbox_env(passed: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
 
 def _option_args(timeout: Union[int, float], memory: _Limit, cpus: _Limit,
                  pids_limit: _Limit, env: Optional[Mapping[str, str]],
-                 rootfs: Optional[str], output_limit: Optional[int],
+                 rootfs: Optional[str], output_limit: Optional[int], network: str,
                  extra_args: Sequence[str]) -> List[str]:
+    if network not in ("none", "loopback"):
+        raise ValueError(f"network must be 'none' or 'loopback', not {network!r} (the opt-out "
+                         "--network host goes in extra_args, spelled out)")
     args = ["--timeout", _number(timeout, "timeout"),
             "--memory", _limit(memory, "memory"),
             "--cpus", _limit(cpus, "cpus"),
             "--pids-limit", _limit(pids_limit, "pids_limit")]
+    if network != "none":
+        args += ["--network", network]
     if rootfs is not None:
         args += ["--rootfs", os.fspath(rootfs)]
     if output_limit is not None:
@@ -222,9 +227,9 @@ def _run(program: List[str], code: Optional[bytes], timeout: Union[int, float],
          memory: _Limit, cpus: _Limit, pids_limit: _Limit,
          files: Optional[Mapping[str, _Data]], stdin: Optional[_Data],
          env: Optional[Mapping[str, str]], nsbox: Optional[str], rootfs: Optional[str],
-         output_limit: Optional[int], extra_args: Sequence[str]) -> Result:
+         output_limit: Optional[int], network: str, extra_args: Sequence[str]) -> Result:
     options = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
-                           extra_args)
+                           network, extra_args)
     stdin_data = None if stdin is None else _as_bytes(stdin, "stdin")
     if files is not None and not isinstance(files, _MappingABC):
         raise TypeError("files must be a dict {relative_name: str | bytes}")
@@ -264,7 +269,8 @@ def run(argv: Sequence[str], timeout: Union[int, float] = 10, memory: _Limit = "
         files: Optional[Mapping[str, _Data]] = None, *,
         stdin: Optional[_Data] = None, env: Optional[Mapping[str, str]] = None,
         nsbox: Optional[str] = None, rootfs: Optional[str] = None,
-        output_limit: Optional[int] = None, extra_args: Sequence[str] = ()) -> Result:
+        output_limit: Optional[int] = None, network: str = "none",
+        extra_args: Sequence[str] = ()) -> Result:
     """Run a program in a fresh nsbox sandbox and return its :class:`Result`.
 
     ``argv[0]`` is looked up in the sandbox's PATH inside the rootfs (``/usr/bin/python3``
@@ -280,7 +286,7 @@ def run(argv: Sequence[str], timeout: Union[int, float] = 10, memory: _Limit = "
     if not program:
         raise ValueError("argv is empty")
     return _run(program, None, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
-                rootfs, output_limit, extra_args)
+                rootfs, output_limit, network, extra_args)
 
 
 def run_python_code(code: _Data, timeout: Union[int, float] = 10, memory: _Limit = "256m",
@@ -288,7 +294,7 @@ def run_python_code(code: _Data, timeout: Union[int, float] = 10, memory: _Limit
                     files: Optional[Mapping[str, _Data]] = None, *,
                     stdin: Optional[_Data] = None, env: Optional[Mapping[str, str]] = None,
                     nsbox: Optional[str] = None, rootfs: Optional[str] = None,
-                    output_limit: Optional[int] = None,
+                    output_limit: Optional[int] = None, network: str = "none",
                     extra_args: Sequence[str] = ()) -> Result:
     """Run Python source in a fresh nsbox sandbox and return its :class:`Result`.
 
@@ -313,6 +319,9 @@ def run_python_code(code: _Data, timeout: Union[int, float] = 10, memory: _Limit
         nsbox: path of the nsbox binary; default ``$NSBOX``, else ``nsbox`` on PATH.
         rootfs: root filesystem (``--rootfs``); default ``$NSBOX_ROOTFS``, else nsbox's own.
         output_limit: bytes of output kept per stream (nsbox's default: 4000).
+        network: ``"none"`` (no network at all) or ``"loopback"`` (``--network loopback``:
+            only ``lo``, so the code can serve and connect to itself on 127.0.0.1 and ::1,
+            and reach nothing else).
         extra_args: further ``nsbox run`` options, e.g. ``["--cgroup", "required"]``.
 
     Returns:
@@ -328,4 +337,4 @@ def run_python_code(code: _Data, timeout: Union[int, float] = 10, memory: _Limit
     """
     source = _as_bytes(code, "code")
     return _run([], source, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
-                rootfs, output_limit, extra_args)
+                rootfs, output_limit, network, extra_args)

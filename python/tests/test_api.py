@@ -255,6 +255,18 @@ class TestRun(SandboxTestCase):
         r = self.code("import os; print(os.getuid())", extra_args=["--user", "1000"])
         self.assertEqual(r.stdout, "1000\n")
 
+    def test_network_loopback(self):
+        # A local server the code talks to: refused by default, served with "loopback".
+        source = ("import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+                  "c = socket.create_connection(s.getsockname()); a, _ = s.accept()\n"
+                  "c.sendall(b'ping'); print(a.recv(4).decode())\n")
+        r = self.code(source)
+        self.assertIn("PermissionError", r.stderr)
+        r = self.code(source, network="loopback")
+        self.assertEqual((r.status, r.stdout), ("exited", "ping\n"), r.stderr)
+        with self.assertRaises(ValueError):
+            self.code(source, network="host")
+
 
 class TestAttacks(SandboxTestCase):
     """The lesson's attacks, through the API."""
