@@ -2,7 +2,7 @@
 """The result of one sandboxed run."""
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 __all__ = ["Result", "TOOL_OUTPUT_LIMIT"]
 
@@ -28,6 +28,8 @@ class Result:
         limits_enforced_by: ``"cgroup"``, ``"rlimit"`` or ``"none"``.
         refused_syscalls: ``{name: count}`` of the system calls the seccomp policy refused
             (what the program would need), or None where the kernel cannot report them.
+        warnings: nsbox's warnings for this run, one line each: opt-outs of a protection,
+            limits that fell back to rlimits, unknown names in a given policy.
         raw: the whole parsed JSON object.
         nsbox_stderr: nsbox's own stderr (e.g. its warning that limits fell back to rlimits).
     """
@@ -46,6 +48,7 @@ class Result:
     raw: Dict[str, Any] = field(repr=False)
     nsbox_stderr: str = field(default="", repr=False)
     refused_syscalls: Optional[Dict[str, int]] = None
+    warnings: List[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, raw: Dict[str, Any], nsbox_stderr: str = "") -> "Result":
@@ -68,6 +71,7 @@ class Result:
             limits_enforced_by=raw.get("limits_enforced_by"),
             refused_syscalls=None if refused is None else {
                 str(e["syscall"]): int(e["count"]) for e in refused},
+            warnings=[str(w) for w in raw.get("warnings") or []],
             raw=raw,
             nsbox_stderr=nsbox_stderr,
         )

@@ -255,6 +255,12 @@ class TestRun(SandboxTestCase):
         r = self.code("import os; print(os.getuid())", extra_args=["--user", "1000"])
         self.assertEqual(r.stdout, "1000\n")
 
+    def test_warnings(self):
+        r = self.code("pass", extra_args=["--env-inherit"])
+        self.assertTrue(any(w.startswith("--env-inherit") for w in r.warnings), r.warnings)
+        r = self.code("pass", extra_args=["--cgroup", "off"])
+        self.assertEqual(r.warnings, [])
+
     def test_network_loopback(self):
         # A local server the code talks to: refused by default, served with "loopback".
         source = ("import socket\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
