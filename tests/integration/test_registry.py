@@ -74,22 +74,22 @@ class TestPsKill(NsboxTestCase):
         self.assertEqual(nsbox("kill", "--all").returncode, 0)  # nothing left: fine
         self.assertOneLineError(nsbox("kill"), contains="usage: nsbox kill")
 
-    def test_records_of_killed_nsbox_are_dropped(self):
-        token = "stale-" + secrets.token_hex(6)
-        proc = self.start(token)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=5))
-        self.assertFalse([e for e in self.entries() if token in " ".join(e["argv"])])
-
-    def test_next_run_removes_a_killed_nsbox_record(self):
-        # Without `nsbox ps`: the next `nsbox run` removes the record a SIGKILLed nsbox left.
-        token = "stale-run-" + secrets.token_hex(6)
+    def start_and_sigkill(self, token):
         proc = self.start(token)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         self.assertTrue(wait_until(lambda: not processes_with(token), timeout=5))
         self.assertEqual(len(record_files(token)), 1, "SIGKILL leaves the record behind")
+
+    def test_records_of_killed_nsbox_are_dropped(self):
+        token = "stale-" + secrets.token_hex(6)
+        self.start_and_sigkill(token)
+        self.assertFalse([e for e in self.entries() if token in " ".join(e["argv"])])
+
+    def test_next_run_removes_a_killed_nsbox_record(self):
+        # Without `nsbox ps`: the next `nsbox run` removes the record a SIGKILLed nsbox left.
+        token = "stale-run-" + secrets.token_hex(6)
+        self.start_and_sigkill(token)
         p = nsbox("run", "--", "true")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(record_files(token), [])
