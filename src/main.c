@@ -391,8 +391,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             else if (c->cpus_milli > 1000ULL * (unsigned)usable_cpus()) {
                 char why[96];
                 (void)snprintf(why, sizeof(why),
-                               "expected at most %d: nsbox may use only %d CPUs here",
-                               usable_cpus(), usable_cpus());
+                               "expected at most %d, the number of CPUs nsbox may run on here",
+                               usable_cpus());
                 return BAD_VALUE("--cpus", optarg, why);
             }
             break;
