@@ -421,6 +421,13 @@ static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
                         "limits are enforced with rlimits, not a cgroup: %s (--cgroup off "
                         "chooses rlimits quietly, --cgroup required refuses to run)",
                         reason);
+        /* Socket buffers are kernel memory: memory.max counts them, no rlimit does, and TCP's
+         * (tcp_mem, tcp(7)) is one limit for the whole host. */
+        if (c->network_loopback && !c->network_host)
+            add_warning(c, ret,
+                        "--network loopback without a cgroup: socket buffers are outside "
+                        "--memory, so the payload can use up the host's TCP memory (tcp_mem) "
+                        "while it runs; a cgroup leaf counts them");
     }
     return 0;
 }

@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -100,6 +101,58 @@ class TestLimits(CgroupTestCase):
         p, r = nsbox_json("--memory", "unlimited", *FAST, "--", "python3", "-c",
                           "x = bytearray(10**9); print(len(x))")
         self.assertEqual((r["status"], r["stdout"]), ("exited", "1000000000\n"), r)
+
+    def test_socket_buffers_count_against_memory(self):
+        # Socket buffers are kernel memory: no rlimit counts them, but the cgroup's memory.max
+        # does (cgroup-v2.rst, memory.stat "sock"). Under --network loopback a payload fills
+        # 200 TCP connections to itself without reading; the host's TCP memory (tcp_mem, one
+        # limit for the whole host) may grow by no more than the sandbox's --memory.
+        code = ("import socket\n"
+                "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(256)\n"
+                "keep = []\n"
+                "for _ in range(200):\n"
+                "    c = socket.socket()\n"
+                "    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)\n"
+                "    c.connect(srv.getsockname()); a, _ = srv.accept()\n"
+                "    a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)\n"
+                "    c.setblocking(False); keep.append((c, a))\n"
+                "    try:\n"
+                "        while True: c.send(b'x' * 65536)\n"
+                "    except OSError:\n"
+                "        pass\n"
+                "print('filled', flush=True)\n")
+
+        def tcp_pages():
+            for line in read_text("/proc/net/sockstat").splitlines():
+                if line.startswith("TCP:"):
+                    return int(line.split()[-1])  # "... mem PAGES"
+
+        def tcp_growth(timeout, *opts):
+            """The most the host's TCP memory grew while the payload ran (bytes), and whether
+            it got through all 200 connections."""
+            before = most = tcp_pages()
+            proc = subprocess.Popen([NSBOX, "run", "--network", "loopback", *opts, "--timeout",
+                                     timeout, "--", "python3", "-c",
+                                     code + "import time; time.sleep(60)"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            filled = False
+            try:
+                while not filled and proc.poll() is None:
+                    filled = bool(select.select([proc.stdout], [], [], 0.5)[0])
+                    most = max(most, tcp_pages())
+            finally:
+                proc.kill()
+                proc.communicate(timeout=60)
+            return (most - before) * 4096, filled
+
+        in_cgroup, _ = tcp_growth("8", "--memory", "64m")  # held back: it never gets through
+        self.assertLess(in_cgroup, 64 << 20, f"TCP memory grew by {in_cgroup >> 20} MiB")
+        # The control: under rlimits (no cgroup) the same payload grows it past its --memory.
+        by_rlimit, filled = tcp_growth("30", "--memory", "64m", "--cgroup", "off")
+        self.assertTrue(filled)
+        self.assertGreater(by_rlimit, 96 << 20, f"TCP memory grew by {by_rlimit >> 20} MiB only")
+        print(f"\n  (TCP memory grew by {in_cgroup >> 20} MiB in a cgroup, {by_rlimit >> 20} MiB "
+              "under rlimits)", file=sys.stderr, flush=True)
 
     def test_fork_bomb_is_contained(self):
         token = "bomb-" + secrets.token_hex(6)
