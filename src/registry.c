@@ -147,7 +147,9 @@ static int for_each_entry(int (*fn)(const struct entry *e, void *userdata), void
         pid = json_object_get(e.record, "pid");
         start = json_object_get(e.record, "start");
         id = json_object_get(e.record, "run_id");
+        /* process_start_time() is 0 for a process that is gone: a start of 0 is no record. */
         if (!json_is_integer(pid) || !json_is_integer(start) || !json_is_string(id) ||
+            json_integer_value(start) <= 0 ||
             process_start_time((pid_t)json_integer_value(pid)) !=
                 (unsigned long long)json_integer_value(start)) {
             (void)unlink(e.path); /* its nsbox is gone (or the record is not one) */

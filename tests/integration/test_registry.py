@@ -95,16 +95,31 @@ class TestPsKill(NsboxTestCase):
         self.assertEqual(record_files(token), [])
 
 
-def record_files(token):
-    """The registry records naming token, read from the directory itself (registry.c's choice:
-    $XDG_RUNTIME_DIR/nsbox if it is ours, else /run/user/UID/nsbox if ours, else /tmp/nsbox-UID)."""
+    def test_a_record_without_a_start_time_is_dropped(self):
+        # A pid that is gone has no start time (0): a record claiming 0 must not stay "live".
+        nsbox("ps")  # makes the directory
+        token = "nostart-" + secrets.token_hex(6)
+        run_id = secrets.token_hex(16)
+        with open(os.path.join(registry_dir(), run_id + ".json"), "w") as f:
+            json.dump({"run_id": run_id, "pid": 2 ** 22 + 1, "start": 0, "started": 0,
+                       "argv": [token], "limits": {}}, f)
+        self.assertFalse([e for e in self.entries() if token in " ".join(e["argv"])])
+        self.assertEqual(record_files(token), [])
+
+
+def registry_dir():
+    """registry.c's choice: $XDG_RUNTIME_DIR/nsbox if it is ours, else /run/user/UID/nsbox if
+    ours, else /tmp/nsbox-UID."""
     uid = os.getuid()
     for base in (os.environ.get("XDG_RUNTIME_DIR"), f"/run/user/{uid}"):
         if base and base.startswith("/") and os.path.isdir(base) and os.stat(base).st_uid == uid:
-            d = f"{base}/nsbox"
-            break
-    else:
-        d = f"/tmp/nsbox-{uid}"
+            return f"{base}/nsbox"
+    return f"/tmp/nsbox-{uid}"
+
+
+def record_files(token):
+    """The registry records naming token, read from the directory itself."""
+    d = registry_dir()
     found = []
     for name in os.listdir(d):
         with open(os.path.join(d, name)) as f:
