@@ -106,7 +106,7 @@ class TestLimits(CgroupTestCase):
         # Socket buffers are kernel memory: no rlimit counts them, but the cgroup's memory.max
         # does (cgroup-v2.rst, memory.stat "sock"). Under --network loopback a payload fills
         # 200 TCP connections to itself without reading; the host's TCP memory (tcp_mem, one
-        # limit for the whole host) may grow by no more than the sandbox's --memory.
+        # limit for the whole host) may grow by about the sandbox's --memory, no more.
         code = ("import socket\n"
                 "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(256)\n"
                 "keep = []\n"
@@ -146,7 +146,9 @@ class TestLimits(CgroupTestCase):
             return (most - before) * 4096, filled
 
         in_cgroup, _ = tcp_growth("8", "--memory", "64m")  # held back: it never gets through
-        self.assertLess(in_cgroup, 64 << 20, f"TCP memory grew by {in_cgroup >> 20} MiB")
+        # At most the limit, and a margin for what the kernel charges past it when a charge
+        # fails (mem_cgroup_charge_skmem() then forces the charge and makes the socket back off).
+        self.assertLess(in_cgroup, 80 << 20, f"TCP memory grew by {in_cgroup >> 20} MiB")
         # The control: under rlimits (no cgroup) the same payload grows it past its --memory.
         by_rlimit, filled = tcp_growth("30", "--memory", "64m", "--cgroup", "off")
         self.assertTrue(filled)
