@@ -80,6 +80,7 @@ struct trial {
     const char *opts[MAX_OPTS]; /* extra `nsbox run` options (sandbox and ablated runs) */
     size_t n_opts;
     char buf[4][512]; /* storage for args and opts */
+    char ablate[96];  /* the attack's opt_out, split into opts in the ablated run */
     char secret[80];  /* a canary or nonce only the attack could bring back */
     char skip[256];   /* not tried, and why */
     int pass_fd;      /* left open for the run (not close-on-exec), or -1 */
@@ -272,10 +273,6 @@ static int listen_tcp(const struct ctx *c, struct trial *t)
     t->secret_to_env = true;
     (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%u", (unsigned)ntohs(a.sin_port));
     add_arg(t, t->buf[0]);
-    if (t->mode == MODE_ABLATED) {
-        add_opt(t, "--network");
-        add_opt(t, "host");
-    }
     return 0;
 }
 
@@ -299,10 +296,6 @@ static int listen_abstract(const struct ctx *c, struct trial *t)
     new_canary(t);
     t->secret_to_env = true;
     add_arg(t, t->buf[0]);
-    if (t->mode == MODE_ABLATED) {
-        add_opt(t, "--network");
-        add_opt(t, "host");
-    }
     return 0;
 }
 
@@ -317,10 +310,6 @@ static int setup_memory(const struct ctx *c, struct trial *t)
 {
     (void)c;
     add_arg(t, "512");
-    if (t->mode == MODE_ABLATED) {
-        add_opt(t, "--memory");
-        add_opt(t, "unlimited");
-    }
     return 0;
 }
 
@@ -328,10 +317,6 @@ static int setup_fork_bomb(const struct ctx *c, struct trial *t)
 {
     (void)c;
     add_arg(t, "200");
-    if (t->mode == MODE_ABLATED) {
-        add_opt(t, "--pids-limit");
-        add_opt(t, "unlimited");
-    }
     return 0;
 }
 
@@ -380,8 +365,6 @@ static int setup_env(const struct ctx *c, struct trial *t)
     (void)c;
     new_canary(t);
     t->env_token = true;
-    if (t->mode == MODE_ABLATED)
-        add_opt(t, "--env-inherit");
     return 0;
 }
 
@@ -397,8 +380,6 @@ static int setup_inherited_fd(const struct ctx *c, struct trial *t)
     t->pass_fd = openat(t->dir_fd, "fd-secret", O_RDONLY | O_NOFOLLOW);
     if (t->pass_fd < 0)
         return -errno;
-    if (t->mode == MODE_ABLATED)
-        add_opt(t, "--keep-fds");
     return 0;
 }
 
@@ -423,10 +404,6 @@ static int setup_signal(const struct ctx *c, struct trial *t)
     }
     (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%d", (int)t->victim);
     add_arg(t, t->buf[0]);
-    if (t->mode == MODE_ABLATED) {
-        add_opt(t, "--pid");
-        add_opt(t, "host");
-    }
     return 0;
 }
 
@@ -459,8 +436,6 @@ static int setup_as_root_caller(const struct ctx *c, struct trial *t)
 static int setup_nested_userns(const struct ctx *c, struct trial *t)
 {
     (void)c;
-    if (t->mode == MODE_ABLATED)
-        add_opt(t, "--no-seccomp");
     return 0;
 }
 
@@ -585,10 +560,6 @@ static int setup_tiocsti(const struct ctx *c, struct trial *t)
     t->pass_fd = slave;
     (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%d", slave);
     add_arg(t, t->buf[0]);
-    if (t->mode == MODE_ABLATED) {
-        add_opt(t, "--keep-fds");
-        add_opt(t, "--no-seccomp");
-    }
     return 0;
 }
 
@@ -641,10 +612,6 @@ static int setup_sysv_ipc(const struct ctx *c, struct trial *t)
     (void)shmdt(p);
     (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%u", key);
     add_arg(t, t->buf[0]);
-    if (t->mode == MODE_ABLATED) {
-        add_opt(t, "--ipc");
-        add_opt(t, "host");
-    }
     return 0;
 }
 
@@ -658,10 +625,6 @@ static int setup_fill_tmp(const struct ctx *c, struct trial *t)
     }
     add_arg(t, t->mode == MODE_CONTROL ? t->buf[0] : "/tmp");
     add_arg(t, "64");
-    if (t->mode == MODE_ABLATED) {
-        add_opt(t, "--tmpfs");
-        add_opt(t, "/tmp:size=128m");
-    }
     return 0;
 }
 
@@ -669,10 +632,6 @@ static int setup_flood(const struct ctx *c, struct trial *t)
 {
     (void)c;
     add_arg(t, STRINGIFY(FLOOD_MIB));
-    if (t->mode == MODE_ABLATED) {
-        add_opt(t, "--output-limit");
-        add_opt(t, "32m");
-    }
     return 0;
 }
 
@@ -687,8 +646,8 @@ static int setup_runaway(const struct ctx *c, struct trial *t)
 {
     (void)c;
     add_arg(t, "4");
-    add_opt(t, "--timeout");
-    add_opt(t, t->mode == MODE_ABLATED ? "unlimited" : "2");
+    add_opt(t, "--timeout"); /* ablated: the table's --timeout unlimited comes after it */
+    add_opt(t, "2");
     return 0;
 }
 
@@ -699,12 +658,6 @@ static int setup_leftover(const struct ctx *c, struct trial *t)
     random_hex(hex, 16);
     (void)snprintf(t->secret, sizeof(t->secret), "nsbox-selftest-leftover-%s", hex);
     t->secret_to_env = true;
-    if (t->mode == MODE_ABLATED) {
-        add_opt(t, "--pid");
-        add_opt(t, "host");
-        add_opt(t, "--cgroup");
-        add_opt(t, "off");
-    }
     return 0;
 }
 
@@ -1143,6 +1096,14 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
                        strerror(-r));
         trial_cleanup(c, &t);
         return;
+    }
+    /* The ablated run gets the table's opt_out, after the setup's own options (the last of a
+     * repeated option wins); one that names the trial's DIR is the setup's to spell. */
+    if (mode == MODE_ABLATED && a->opt_out && !strstr(a->opt_out, "DIR")) {
+        char *save = NULL;
+        (void)snprintf(t.ablate, sizeof(t.ablate), "%s", a->opt_out);
+        for (char *w = strtok_r(t.ablate, " ", &save); w; w = strtok_r(NULL, " ", &save))
+            add_opt(&t, w);
     }
     if (t.skip[0]) {
         v->word = "skipped";
