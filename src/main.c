@@ -65,6 +65,9 @@ static void usage_run(FILE *f)
           "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
           "  -i, --stdin            copy nsbox's stdin to the program (default: /dev/null)\n"
           "  --json                 print one JSON result object instead of the output\n"
+          "  --result-fd N          write the JSON result to descriptor N (above 2); the output\n"
+          "                         streams as without --json, and nsbox's own messages go\n"
+          "                         only into the result\n"
           "  --log FILE             append an audit record before and after the run (JSON lines;\n"
           "                         default $NSBOX_LOG); a run that cannot be logged does not start\n"
           "  --log-code-limit BYTES code kept in the audit log (default 64k; the SHA-256 covers all)\n"
@@ -174,11 +177,13 @@ enum {
     ARG_IPC,
     ARG_ENV_INHERIT,
     ARG_KEEP_FDS,
+    ARG_RESULT_FD,
 };
 
 struct run_args {
     struct nsbox_config config;
     bool json;
+    int result_fd;           /* --result-fd: where the JSON result goes, else -1 */
     const char *log_path;    /* --log, else $NSBOX_LOG, else NULL */
     uint64_t log_code_limit; /* bytes of code kept in the audit log */
     const char *code_path;
@@ -247,6 +252,39 @@ static int parse_share(char *argv[], const char *opt, const char *own, const cha
 #define BAD_VALUE(opt, value, what)                                                                \
     log_error_errno(-EINVAL, "invalid value '%s' for %s: %s", value, opt, what)
 
+/* fd number in value, if it is a descriptor above 2 open for writing: returns it, or -EINVAL. */
+static int result_fd_check(const char *value)
+{
+    char *end = NULL;
+    long fd;
+    int fl;
+
+    errno = 0;
+    fd = strtol(value, &end, 10);
+    if (errno || end == value || *end || fd < 3 || fd > INT_MAX)
+        return -EINVAL;
+    fl = fcntl((int)fd, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)
+        return -EINVAL;
+    return (int)fd;
+}
+
+/* The value of --result-fd: a descriptor above 2, open for writing. It is made close-on-exec
+ * (so that not even --keep-fds hands it to the payload, which could forge a result through it);
+ * the sandbox's init closes it with everything else it does not need. Returns the fd, or
+ * -EINVAL after a one-line error. */
+static int parse_result_fd(const char *value)
+{
+    int fd = result_fd_check(value);
+
+    if (fd < 0)
+        return BAD_VALUE("--result-fd", value,
+                         "expected a descriptor above 2 that is open for writing, e.g. 3");
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+        return log_error_errno(negative_errno(), "--result-fd %d: %m", fd);
+    return fd;
+}
+
 static int parse_run_args(int argc, char *argv[], struct run_args *a)
 {
     static const struct option options[] = {
@@ -276,6 +314,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"ipc", required_argument, NULL, ARG_IPC},
         {"env-inherit", no_argument, NULL, ARG_ENV_INHERIT},
         {"keep-fds", no_argument, NULL, ARG_KEEP_FDS},
+        {"result-fd", required_argument, NULL, ARG_RESULT_FD},
         {"help", no_argument, NULL, 'h'},
         {},
     };
@@ -471,6 +510,12 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_JSON:
             a->json = true;
             break;
+        case ARG_RESULT_FD:
+            r = parse_result_fd(optarg);
+            if (r < 0)
+                return r;
+            a->result_fd = r;
+            break;
         case 'h':
             usage_run(stdout);
             exit(EXIT_SUCCESS);
@@ -503,13 +548,54 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                                         "[ARGS...] (see 'nsbox run --help')");
     if (c->seccomp_disabled && c->seccomp_policy)
         return log_error_errno(-EINVAL, "--seccomp and --no-seccomp exclude each other");
+    if (a->json && a->result_fd >= 0)
+        return log_error_errno(-EINVAL, "--json and --result-fd exclude each other (--json prints "
+                                        "the result instead of the output, --result-fd beside it)");
     c->env = a->env;
     c->binds = a->binds;
     c->tmpfs = a->tmpfs;
     return 0;
 }
 
-static void print_json_error(const char *message)
+/* Write all of text and a newline to fd. Returns 0 or -errno. */
+static int write_result(int fd, const char *text)
+{
+    const char *parts[] = {text, "\n"};
+
+    for (size_t i = 0; i < 2; i++)
+        for (size_t off = 0, n = strlen(parts[i]); off < n;) {
+            ssize_t w = write(fd, parts[i] + off, n - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return w < 0 ? negative_errno() : -EIO;
+            off += (size_t)w;
+        }
+    return 0;
+}
+
+static void print_note(const char *sentence, void *userdata)
+{
+    (void)userdata;
+    log_warning("%s", sentence);
+}
+
+/* Without --json, say on stderr how the run ended and what else to know: the same sentences
+ * as the JSON result's "reason" and "notes" (nsbox_result_reason(), nsbox_result_notes()). An
+ * exit status speaks for itself (nsbox exits with it), and nsbox's own error is printed
+ * already. */
+static void explain_on_stderr(const struct nsbox_result *r)
+{
+    char reason[sizeof(r->error) + 64];
+
+    if (r->status != NSBOX_STATUS_EXITED && r->status != NSBOX_STATUS_ERROR) {
+        nsbox_result_reason(r, reason, sizeof(reason));
+        log_error("%s", reason);
+    }
+    (void)nsbox_result_notes(r, print_note, NULL);
+}
+
+static void print_json_error(int fd, const char *message)
 {
     /* A JSON result for nsbox's own failures too, so that callers parse one format. */
     struct nsbox_result r = {.status = NSBOX_STATUS_ERROR, .exit_code = EXIT_NSBOX_FAILURE};
@@ -518,8 +604,10 @@ static void print_json_error(const char *message)
     (void)snprintf(r.error_step, sizeof(r.error_step), "arguments");
     (void)snprintf(r.error, sizeof(r.error), "%s", message);
     text = nsbox_result_to_json(&r);
-    if (text)
+    if (text && fd == STDOUT_FILENO)
         (void)printf("%s\n", text);
+    else if (text)
+        (void)write_result(fd, text);
     free(text);
 }
 
@@ -531,28 +619,45 @@ static void print_warning(const char *message, void *userdata)
 
 static int run_main(int argc, char *argv[])
 {
-    struct run_args a = {0};
+    struct run_args a = {.result_fd = -1};
     struct audit audit = {.fd = -1};
     char run_id[33] = "", registry_path[700] = "";
     struct nsbox_result result = {0};
+    int json_fd = -1; /* where a JSON result goes: stdout (--json), --result-fd's, or none */
     bool json = false;
     int r, status;
 
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        json = json || strcmp(argv[i], "--json") == 0;
+    /* Before parsing, so that an invalid argument gets a JSON result too. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = true;
+        else if (strcmp(argv[i], "--result-fd") == 0 && i + 1 < argc)
+            json_fd = result_fd_check(argv[i + 1]) >= 0 ? result_fd_check(argv[i + 1]) : json_fd;
+    }
+    if (json) /* --json with --result-fd is an error, said on stdout and stderr */
+        json_fd = STDOUT_FILENO;
+
+    /* With --result-fd, stderr carries the payload's stderr alone: everything nsbox would say
+     * there (warnings, how the run ended, notes, its own errors) is in the result. */
+    if (json_fd > STDOUT_FILENO)
+        log_set_quiet(true);
 
     nsbox_config_init(&a.config);
     a.log_code_limit = 64 * 1024;
     r = parse_run_args(argc, argv, &a);
     if (r < 0) {
-        if (json)
-            print_json_error(log_last_error()[0] ? log_last_error() : "invalid arguments");
+        if (json_fd >= 0)
+            print_json_error(json_fd, log_last_error()[0] ? log_last_error() : "invalid arguments");
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }
+    json_fd = a.json ? STDOUT_FILENO : a.result_fd;
 
     a.config.forward_signals = true;
-    a.config.warn = print_warning;
+    if (a.result_fd >= 0)
+        log_set_quiet(true);
+    else
+        a.config.warn = print_warning;
     if (!a.json) {
         a.config.stdout_fd = STDOUT_FILENO;
         a.config.stderr_fd = STDERR_FILENO;
@@ -576,8 +681,8 @@ static int run_main(int argc, char *argv[])
         if (r < 0) {
             log_error_errno(r, "cannot write the audit log '%s': %m; the run does not start",
                             a.log_path);
-            if (json)
-                print_json_error(log_last_error());
+            if (json_fd >= 0)
+                print_json_error(json_fd, log_last_error());
             audit_close(&audit);
             run_args_free(&a);
             return EXIT_NSBOX_FAILURE;
@@ -606,55 +711,18 @@ static int run_main(int argc, char *argv[])
 
     if (result.status == NSBOX_STATUS_ERROR)
         log_error("%s", result.error);
-    if (a.json) {
+    if (json_fd >= 0) {
         char *text = nsbox_result_to_json(&result);
         if (!text)
             log_oom();
-        (void)printf("%s\n", text);
+        if (a.json)
+            (void)printf("%s\n", text);
+        else if (write_result(json_fd, text) < 0)
+            status = EXIT_NSBOX_FAILURE;
         free(text);
-    } else {
-        if (result.status == NSBOX_STATUS_SIGNALED && result.signal == SIGXCPU &&
-            result.cpus.enforced_by == NSBOX_ENFORCER_RLIMIT)
-            log_error("the payload used up its CPU time: --cpus %.3g x --timeout %.3g s under "
-                      "rlimits (RLIMIT_CPU)",
-                      (double)a.config.cpus_milli / 1000, (double)a.config.timeout / 1e6);
-        /* RLIMIT_DATA caps private writable mappings, reserved or used (setrlimit(2)): a program
-         * denied one it did not check for (the dynamic loader, a thread stack) dies of SIGSEGV
-         * instead of raising MemoryError. */
-        if (result.status == NSBOX_STATUS_SIGNALED &&
-            (result.signal == SIGSEGV || result.signal == SIGBUS) &&
-            result.memory.enforced_by == NSBOX_ENFORCER_RLIMIT)
-            log_warning("the payload died of SIG%s; if it ran out of memory: under rlimits, "
-                        "--memory %llum caps its writable mappings (RLIMIT_DATA), not its use, and "
-                        "a program denied a mapping may crash instead of failing cleanly",
-                        sigabbrev_np(result.signal),
-                        (unsigned long long)(a.config.memory >> 20));
-        if (result.n_refused > 0) {
-            char list[512] = "";
-            for (size_t i = 0; i < result.n_refused; i++) {
-                size_t n = strlen(list);
-                (void)snprintf(list + n, sizeof(list) - n, "%s%s (%llu)", i ? ", " : "",
-                               result.refused[i].name,
-                               (unsigned long long)result.refused[i].count);
-            }
-            log_warning("the seccomp policy refused: %s%s", list,
-                        result.refused_other ? ", and others" : "");
-        }
-        if (result.status == NSBOX_STATUS_KILLED)
-            log_error("killed on request (nsbox kill)");
-        if (result.status == NSBOX_STATUS_OOM)
-            log_error("killed by the cgroup's OOM killer (--memory %.0f MiB)",
-                      (double)a.config.memory / (1 << 20));
-        if (result.status == NSBOX_STATUS_TIMEOUT)
-            log_error("timed out after %.3g s; the sandbox was killed",
-                      (double)a.config.timeout / 1e6);
-        if (result.out.truncated)
-            log_warning("stdout truncated: kept %zu of %llu bytes (--output-limit)",
-                        result.out.captured, (unsigned long long)result.out.total);
-        if (result.err.truncated)
-            log_warning("stderr truncated: kept %zu of %llu bytes (--output-limit)",
-                        result.err.captured, (unsigned long long)result.err.total);
     }
+    if (!a.json)
+        explain_on_stderr(&result);
     if (fflush(stdout) != 0 && a.json)
         status = EXIT_NSBOX_FAILURE;
 
