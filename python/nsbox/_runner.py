@@ -238,22 +238,99 @@ def _result_from(returncode: int, result_text: bytes, stderr: str) -> Result:
                          exit_code=returncode, stderr=stderr, raw=raw) from e
 
 
+def _communicate(proc: "subprocess.Popen[bytes]", stdin_data: Optional[bytes],
+                 timeout: _Timeout, readers: Dict[Any, str],
+                 on_data: Callable[[str, bytes], None]) -> int:
+    """Write stdin_data to proc's stdin, hand each read of the readers ({file or fd: name})
+    to on_data(name, data) (b"" at EOF), and wait for proc to exit, all before the backstop;
+    one thread, one selector. Returns the exit status. Kills proc on any exception (the
+    backstop's NsboxError, or one raised by on_data) and lets it propagate.
+
+    Unlike subprocess.run(timeout=...), whose wait polls with sleeps of growing length (about
+    a millisecond lost per call), the exit is awaited on a pidfd (pidfd_open(2), Linux 5.3,
+    which nsbox needs anyway)."""
+    backstop = _backstop(timeout)
+    deadline = None if backstop is None else time.monotonic() + backstop
+    pending = memoryview(stdin_data or b"")
+    sel = selectors.DefaultSelector()
+    pidfd = -1
+    try:
+        for f, name in readers.items():
+            sel.register(f, selectors.EVENT_READ, name)
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin, selectors.EVENT_WRITE, "stdin")
+        while True:
+            if len(sel.get_map()) == 0 or (pidfd >= 0 and len(sel.get_map()) == 1):
+                if pidfd >= 0 or proc.poll() is not None:
+                    break
+                try:
+                    pidfd = os.pidfd_open(proc.pid)
+                except (AttributeError, OSError):  # no pidfd: subprocess's own wait
+                    try:
+                        proc.wait(None if deadline is None
+                                  else max(0.0, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired as e:
+                        raise _backstop_error(timeout) from e
+                    break
+                sel.register(pidfd, selectors.EVENT_READ, "exit")
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise _backstop_error(timeout)
+            for key, _ in sel.select(left):
+                if key.data == "exit":
+                    sel.unregister(pidfd)
+                    continue
+                if key.data == "stdin":
+                    try:
+                        pending = pending[os.write(key.fd, pending[:65536]):]
+                    except BlockingIOError:
+                        continue
+                    except (BrokenPipeError, ConnectionResetError):
+                        pending = pending[:0]
+                    if not pending:
+                        sel.unregister(key.fileobj)
+                        proc.stdin.close()
+                    continue
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fileobj)
+                on_data(key.data, data)
+        return proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        sel.close()
+        if pidfd >= 0:
+            os.close(pidfd)
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None:
+                f.close()
+
+
+def _popen(cmd: List[str], stdin_data: Optional[bytes], passed_env: Optional[Mapping[str, str]],
+           pass_fds: Tuple[int, ...] = ()) -> "subprocess.Popen[bytes]":
+    try:
+        return subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_nsbox_env(passed_env),
+            close_fds=True, pass_fds=pass_fds)
+    except OSError as e:
+        raise _start_error(cmd, e) from e
+
+
 def _execute(cmd: List[str], stdin_data: Optional[bytes], timeout: _Timeout,
              passed_env: Optional[Mapping[str, str]] = None) -> Result:
     """Run ``nsbox run --json ...`` and parse what it prints."""
-    try:
-        proc = subprocess.run(
-            cmd,
-            input=stdin_data,
-            stdin=subprocess.DEVNULL if stdin_data is None else None,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=_nsbox_env(passed_env), close_fds=True, timeout=_backstop(timeout))
-    except subprocess.TimeoutExpired as e:
-        # subprocess.run has SIGKILLed nsbox already.
-        raise _backstop_error(timeout) from e
-    except OSError as e:
-        raise _start_error(cmd, e) from e
-    return _result_from(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
+    proc = _popen(cmd, stdin_data, passed_env)
+    got: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+    returncode = _communicate(proc, stdin_data, timeout,
+                              {proc.stdout: "stdout", proc.stderr: "stderr"},
+                              lambda name, data: got[name].extend(data))
+    return _result_from(returncode, bytes(got["stdout"]),
+                        got["stderr"].decode("utf-8", "replace"))
 
 
 class _Streams:
@@ -276,66 +353,29 @@ def _execute_streaming(binary: str, options: List[str], program: List[str],
                        stdin_data: Optional[bytes], timeout: _Timeout,
                        passed_env: Optional[Mapping[str, str]], streams: _Streams) -> Result:
     """Run ``nsbox run --result-fd N ...``, pass the output to the callbacks as it arrives,
-    parse the result from the pipe. One thread: a selector waits on every pipe."""
+    parse the result from the pipe."""
     result_r, result_w = os.pipe()
     cmd = [binary, "run", "--result-fd", str(result_w), *options, "--", *program]
     try:
-        proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_nsbox_env(passed_env),
-            close_fds=True, pass_fds=(result_w,))
-    except OSError as e:
-        os.close(result_r)
-        raise _start_error(cmd, e) from e
-    finally:
-        os.close(result_w)
-
-    backstop = _backstop(timeout)
-    deadline = None if backstop is None else time.monotonic() + backstop
-    result = bytearray()
-    pending = memoryview(stdin_data or b"")
-    sel = selectors.DefaultSelector()
-    try:
-        sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
-        sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
-        sel.register(result_r, selectors.EVENT_READ, "result")
-        if proc.stdin is not None:
-            os.set_blocking(proc.stdin.fileno(), False)
-            sel.register(proc.stdin, selectors.EVENT_WRITE, "stdin")
-        while sel.get_map():
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise _backstop_error(timeout)
-            for key, _ in sel.select(left):
-                if key.data == "stdin":
-                    try:
-                        pending = pending[os.write(key.fd, pending[:65536]):]
-                    except BlockingIOError:
-                        continue
-                    except (BrokenPipeError, ConnectionResetError):
-                        pending = pending[:0]
-                    if not pending:
-                        sel.unregister(key.fileobj)
-                        proc.stdin.close()
-                    continue
-                data = os.read(key.fd, 65536)
-                if not data:
-                    sel.unregister(key.fileobj)
-                if key.data == "result":
-                    result += data
-                else:
-                    streams.feed(key.data, data)
-        returncode = proc.wait()
+        proc = _popen(cmd, stdin_data, passed_env, (result_w,))
     except BaseException:
-        proc.kill()
-        proc.wait()
+        os.close(result_r)
         raise
     finally:
-        sel.close()
+        os.close(result_w)
+    result = bytearray()
+
+    def on_data(name: str, data: bytes) -> None:
+        if name == "result":
+            result.extend(data)
+        else:
+            streams.feed(name, data)
+    try:
+        returncode = _communicate(proc, stdin_data, timeout,
+                                  {proc.stdout: "stdout", proc.stderr: "stderr",
+                                   result_r: "result"}, on_data)
+    finally:
         os.close(result_r)
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None:
-                f.close()
     return _result_from(returncode, bytes(result), "")
 
 
