@@ -4,7 +4,8 @@
 Without streaming, nsbox runs with ``--json`` and its stdout is the result. With ``on_stdout``
 or ``on_stderr``, it runs with ``--result-fd N``: the program's output streams on nsbox's stdout
 and stderr as it comes, and the result arrives on a pipe of its own. The synchronous form waits
-with selectors, the asyncio form with asyncio's subprocesses: no threads either way.
+on a selector, the asyncio form on the running loop's readers and writers; both wait for nsbox's
+exit on a pidfd. No threads either way.
 """
 
 import asyncio
@@ -379,84 +380,143 @@ def _execute_streaming(binary: str, options: List[str], program: List[str],
     return _result_from(returncode, bytes(result), "")
 
 
+async def _acommunicate(proc: "subprocess.Popen[bytes]", stdin_data: Optional[bytes],
+                        timeout: _Timeout, readers: Dict[Any, str],
+                        on_data: Callable[[str, bytes], None]) -> int:
+    """_communicate for asyncio: the same work through the running loop's add_reader() and
+    add_writer() on the pipes and on a pidfd for the exit, so no thread is involved (asyncio's
+    own subprocesses wait in a watcher thread before Python 3.12). Cancelled, or when on_data
+    raises, it ends the run as `nsbox kill` does (SIGUSR1: nsbox tears the sandbox down) and
+    SIGKILLs nsbox if it has not exited _CANCEL_GRACE seconds later."""
+    loop = asyncio.get_running_loop()
+    done: "asyncio.Future[None]" = loop.create_future()
+    exited: "asyncio.Future[None]" = loop.create_future()
+    pending = memoryview(stdin_data or b"")
+    fds = {(f if isinstance(f, int) else f.fileno()): name for f, name in readers.items()}
+    open_fds = set(fds)
+    watched: List[Tuple[str, int]] = []
+
+    def fail(e: BaseException) -> None:
+        if not done.done():
+            done.set_exception(e)
+
+    def check() -> None:
+        if not open_fds and exited.done() and not done.done():
+            done.set_result(None)
+
+    def readable(fd: int) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            fail(e)
+            return
+        if not data:
+            loop.remove_reader(fd)
+            open_fds.discard(fd)
+        try:
+            on_data(fds[fd], data)
+        except BaseException as e:  # a callback's exception ends the run
+            fail(e)
+        check()
+
+    def writable(fd: int) -> None:
+        nonlocal pending
+        try:
+            pending = pending[os.write(fd, pending[:65536]):]
+        except BlockingIOError:
+            return
+        except (BrokenPipeError, ConnectionResetError):
+            pending = pending[:0]
+        if not pending:
+            loop.remove_writer(fd)
+            proc.stdin.close()
+
+    def exit_seen() -> None:
+        loop.remove_reader(pidfd)
+        if not exited.done():
+            exited.set_result(None)
+        check()
+
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        loop.add_reader(pidfd, exit_seen)
+        watched.append(("r", pidfd))
+        for fd in fds:
+            os.set_blocking(fd, False)
+            loop.add_reader(fd, readable, fd)
+            watched.append(("r", fd))
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            loop.add_writer(proc.stdin.fileno(), writable, proc.stdin.fileno())
+            watched.append(("w", proc.stdin.fileno()))
+        try:
+            await asyncio.wait_for(asyncio.shield(done), _backstop(timeout))
+        except asyncio.TimeoutError as e:
+            proc.kill()
+            raise _backstop_error(timeout) from e
+        except BaseException:
+            # Cancelled, or a callback raised: tear the sandbox down as `nsbox kill` does.
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGUSR1)
+                try:
+                    await asyncio.wait_for(asyncio.shield(exited), _CANCEL_GRACE)
+                except BaseException:
+                    proc.kill()
+                    raise
+            raise
+        return proc.wait()
+    finally:
+        for kind, fd in watched:
+            (loop.remove_reader if kind == "r" else loop.remove_writer)(fd)
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+        os.close(pidfd)
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
+
+
 async def _aexecute(binary: str, options: List[str], program: List[str],
                     stdin_data: Optional[bytes], timeout: _Timeout,
                     passed_env: Optional[Mapping[str, str]],
                     streams: Optional[_Streams]) -> Result:
     """The asyncio form of _execute (streams None) and _execute_streaming."""
-    loop = asyncio.get_running_loop()
-    result_r, result_w = os.pipe() if streams is not None else (-1, -1)
-    mode = ["--json"] if streams is None else ["--result-fd", str(result_w)]
-    cmd = [binary, "run", *mode, *options, "--", *program]
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *cmd, stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_nsbox_env(passed_env),
-            close_fds=True, pass_fds=() if streams is None else (result_w,))
-    except OSError as e:
-        if result_r >= 0:
-            os.close(result_r)
-        raise _start_error(cmd, e) from e
-    finally:
-        if result_w >= 0:
-            os.close(result_w)
-
-    async def feed() -> None:
-        if proc.stdin is None:
-            return
-        try:
-            proc.stdin.write(stdin_data or b"")
-            await proc.stdin.drain()
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        finally:
-            proc.stdin.close()
-
-    async def pump(reader: asyncio.StreamReader, name: str) -> bytes:
-        if streams is None:
-            return await reader.read()
-        while True:
-            data = await reader.read(65536)
-            streams.feed(name, data)
-            if not data:
-                return b""
-
-    async def read_result() -> bytes:
-        if result_r < 0:
-            return b""
-        reader = asyncio.StreamReader()
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(result_r, "rb", 0))
-        try:
-            return await reader.read()
-        finally:
-            transport.close()
-
-    async def everything() -> Tuple[Any, ...]:
-        return await asyncio.gather(feed(), pump(proc.stdout, "stdout"),
-                                    pump(proc.stderr, "stderr"), read_result(), proc.wait())
-
-    try:
-        _, out, err, result, returncode = await asyncio.wait_for(everything(),
-                                                                 _backstop(timeout))
-    except asyncio.TimeoutError as e:
-        proc.kill()
-        await proc.wait()
-        raise _backstop_error(timeout) from e
-    except BaseException:
-        # Cancelled (or a callback raised): `nsbox kill`'s signal tears the sandbox down as
-        # on a timeout; SIGKILL if nsbox has not ended after a grace.
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGUSR1)
-            try:
-                await asyncio.wait_for(proc.wait(), _CANCEL_GRACE)
-            except BaseException:
-                proc.kill()
-                raise
-        raise
     if streams is None:
-        return _result_from(returncode, out, err.decode("utf-8", "replace"))
-    return _result_from(returncode, result, "")
+        cmd = [binary, "run", "--json", *options, "--", *program]
+        proc = _popen(cmd, stdin_data, passed_env)
+        got: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        returncode = await _acommunicate(proc, stdin_data, timeout,
+                                         {proc.stdout: "stdout", proc.stderr: "stderr"},
+                                         lambda name, data: got[name].extend(data))
+        return _result_from(returncode, bytes(got["stdout"]),
+                            got["stderr"].decode("utf-8", "replace"))
+
+    result_r, result_w = os.pipe()
+    cmd = [binary, "run", "--result-fd", str(result_w), *options, "--", *program]
+    try:
+        proc = _popen(cmd, stdin_data, passed_env, (result_w,))
+    except BaseException:
+        os.close(result_r)
+        raise
+    finally:
+        os.close(result_w)
+    result = bytearray()
+
+    def on_data(name: str, data: bytes) -> None:
+        if name == "result":
+            result.extend(data)
+        else:
+            streams.feed(name, data)
+    try:
+        returncode = await _acommunicate(proc, stdin_data, timeout,
+                                         {proc.stdout: "stdout", proc.stderr: "stderr",
+                                          result_r: "result"}, on_data)
+    finally:
+        os.close(result_r)
+    return _result_from(returncode, bytes(result), "")
 
 
 @contextlib.contextmanager
@@ -640,8 +700,8 @@ async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "25
                on_stderr: Optional[_Chunk] = None) -> Result:
     """:func:`run` for asyncio: ``result = await nsbox.arun([...])``.
 
-    nsbox runs as an asyncio subprocess (no threads); the callbacks are called from the event
-    loop. Cancelling the task ends the run as ``nsbox kill`` does (the sandbox is torn down;
+    nsbox's pipes and its exit (a pidfd) are watched by the running event loop (no threads);
+    the callbacks are called from the event loop. Cancelling the task ends the run as ``nsbox kill`` does (the sandbox is torn down;
     SIGKILL to nsbox if it has not ended 5 s later) and raises CancelledError. Arguments,
     result and errors are those of :func:`run_python_code`.
     """

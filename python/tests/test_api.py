@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import unittest
 from pathlib import Path
@@ -480,13 +481,19 @@ class TestStreamingAndAsync(SandboxTestCase):
         self.assertIn("12Q", str(cm.exception))
 
     def test_arun(self):
+        threads = []
+
         async def main():
-            return await asyncio.gather(
+            both = asyncio.gather(
                 nsbox.arun_python_code("import time; time.sleep(1); print('a')", nsbox=NSBOX),
                 nsbox.arun(["python3", "-c", "import time; time.sleep(1); print('b')"],
                            nsbox=NSBOX))
+            await asyncio.sleep(0.5)
+            threads.append(threading.active_count())
+            return await both
         start = time.monotonic()
         a, b = asyncio.run(main())
+        self.assertEqual(threads, [1])  # the event loop waits on the pipes and pidfds itself
         self.assertEqual((a.stdout, b.stdout), ("a\n", "b\n"))
         self.assertLess(time.monotonic() - start, 1.9)  # side by side
 
@@ -515,6 +522,15 @@ class TestStreamingAndAsync(SandboxTestCase):
         asyncio.run(main())
         self.assertLess(time.monotonic() - start, 8)
         self.assertEqual(processes_with(token), [])
+
+    def test_arun_callback_error_kills_the_run(self):
+        def boom(text):
+            raise RuntimeError("callback failed")
+        start = time.monotonic()
+        with self.assertRaises(RuntimeError):
+            asyncio.run(nsbox.arun_python_code("print('x')\nimport time; time.sleep(30)",
+                                               nsbox=NSBOX, on_stdout=boom))
+        self.assertLess(time.monotonic() - start, 10)
 
     def test_timeout_none(self):
         r = self.code("import time; time.sleep(0.2); print('done')", timeout=None)
@@ -775,6 +791,18 @@ class TestWithoutSandbox(unittest.TestCase):
                 nsbox.run_python_code("pass", timeout=0.5, nsbox=fake)
             self.assertLess(time.monotonic() - start, 5)
         self.assertEqual(cm.exception.step, "backstop")
+
+    def test_async_backstop_timeout(self):
+        with tempfile.TemporaryDirectory() as d:
+            fake = fake_nsbox(d, "exec sleep 30\n")
+            start = time.monotonic()
+            for stream in (None, print):
+                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
+                        self.assertRaises(nsbox.NsboxError) as cm:
+                    asyncio.run(nsbox.arun_python_code("pass", timeout=0.5, nsbox=fake,
+                                                       on_stdout=stream))
+                self.assertEqual(cm.exception.step, "backstop")
+            self.assertLess(time.monotonic() - start, 8)
 
     def test_clean_environment_for_nsbox(self):
         with tempfile.TemporaryDirectory() as d:
