@@ -149,6 +149,14 @@ static void reason_of(const struct nsbox_result *r, char *buf, size_t size)
     nsbox_result_reason(r, buf, size);
 }
 
+/* Whether got equals want; takes want (a new reference) and releases it. */
+static bool json_equal_new(json_t *got, json_t *want)
+{
+    bool eq = json_equal(got, want);
+    json_decref(want);
+    return eq;
+}
+
 static void collect_note(const char *sentence, void *userdata)
 {
     json_t *list = userdata;
@@ -282,8 +290,8 @@ Test(explain, notes_in_order_and_in_json)
     cr_expect_str_eq(json_string_value(json_object_get(j, "reason")),
                      "killed by SIGBUS (signal 7)");
     /* The crash is not a limit kill under rlimits; the truncation is the limit it ran into. */
-    cr_expect(json_equal(json_object_get(j, "limit"),
-                         json_pack("{s:s, s:i, s:s, s:s, s:b}", "name", "output", "value", 3,
+    cr_expect(json_equal_new(json_object_get(j, "limit"),
+                             json_pack("{s:s, s:i, s:s, s:s, s:b}", "name", "output", "value", 3,
                                    "unit", "bytes", "enforced_by", "supervisor", "stopped", 0)));
     cr_expect_eq(json_integer_value(json_object_get(
                      json_object_get(json_object_get(j, "limits"), "output"), "bytes")),
@@ -311,8 +319,8 @@ Test(explain, cgroup_oom_and_pids_in_json)
     cr_expect_str_eq(json_string_value(json_object_get(j, "reason")),
                      "stopped: out of memory (limit 1 GiB, after 1.5 s); the cgroup's OOM killer "
                      "killed the payload");
-    cr_expect(json_equal(json_object_get(j, "limit"),
-                         json_pack("{s:s, s:I, s:s, s:s, s:b}", "name", "memory", "value",
+    cr_expect(json_equal_new(json_object_get(j, "limit"),
+                             json_pack("{s:s, s:I, s:s, s:s, s:b}", "name", "memory", "value",
                                    (json_int_t)1 << 30, "unit", "bytes", "enforced_by", "cgroup",
                                    "stopped", 1)));
     notes = json_object_get(j, "notes");
@@ -325,8 +333,8 @@ Test(explain, cgroup_oom_and_pids_in_json)
     r.status = NSBOX_STATUS_EXITED;
     r.exit_code = 1;
     j = encode(&r);
-    cr_expect(json_equal(json_object_get(j, "limit"),
-                         json_pack("{s:s, s:i, s:s, s:s, s:b}", "name", "pids", "value", 64,
+    cr_expect(json_equal_new(json_object_get(j, "limit"),
+                             json_pack("{s:s, s:i, s:s, s:s, s:b}", "name", "pids", "value", 64,
                                    "unit", "processes", "enforced_by", "cgroup", "stopped", 0)));
     json_decref(j);
 }
