@@ -262,7 +262,7 @@ def _communicate(proc: "subprocess.Popen[bytes]", stdin_data: Optional[bytes],
             os.set_blocking(proc.stdin.fileno(), False)
             sel.register(proc.stdin, selectors.EVENT_WRITE, "stdin")
         while True:
-            if len(sel.get_map()) == 0 or (pidfd >= 0 and len(sel.get_map()) == 1):
+            if not sel.get_map():  # every pipe at EOF, and nsbox's exit seen once awaited
                 if pidfd >= 0 or proc.poll() is not None:
                     break
                 try:

@@ -792,6 +792,23 @@ class TestWithoutSandbox(unittest.TestCase):
             self.assertLess(time.monotonic() - start, 5)
         self.assertEqual(cm.exception.step, "backstop")
 
+    def test_backstop_after_the_pipes_close(self):
+        # nsbox closed its output but does not exit: the wait for its exit has a deadline too.
+        with tempfile.TemporaryDirectory() as d:
+            fake = fake_nsbox(d, "exec >&- 2>&- <&-; exec sleep 30\n")
+            for stream in (None, print):
+                start = time.monotonic()
+                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
+                        self.assertRaises(nsbox.NsboxError) as cm:
+                    nsbox.run_python_code("pass", timeout=0.5, nsbox=fake, on_stdout=stream)
+                self.assertEqual(cm.exception.step, "backstop")
+                self.assertLess(time.monotonic() - start, 5)
+                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
+                        self.assertRaises(nsbox.NsboxError) as cm:
+                    asyncio.run(nsbox.arun_python_code("pass", timeout=0.5, nsbox=fake,
+                                                       on_stdout=stream))
+                self.assertEqual(cm.exception.step, "backstop")
+
     def test_async_backstop_timeout(self):
         with tempfile.TemporaryDirectory() as d:
             fake = fake_nsbox(d, "exec sleep 30\n")
