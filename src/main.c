@@ -304,12 +304,28 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             if (r < 0)
                 return BAD_VALUE("--volume", optarg,
                                  "expected SOURCE:TARGET[:ro|rw] with an absolute TARGET");
-            /* Relative sources are relative to the current directory, as in Docker. */
-            if (!realpath(source, resolved)) {
-                r = log_error_errno(negative_errno(), "bind source '%s': %m", source);
+            /* Relative sources are relative to the current directory, as in Docker. Nothing
+             * is resolved here: the sandbox walks the path once, refusing symlinks it did not
+             * make sure of (plan_mounts()). */
+            if (source[0] != '/') {
+                char cwd[PATH_MAX];
+                if (!getcwd(cwd, sizeof(cwd))) {
+                    r = log_error_errno(negative_errno(), "bind source '%s': %m", source);
+                    free(source);
+                    free(target);
+                    return r;
+                }
+                if (snprintf(resolved, sizeof(resolved), "%s/%s", cwd, source) >=
+                    (int)sizeof(resolved)) {
+                    free(source);
+                    free(target);
+                    return BAD_VALUE("--volume", optarg, "the source path is too long");
+                }
+            } else if (snprintf(resolved, sizeof(resolved), "%s", source) >=
+                       (int)sizeof(resolved)) {
                 free(source);
                 free(target);
-                return r;
+                return BAD_VALUE("--volume", optarg, "the source path is too long");
             }
             free(source);
             a->binds = realloc(a->binds, (c->n_binds + 1) * sizeof(*a->binds));

@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -162,6 +163,9 @@ static void sandbox_free(struct sandbox *sb)
         for (char **e = sb->envp; *e; e++)
             free(*e);
     free(sb->envp);
+    /* calloc()ed with room for every bind and tmpfs and /tmp: unused entries are NULL. */
+    for (size_t i = 0; sb->mounts && i < sb->config->n_binds + sb->config->n_tmpfs + 1; i++)
+        free(sb->mounts[i].source_owned);
     free(sb->mounts);
     filter_free(&sb->filter);
 }
@@ -244,16 +248,34 @@ static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
 
         if (i < c->n_binds) {
             const struct nsbox_bind *b = &c->binds[i];
-            struct stat st;
+            char walked[PATH_MAX];
+            int fd;
 
             if (!b->source || b->source[0] != '/')
                 return plan_error(ret, -EINVAL, "bind", "bind source '%s' is not an absolute path",
                                   b->source ? b->source : "");
-            if (stat(b->source, &st) < 0)
-                return plan_error(ret, negative_errno(), "bind", "bind source '%s': %m",
-                                  b->source);
-            *m = (struct sandbox_mount){.source = b->source, .target = b->target,
-                                        .writable = b->writable, .is_dir = S_ISDIR(st.st_mode)};
+            /* A symlink in a source may have been planted by an earlier run that had its
+             * directory writable: following it would bind what the caller never named (a 0700
+             * directory of root's, the caller's ~/.ssh). Only root's links in directories only
+             * root can write are followed (path_open_nofollow()); here, as the caller, where
+             * owners read true. The result has no symlink left: the sandbox's init opens it
+             * again refusing every symlink, and binds that very descriptor
+             * (mount_clone_sources()), so a link swapped in meanwhile is refused too. */
+            fd = path_open_nofollow(b->source, true, walked, sizeof(walked));
+            if (fd == -ELOOP)
+                return plan_error(ret, fd, "bind",
+                                  "-v %s: '%s' is a symlink, and nsbox follows only root's "
+                                  "symlinks in directories only root can write (a sandbox may "
+                                  "have planted it): name the path it points to",
+                                  b->source, walked);
+            if (fd < 0)
+                return plan_error(ret, fd, "bind", "bind source '%s': %m", b->source);
+            (void)close(fd);
+            *m = (struct sandbox_mount){.target = b->target, .writable = b->writable,
+                                        .source_owned = strdup(walked)};
+            if (!m->source_owned)
+                return plan_error(ret, -ENOMEM, "bind", "out of memory");
+            m->source = m->source_owned;
         } else {
             const struct nsbox_tmpfs *t = &c->tmpfs[i - c->n_binds];
             if (t->size == 0)
