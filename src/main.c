@@ -586,12 +586,18 @@ static int run_main(int argc, char *argv[])
     if (!a.log_path && getenv("NSBOX_LOG") && getenv("NSBOX_LOG")[0])
         a.log_path = getenv("NSBOX_LOG");
     if (a.log_path) {
-        r = audit_open(a.log_path, run_id, &audit);
+        char why[300];
+
+        r = audit_open(a.log_path, run_id, &a.config, &audit, why, sizeof(why));
         if (r >= 0)
             r = audit_start(&audit, argc + 1, argv - 1, &a.config, a.log_code_limit);
         if (r < 0) {
-            log_error_errno(r, "cannot write the audit log '%s': %m; the run does not start",
-                            a.log_path);
+            if (why[0])
+                log_error("refusing the audit log '%s': %s; the run does not start",
+                          a.log_path, why);
+            else
+                log_error_errno(r, "cannot write the audit log '%s': %m; the run does not start",
+                                a.log_path);
             if (json)
                 print_json_error(log_last_error());
             audit_close(&audit);
