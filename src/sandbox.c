@@ -132,6 +132,11 @@ void nsbox_result_free(struct nsbox_result *r)
     free(r->out.data);
     free(r->err.data);
     r->out.data = r->err.data = NULL;
+    if (r->labels)
+        for (char **l = r->labels; *l; l++)
+            free(*l);
+    free(r->labels);
+    r->labels = NULL;
 }
 
 static int plan_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
@@ -481,6 +486,38 @@ static void plan_opt_out_warnings(const struct nsbox_config *c, struct nsbox_res
         add_warning(c, ret, "--keep-fds: descriptors nsbox inherited reach the payload");
 }
 
+/* The run's name and labels, checked and copied into the result. */
+static int plan_identity(const struct nsbox_config *c, struct nsbox_result *ret)
+{
+    size_t n = 0, key_len;
+
+    if (c->name && !run_name_is_valid(c->name))
+        return plan_error(ret, -EINVAL, "config",
+                          "invalid name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most %d "
+                          "bytes",
+                          c->name, NSBOX_NAME_MAX);
+    if (c->name)
+        (void)snprintf(ret->name, sizeof(ret->name), "%s", c->name);
+    if (!c->labels || !c->labels[0])
+        return 0;
+    while (c->labels[n])
+        if (!label_is_valid(c->labels[n++], &key_len))
+            return plan_error(ret, -EINVAL, "config",
+                              "invalid label '%s': expected KEY=VALUE, KEY [a-zA-Z0-9][a-zA-Z0-9_./-]* "
+                              "of at most %d bytes, VALUE of at most %d bytes without control "
+                              "characters",
+                              c->labels[n - 1], LABEL_KEY_MAX, LABEL_VALUE_MAX);
+    ret->labels = calloc(n + 1, sizeof(char *));
+    if (!ret->labels)
+        return plan_error(ret, -ENOMEM, "config", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        ret->labels[i] = strdup(c->labels[i]);
+        if (!ret->labels[i])
+            return plan_error(ret, -ENOMEM, "config", "out of memory");
+    }
+    return 0;
+}
+
 static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
 {
     size_t n_args = 0;
@@ -488,6 +525,9 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
 
     *sb = (struct sandbox){.config = c};
     sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
+    r = plan_identity(c, ret);
+    if (r < 0)
+        return r;
 
     if (c->argv)
         while (c->argv[n_args])
