@@ -233,6 +233,14 @@ int path_open_nofollow(const char *path, bool follow_root_links, char *walked, s
             walked[0] = '\0';
         }
     }
+    /* "file/" names a directory, as in any path lookup (path_resolution(7)). */
+    if (path[strlen(path) - 1] == '/') {
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+            return negative_errno();
+        if (!S_ISDIR(st.st_mode))
+            return -ENOTDIR;
+    }
     if (len == 0)
         (void)snprintf(walked, size, "/");
     return TAKE_FD(fd);

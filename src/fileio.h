@@ -44,6 +44,7 @@ uint64_t now_usec(void);
  *
  * walked[size] receives the path walked, without symlinks, "." or "..", on success; with -ELOOP
  * for a refused symlink, the path of that symlink. Returns the descriptor (O_CLOEXEC), -EINVAL
- * for a relative path, -ENAMETOOLONG, -ELOOP, or the -errno of openat(2)/readlinkat(2).
+ * for a relative path, -ENOTDIR for a path ending in '/' that is not a directory,
+ * -ENAMETOOLONG, -ELOOP, or the -errno of openat(2)/readlinkat(2).
  */
 int path_open_nofollow(const char *path, bool follow_root_links, char *walked, size_t size);
