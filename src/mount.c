@@ -54,9 +54,10 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
     for (size_t i = 0; i < sb->n_mounts; i++) {
         struct sandbox_mount *m = &sb->mounts[i];
         uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        _cleanup_close_ int src = -EBADF;
         char walked[PATH_MAX];
         struct stat st;
-        int r, src;
+        int r;
 
         if (m->is_tmpfs)
             continue;
@@ -82,7 +83,6 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
         m->tree_fd = sys_open_tree(src, "",
                                    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
                                        AT_EMPTY_PATH);
-        (void)close(src);
         if (m->tree_fd < 0)
             return step_fail(e, negative_errno(), "clone bind source", "%s", m->source);
         if (!m->writable)
