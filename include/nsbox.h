@@ -44,6 +44,9 @@ struct nsbox_cgroup_stats {
     uint64_t cpu_system;      /* microseconds (cpu.stat system_usec) */
 };
 
+/* Longest run name (bytes), see nsbox_config.name. */
+#define NSBOX_NAME_MAX 128
+
 /* One bind mount from the host into the sandbox (`-v SOURCE:TARGET[:ro|rw]`). */
 struct nsbox_bind {
     const char *source; /* absolute host path */
@@ -150,6 +153,18 @@ struct nsbox_config {
      * and ::1 to itself; the host's network and its lo stay out of reach. Ignored with
      * network_host. Docker's --network none has lo up in the same way. */
     bool network_loopback;
+
+    /* A name for the run (Docker's --name), or NULL: [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most
+     * NSBOX_NAME_MAX bytes (-EINVAL otherwise). nsbox_run() checks it and reports it in
+     * nsbox_result.name; the nsbox command also keeps it unique among the caller's running
+     * sandboxes (`nsbox ps`, `nsbox kill NAME`). */
+    const char *name;
+    /* Labels (Docker's --label): "KEY=VALUE" strings, or "KEY" for an empty value,
+     * NULL-terminated, or NULL. KEY is [a-zA-Z0-9][a-zA-Z0-9_./-]*, at most 128 bytes; VALUE at
+     * most 1024 bytes without control characters (-EINVAL otherwise). A later KEY wins.
+     * Reported in nsbox_result.labels; `nsbox ps --filter label=` and `nsbox kill --label`
+     * select runs by them. */
+    char *const *labels;
 };
 
 enum nsbox_status {
@@ -211,6 +226,12 @@ struct nsbox_result {
     /* Why limits were not enforced by a cgroup, or "". */
     char limits_note[512];
     struct nsbox_cgroup_stats cgroup;
+
+    /* config->name, or "". */
+    char name[NSBOX_NAME_MAX + 1];
+    /* Copies of config->labels, "KEY=VALUE" (a later KEY wins in the JSON), NULL-terminated,
+     * owned (nsbox_result_free()); NULL when there are none. */
+    char **labels;
 };
 
 /* Fill *config with the defaults listed in struct nsbox_config. Cannot fail. */

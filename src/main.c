@@ -68,6 +68,10 @@ static void usage_run(FILE *f)
           "  --log FILE             append an audit record before and after the run (JSON lines;\n"
           "                         default $NSBOX_LOG); a run that cannot be logged does not start\n"
           "  --log-code-limit BYTES code kept in the audit log (default 64k; the SHA-256 covers all)\n"
+          "  --name NAME            name the run: unique among your running sandboxes, for\n"
+          "                         'nsbox ps' and 'nsbox kill NAME' ([a-zA-Z0-9][a-zA-Z0-9_.-]*)\n"
+          "  --label KEY[=VALUE]    label the run (repeatable), to select it in 'nsbox ps' and\n"
+          "                         'nsbox kill'\n"
           "  -h, --help             show this help\n"
           "\n"
           "Opt-outs: each removes one protection, with a warning; 'nsbox selftest --ablate' shows\n"
@@ -108,9 +112,9 @@ static void usage(FILE *f)
           "\n"
           "Commands:\n"
           "  run        run a program or Python code in a sandbox (nsbox run --help)\n"
-          "  ps [--json]\n"
+          "  ps [--json] [--filter name=REGEX|id=PREFIX|label=KEY[=VALUE]]...\n"
           "             list this user's running sandboxes\n"
-          "  kill RUN-ID|--all\n"
+          "  kill RUN-ID|NAME | --all | --label KEY[=VALUE]...\n"
           "             kill this user's sandboxes (their result says \"killed\")\n"
           "  doctor [--rootfs DIR]\n"
           "             check that nsbox can work on this host, and explain what is missing\n"
@@ -174,6 +178,8 @@ enum {
     ARG_IPC,
     ARG_ENV_INHERIT,
     ARG_KEEP_FDS,
+    ARG_NAME,
+    ARG_LABEL,
 };
 
 struct run_args {
@@ -187,6 +193,8 @@ struct run_args {
     struct nsbox_tmpfs *tmpfs;
     char **env;
     size_t n_env;
+    char **labels; /* NULL-terminated */
+    size_t n_labels;
 };
 
 static void run_args_free(struct run_args *a)
@@ -202,6 +210,7 @@ static void run_args_free(struct run_args *a)
     free(a->binds);
     free(a->tmpfs);
     free(a->env);
+    free(a->labels); /* the strings are argv's */
     free(a->code);
 }
 
@@ -244,6 +253,18 @@ static int parse_share(char *argv[], const char *opt, const char *own, const cha
     return 0;
 }
 
+/* value for a one-line message: control characters (which a terminal would act on, or which
+ * would break the line) shown as '?', cut at size. */
+static const char *shown(const char *value, char *buf, size_t size)
+{
+    size_t i = 0;
+
+    for (; value[i] && i + 1 < size; i++)
+        buf[i] = (unsigned char)value[i] < 0x20 || value[i] == 0x7f ? '?' : value[i];
+    buf[i] = '\0';
+    return buf;
+}
+
 #define BAD_VALUE(opt, value, what)                                                                \
     log_error_errno(-EINVAL, "invalid value '%s' for %s: %s", value, opt, what)
 
@@ -276,10 +297,13 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"ipc", required_argument, NULL, ARG_IPC},
         {"env-inherit", no_argument, NULL, ARG_ENV_INHERIT},
         {"keep-fds", no_argument, NULL, ARG_KEEP_FDS},
+        {"name", required_argument, NULL, ARG_NAME},
+        {"label", required_argument, NULL, ARG_LABEL},
         {"help", no_argument, NULL, 'h'},
         {},
     };
     struct nsbox_config *c = &a->config;
+    char show[256];
     int opt, r;
 
     /* '+': stop at PROGRAM, so its own options are left alone. ':' and opterr = 0: nsbox
@@ -304,12 +328,28 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             if (r < 0)
                 return BAD_VALUE("--volume", optarg,
                                  "expected SOURCE:TARGET[:ro|rw] with an absolute TARGET");
-            /* Relative sources are relative to the current directory, as in Docker. */
-            if (!realpath(source, resolved)) {
-                r = log_error_errno(negative_errno(), "bind source '%s': %m", source);
+            /* Relative sources are relative to the current directory, as in Docker. Nothing
+             * is resolved here: the sandbox walks the path once, refusing symlinks it did not
+             * make sure of (plan_mounts()). */
+            if (source[0] != '/') {
+                char cwd[PATH_MAX];
+                if (!getcwd(cwd, sizeof(cwd))) {
+                    r = log_error_errno(negative_errno(), "bind source '%s': %m", source);
+                    free(source);
+                    free(target);
+                    return r;
+                }
+                if (snprintf(resolved, sizeof(resolved), "%s/%s", cwd, source) >=
+                    (int)sizeof(resolved)) {
+                    free(source);
+                    free(target);
+                    return BAD_VALUE("--volume", optarg, "the source path is too long");
+                }
+            } else if (snprintf(resolved, sizeof(resolved), "%s", source) >=
+                       (int)sizeof(resolved)) {
                 free(source);
                 free(target);
-                return r;
+                return BAD_VALUE("--volume", optarg, "the source path is too long");
             }
             free(source);
             a->binds = realloc(a->binds, (c->n_binds + 1) * sizeof(*a->binds));
@@ -455,6 +495,28 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_LOG:
             a->log_path = optarg;
             break;
+        case ARG_NAME:
+            if (!run_name_is_valid(optarg))
+                return BAD_VALUE("--name", shown(optarg, show, sizeof(show)),
+                                 "expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most "
+                                 STRINGIFY(NSBOX_NAME_MAX) " bytes");
+            c->name = optarg;
+            break;
+        case ARG_LABEL: {
+            size_t key_len;
+
+            if (!label_is_valid(optarg, &key_len))
+                return BAD_VALUE("--label", shown(optarg, show, sizeof(show)),
+                                 "expected KEY=VALUE or KEY: KEY [a-zA-Z0-9][a-zA-Z0-9_./-]* of "
+                                 "at most " STRINGIFY(LABEL_KEY_MAX) " bytes, VALUE of at most "
+                                 STRINGIFY(LABEL_VALUE_MAX) " bytes without control characters");
+            a->labels = realloc(a->labels, (a->n_labels + 2) * sizeof(*a->labels));
+            if (!a->labels)
+                log_oom();
+            a->labels[a->n_labels++] = optarg;
+            a->labels[a->n_labels] = NULL;
+            break;
+        }
         case ARG_LOG_CODE_LIMIT:
             if (parse_size(optarg, &a->log_code_limit) < 0 || a->log_code_limit > CODE_MAX)
                 return BAD_VALUE("--log-code-limit", optarg, "expected bytes, at most 16m");
@@ -504,18 +566,21 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
     if (c->seccomp_disabled && c->seccomp_policy)
         return log_error_errno(-EINVAL, "--seccomp and --no-seccomp exclude each other");
     c->env = a->env;
+    c->labels = a->labels;
     c->binds = a->binds;
     c->tmpfs = a->tmpfs;
     return 0;
 }
 
-static void print_json_error(const char *message)
+static void print_json_error(const char *step, const char *message, const char *name)
 {
     /* A JSON result for nsbox's own failures too, so that callers parse one format. */
     struct nsbox_result r = {.status = NSBOX_STATUS_ERROR, .exit_code = EXIT_NSBOX_FAILURE};
     char *text;
 
-    (void)snprintf(r.error_step, sizeof(r.error_step), "arguments");
+    (void)snprintf(r.error_step, sizeof(r.error_step), "%s", step);
+    if (name)
+        (void)snprintf(r.name, sizeof(r.name), "%s", name);
     (void)snprintf(r.error, sizeof(r.error), "%s", message);
     text = nsbox_result_to_json(&r);
     if (text)
@@ -533,7 +598,8 @@ static int run_main(int argc, char *argv[])
 {
     struct run_args a = {0};
     struct audit audit = {.fd = -1};
-    char run_id[33] = "", registry_path[700] = "";
+    struct registry_run reg = {0};
+    char run_id[33] = "", why[300] = "";
     struct nsbox_result result = {0};
     bool json = false;
     int r, status;
@@ -546,7 +612,8 @@ static int run_main(int argc, char *argv[])
     r = parse_run_args(argc, argv, &a);
     if (r < 0) {
         if (json)
-            print_json_error(log_last_error()[0] ? log_last_error() : "invalid arguments");
+            print_json_error("arguments",
+                             log_last_error()[0] ? log_last_error() : "invalid arguments", NULL);
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }
@@ -560,40 +627,59 @@ static int run_main(int argc, char *argv[])
     /* A closed stdout must not kill nsbox (and with it the sandbox's result). */
     (void)signal(SIGPIPE, SIG_IGN);
 
-    /* The audit record is written before the payload starts; a run that cannot be recorded
-     * does not start. */
     if (run_id_new(run_id) < 0) {
         log_error_errno(negative_errno(), "cannot make a run id: %m");
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }
+    /* For `nsbox ps` and `nsbox kill`. A run they cannot see still runs, with a warning; but
+     * a name is kept unique here, so a run whose name cannot be held does not start. First,
+     * so that a run refused for its name leaves no audit record. */
+    r = registry_add(run_id, argc + 1, argv - 1, &a.config, a.code_path, &reg, why,
+                     sizeof(why));
+    if (r < 0 && a.config.name) {
+        if (why[0])
+            log_error("%s", why);
+        else
+            log_error_errno(r, "cannot hold the name '%s' in the registry of running sandboxes: "
+                               "%m; the run does not start",
+                            a.config.name);
+        if (json)
+            print_json_error("name", log_last_error(), a.config.name);
+        run_args_free(&a);
+        return EXIT_NSBOX_FAILURE;
+    }
+    if (r < 0)
+        log_warning("'nsbox ps' and 'nsbox kill' will not see this run: %s", strerror(-r));
+
+    /* The audit record is written before the payload starts; a run that cannot be recorded
+     * does not start. */
     if (!a.log_path && getenv("NSBOX_LOG") && getenv("NSBOX_LOG")[0])
         a.log_path = getenv("NSBOX_LOG");
     if (a.log_path) {
-        r = audit_open(a.log_path, run_id, &audit);
+        r = audit_open(a.log_path, run_id, &a.config, &audit, why, sizeof(why));
         if (r >= 0)
             r = audit_start(&audit, argc + 1, argv - 1, &a.config, a.log_code_limit);
         if (r < 0) {
-            log_error_errno(r, "cannot write the audit log '%s': %m; the run does not start",
-                            a.log_path);
+            if (why[0])
+                log_error("refusing the audit log '%s': %s; the run does not start",
+                          a.log_path, why);
+            else
+                log_error_errno(r, "cannot write the audit log '%s': %m; the run does not start",
+                                a.log_path);
             if (json)
-                print_json_error(log_last_error());
+                print_json_error("audit log", log_last_error(), a.config.name);
             audit_close(&audit);
+            registry_remove(&reg);
             run_args_free(&a);
             return EXIT_NSBOX_FAILURE;
         }
     }
 
-    /* For `nsbox ps` and `nsbox kill`. A run they cannot see still runs, with a warning. */
-    r = registry_add(run_id, argc + 1, argv - 1, &a.config, registry_path,
-                     sizeof(registry_path));
-    if (r < 0)
-        log_warning("'nsbox ps' and 'nsbox kill' will not see this run: %s", strerror(-r));
-
     r = nsbox_run(&a.config, &result);
     (void)r; /* every failure is described in result */
     status = nsbox_exit_status(&result);
-    registry_remove(registry_path);
+    registry_remove(&reg);
 
     if (audit.fd >= 0) {
         r = audit_end(&audit, &result);
@@ -709,6 +795,90 @@ static int policy_main(int argc, char *argv[])
     return EXIT_SUCCESS;
 }
 
+#define PS_USAGE "usage: nsbox ps [--json] [--filter name=REGEX|id=PREFIX|label=KEY[=VALUE]]..."
+#define KILL_USAGE "usage: nsbox kill RUN-ID|NAME | nsbox kill --all | nsbox kill --label KEY[=VALUE]..."
+
+/* nsbox ps [--json] [-f|--filter KEY=VALUE]... */
+static int ps_main(int argc, char *argv[])
+{
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"filter", required_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {},
+    };
+    _cleanup_free_ char **filters = NULL;
+    size_t n = 0;
+    bool json = false;
+    int opt;
+
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "+:f:h", options, NULL)) != -1)
+        switch (opt) {
+        case 'j':
+            json = true;
+            break;
+        case 'f':
+            filters = realloc(filters, (n + 1) * sizeof(*filters));
+            if (!filters)
+                log_oom();
+            filters[n++] = optarg;
+            break;
+        case 'h':
+            (void)printf("%s\n", PS_USAGE);
+            return EXIT_SUCCESS;
+        default:
+            log_error(PS_USAGE);
+            return EXIT_NSBOX_FAILURE;
+        }
+    if (optind < argc) {
+        log_error(PS_USAGE);
+        return EXIT_NSBOX_FAILURE;
+    }
+    return registry_ps(json, filters, n);
+}
+
+/* nsbox kill RUN-ID|NAME | --all | --label KEY[=VALUE]... */
+static int kill_main(int argc, char *argv[])
+{
+    static const struct option options[] = {
+        {"all", no_argument, NULL, 'a'},
+        {"label", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {},
+    };
+    _cleanup_free_ char **labels = NULL;
+    size_t n = 0;
+    bool all = false;
+    int opt;
+
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "+:h", options, NULL)) != -1)
+        switch (opt) {
+        case 'a':
+            all = true;
+            break;
+        case 'l':
+            labels = realloc(labels, (n + 1) * sizeof(*labels));
+            if (!labels)
+                log_oom();
+            labels[n++] = optarg;
+            break;
+        case 'h':
+            (void)printf("%s\n", KILL_USAGE);
+            return EXIT_SUCCESS;
+        default:
+            log_error(KILL_USAGE);
+            return EXIT_NSBOX_FAILURE;
+        }
+    /* Exactly one way to choose: a run, --all, or labels. */
+    if ((optind < argc) + all + (n > 0) != 1 || argc - optind > 1) {
+        log_error(KILL_USAGE);
+        return EXIT_NSBOX_FAILURE;
+    }
+    return registry_kill(optind < argc ? argv[optind] : NULL, labels, n);
+}
+
 int main(int argc, char *argv[])
 {
     /* Descriptors 0-2 must be open, or nsbox's own pipes would land on them. */
@@ -734,20 +904,10 @@ int main(int argc, char *argv[])
         return policy_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "selftest") == 0)
         return selftest_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "ps") == 0) {
-        if (argc == 2 || (argc == 3 && strcmp(argv[2], "--json") == 0))
-            return registry_ps(argc == 3);
-        log_error("usage: nsbox ps [--json]");
-        return EXIT_NSBOX_FAILURE;
-    }
-    if (strcmp(argv[1], "kill") == 0) {
-        if (argc == 3 && argv[2][0] != '-')
-            return registry_kill(argv[2]);
-        if (argc == 3 && strcmp(argv[2], "--all") == 0)
-            return registry_kill(NULL);
-        log_error("usage: nsbox kill RUN-ID | nsbox kill --all");
-        return EXIT_NSBOX_FAILURE;
-    }
+    if (strcmp(argv[1], "ps") == 0)
+        return ps_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "kill") == 0)
+        return kill_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "doctor") == 0) {
         if (argc == 2)
             return doctor_main(NULL);

@@ -7,12 +7,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "macro.h"
 #include "mount.h"
 #include "syscalls.h"
@@ -52,15 +54,35 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
     for (size_t i = 0; i < sb->n_mounts; i++) {
         struct sandbox_mount *m = &sb->mounts[i];
         uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        _cleanup_close_ int src = -EBADF;
+        char walked[PATH_MAX];
+        struct stat st;
         int r;
 
         if (m->is_tmpfs)
             continue;
+        /* The source was walked by the supervisor, which followed only root's symlinks and
+         * left none in m->source (plan_mounts()). Here it is opened once more, every symlink
+         * refused (a link planted since is an error, never followed), and that descriptor is
+         * what gets bound: no second lookup by name. Not followed in here in any case: this
+         * process is in the sandbox's user namespace, where root's files do not read as
+         * root's. (The supervisor's descriptor cannot be used: open_tree(2) clones only a
+         * mount of the caller's own mount namespace, EINVAL otherwise, fs/namespace.c.) */
+        src = path_open_nofollow(m->source, false, walked, sizeof(walked));
+        if (src == -ELOOP)
+            return step_fail(e, src, "bind source", "-v %s: %s became a symlink", m->source,
+                             walked);
+        if (src < 0)
+            return step_fail(e, src, "bind source", "%s", m->source);
+        if (fstat(src, &st) < 0)
+            return step_fail(e, negative_errno(), "bind source", "%s", m->source);
+        m->is_dir = S_ISDIR(st.st_mode);
         /* AT_RECURSIVE: what is mounted below the source comes along, and is made read-only
          * with it. The attributes are set on the detached clone, so the sandbox never sees a
          * moment where a read-only bind is writable. */
-        m->tree_fd = sys_open_tree(AT_FDCWD, m->source,
-                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        m->tree_fd = sys_open_tree(src, "",
+                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+                                       AT_EMPTY_PATH);
         if (m->tree_fd < 0)
             return step_fail(e, negative_errno(), "clone bind source", "%s", m->source);
         if (!m->writable)

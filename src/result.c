@@ -215,6 +215,20 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
         (void)json_object_set_new(root, "seccomp_refused", list ? list : json_null());
     } else
         (void)json_object_set_new(root, "seccomp_refused", json_null());
+    {
+        /* Who the run is: its --name and --labels (a later KEY wins). */
+        json_t *labels = json_object();
+        for (char **l = r->labels; labels && l && *l; l++) {
+            size_t key_len = strcspn(*l, "=");
+            char key[256];
+            (void)snprintf(key, sizeof(key), "%.*s", (int)key_len, *l);
+            (void)json_object_set_new(labels, key,
+                                      json_text((*l)[key_len] ? *l + key_len + 1 : "",
+                                                (*l)[key_len] ? strlen(*l + key_len + 1) : 0));
+        }
+        (void)json_object_set_new(root, "name", r->name[0] ? json_string(r->name) : json_null());
+        (void)json_object_set_new(root, "labels", labels ? labels : json_null());
+    }
     if (r->cgroup.valid)
         (void)json_object_set_new(
             root, "cgroup",

@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -131,6 +132,11 @@ void nsbox_result_free(struct nsbox_result *r)
     free(r->out.data);
     free(r->err.data);
     r->out.data = r->err.data = NULL;
+    if (r->labels)
+        for (char **l = r->labels; *l; l++)
+            free(*l);
+    free(r->labels);
+    r->labels = NULL;
 }
 
 static int plan_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
@@ -162,6 +168,9 @@ static void sandbox_free(struct sandbox *sb)
         for (char **e = sb->envp; *e; e++)
             free(*e);
     free(sb->envp);
+    /* calloc()ed with room for every bind and tmpfs and /tmp: unused entries are NULL. */
+    for (size_t i = 0; sb->mounts && i < sb->config->n_binds + sb->config->n_tmpfs + 1; i++)
+        free(sb->mounts[i].source_owned);
     free(sb->mounts);
     filter_free(&sb->filter);
 }
@@ -244,16 +253,34 @@ static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
 
         if (i < c->n_binds) {
             const struct nsbox_bind *b = &c->binds[i];
-            struct stat st;
+            char walked[PATH_MAX];
+            int fd;
 
             if (!b->source || b->source[0] != '/')
                 return plan_error(ret, -EINVAL, "bind", "bind source '%s' is not an absolute path",
                                   b->source ? b->source : "");
-            if (stat(b->source, &st) < 0)
-                return plan_error(ret, negative_errno(), "bind", "bind source '%s': %m",
-                                  b->source);
-            *m = (struct sandbox_mount){.source = b->source, .target = b->target,
-                                        .writable = b->writable, .is_dir = S_ISDIR(st.st_mode)};
+            /* A symlink in a source may have been planted by an earlier run that had its
+             * directory writable: following it would bind what the caller never named (a 0700
+             * directory of root's, the caller's ~/.ssh). Only root's links in directories only
+             * root can write are followed (path_open_nofollow()); here, as the caller, where
+             * owners read true. The result has no symlink left: the sandbox's init opens it
+             * again refusing every symlink, and binds that very descriptor
+             * (mount_clone_sources()), so a link swapped in meanwhile is refused too. */
+            fd = path_open_nofollow(b->source, true, walked, sizeof(walked));
+            if (fd == -ELOOP)
+                return plan_error(ret, fd, "bind",
+                                  "-v %s: '%s' is a symlink, and nsbox follows only root's "
+                                  "symlinks in directories only root can write (a sandbox may "
+                                  "have planted it): name the path it points to",
+                                  b->source, walked);
+            if (fd < 0)
+                return plan_error(ret, fd, "bind", "bind source '%s': %m", b->source);
+            (void)close(fd);
+            *m = (struct sandbox_mount){.target = b->target, .writable = b->writable,
+                                        .source_owned = strdup(walked)};
+            if (!m->source_owned)
+                return plan_error(ret, -ENOMEM, "bind", "out of memory");
+            m->source = m->source_owned;
         } else {
             const struct nsbox_tmpfs *t = &c->tmpfs[i - c->n_binds];
             if (t->size == 0)
@@ -459,6 +486,38 @@ static void plan_opt_out_warnings(const struct nsbox_config *c, struct nsbox_res
         add_warning(c, ret, "--keep-fds: descriptors nsbox inherited reach the payload");
 }
 
+/* The run's name and labels, checked and copied into the result. */
+static int plan_identity(const struct nsbox_config *c, struct nsbox_result *ret)
+{
+    size_t n = 0, key_len;
+
+    if (c->name && !run_name_is_valid(c->name))
+        return plan_error(ret, -EINVAL, "config",
+                          "invalid name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most %d "
+                          "bytes",
+                          c->name, NSBOX_NAME_MAX);
+    if (c->name)
+        (void)snprintf(ret->name, sizeof(ret->name), "%s", c->name);
+    if (!c->labels || !c->labels[0])
+        return 0;
+    while (c->labels[n])
+        if (!label_is_valid(c->labels[n++], &key_len))
+            return plan_error(ret, -EINVAL, "config",
+                              "invalid label '%s': expected KEY=VALUE, KEY [a-zA-Z0-9][a-zA-Z0-9_./-]* "
+                              "of at most %d bytes, VALUE of at most %d bytes without control "
+                              "characters",
+                              c->labels[n - 1], LABEL_KEY_MAX, LABEL_VALUE_MAX);
+    ret->labels = calloc(n + 1, sizeof(char *));
+    if (!ret->labels)
+        return plan_error(ret, -ENOMEM, "config", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        ret->labels[i] = strdup(c->labels[i]);
+        if (!ret->labels[i])
+            return plan_error(ret, -ENOMEM, "config", "out of memory");
+    }
+    return 0;
+}
+
 static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
 {
     size_t n_args = 0;
@@ -466,6 +525,9 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
 
     *sb = (struct sandbox){.config = c};
     sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
+    r = plan_identity(c, ret);
+    if (r < 0)
+        return r;
 
     if (c->argv)
         while (c->argv[n_args])

@@ -23,7 +23,8 @@ int step_fail(struct step_error *e, int r, const char *step, const char *detail_
 /* A mount inside the sandbox from -v or --tmpfs, in the order it is applied. */
 struct sandbox_mount {
     bool is_tmpfs;
-    const char *source; /* bind: absolute host path */
+    const char *source; /* bind: absolute host path, without symlinks (plan_mounts()) */
+    char *source_owned; /* bind: the allocation source points to */
     const char *target; /* absolute path inside the sandbox */
     bool writable;      /* bind */
     bool is_dir;        /* bind: the source is a directory */

@@ -22,6 +22,7 @@ import tempfile
 import textwrap
 import time
 import unittest
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from unittest import mock
 
@@ -203,6 +204,47 @@ class TestRun(SandboxTestCase):
         self.assertEqual(r.stdout, "S F\n")
         self.assertEqual(len(made), 1)
         self.assertFalse(os.path.exists(made[0]))
+
+    def test_inputs_are_private_while_the_run_lasts(self):
+        # files= and the code written for --code (with stdin=) sit in a directory nobody else
+        # on the host may enter while the run lasts; the sandbox still reads them.
+        made = []
+        real_mkdtemp = tempfile.mkdtemp
+
+        def mkdtemp(*a, **kw):
+            made.append(real_mkdtemp(*a, **kw))
+            return made[-1]
+
+        seen = {}
+        with mock.patch.object(_runner.tempfile, "mkdtemp", side_effect=mkdtemp), \
+                ThreadPoolExecutor(max_workers=1) as pool:
+            future = pool.submit(self.code, "import sys, time\ntime.sleep(2)\n"
+                                 "print(sys.stdin.read(), open('/work/files/sub/f').read())",
+                                 files={"sub/f": "F"}, stdin="S")
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not (
+                    made and os.path.exists(os.path.join(made[0], "main.py"))):
+                time.sleep(0.01)
+            self.assertTrue(made, "the API made no temporary directory")
+            for rel in ("", "main.py", "files", "files/sub", "files/sub/f"):
+                seen[rel] = stat.S_IMODE(os.stat(os.path.join(made[0], rel)).st_mode)
+            if os.geteuid() == 0:
+                # Root's sandboxes are another host uid: what another user sees on the host.
+                for rel in ("main.py", "files/sub/f"):
+                    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                                        "--clear-groups", "cat", os.path.join(made[0], rel)],
+                                       capture_output=True, text=True)
+                    self.assertNotEqual(p.returncode, 0, rel)
+                    self.assertIn("Permission denied", p.stderr, rel)
+            r = future.result()
+        self.assertEqual(r.stdout, "S F\n", r.stderr)
+        self.assertEqual((seen[""], seen["main.py"]), (0o700, 0o600))
+        if os.geteuid() == 0:
+            self.assertEqual((seen["files"], seen["files/sub"], seen["files/sub/f"]),
+                             (0o755, 0o755, 0o644))
+        else:
+            self.assertEqual((seen["files"], seen["files/sub"], seen["files/sub/f"]),
+                             (0o700, 0o700, 0o600))
 
     def test_empty_files_dict(self):
         r = self.code("import os; print(os.listdir('/work/files'))", files={})
