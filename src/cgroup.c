@@ -484,8 +484,9 @@ static int leaf_create_in_ancestor(const struct nsbox_config *c, int mnt_fd, con
 
     if (uid == 0)
         return reasonf(reason, size, 0,
-                       "the cgroups above it were not tried (root owns every cgroup, so "
-                       "ownership does not show a delegation)");
+                       "the cgroups above %s were not tried (root owns every cgroup, so "
+                       "ownership does not show a delegation)",
+                       own);
     (void)snprintf(path, sizeof(path), "%s", own);
     for (;;) {
         _cleanup_close_ int fd = -EBADF;
@@ -506,12 +507,12 @@ static int leaf_create_in_ancestor(const struct nsbox_config *c, int mnt_fd, con
             return reasonf(reason, size, r, "%s", why);
     }
     if (!tried)
-        return reasonf(reason, size, 0, "no cgroup above it is delegated to uid %u",
+        return reasonf(reason, size, 0, "no cgroup above %s is delegated to uid %u", own,
                        (unsigned)uid);
     /* why is the delegation point's: the last one that could have done. */
     return reasonf(reason, size, 0,
-                   "no cgroup above it up to the delegation point %s can hold a leaf (%s)", top,
-                   why);
+                   "no cgroup above %s up to the delegation point %s can hold a leaf (%s)", own,
+                   top, why);
 }
 
 /*
