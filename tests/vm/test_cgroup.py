@@ -266,7 +266,7 @@ class TestPlacement(CgroupTestCase):
         self.assertIn("over D-Bus for a delegated scope failed (no user bus",
                       r["error"]["message"])
 
-    def shell_in(self, cgroup, *args, command="run"):
+    def shell_in(self, cgroup, *args, command="run", as_user=True):
         """A shell (uid 65534) in cgroup that runs `nsbox run --json ARGS` (or `nsbox doctor`)
         as its child and stays there: the cgroup holds another process than nsbox. No user
         manager runs and $XDG_RUNTIME_DIR is not set, so the D-Bus attempt fails at once.
@@ -275,7 +275,7 @@ class TestPlacement(CgroupTestCase):
         script = '"$@"; rc=$?; echo; echo "SUBDIRS $(find "$0" -mindepth 1 -type d)"; exit $rc'
         argv = [NSBOX, "run", "--json", *args] if command == "run" else [NSBOX, command]
         p = subprocess.run(["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh",
-                            *SETPRIV, "sh", "-c", script, cgroup, *argv],
+                            *(SETPRIV if as_user else []), "sh", "-c", script, cgroup, *argv],
                            capture_output=True, text=True, timeout=300,
                            env={"PATH": "/usr/bin:/bin", "NSBOX_ROOTFS": ROOTFS})
         out, _, subdirs = p.stdout.rpartition("\nSUBDIRS ")
@@ -341,6 +341,16 @@ class TestPlacement(CgroupTestCase):
         self.assertEqual((p.returncode, r["error"]["step"]), (125, "cgroup"), r)
         self.assertIn(f"cgroup {at} holds other processes", r["error"]["message"])
         self.assertIn("no user bus", r["error"]["message"])
+        self.assertEqual(subdirs, [])
+        # Root in a cgroup of its own that holds its shell: the same, and no walk up (root owns
+        # every cgroup, so ownership does not show where a delegation ends).
+        mine = os.path.join(CG, "mine-" + secrets.token_hex(4))
+        os.mkdir(mine)
+        self.addCleanup(os.rmdir, mine)
+        p, r, subdirs = self.shell_in(mine, *FAST, "--", "true", as_user=False)
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
+        self.assertIn(f"cgroup {mine[len(CG):]} holds other processes", r["limits_note"])
+        self.assertIn(f"the cgroups above {mine[len(CG):]} were not tried", r["limits_note"])
         self.assertEqual(subdirs, [])
 
 
