@@ -308,8 +308,8 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
         for (const char *w = missing; *w;) {
             size_t n = strcspn(w, " ");
             size_t len = strlen(enable);
-            (void)snprintf(enable + len, sizeof(enable) - len, "%s+%.*s", len ? " " : "",
-                           (int)n, w);
+            (void)snprintf(enable + len, sizeof(enable) - len, "%s+%.*s", len ? " " : "", (int)n,
+                           w);
             w += n + (w[n] == ' ');
         }
         r = writable_at(parent_fd, "cgroup.subtree_control") ? 0 : -EACCES;
@@ -359,8 +359,8 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
         if (errno == EACCES || errno == EPERM || errno == EROFS)
             return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u", parent,
                            (unsigned)geteuid());
-        return reasonf(reason, size, -errno, "creating cgroup %s/%s failed: %s", parent,
-                       leaf.name, strerror(errno));
+        return reasonf(reason, size, -errno, "creating cgroup %s/%s failed: %s", parent, leaf.name,
+                       strerror(errno));
     }
     leaf_fd = openat(parent_fd, leaf.name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (leaf_fd < 0) {
@@ -497,8 +497,8 @@ static int leaf_create_in_ancestor(const struct nsbox_config *c, int mnt_fd, con
             break; /* the next one up is the root cgroup */
         *slash = '\0';
         fd = openat(mnt_fd, path + 1, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != uid ||
-            !writable_at(fd, "cgroup.procs") || !writable_at(fd, "cgroup.subtree_control"))
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != uid || !writable_at(fd, "cgroup.procs") ||
+            !writable_at(fd, "cgroup.subtree_control"))
             break;
         tried++;
         (void)snprintf(top, sizeof(top), "%s", path);
@@ -549,7 +549,7 @@ static int place(const struct nsbox_config *c, bool dry, struct cgroup_leaf *ret
     if (!has_words(have, want, missing, sizeof(missing)))
         return reasonf(reason, size, 0,
                        "cgroup v2 controllers '%s' are not available in this hierarchy (a hybrid "
-                       "host binds them to cgroup v1)",
+                       "host binds them to cgroup v1; a container may not have been given them)",
                        missing);
 
     /* A --cgroup-parent is the caller's explicit choice: no other place instead. */
@@ -573,15 +573,14 @@ static int place(const struct nsbox_config *c, bool dry, struct cgroup_leaf *ret
 
     /* A scope that was started but did not do has moved nsbox: walk up from where it is. */
     if (!dry && find_cgroup2(mnt, sizeof(mnt), own, sizeof(own)) < 0)
-        return reasonf(reason, size, 0, "%s; %s; /proc/self/cgroup is no longer readable",
-                       at_own, at_scope);
+        return reasonf(reason, size, 0, "%s; %s; /proc/self/cgroup is no longer readable", at_own,
+                       at_scope);
     r = leaf_create_in_ancestor(c, mnt_fd, own, dry, ret, above, sizeof(above));
     if (r > 0 && dry)
         return reasonf(reason, size, 1, "%s, as %s and %s", above, at_own, at_scope);
     if (r != 0)
         return reasonf(reason, size, r, "%s", above);
-    return reasonf(reason, size, 0, "%s; %s; %s: %s", at_own, at_scope, above,
-                   delegation_hint());
+    return reasonf(reason, size, 0, "%s; %s; %s: %s", at_own, at_scope, above, delegation_hint());
 }
 
 int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, char *reason,
