@@ -273,7 +273,7 @@ class TestPlacement(CgroupTestCase):
         Returns (process, the JSON result or doctor's output, the cgroup's subdirectories
         after nsbox exited)."""
         script = '"$@"; rc=$?; echo; echo "SUBDIRS $(find "$0" -mindepth 1 -type d)"; exit $rc'
-        argv = [NSBOX, "run", "--json", *args] if command == "run" else [NSBOX, command]
+        argv = [NSBOX, command, *(["--json"] if command == "run" else []), *args]
         p = subprocess.run(["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh",
                             *(SETPRIV if as_user else []), "sh", "-c", script, cgroup, *argv],
                            capture_output=True, text=True, timeout=300,
@@ -299,17 +299,19 @@ class TestPlacement(CgroupTestCase):
         subprocess.run([*SETPRIV, "mkdir", shell], check=True)
         self.assertIn("memory", read_text(f"{deleg}/cgroup.controllers").split())
         self.assertEqual(read_text(f"{deleg}/cgroup.subtree_control").split(), [])
-        # nsbox doctor says where a run would go, and why, and changes nothing to say it (its
-        # real run at the end does what any run does).
-        p, out, subdirs = self.shell_in(shell, command="doctor")
+        # nsbox doctor says where a run would go, and why, and changes nothing to say it. (Its
+        # real run at the end places itself as any run does: with no rootfs, it stops before.)
+        p, out, subdirs = self.shell_in(shell, "--rootfs", "/nonexistent", command="doctor")
+        self.assertIn("FAIL  rootfs /nonexistent", out)
+        self.assertEqual(read_text(f"{deleg}/cgroup.subtree_control").split(), [])
         [line] = [l for l in out.splitlines() if "cgroup v2:" in l]
-        self.assertRegex(line, rf"^ok    cgroup v2: a run here gets a leaf below {deleg[len(CG):]}, "
-                               r"after enabling '[a-z ]+' there, as cgroup "
-                               rf"{shell[len(CG):]} does not have the controllers .* and "
-                               r"the systemd user manager is not reachable over D-Bus for a delegated "
-                               r"scope \(no user bus")
-        self.assertEqual(p.returncode, 0, out)
+        self.assertRegex(line, r"^ok    cgroup v2: a run here gets a leaf below "
+                               rf"{deleg[len(CG):]}, after enabling '[a-z ]+' there, as cgroup "
+                               rf"{shell[len(CG):]} does not have the controllers .* and the "
+                               r"systemd user manager is not reachable over D-Bus for a "
+                               r"delegated scope \(no user bus")
         self.assertEqual(subdirs, [])
+        self.assertEqual([e.name for e in os.scandir(deleg) if e.is_dir()], ["shell"])
         p, r, subdirs = self.shell_in(shell, "--cgroup", "required", "--memory", "64m", *FAST,
                                       "--", "python3", "-c", "x = bytearray(300 << 20)")
         self.assertEqual((r["status"], r["limits_enforced_by"]), ("oom", "cgroup"), (r, p.stderr))
