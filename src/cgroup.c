@@ -328,8 +328,9 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
             }
             if (r >= 0)
                 r = write_file_at(parent_fd, "cgroup.subtree_control", enable);
-            /* Another process came in meanwhile: nsbox goes back to where it was. */
-            if (r < 0 && moved)
+            /* Another process came in meanwhile (or the move failed): nsbox goes back to
+             * where it was, and a directory it made goes. */
+            if (r < 0 && (moved || created))
                 undo_supervisor_leaf(parent_fd, created);
         }
         if (r == -EACCES || r == -EPERM || r == -EROFS)
