@@ -423,7 +423,7 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
 static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
                        struct cgroup_leaf *leaf, struct nsbox_result *ret)
 {
-    char reason[512] = "";
+    char reason[1024] = "";
     enum nsbox_enforcer by;
     int r;
 

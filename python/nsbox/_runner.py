@@ -135,12 +135,15 @@ def _write_files(root: str, files: Mapping[str, _Data]) -> None:
 
 
 def _nsbox_env(passed: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The environment nsbox itself runs with: PATH, NSBOX_ROOTFS if set, and the variables
+    """The environment nsbox itself runs with: PATH, NSBOX_ROOTFS if set, XDG_RUNTIME_DIR and
+    DBUS_SESSION_BUS_ADDRESS if set (where nsbox finds the systemd user manager that gives it
+    a delegated cgroup for the limits, and keeps its `nsbox ps` record), and the variables
     meant for the program (passed on with `-e KEY`, so their values never appear on nsbox's
     command line). Nothing else: no credentials of the caller."""
     env = {"PATH": os.environ.get("PATH") or os.defpath}
-    if os.environ.get("NSBOX_ROOTFS"):
-        env["NSBOX_ROOTFS"] = os.environ["NSBOX_ROOTFS"]
+    for key in ("NSBOX_ROOTFS", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
     env.update(passed or {})
     return env
 

@@ -433,7 +433,7 @@ class TestAttacks(SandboxTestCase):
             self.assertNotIn(CANARY, self.output(r))
             self.assertIn("PATH", r.stdout)
             # Even `-e KEY` (copy from nsbox's environment) finds nothing: nsbox runs with
-            # PATH (and NSBOX_ROOTFS) only.
+            # PATH (and NSBOX_ROOTFS, XDG_RUNTIME_DIR, DBUS_SESSION_BUS_ADDRESS) only.
             r = self.code(attack, extra_args=["-e", "AWS_SECRET_ACCESS_KEY"])
             self.assertTrue(r.ok, r.stderr)
             self.assertNotIn(CANARY, self.output(r))
@@ -561,14 +561,21 @@ class TestWithoutSandbox(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "env.txt")
             fake = fake_nsbox(d, f"/usr/bin/env > '{out}'\n")
+            # The user bus's address and runtime directory pass (nsbox asks the systemd user
+            # manager there for a delegated cgroup); nothing else of the caller's does.
+            bus = {"XDG_RUNTIME_DIR": "/run/user/4242",
+                   "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/4242/bus"}
             with mock.patch.dict(os.environ, {"AWS_SECRET_ACCESS_KEY": CANARY,
-                                              "HOME": "/root-or-not"}):
+                                              "HOME": "/root-or-not", **bus}):
                 with self.assertRaises(nsbox.NsboxError):
                     nsbox.run_python_code("pass", nsbox=fake)
             with open(out) as f:
-                keys = {line.split("=", 1)[0] for line in f.read().splitlines() if "=" in line}
-        self.assertIn("PATH", keys)
-        self.assertLessEqual(keys, {"PATH", "NSBOX_ROOTFS", "PWD", "SHLVL", "_", "OLDPWD"})
+                seen = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
+        self.assertIn("PATH", seen)
+        self.assertEqual({k: seen.get(k) for k in bus}, bus)
+        self.assertLessEqual(set(seen), {"PATH", "NSBOX_ROOTFS", "XDG_RUNTIME_DIR",
+                                         "DBUS_SESSION_BUS_ADDRESS", "PWD", "SHLVL", "_",
+                                         "OLDPWD"})
 
     def test_tool_output_strings(self):
         def result(status, code, out="", err=""):
