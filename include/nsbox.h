@@ -56,6 +56,7 @@ struct nsbox_tmpfs {
     const char *target; /* absolute path inside the sandbox */
     uint64_t size;      /* bytes, > 0 */
     unsigned mode;      /* permission bits of its root directory, e.g. 01777 */
+    bool exec;          /* false (the default): mounted noexec, as Docker's --tmpfs */
 };
 
 struct nsbox_config {

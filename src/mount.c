@@ -296,7 +296,9 @@ static int populate_work(const struct sandbox *sb, struct step_error *e)
     _cleanup_close_ int fd = -EBADF;
     int r;
 
-    r = mount_tmpfs("/work", MS_NOSUID | MS_NODEV, c->code_size + WORK_TMPFS_SLACK, 0755);
+    /* noexec: python3 reads main.py; nothing here is a program to run. */
+    r = mount_tmpfs("/work", MS_NOSUID | MS_NODEV | MS_NOEXEC, c->code_size + WORK_TMPFS_SLACK,
+                    0755);
     if (r < 0)
         return step_fail(e, r, "mount /work", NULL);
     if (!c->code)
@@ -339,7 +341,10 @@ int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step
         if (r < 0)
             return r;
         if (m->is_tmpfs) {
-            r = mount_tmpfs(m->target, MS_NOSUID | MS_NODEV, m->size, m->mode);
+            /* noexec unless asked (Docker's --tmpfs default): no program dropped into a
+             * writable place runs, /tmp included. */
+            r = mount_tmpfs(m->target, MS_NOSUID | MS_NODEV | (m->exec ? 0 : MS_NOEXEC), m->size,
+                            m->mode);
             if (r < 0)
                 return step_fail(e, r, "mount tmpfs", "%s", m->target);
         } else {

@@ -259,7 +259,7 @@ static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
             if (t->size == 0)
                 return plan_error(ret, -EINVAL, "tmpfs", "tmpfs on %s has size 0", t->target);
             *m = (struct sandbox_mount){.is_tmpfs = true, .target = t->target, .size = t->size,
-                                        .mode = t->mode, .is_dir = true};
+                                        .mode = t->mode, .exec = t->exec, .is_dir = true};
         }
         m->tree_fd = -EBADF;
         target = m->target;
@@ -960,6 +960,63 @@ static const char *clone_hint(int err)
     }
 }
 
+/* vm.memfd_noexec, per pid namespace since Linux 6.3 (kernel/pid_sysctl.h): 2 refuses
+ * memfd_create(MFD_EXEC) and makes every other memfd non-executable and sealed so
+ * (F_SEAL_EXEC), so no program written into memory runs with execveat(2) or
+ * /proc/self/fd/N. A namespace's value can only be raised, and children inherit it. */
+#define MEMFD_NOEXEC_SYSCTL "/proc/sys/vm/memfd_noexec"
+/* The pid the writer takes in the sandbox's namespace: chosen (clone3 set_tid), so that the
+ * payload still gets pid 2 (allocating a chosen pid does not move the kernel's cursor,
+ * alloc_pid() in kernel/pid.c); below every pid_max (PID_MAX_MIN is 301). */
+#define MEMFD_NOEXEC_WRITER_PID 300
+
+/* Set vm.memfd_noexec=2 in the pid namespace of the sandbox's init (pidfd), for root's runs,
+ * before the sandbox is released. The sysctl acts on the writer's own pid namespace and
+ * opens only for the host's root (test_perm() in fs/proc/proc_sysctl.c) holding
+ * CAP_SYS_ADMIN over the namespace's owner: neither the sandbox's init (mapped to nobody) nor
+ * an ordinary user qualifies. So a helper joins the namespace (setns(2) with the pidfd) and
+ * forks the writer into it; only init exists there yet, and no sandbox code runs. Returns 0,
+ * also where the kernel has no such sysctl (the caller says so), or -errno. */
+static int memfd_noexec_enforce(int pidfd)
+{
+    siginfo_t si = {0};
+    pid_t helper;
+
+    if (access(MEMFD_NOEXEC_SYSCTL, F_OK) < 0)
+        return errno == ENOENT ? 0 : negative_errno();
+    helper = fork();
+    if (helper < 0)
+        return negative_errno();
+    if (helper == 0) {
+        pid_t tid = MEMFD_NOEXEC_WRITER_PID;
+        struct nsbox_clone_args args = {.exit_signal = SIGCHLD,
+                                        .set_tid = (uint64_t)(uintptr_t)&tid,
+                                        .set_tid_size = 1};
+        long writer;
+        int status;
+
+        if (setns(pidfd, CLONE_NEWPID) < 0)
+            _exit(errno);
+        writer = sys_clone3(&args);
+        if (writer < 0)
+            _exit(errno);
+        if (writer == 0) {
+            int fd = open(MEMFD_NOEXEC_SYSCTL, O_WRONLY | O_CLOEXEC);
+            if (fd < 0)
+                _exit(errno);
+            _exit(write(fd, "2", 1) == 1 ? 0 : EIO);
+        }
+        if (RETRY_EINTR(waitpid((pid_t)writer, &status, 0)) < 0)
+            _exit(errno);
+        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : EIO);
+    }
+    if (RETRY_EINTR(waitid(P_PID, (id_t)helper, &si, WEXITED)) < 0)
+        return negative_errno();
+    if (si.si_code != CLD_EXITED)
+        return -EIO;
+    return -si.si_status;
+}
+
 static void close_pair(int p[2])
 {
     for (int i = 0; i < 2; i++)
@@ -1059,6 +1116,20 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     r = sb.in_cgroup && !attached_by_clone ? cgroup_leaf_attach(&leaf, pid) : 0;
     if (r >= 0)
         r = idmap_write(pid, c->uid, sb.host_uid, c->gid, sb.host_gid, !sb.privileged);
+    /* Root's runs in their own pid namespace: no executable memfds. Ordinary users cannot set
+     * it, and get the host's value (README, "Files inside"). */
+    if (r >= 0 && sb.privileged && !c->pid_host) {
+        int m = memfd_noexec_enforce(pidfd);
+        if (m < 0) {
+            siginfo_t si;
+            (void)sys_pidfd_send_signal(pidfd, SIGKILL);
+            (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)pidfd, &si, WEXITED));
+            r = plan_error(ret, m, "memfd_noexec",
+                           "setting vm.memfd_noexec=2 in the sandbox's pid namespace failed: %s",
+                           strerror(-m));
+            goto out;
+        }
+    }
     if (r < 0 || write(sync[1], "x", 1) != 1) {
         siginfo_t si;
         if (r >= 0)

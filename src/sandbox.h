@@ -29,6 +29,7 @@ struct sandbox_mount {
     bool is_dir;        /* bind: the source is a directory */
     uint64_t size;      /* tmpfs: bytes */
     unsigned mode;      /* tmpfs */
+    bool exec;          /* tmpfs: programs on it may run (--tmpfs DST:exec); else noexec */
     int tree_fd;        /* bind: the detached clone of the source (child side), or -1 */
 };
 

@@ -5,6 +5,7 @@ per-user kernel budgets of the caller and shared memory beyond --memory. Each at
 run with the protection removed (an opt-out, or on the host), to show that the attack works and
 that the protection is what stops it."""
 import os
+import platform
 import stat
 import tempfile
 import unittest
@@ -75,6 +76,97 @@ class TestSetuidFiles(NsboxTestCase):
             self.assertEqual(stat.S_IMODE(os.stat(os.path.join(d, "a")).st_mode), 0o755)
             self.assertEqual(stat.S_IMODE(os.stat(os.path.join(d, "b")).st_mode), 0o600)
             self.assertEqual(stat.S_IMODE(os.stat(os.path.join(d, "c")).st_mode), 0o1777)
+
+
+
+# A whole static x86-64 program in 132 bytes: an ELF header, one PT_LOAD program header and
+# exit(42) (mov edi, 42; mov eax, 60; syscall). Run from a file, from a memfd by its
+# /proc/self/fd path, and by execveat(fd, "", AT_EMPTY_PATH) (os.execve with a descriptor);
+# each prints how it went: "exit 42", or the errno.
+NATIVE = r"""
+import os, struct, sys
+code = bytes.fromhex('bf2a000000b83c0000000f05')
+base, size = 0x400000, 64 + 56 + 12
+elf = (b'\x7fELF' + bytes([2, 1, 1, 0]) + bytes(8)
+       + struct.pack('<HHIQQQIHHHHHH', 2, 0x3e, 1, base + 120, 64, 0, 0, 64, 56, 1, 0, 0, 0)
+       + struct.pack('<IIQQQQQQ', 1, 5, 0, base, base, size, size, 0x1000) + code)
+
+def run(how, target):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execve(target, ['elf'], {})
+        except OSError as e:
+            os._exit(100 + e.errno)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    print(how, 'exit 42' if status == 42 else status - 100 if status > 100 else status)
+
+for d in sys.argv[1:]:
+    path = os.path.join(d, 'elf')
+    with open(path, 'wb') as f:
+        f.write(elf)
+    os.chmod(path, 0o755)
+    run(d, path)
+fd = os.memfd_create('elf', 0)
+os.write(fd, elf)
+try:
+    os.fchmod(fd, 0o755)
+except OSError as e:
+    print('memfd fchmod', e.errno)
+run('memfd path', f'/proc/self/fd/{fd}')
+run('memfd execveat', fd)
+print('memfd_noexec', open('/proc/sys/vm/memfd_noexec').read().strip())
+"""
+
+
+@unittest.skipUnless(platform.machine() == "x86_64", "the test program is x86-64 machine code")
+class TestNativeCode(NsboxTestCase):
+    def native(self, *opts, dirs=("/tmp", "/dev/shm")):
+        p, r = nsbox_json(*opts, "--", "python3", "-c", NATIVE, *dirs)
+        self.assertEqual(r["status"], "exited", r)
+        return dict(l.rsplit(" ", 1) if not l.endswith("exit 42") else (l[:-8], "42")
+                    for l in r["stdout"].splitlines())
+
+    def test_writable_places_are_noexec(self):
+        got = self.native("--tmpfs", "/mnt:size=1m", dirs=("/tmp", "/dev/shm", "/mnt"))
+        for d in ("/tmp", "/dev/shm", "/mnt"):
+            self.assertEqual(got[d], str(13), f"{d}: {got}")  # EACCES
+
+    def test_exec_tmpfs_runs_the_program(self):
+        # The control: the same program runs where a tmpfs asks for exec (so the test program
+        # works, and noexec is what stopped it above).
+        got = self.native("--tmpfs", "/tmp:exec", "--tmpfs", "/mnt:size=1m,exec",
+                          dirs=("/tmp", "/mnt"))
+        self.assertEqual((got["/tmp"], got["/mnt"]), ("42", "42"), got)
+
+    def test_memfds_are_not_executable(self):
+        got = self.native(dirs=())
+        with open("/proc/sys/vm/memfd_noexec") as f:
+            host = f.read().strip()
+        if os.geteuid() != 0:
+            # Only the host's root may set it (README): an ordinary user's sandbox has the
+            # host's value, neither more nor less.
+            self.assertEqual(got["memfd_noexec"], host, got)
+            return
+        self.assertEqual(got["memfd_noexec"], "2", got)
+        self.assertEqual(got["memfd fchmod"], str(1), got)  # EPERM: sealed against exec
+        self.assertEqual(got["memfd path"], str(13), got)
+        self.assertEqual(got["memfd execveat"], str(13), got)
+        # The host itself is untouched.
+        self.assertEqual(host, self.host_memfd_noexec)
+
+    @classmethod
+    def setUpClass(cls):
+        with open("/proc/sys/vm/memfd_noexec") as f:
+            cls.host_memfd_noexec = f.read().strip()
+
+    def test_memfd_control_under_pid_host(self):
+        # The control: in the host's pid namespace (--pid host, an opt-out) the scope is the
+        # host's; where that allows executable memfds, the program runs from one.
+        if self.host_memfd_noexec != "0":
+            self.skip_or_fail("the host's vm.memfd_noexec is not 0")
+        got = self.native("--pid", "host", dirs=())
+        self.assertEqual((got["memfd path"], got["memfd execveat"]), ("42", "42"), got)
 
 
 if __name__ == "__main__":
