@@ -6,11 +6,13 @@ run with the protection removed (an opt-out, or on the host), to show that the a
 that the protection is what stops it."""
 import os
 import platform
+import secrets
 import stat
+import subprocess
 import tempfile
 import unittest
 
-from nsboxtest import NsboxTestCase, nsbox_json
+from nsboxtest import HOST_PYTHON, NsboxTestCase, nsbox_json
 
 
 def py(code, *opts, **kw):
@@ -167,6 +169,83 @@ class TestNativeCode(NsboxTestCase):
             self.skip_or_fail("the host's vm.memfd_noexec is not 0")
         got = self.native("--pid", "host", dirs=())
         self.assertEqual((got["memfd path"], got["memfd execveat"]), ("42", "42"), got)
+
+
+
+# Docker's default maskedPaths under /proc (nsbox has no /sys).
+MASKED = ("keys", "timer_list", "timer_stats", "latency_stats", "sched_debug", "kcore", "acpi",
+          "asound", "scsi")
+
+# On the host, as the sandbox's host uid: add a key to that uid's user keyring, or invalidate it.
+KEYRING = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+if sys.argv[1] == 'add':   # add_key("user", DESC, "x", 1, KEY_SPEC_USER_KEYRING)
+    k = libc.syscall(ctypes.c_long(248), b'user', sys.argv[2].encode(), b'x', ctypes.c_size_t(1),
+                     ctypes.c_long(-4))
+    if k < 0:
+        sys.exit('add_key: ' + os.strerror(ctypes.get_errno()))
+    print(k)
+else:                      # keyctl(KEYCTL_INVALIDATE, ID)
+    libc.syscall(ctypes.c_long(250), ctypes.c_long(21), ctypes.c_long(int(sys.argv[2])))
+"""
+
+
+class TestProcMasks(NsboxTestCase):
+    READ = ("import os\n"
+            "for p in %r:\n"
+            "    path = '/proc/' + p\n"
+            "    try:\n"
+            "        if os.path.isdir(path): print(p, 'dir', len(os.listdir(path)))\n"
+            "        elif os.path.exists(path): print(p, 'file', len(open(path, 'rb').read()))\n"
+            "    except OSError as e: print(p, 'errno', e.errno)\n"
+            "print('mounts', *sorted(l.split()[4] for l in open('/proc/self/mountinfo')))\n"
+            % (MASKED,))
+
+    def test_kernel_information_is_masked(self):
+        present = [p for p in MASKED if os.path.exists("/proc/" + p)]
+        self.assertIn("keys", present, "this kernel has no /proc/keys (CONFIG_KEYS)")
+        for opts in ((), ("--pid", "host")):
+            p, r = nsbox_json(*opts, "--", "python3", "-c", self.READ)
+            lines = r["stdout"].splitlines()
+            mounts = lines[-1].split()[1:]
+            got = {l.split()[0]: l.split()[1:] for l in lines[:-1]}
+            for name in present:
+                # Each entry the host's /proc has is covered, and reads as nothing.
+                self.assertIn("/proc/" + name, mounts, (opts, r))
+                self.assertEqual(got[name][1], "0", (opts, name, got))
+
+    def host_uid_of_sandbox(self):
+        return 65534 if os.geteuid() == 0 else os.geteuid()
+
+    def keyring(self, *args):
+        uid = self.host_uid_of_sandbox()
+        ids = {} if os.geteuid() != 0 else {"user": uid, "group": uid, "extra_groups": []}
+        # The Python of the tests may sit below a directory nobody cannot reach.
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else HOST_PYTHON
+        return subprocess.run([python, "-c", KEYRING, *args], capture_output=True,
+                              text=True, check=True, **ids).stdout.strip()
+
+    def test_keys_of_the_sandbox_uid_stay_hidden(self):
+        # The keyring is not namespaced: a key of the sandbox's host uid, added by a host
+        # process (for root's runs, any process running as nobody) ...
+        desc = "nsbox-test-" + secrets.token_hex(6)
+        key = self.keyring("add", desc)
+        try:
+            # ... shows in /proc/keys for that uid on the host: the control ...
+            ids = {} if os.geteuid() != 0 else {"user": self.host_uid_of_sandbox(),
+                                                "group": self.host_uid_of_sandbox(),
+                                                "extra_groups": []}
+            host = subprocess.run(["cat", "/proc/keys"], capture_output=True, text=True,
+                                  check=True, **ids).stdout
+            self.assertIn(desc, host)
+            # ... and not inside.
+            p, r = nsbox_json("--", "python3", "-c",
+                              "print(len(open('/proc/keys').read()))")
+            self.assertEqual(r["stdout"], "0\n", r)
+        finally:
+            self.keyring("drop", key)
 
 
 if __name__ == "__main__":
