@@ -763,6 +763,146 @@ static int wipe_own_cmdline(void)
     return 0;
 }
 
+/* Write value to a sysctl under /proc/sys/ of the host's procfs, still reachable before
+ * pivot_root (the sysctls below act on the writer's own namespaces, whatever procfs the file
+ * is in). Returns 0, 0 when this kernel has no such file (where told to skip it), or -errno. */
+static int write_sysctl(const char *name, const char *value, bool skip_missing,
+                        struct step_error *e)
+{
+    char path[128];
+    int r;
+
+    (void)snprintf(path, sizeof(path), "/proc/sys/%s", name);
+    r = write_file_at(AT_FDCWD, path, value);
+    if (r == -ENOENT && skip_missing)
+        return 0;
+    if (r < 0)
+        return step_fail(e, r, "sysctl", "%s = %s", name, value);
+    return 0;
+}
+
+/* The sandbox's own user namespace's budgets (kernel/ucount.c). What the payload uses is
+ * charged to its uid in this namespace and, at the same time, to the namespace's creator in
+ * the parent namespace: nsbox's caller, or host root for root's runs. Left at their default
+ * (INT_MAX), only the caller's own budget bounds the sandbox, and it can spend all of it: the
+ * caller's host processes then get EMFILE from inotify_init1. With these low ones, a run
+ * takes at most this much of the caller's budget. Writable by the namespace's holder of
+ * CAP_SYS_RESOURCE (set_permissions() in kernel/ucount.c); an entry the kernel lacks has no
+ * budget to protect. */
+static const struct {
+    const char *name, *value;
+} userns_budgets[] = {
+    {"user/max_inotify_instances", "32"}, /* the host's default is 128 per uid */
+    {"user/max_inotify_watches", "8192"},
+    {"user/max_fanotify_groups", "8"},
+    {"user/max_fanotify_marks", "8192"},
+    /* The seccomp policy refuses new namespaces; these hold under --no-seccomp too. */
+    {"user/max_user_namespaces", "16"},
+    {"user/max_mnt_namespaces", "16"},
+    {"user/max_pid_namespaces", "16"},
+    {"user/max_net_namespaces", "16"},
+    {"user/max_ipc_namespaces", "16"},
+    {"user/max_uts_namespaces", "16"},
+    {"user/max_cgroup_namespaces", "16"},
+    {"user/max_time_namespaces", "16"},
+};
+
+/* Kernel settings of the sandbox's own namespaces, set by init while it holds every
+ * capability in them and before it switches ids. */
+static int sandbox_sysctls(const struct sandbox *sb, struct step_error *e)
+{
+    const struct nsbox_config *c = sb->config;
+    int r;
+
+    for (size_t i = 0; i < ELEMENTSOF(userns_budgets); i++) {
+        r = write_sysctl(userns_budgets[i].name, userns_budgets[i].value, true, e);
+        if (r < 0)
+            return r;
+    }
+
+    /* vm.memfd_noexec=2 (per pid namespace since Linux 6.3, kernel/pid_sysctl.h): memfd_create
+     * (MFD_EXEC) fails and every other memfd is sealed non-executable (F_SEAL_EXEC), so no
+     * program written into memory runs through execveat(2) or /proc/self/fd/N. The file opens
+     * for writing only to the host's root (test_perm() in fs/proc/proc_sysctl.c): in root's
+     * runs, init's effective id is still host root until it switches ids (its creds keep the
+     * caller's kuid across clone(CLONE_NEWUSER)); an ordinary user cannot set it (README).
+     * Never under --pid host: that would set the host's. A kernel without it is skipped. */
+    if (sb->privileged && !c->pid_host) {
+        r = write_sysctl("vm/memfd_noexec", "2", true, e);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* Per-user budgets the kernel charges to the caller's uid through the sandbox's (see
+ * userns_budgets): pending signals and POSIX timers (RLIMIT_SIGPENDING), POSIX message queue
+ * bytes (RLIMIT_MSGQUEUE) and locked memory (RLIMIT_MEMLOCK) are counted per uid and up the
+ * chain of user namespaces, each level against the limit of its own (inc_rlimit_ucounts() in
+ * kernel/ucount.c). Inherited from the caller, the sandbox could take the caller's whole
+ * budget; these cap what one run takes. Descriptors per process and the size of one file
+ * are set too, rather than the caller's. */
+#define BUDGET_SIGPENDING 256
+#define BUDGET_MSGQUEUE (256 << 10) /* bytes: three queues of mq_open's default size */
+#define BUDGET_MEMLOCK (64 << 10)   /* bytes: the kernel's default before 5.16 */
+#define BUDGET_NOFILE 4096
+
+/* RLIMIT_FSIZE: the largest file the payload may write or grow, memfds included (shmem checks
+ * it on write, ftruncate and fallocate): the largest of --memory and the sizes of its tmpfs
+ * mounts, a file bigger than anything the sandbox could hold. Without it one file in a :rw
+ * bind could take the host's disk. Unlimited with --memory unlimited. */
+static uint64_t sandbox_fsize(const struct sandbox *sb)
+{
+    const struct nsbox_config *c = sb->config;
+    uint64_t max = c->shm_size;
+
+    if (c->memory == 0)
+        return RLIM_INFINITY;
+    max = c->memory > max ? c->memory : max;
+    for (size_t i = 0; i < sb->n_mounts; i++)
+        if (sb->mounts[i].is_tmpfs && sb->mounts[i].size > max)
+            max = sb->mounts[i].size;
+    return max;
+}
+
+/* Set both limits of resource to value, or to the caller's hard limit where that is lower:
+ * raising a hard limit takes CAP_SYS_RESOURCE in the initial namespace (setrlimit(2)). */
+static int lower_rlimit(int resource, uint64_t value)
+{
+    struct rlimit rl;
+
+    if (getrlimit(resource, &rl) < 0)
+        return negative_errno();
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < value)
+        value = rl.rlim_max;
+    return set_rlimit(resource, value);
+}
+
+static int sandbox_budgets(const struct sandbox *sb, struct step_error *e)
+{
+    static const struct {
+        int resource;
+        const char *name;
+        uint64_t value;
+    } fixed[] = {
+        {RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING", BUDGET_SIGPENDING},
+        {RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", BUDGET_MSGQUEUE},
+        {RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK", BUDGET_MEMLOCK},
+        {RLIMIT_NOFILE, "RLIMIT_NOFILE", BUDGET_NOFILE},
+    };
+    int r;
+
+    for (size_t i = 0; i < ELEMENTSOF(fixed); i++) {
+        r = lower_rlimit(fixed[i].resource, fixed[i].value);
+        if (r < 0)
+            return step_fail(e, r, "setrlimit", "%s", fixed[i].name);
+    }
+    r = lower_rlimit(RLIMIT_FSIZE, sandbox_fsize(sb));
+    if (r < 0)
+        return step_fail(e, r, "setrlimit", "RLIMIT_FSIZE");
+    return 0;
+}
+
 _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 {
     int dev_fds[MOUNT_N_DEVICES];
@@ -787,6 +927,9 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "cgroup namespace"});
 
     r = mount_clone_sources(sb, dev_fds, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
+    r = sandbox_sysctls(sb, &e);
     if (r < 0)
         child_fail(fds->report, &e);
     r = mount_enter_rootfs(sb, &e);
@@ -852,6 +995,9 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     r = set_rlimit(RLIMIT_CORE, 1);
     if (r < 0)
         child_fail(fds->report, &(struct step_error){.err = -r, .step = "RLIMIT_CORE"});
+    r = sandbox_budgets(sb, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
 
     /* The seccomp filters, loaded here so that the payload is born under them; from here on
      * they apply to init too (the supervisor lets init's own refused calls through). */
@@ -960,63 +1106,6 @@ static const char *clone_hint(int err)
     }
 }
 
-/* vm.memfd_noexec, per pid namespace since Linux 6.3 (kernel/pid_sysctl.h): 2 refuses
- * memfd_create(MFD_EXEC) and makes every other memfd non-executable and sealed so
- * (F_SEAL_EXEC), so no program written into memory runs with execveat(2) or
- * /proc/self/fd/N. A namespace's value can only be raised, and children inherit it. */
-#define MEMFD_NOEXEC_SYSCTL "/proc/sys/vm/memfd_noexec"
-/* The pid the writer takes in the sandbox's namespace: chosen (clone3 set_tid), so that the
- * payload still gets pid 2 (allocating a chosen pid does not move the kernel's cursor,
- * alloc_pid() in kernel/pid.c); below every pid_max (PID_MAX_MIN is 301). */
-#define MEMFD_NOEXEC_WRITER_PID 300
-
-/* Set vm.memfd_noexec=2 in the pid namespace of the sandbox's init (pidfd), for root's runs,
- * before the sandbox is released. The sysctl acts on the writer's own pid namespace and
- * opens only for the host's root (test_perm() in fs/proc/proc_sysctl.c) holding
- * CAP_SYS_ADMIN over the namespace's owner: neither the sandbox's init (mapped to nobody) nor
- * an ordinary user qualifies. So a helper joins the namespace (setns(2) with the pidfd) and
- * forks the writer into it; only init exists there yet, and no sandbox code runs. Returns 0,
- * also where the kernel has no such sysctl (the caller says so), or -errno. */
-static int memfd_noexec_enforce(int pidfd)
-{
-    siginfo_t si = {0};
-    pid_t helper;
-
-    if (access(MEMFD_NOEXEC_SYSCTL, F_OK) < 0)
-        return errno == ENOENT ? 0 : negative_errno();
-    helper = fork();
-    if (helper < 0)
-        return negative_errno();
-    if (helper == 0) {
-        pid_t tid = MEMFD_NOEXEC_WRITER_PID;
-        struct nsbox_clone_args args = {.exit_signal = SIGCHLD,
-                                        .set_tid = (uint64_t)(uintptr_t)&tid,
-                                        .set_tid_size = 1};
-        long writer;
-        int status;
-
-        if (setns(pidfd, CLONE_NEWPID) < 0)
-            _exit(errno);
-        writer = sys_clone3(&args);
-        if (writer < 0)
-            _exit(errno);
-        if (writer == 0) {
-            int fd = open(MEMFD_NOEXEC_SYSCTL, O_WRONLY | O_CLOEXEC);
-            if (fd < 0)
-                _exit(errno);
-            _exit(write(fd, "2", 1) == 1 ? 0 : EIO);
-        }
-        if (RETRY_EINTR(waitpid((pid_t)writer, &status, 0)) < 0)
-            _exit(errno);
-        _exit(WIFEXITED(status) ? WEXITSTATUS(status) : EIO);
-    }
-    if (RETRY_EINTR(waitid(P_PID, (id_t)helper, &si, WEXITED)) < 0)
-        return negative_errno();
-    if (si.si_code != CLD_EXITED)
-        return -EIO;
-    return -si.si_status;
-}
-
 static void close_pair(int p[2])
 {
     for (int i = 0; i < 2; i++)
@@ -1116,20 +1205,6 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     r = sb.in_cgroup && !attached_by_clone ? cgroup_leaf_attach(&leaf, pid) : 0;
     if (r >= 0)
         r = idmap_write(pid, c->uid, sb.host_uid, c->gid, sb.host_gid, !sb.privileged);
-    /* Root's runs in their own pid namespace: no executable memfds. Ordinary users cannot set
-     * it, and get the host's value (README, "Files inside"). */
-    if (r >= 0 && sb.privileged && !c->pid_host) {
-        int m = memfd_noexec_enforce(pidfd);
-        if (m < 0) {
-            siginfo_t si;
-            (void)sys_pidfd_send_signal(pidfd, SIGKILL);
-            (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)pidfd, &si, WEXITED));
-            r = plan_error(ret, m, "memfd_noexec",
-                           "setting vm.memfd_noexec=2 in the sandbox's pid namespace failed: %s",
-                           strerror(-m));
-            goto out;
-        }
-    }
     if (r < 0 || write(sync[1], "x", 1) != 1) {
         siginfo_t si;
         if (r >= 0)

@@ -6,13 +6,15 @@ run with the protection removed (an opt-out, or on the host), to show that the a
 that the protection is what stops it."""
 import os
 import platform
+import ctypes
+import errno
 import secrets
 import stat
 import subprocess
 import tempfile
 import unittest
 
-from nsboxtest import HOST_PYTHON, NsboxTestCase, nsbox_json
+from nsboxtest import HOST_PYTHON, NSBOX, NsboxTestCase, nsbox_json
 
 
 def py(code, *opts, **kw):
@@ -246,6 +248,84 @@ class TestProcMasks(NsboxTestCase):
             self.assertEqual(r["stdout"], "0\n", r)
         finally:
             self.keyring("drop", key)
+
+
+
+# Take inotify instances and POSIX timers until the kernel says no, say how many and why,
+# then hold them until a line arrives on stdin.
+HOLD = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+n = 0
+while libc.inotify_init1(0) >= 0:
+    n += 1
+inotify = (n, ctypes.get_errno())
+timer, n = ctypes.c_void_p(), 0
+while n < 300000 and libc.timer_create(1, None, ctypes.byref(timer)) == 0:
+    n += 1
+print(*inotify, n, ctypes.get_errno(), open('/proc/sys/user/max_inotify_instances').read().strip(),
+      flush=True)
+sys.stdin.readline()
+"""
+
+
+class TestCallerBudgets(NsboxTestCase):
+    def caller_can(self):
+        """What the caller itself can still do on the host while the run holds its share."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(0)
+        inotify = 0 if fd >= 0 else ctypes.get_errno()
+        if fd >= 0:
+            os.close(fd)
+        timer = ctypes.c_void_p()
+        timers = 0 if libc.timer_create(1, None, ctypes.byref(timer)) == 0 else ctypes.get_errno()
+        if timers == 0:
+            libc.timer_delete(timer)
+        return inotify, timers
+
+    def test_a_run_takes_only_its_share(self):
+        # The budgets are the caller's (root's, for root's runs): while the run holds all it
+        # can, the caller still gets an inotify instance and a timer.
+        p = subprocess.Popen([NSBOX, "run", "-i", "--timeout", "60", "--", "python3", "-c", HOLD],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            line = p.stdout.readline().split()
+            caller = self.caller_can()
+        finally:
+            p.stdin.write("\n")
+            p.stdin.close()
+            p.wait(timeout=60)
+            p.stdout.close()
+            p.stderr.close()
+        self.assertEqual(len(line), 5, (line, p.returncode))
+        inotify, inotify_errno, timers, timer_errno, cap = map(int, line)
+        self.assertEqual(caller, (0, 0), "the caller lost its inotify or timer budget: "
+                         f"{[os.strerror(e) if e else 'ok' for e in caller]} {line}")
+        # The sandbox's own caps are what stopped it: 32 instances (EMFILE), 256 pending
+        # signals' worth of timers (EAGAIN).
+        self.assertEqual((cap, inotify, inotify_errno), (32, 32, errno.EMFILE), line)
+        self.assertEqual(timer_errno, errno.EAGAIN, line)
+        self.assertLessEqual(timers, 256, line)
+        self.assertGreater(timers, 200, line)
+
+    def test_file_size_is_bounded(self):
+        # RLIMIT_FSIZE is the largest of --memory and the tmpfs sizes (here --memory's 16 MiB):
+        # a file in a :rw bind can grow to it and not past it (EFBIG).
+        code = ("import os\n"
+                "f = open('/mnt/big', 'wb', buffering=0)\n"
+                "for i in range(16): f.write(bytes(1 << 20))\n"
+                "print(os.fstat(f.fileno()).st_size >> 20)\n"
+                "try:\n    f.write(b'x'); print('grew')\n"
+                "except OSError as e: print(e.errno)\n")
+        with shared_dir() as d:
+            p, r = py(code, "-v", f"{d}:/mnt:rw", "--memory", "16m", "--shm-size", "1m",
+                      "--tmpfs", "/tmp:size=1m")
+            self.assertEqual(r["stdout"].split(), ["16", str(errno.EFBIG)], r)
+            # The control: with --memory unlimited there is no bound.
+            p, r = py(code, "-v", f"{d}:/mnt:rw", "--memory", "unlimited", "--shm-size", "1m",
+                      "--tmpfs", "/tmp:size=1m")
+            self.assertEqual(r["stdout"].split(), ["16", "grew"], r)
 
 
 if __name__ == "__main__":
