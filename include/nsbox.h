@@ -210,7 +210,7 @@ struct nsbox_result {
 
     struct nsbox_limit_report memory, pids_limit, cpus, timeout;
     /* Why limits were not enforced by a cgroup, or "". */
-    char limits_note[512];
+    char limits_note[1024];
     struct nsbox_cgroup_stats cgroup;
 };
 

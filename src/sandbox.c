@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -391,6 +392,23 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
     return 0;
 }
 
+/* Shared memory is not in RLIMIT_DATA (which counts private mappings): what bounds it without
+ * a cgroup, for the limits_note. sandbox_sysctls() sets kernel.shm* where it can. */
+static const char *shared_memory_note(const struct nsbox_config *c, const struct sandbox *sb)
+{
+    if (c->memory == 0)
+        return "shared memory is not bounded (--memory unlimited)";
+    if (c->ipc_host)
+        return "System V shared memory is the host's (--ipc host), /dev/shm is --shm-size, "
+               "each memfd at most RLIMIT_FSIZE (--memory) but not their number";
+    if (sb->privileged)
+        return "shared memory: System V at most --memory in all (kernel.shmall), /dev/shm "
+               "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
+    return "shared memory: System V is not bounded (only root can set kernel.shmall in the "
+           "sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at most RLIMIT_FSIZE "
+           "(--memory) but not their number";
+}
+
 /* A cgroup leaf for the limits, or the rlimit fallback: explicit in the result, and an error
  * under NSBOX_CGROUP_REQUIRED. */
 static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
@@ -414,8 +432,9 @@ static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
     if (!sb->in_cgroup) {
         (void)snprintf(ret->limits_note, sizeof(ret->limits_note),
                        "%s; so memory is RLIMIT_DATA per process, pids is RLIMIT_NPROC for the "
-                       "sandbox's uid, cpus is RLIMIT_CPU of cpus x timeout seconds per process",
-                       reason);
+                       "sandbox's uid, cpus is RLIMIT_CPU of cpus x timeout seconds per process; "
+                       "%s",
+                       reason, shared_memory_note(c, sb));
         if (c->cgroup == NSBOX_CGROUP_AUTO && (c->memory || c->pids_limit || c->cpus_milli))
             add_warning(c, ret,
                         "limits are enforced with rlimits, not a cgroup: %s (--cgroup off "
@@ -829,6 +848,32 @@ static int sandbox_sysctls(const struct sandbox *sb, struct step_error *e)
      * Never under --pid host: that would set the host's. A kernel without it is skipped. */
     if (sb->privileged && !c->pid_host) {
         r = write_sysctl("vm/memfd_noexec", "2", true, e);
+        if (r < 0)
+            return r;
+    }
+
+    /* System V shared memory is memory that no rlimit counts (RLIMIT_DATA counts private
+     * mappings; a segment need not even stay attached): bound the sandbox's IPC namespace's
+     * total (shmall, in pages) and each segment (shmmax) by --memory, and the number of
+     * segments by about one per MiB of it (shmmni). These are per IPC namespace and open for
+     * writing to the uid that is root in it, or to the host's root where none is
+     * (ipc_permissions() in ipc/ipc_sysctl.c): as for memfd_noexec, root's runs only; the
+     * limits_note says what an ordinary user's run gets. Never under --ipc host. */
+    if (sb->privileged && !c->ipc_host && c->memory) {
+        long page = sysconf(_SC_PAGESIZE);
+        uint64_t mni = c->memory >> 20;
+        char v[32];
+
+        (void)snprintf(v, sizeof(v), "%" PRIu64, c->memory);
+        r = write_sysctl("kernel/shmmax", v, false, e);
+        if (r < 0)
+            return r;
+        (void)snprintf(v, sizeof(v), "%" PRIu64, c->memory / (uint64_t)(page > 0 ? page : 4096));
+        r = write_sysctl("kernel/shmall", v, false, e);
+        if (r < 0)
+            return r;
+        (void)snprintf(v, sizeof(v), "%" PRIu64, mni < 16 ? 16 : mni > 4096 ? 4096 : mni);
+        r = write_sysctl("kernel/shmmni", v, false, e);
         if (r < 0)
             return r;
     }

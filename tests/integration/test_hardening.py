@@ -328,5 +328,60 @@ class TestCallerBudgets(NsboxTestCase):
             self.assertEqual(r["stdout"].split(), ["16", "grew"], r)
 
 
+
+# System V segments of 32 MiB until the kernel says no (created, never touched: the bound
+# must hold before the memory is used), then one larger than --memory.
+SYSV = r"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+IPC_PRIVATE, IPC_CREAT = 0, 0o1000
+ids = []
+while len(ids) < 64:
+    i = libc.shmget(IPC_PRIVATE, ctypes.c_size_t(32 << 20), IPC_CREAT | 0o600)
+    if i < 0:
+        break
+    ids.append(i)
+print(len(ids), ctypes.get_errno() if len(ids) < 64 else 0)
+i = libc.shmget(IPC_PRIVATE, ctypes.c_size_t((64 << 20) + 4096), IPC_CREAT | 0o600)
+print(0 if i >= 0 else ctypes.get_errno())
+for i in ids + [i]:  # IPC_RMID: none is left behind, under --ipc host either
+    libc.shmctl(i, 0, None)
+"""
+
+
+class TestSharedMemory(NsboxTestCase):
+    def test_system_v_shared_memory_is_bounded_by_memory(self):
+        p, r = py(SYSV, "--memory", "64m")
+        got = r["stdout"].split()
+        if os.geteuid() != 0:
+            # Only root can set kernel.shm* in the sandbox's IPC namespace: an ordinary user's
+            # run says so where it matters (no cgroup), and the segments are not bounded.
+            if r["limits_enforced_by"] == "rlimit":
+                self.assertIn("System V is not bounded", r["limits_note"])
+            self.assertEqual(got, ["64", "0", "0"], r)
+            return
+        # 64 MiB in all (kernel.shmall): two segments of 32 MiB, then ENOSPC; one segment
+        # larger than --memory is EINVAL (kernel.shmmax).
+        self.assertEqual(got, ["2", str(errno.ENOSPC), str(errno.EINVAL)], r)
+        if r["limits_enforced_by"] == "rlimit":
+            self.assertIn("System V at most --memory in all", r["limits_note"])
+        # The control: with --ipc host (an opt-out) the kernel's defaults apply.
+        p, r = py(SYSV, "--memory", "64m", "--ipc", "host")
+        self.assertEqual(r["stdout"].split(), ["64", "0", "0"], r)
+
+    def test_memfds_are_bounded_by_fsize(self):
+        code = ("import os\n"
+                "fd = os.memfd_create('m')\n"
+                "os.ftruncate(fd, 16 << 20); print('16m')\n"
+                "try:\n    os.ftruncate(fd, (16 << 20) + 1); print('grew')\n"
+                "except OSError as e: print(e.errno)\n")
+        p, r = py(code, "--memory", "16m")
+        self.assertEqual(r["stdout"].split(), ["16m", str(errno.EFBIG)], r)
+        if r["limits_enforced_by"] == "rlimit":
+            self.assertIn("each memfd at most RLIMIT_FSIZE", r["limits_note"])
+        p, r = py(code, "--memory", "unlimited")
+        self.assertEqual(r["stdout"].split(), ["16m", "grew"], r)
+
+
 if __name__ == "__main__":
     unittest.main()
