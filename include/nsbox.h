@@ -209,6 +209,11 @@ struct nsbox_result {
     char warnings[1024];
 
     struct nsbox_limit_report memory, pids_limit, cpus, timeout;
+    /* Bytes used and free in /dev/shm when the payload ended (0 and 0 if unknown). A
+     * payload that dies of SIGBUS with it full ran out of --shm-size, not of --memory: then
+     * shm_full is true and a warning says so. */
+    uint64_t shm_used, shm_free;
+    bool shm_full;
     /* Why limits were not enforced by a cgroup, or "". */
     char limits_note[1024];
     struct nsbox_cgroup_stats cgroup;

@@ -624,7 +624,7 @@ static int run_main(int argc, char *argv[])
          * instead of raising MemoryError. */
         if (result.status == NSBOX_STATUS_SIGNALED &&
             (result.signal == SIGSEGV || result.signal == SIGBUS) &&
-            result.memory.enforced_by == NSBOX_ENFORCER_RLIMIT)
+            result.memory.enforced_by == NSBOX_ENFORCER_RLIMIT && !result.shm_full)
             log_warning("the payload died of SIG%s; if it ran out of memory: under rlimits, "
                         "--memory %llum caps its writable mappings (RLIMIT_DATA), not its use, and "
                         "a program denied a mapping may crash instead of failing cleanly",

@@ -8,12 +8,15 @@
  *   supervise (supervise.c) -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
- *   wait for the id maps -> clone host mount sources -> bind the rootfs read-only, mount /proc
- *   and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds -> hostname ->
- *   wipe nsbox's command line from memory -> parent-death signal -> drop every capability ->
- *   no_new_privs -> new session -> RLIMIT_CORE -> seccomp filters (handing the listener of
+ *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
+ *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
+ *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds ->
+ *   hostname -> wipe nsbox's command line from memory -> parent-death signal -> drop every
+ *   capability -> no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets'
+ *   rlimits -> seccomp filters (handing the listener of
  *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals,
- *   report how the payload ended, exit (which kills whatever is left in the pid namespace).
+ *   report how the payload ended (and how full /dev/shm was), exit (which kills whatever is
+ *   left in the pid namespace).
  *
  * Payload (PID 2), born under the filters:
  *   stdio -> close every other fd -> default signals -> rlimits -> execve.
@@ -38,6 +41,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -695,7 +699,19 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int in_fd, int out
 /* PID 1: reap everything, forward SIGINT/SIGTERM/SIGHUP to the payload's process group, and
  * leave with the payload. The kernel then kills all that remains in the pid namespace
  * (pid_namespaces(7)), so nothing the payload started outlives it. */
-_noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report_fd)
+/* How full /dev/shm is (shm_fd, opened by init before the payload existed, so no path the
+ * payload could change is followed), for the report of how the payload ended. */
+static void report_shm_usage(int shm_fd, struct report *rep)
+{
+    struct statfs st;
+
+    if (shm_fd >= 0 && fstatfs(shm_fd, &st) == 0) {
+        rep->shm_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
+        rep->shm_free = (uint64_t)st.f_bfree * (uint64_t)st.f_bsize;
+    }
+}
+
+_noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report_fd, int shm_fd)
 {
     for (;;) {
         siginfo_t si;
@@ -720,6 +736,7 @@ _noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report
             struct report rep = {.type = WIFSIGNALED(status) ? REPORT_SIGNALED : REPORT_EXITED,
                                  .code = WIFSIGNALED(status) ? WTERMSIG(status)
                                                              : WEXITSTATUS(status)};
+            report_shm_usage(shm_fd, &rep);
             report_send(report_fd, &rep);
             _exit(0);
         }
@@ -955,6 +972,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     struct pollfd pfd;
     sigset_t mask;
     pid_t payload, init_pid;
+    int shm_fd;
     char byte;
     int r;
 
@@ -1067,6 +1085,14 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
 
+    /* Kept by init (at fd 4) to say, when the payload ends, whether /dev/shm was full. Above
+     * fd 4 for now, so that moving the report pipe to 3 cannot close it. */
+    r = open("/dev/shm", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    shm_fd = r < 0 ? -1 : fcntl(r, F_DUPFD_CLOEXEC, 5);
+    if (shm_fd < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "open /dev/shm"});
+    (void)close(r);
+
     init_pid = getpid();
     payload = fork();
     if (payload < 0)
@@ -1088,9 +1114,11 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     /* Init keeps only the report pipe: not the caller's stdio, not the payload's pipes. */
     if (fds->report != 3 && dup3(fds->report, 3, O_CLOEXEC) < 0)
         _exit(125);
+    if (dup3(shm_fd, 4, O_CLOEXEC) < 0)
+        _exit(125);
     (void)sys_close_range(0, 2, 0);
-    (void)sys_close_range(4, ~0U, 0);
-    init_loop(payload, &mask, 3);
+    (void)sys_close_range(5, ~0U, 0);
+    init_loop(payload, &mask, 3, 4);
 }
 
 /* ---- the supervisor ----------------------------------------------------------------------- */
@@ -1149,6 +1177,27 @@ static const char *clone_hint(int err)
     default:
         return "";
     }
+}
+
+/* Below this much room, /dev/shm counts as full: a page fault of memory mapped from it finds
+ * no page (tmpfs allocates in pages, and large folios where enabled). */
+#define SHM_FULL_SLACK (64 * 1024)
+
+/* A payload that died of SIGBUS with /dev/shm full ran out of --shm-size: a store to memory
+ * mapped from a file there (POSIX shared memory, multiprocessing's) found no page, and the
+ * kernel answers that with SIGBUS (shmem_fault()). Say so, rather than leave the caller to
+ * suspect --memory. */
+static void shm_diagnose(const struct nsbox_config *c, struct nsbox_result *ret)
+{
+    if (ret->status != NSBOX_STATUS_SIGNALED || ret->signal != SIGBUS || ret->shm_used == 0 ||
+        ret->shm_free >= SHM_FULL_SLACK)
+        return;
+    ret->shm_full = true;
+    add_warning(c, ret,
+                "the payload died of SIGBUS with /dev/shm full (%.3g MiB used of --shm-size "
+                "%.3g MiB): a write to memory mapped from a file there found no room; raise "
+                "--shm-size (this is not --memory)",
+                (double)ret->shm_used / (1 << 20), (double)c->shm_size / (1 << 20));
 }
 
 static void close_pair(int p[2])
@@ -1272,6 +1321,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
             (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s",
                              strerror(-r));
     }
+    shm_diagnose(c, ret);
     if (sb.in_cgroup) {
         cgroup_leaf_stats(&leaf, &ret->cgroup);
         /* The cgroup's OOM killer sends SIGKILL; memory.events says it was the OOM killer. */

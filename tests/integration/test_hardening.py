@@ -9,12 +9,13 @@ import platform
 import ctypes
 import errno
 import secrets
+import signal
 import stat
 import subprocess
 import tempfile
 import unittest
 
-from nsboxtest import HOST_PYTHON, NSBOX, NsboxTestCase, nsbox_json
+from nsboxtest import HOST_PYTHON, NSBOX, NsboxTestCase, nsbox, nsbox_json
 
 
 def py(code, *opts, **kw):
@@ -381,6 +382,39 @@ class TestSharedMemory(NsboxTestCase):
             self.assertIn("each memfd at most RLIMIT_FSIZE", r["limits_note"])
         p, r = py(code, "--memory", "unlimited")
         self.assertEqual(r["stdout"].split(), ["16m", "grew"], r)
+
+
+
+# POSIX shared memory as multiprocessing uses it: a file in /dev/shm, mapped and written.
+FILL_SHM = ("import mmap, os\n"
+            "fd = os.open('/dev/shm/x', os.O_CREAT | os.O_RDWR, 0o600)\n"
+            "os.ftruncate(fd, 64 << 20)\n"
+            "m = mmap.mmap(fd, 64 << 20)\n"
+            "for i in range(0, 64 << 20, 4096): m[i] = 1\n"
+            "print('filled')\n")
+
+
+class TestShmDiagnosis(NsboxTestCase):
+    def test_a_full_dev_shm_names_shm_size(self):
+        # 64 MiB into the default 16 MiB /dev/shm: SIGBUS at the first page past it.
+        p = nsbox("run", "--", "python3", "-c", FILL_SHM)
+        self.assertEqual(p.returncode, 128 + signal.SIGBUS, p.stderr)
+        self.assertIn("/dev/shm full", p.stderr)
+        self.assertIn("raise --shm-size", p.stderr)
+        self.assertNotIn("--memory 256m caps", p.stderr)  # not blamed on --memory
+        p, r = nsbox_json("--", "python3", "-c", FILL_SHM)
+        self.assertEqual((r["status"], r["signal"]), ("signaled", signal.SIGBUS), r)
+        self.assertTrue(any("raise --shm-size" in w for w in r["warnings"]), r["warnings"])
+
+    def test_controls(self):
+        # With room, the same program ends normally: /dev/shm's size was the cause.
+        p, r = nsbox_json("--shm-size", "128m", "--", "python3", "-c", FILL_SHM)
+        self.assertEqual((r["status"], r["stdout"]), ("exited", "filled\n"), r)
+        # A SIGBUS with /dev/shm not full is not blamed on it.
+        p = nsbox("run", "--", "python3", "-c",
+                  "import os, signal; os.kill(os.getpid(), signal.SIGBUS)")
+        self.assertEqual(p.returncode, 128 + signal.SIGBUS, p.stderr)
+        self.assertNotIn("--shm-size", p.stderr)
 
 
 if __name__ == "__main__":
