@@ -875,22 +875,23 @@ static int sandbox_sysctls(const struct sandbox *sb, struct step_error *e)
      * segments by about one per MiB of it (shmmni). These are per IPC namespace and open for
      * writing to the uid that is root in it, or to the host's root where none is
      * (ipc_permissions() in ipc/ipc_sysctl.c): as for memfd_noexec, root's runs only; the
-     * limits_note says what an ordinary user's run gets. Never under --ipc host. */
+     * limits_note says what an ordinary user's run gets. Never under --ipc host. A kernel
+     * without System V IPC has none of them, and nothing to bound. */
     if (sb->privileged && !c->ipc_host && c->memory) {
         long page = sysconf(_SC_PAGESIZE);
         uint64_t mni = c->memory >> 20;
         char v[32];
 
         (void)snprintf(v, sizeof(v), "%" PRIu64, c->memory);
-        r = write_sysctl("kernel/shmmax", v, false, e);
+        r = write_sysctl("kernel/shmmax", v, true, e);
         if (r < 0)
             return r;
         (void)snprintf(v, sizeof(v), "%" PRIu64, c->memory / (uint64_t)(page > 0 ? page : 4096));
-        r = write_sysctl("kernel/shmall", v, false, e);
+        r = write_sysctl("kernel/shmall", v, true, e);
         if (r < 0)
             return r;
         (void)snprintf(v, sizeof(v), "%" PRIu64, mni < 16 ? 16 : mni > 4096 ? 4096 : mni);
-        r = write_sysctl("kernel/shmmni", v, false, e);
+        r = write_sysctl("kernel/shmmni", v, true, e);
         if (r < 0)
             return r;
     }
