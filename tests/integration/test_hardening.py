@@ -252,10 +252,10 @@ class TestProcMasks(NsboxTestCase):
 
 
 
-# Take inotify instances and POSIX timers until the kernel says no, say how many and why,
-# then hold them until a line arrives on stdin.
+# Take inotify instances, POSIX timers and POSIX message queues (of the default size) until
+# the kernel says no, say how many and why, then hold them until a line arrives on stdin.
 HOLD = r"""
-import ctypes, sys
+import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 n = 0
 while libc.inotify_init1(0) >= 0:
@@ -264,8 +264,12 @@ inotify = (n, ctypes.get_errno())
 timer, n = ctypes.c_void_p(), 0
 while n < 300000 and libc.timer_create(1, None, ctypes.byref(timer)) == 0:
     n += 1
-print(*inotify, n, ctypes.get_errno(), open('/proc/sys/user/max_inotify_instances').read().strip(),
-      flush=True)
+timers = (n, ctypes.get_errno())
+n = 0
+while n < 1000 and libc.mq_open(b'/q%d' % n, os.O_CREAT | os.O_RDWR, 0o600, None) >= 0:
+    n += 1
+print(*inotify, *timers, n, ctypes.get_errno(),
+      open('/proc/sys/user/max_inotify_instances').read().strip(), flush=True)
 sys.stdin.readline()
 """
 
@@ -282,7 +286,13 @@ class TestCallerBudgets(NsboxTestCase):
         timers = 0 if libc.timer_create(1, None, ctypes.byref(timer)) == 0 else ctypes.get_errno()
         if timers == 0:
             libc.timer_delete(timer)
-        return inotify, timers
+        name = b"/nsbox-test-%d" % os.getpid()
+        q = libc.mq_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600, None)
+        mq = 0 if q >= 0 else ctypes.get_errno()
+        if q >= 0:
+            libc.mq_close(q)
+            libc.mq_unlink(name)
+        return inotify, timers, mq
 
     def test_a_run_takes_only_its_share(self):
         # The budgets are the caller's (root's, for root's runs): while the run holds all it
@@ -299,16 +309,17 @@ class TestCallerBudgets(NsboxTestCase):
             p.wait(timeout=60)
             p.stdout.close()
             p.stderr.close()
-        self.assertEqual(len(line), 5, (line, p.returncode))
-        inotify, inotify_errno, timers, timer_errno, cap = map(int, line)
-        self.assertEqual(caller, (0, 0), "the caller lost its inotify or timer budget: "
-                         f"{[os.strerror(e) if e else 'ok' for e in caller]} {line}")
+        self.assertEqual(len(line), 7, (line, p.returncode))
+        inotify, inotify_errno, timers, timer_errno, queues, mq_errno, cap = map(int, line)
+        self.assertEqual(caller, (0, 0, 0), "the caller lost its inotify, timer or message "
+                         f"queue budget: {[os.strerror(e) if e else 'ok' for e in caller]} {line}")
         # The sandbox's own caps are what stopped it: 32 instances (EMFILE), 256 pending
-        # signals' worth of timers (EAGAIN).
+        # signals' worth of timers (EAGAIN), 256 KiB of queues (EMFILE: three of ~80 KiB).
         self.assertEqual((cap, inotify, inotify_errno), (32, 32, errno.EMFILE), line)
         self.assertEqual(timer_errno, errno.EAGAIN, line)
         self.assertLessEqual(timers, 256, line)
         self.assertGreater(timers, 200, line)
+        self.assertEqual((queues, mq_errno), (3, errno.EMFILE), line)
 
     def test_file_size_is_bounded(self):
         # RLIMIT_FSIZE is the largest of --memory and the tmpfs sizes (here --memory's 16 MiB):
