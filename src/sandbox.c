@@ -405,11 +405,11 @@ static const char *shared_memory_note(const struct nsbox_config *c, const struct
     if (c->ipc_host)
         return "System V shared memory is the host's (--ipc host), /dev/shm is --shm-size, "
                "each memfd at most RLIMIT_FSIZE (--memory) but not their number";
-    if (sb->privileged)
+    if (sb->host_root)
         return "shared memory: System V at most --memory in all (kernel.shmall), /dev/shm "
                "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
-    return "shared memory: System V is not bounded (only root can set kernel.shmall in the "
-           "sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at most RLIMIT_FSIZE "
+    return "shared memory: System V is not bounded (only the host's root can set kernel.shmall "
+           "in the sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at most RLIMIT_FSIZE "
            "(--memory) but not their number";
 }
 
@@ -482,6 +482,17 @@ static void plan_opt_out_warnings(const struct nsbox_config *c, struct nsbox_res
         add_warning(c, ret, "--keep-fds: descriptors nsbox inherited reach the payload");
 }
 
+/* The initial user namespace's inode number (PROC_USER_INIT_INO in include/linux/proc_ns.h);
+ * other namespaces' are allocated from 0xF0000000 up (proc_alloc_inum()). */
+#define PROC_USER_INIT_INO 0xEFFFFFFDU
+
+/* Whether nsbox runs in the initial user namespace, where its uid 0 is the host's root. */
+static bool in_initial_user_namespace(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/user", &st) == 0 && st.st_ino == PROC_USER_INIT_INO;
+}
+
 static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
 {
     size_t n_args = 0;
@@ -532,6 +543,8 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     sb->privileged = geteuid() == 0;
     sb->host_uid = sb->privileged ? NOBODY : geteuid();
     sb->host_gid = sb->privileged ? NOBODY : getegid();
+
+    sb->host_root = sb->privileged && in_initial_user_namespace();
 
     plan_opt_out_warnings(c, ret);
     return plan_filter(sb, ret);
@@ -861,9 +874,10 @@ static int sandbox_sysctls(const struct sandbox *sb, struct step_error *e)
      * program written into memory runs through execveat(2) or /proc/self/fd/N. The file opens
      * for writing only to the host's root (test_perm() in fs/proc/proc_sysctl.c): in root's
      * runs, init's effective id is still host root until it switches ids (its creds keep the
-     * caller's kuid across clone(CLONE_NEWUSER)); an ordinary user cannot set it (README).
-     * Never under --pid host: that would set the host's. A kernel without it is skipped. */
-    if (sb->privileged && !c->pid_host) {
+     * caller's kuid across clone(CLONE_NEWUSER)); an ordinary user, or root of a container's
+     * user namespace, cannot set it (README). Never under --pid host: that would set the
+     * host's. A kernel without it is skipped. */
+    if (sb->host_root && !c->pid_host) {
         r = write_sysctl("vm/memfd_noexec", "2", true, e);
         if (r < 0)
             return r;
@@ -874,10 +888,10 @@ static int sandbox_sysctls(const struct sandbox *sb, struct step_error *e)
      * total (shmall, in pages) and each segment (shmmax) by --memory, and the number of
      * segments by about one per MiB of it (shmmni). These are per IPC namespace and open for
      * writing to the uid that is root in it, or to the host's root where none is
-     * (ipc_permissions() in ipc/ipc_sysctl.c): as for memfd_noexec, root's runs only; the
+     * (ipc_permissions() in ipc/ipc_sysctl.c): as for memfd_noexec, the host's root only; the
      * limits_note says what an ordinary user's run gets. Never under --ipc host. A kernel
      * without System V IPC has none of them, and nothing to bound. */
-    if (sb->privileged && !c->ipc_host && c->memory) {
+    if (sb->host_root && !c->ipc_host && c->memory) {
         long page = sysconf(_SC_PAGESIZE);
         uint64_t mni = c->memory >> 20;
         char v[32];

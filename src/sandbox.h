@@ -42,6 +42,8 @@ struct sandbox {
     uid_t host_uid;    /* outside ids the inside ids map to */
     gid_t host_gid;
     bool privileged;   /* nsbox was started by root: map to an unprivileged host id */
+    bool host_root;    /* ... by uid 0 of the initial user namespace, not a container's root:
+                        * init may set the sysctls only the host's root may */
     struct sandbox_mount *mounts; /* sorted parents-first */
     size_t n_mounts;
     struct filter filter;  /* empty when seccomp is disabled */

@@ -8,6 +8,7 @@ import os
 import platform
 import ctypes
 import errno
+import json
 import secrets
 import signal
 import stat
@@ -426,6 +427,51 @@ class TestShmDiagnosis(NsboxTestCase):
                   "import os, signal; os.kill(os.getpid(), signal.SIGBUS)")
         self.assertEqual(p.returncode, 128 + signal.SIGBUS, p.stderr)
         self.assertNotIn("--shm-size", p.stderr)
+
+
+
+# As the host's root: run ARGV as root of a new user namespace that maps uids and gids
+# 0-65535 to the host's 100000-165535, as a container's root.
+CONTAINER_ROOT = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+go, ready = os.pipe(), os.pipe()
+pid = os.fork()
+if pid == 0:
+    if libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+        os._exit(99)
+    os.write(ready[1], b'x')
+    os.read(go[0], 1)
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    os.execv(sys.argv[1], sys.argv[1:])
+os.read(ready[0], 1)
+for f in ('uid_map', 'gid_map'):
+    with open(f'/proc/{pid}/{f}', 'w') as m:
+        m.write('0 100000 65536')
+os.write(go[1], b'x')
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+class TestContainerRoot(NsboxTestCase):
+    def test_root_of_a_container_runs_as_an_ordinary_user_would(self):
+        # vm.memfd_noexec and kernel.shm* of the sandbox open only to the host's root: root of
+        # another user namespace gets the host's memfd_noexec and unbounded System V shared
+        # memory, said in limits_note, as an ordinary user does; it must not fail.
+        code = "print(open('/proc/sys/vm/memfd_noexec').read().strip())"
+        args = [NSBOX, "run", "--json", "--cgroup", "off", "--", "python3", "-c", code]
+        with tempfile.TemporaryDirectory() as runtime:
+            env = dict(os.environ, XDG_RUNTIME_DIR=runtime)
+            if os.geteuid() == 0:
+                os.chown(runtime, 100000, 100000)
+                args = [HOST_PYTHON, "-c", CONTAINER_ROOT, *args]
+            p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = json.loads(p.stdout)
+        with open("/proc/sys/vm/memfd_noexec") as f:
+            self.assertEqual(r["stdout"].strip(), f.read().strip(), r)
+        self.assertIn("System V is not bounded", r["limits_note"])
 
 
 if __name__ == "__main__":
