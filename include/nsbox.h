@@ -59,6 +59,7 @@ struct nsbox_tmpfs {
     const char *target; /* absolute path inside the sandbox */
     uint64_t size;      /* bytes, > 0 */
     unsigned mode;      /* permission bits of its root directory, e.g. 01777 */
+    bool exec;          /* false (the default): mounted noexec, as Docker's --tmpfs */
 };
 
 struct nsbox_config {
@@ -223,6 +224,11 @@ struct nsbox_result {
     char warnings[1024];
 
     struct nsbox_limit_report memory, pids_limit, cpus, timeout;
+    /* Bytes used and free in /dev/shm when the payload ended (0 and 0 if unknown). A
+     * payload that dies of SIGBUS with it full ran out of --shm-size, not of --memory: then
+     * shm_full is true and a warning says so. */
+    uint64_t shm_used, shm_free;
+    bool shm_full;
     /* Why limits were not enforced by a cgroup, or "". */
     char limits_note[1024];
     struct nsbox_cgroup_stats cgroup;

@@ -44,8 +44,8 @@ static void usage_run(FILE *f)
           "  --rootfs DIR           root filesystem (default: $NSBOX_ROOTFS, else the built one)\n"
           "  -v, --volume SRC:DST[:ro|rw]\n"
           "                         bind SRC at DST, read-only unless :rw\n"
-          "  --tmpfs DST[:size=SIZE,mode=OCTAL]\n"
-          "                         a tmpfs at DST (default /tmp:size=16m)\n"
+          "  --tmpfs DST[:size=SIZE,mode=OCTAL,exec]\n"
+          "                         a tmpfs at DST (default /tmp:size=16m), noexec unless exec\n"
           "  --shm-size SIZE        size of /dev/shm (default 16m)\n"
           "  -e, --env KEY=VALUE    add to the environment (KEY alone: take it from nsbox's)\n"
           "  -u, --user UID[:GID]   ids inside the sandbox (default 65534:65534)\n"
@@ -365,19 +365,20 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             char *target = NULL;
             uint64_t size;
             unsigned mode;
+            bool exec;
 
-            r = parse_tmpfs(optarg, c->tmp_size, &target, &size, &mode);
+            r = parse_tmpfs(optarg, c->tmp_size, &target, &size, &mode, &exec);
             if (r == -ENOMEM)
                 log_oom();
             if (r < 0)
                 return BAD_VALUE("--tmpfs", optarg,
-                                 "expected TARGET[:size=SIZE,mode=OCTAL]: an absolute TARGET, "
-                                 "a SIZE above 0 such as 16m, an octal MODE");
+                                 "expected TARGET[:size=SIZE,mode=OCTAL,exec]: an absolute "
+                                 "TARGET, a SIZE above 0 such as 16m, an octal MODE");
             a->tmpfs = realloc(a->tmpfs, (c->n_tmpfs + 1) * sizeof(*a->tmpfs));
             if (!a->tmpfs)
                 log_oom();
             t = &a->tmpfs[c->n_tmpfs++];
-            *t = (struct nsbox_tmpfs){.target = target, .size = size, .mode = mode};
+            *t = (struct nsbox_tmpfs){.target = target, .size = size, .mode = mode, .exec = exec};
             break;
         }
         case ARG_SHM_SIZE:
@@ -709,7 +710,7 @@ static int run_main(int argc, char *argv[])
          * instead of raising MemoryError. */
         if (result.status == NSBOX_STATUS_SIGNALED &&
             (result.signal == SIGSEGV || result.signal == SIGBUS) &&
-            result.memory.enforced_by == NSBOX_ENFORCER_RLIMIT)
+            result.memory.enforced_by == NSBOX_ENFORCER_RLIMIT && !result.shm_full)
             log_warning("the payload died of SIG%s; if it ran out of memory: under rlimits, "
                         "--memory %llum caps its writable mappings (RLIMIT_DATA), not its use, and "
                         "a program denied a mapping may crash instead of failing cleanly",

@@ -193,11 +193,12 @@ int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret
 }
 
 int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint64_t *ret_size,
-                unsigned *ret_mode)
+                unsigned *ret_mode, bool *ret_exec)
 {
     const char *colon = strchr(spec ? spec : "", ':');
     uint64_t size = default_size;
     unsigned mode = 01777;
+    bool exec = false;
     char *target;
 
     if (!spec)
@@ -224,6 +225,10 @@ int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint
                         return -EINVAL;
                 }
                 mode = (unsigned)m;
+            } else if (len == 4 && strncmp(opt, "exec", 4) == 0) {
+                exec = true;
+            } else if (len == 6 && strncmp(opt, "noexec", 6) == 0) {
+                exec = false;
             } else
                 return -EINVAL;
             if (opt[len] == '\0')
@@ -241,6 +246,7 @@ int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint
     *ret_target = target;
     *ret_size = size;
     *ret_mode = mode;
+    *ret_exec = exec;
     return 0;
 }
 

@@ -30,6 +30,7 @@ struct sandbox_mount {
     bool is_dir;        /* bind: the source is a directory */
     uint64_t size;      /* tmpfs: bytes */
     unsigned mode;      /* tmpfs */
+    bool exec;          /* tmpfs: programs on it may run (--tmpfs DST:exec); else noexec */
     int tree_fd;        /* bind: the detached clone of the source (child side), or -1 */
 };
 
@@ -42,6 +43,8 @@ struct sandbox {
     uid_t host_uid;    /* outside ids the inside ids map to */
     gid_t host_gid;
     bool privileged;   /* nsbox was started by root: map to an unprivileged host id */
+    bool host_root;    /* ... by uid 0 of the initial user namespace, not a container's root:
+                        * init may set the sysctls only the host's root may */
     struct sandbox_mount *mounts; /* sorted parents-first */
     size_t n_mounts;
     struct filter filter;  /* empty when seccomp is disabled */

@@ -349,6 +349,10 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         (void)close(fds->stdin_dst);
         fds->stdin_dst = -1;
     }
+    if (final.type == REPORT_EXITED || final.type == REPORT_SIGNALED) {
+        ret->shm_used = final.shm_used;
+        ret->shm_free = final.shm_free;
+    }
     if (killed_by_request) {
         ret->status = NSBOX_STATUS_KILLED;
         ret->signal = SIGKILL;

@@ -24,6 +24,9 @@ struct report {
     int type;
     int code;
     struct step_error error;
+    /* REPORT_EXITED, REPORT_SIGNALED: bytes used and free in /dev/shm when the payload ended
+     * (a full /dev/shm ends writes to memory mapped from it with SIGBUS). */
+    uint64_t shm_used, shm_free;
 };
 
 struct supervise_fds {

@@ -123,26 +123,35 @@ Test(parse, tmpfs)
     char *t = NULL;
     uint64_t size = 0;
     unsigned mode = 0;
+    bool exec = true;
 
-    cr_assert_eq(parse_tmpfs("/tmp:size=16m", 1, &t, &size, &mode), 0);
+    cr_assert_eq(parse_tmpfs("/tmp:size=16m", 1, &t, &size, &mode, &exec), 0);
     cr_expect_str_eq(t, "/tmp");
     cr_expect_eq(size, 16ULL << 20);
     cr_expect_eq(mode, 01777);
+    cr_expect_not(exec, "noexec is the default");
     free(t);
 
-    cr_assert_eq(parse_tmpfs("/scratch", 4096, &t, &size, &mode), 0);
+    cr_assert_eq(parse_tmpfs("/scratch", 4096, &t, &size, &mode, &exec), 0);
     cr_expect_eq(size, 4096);
+    cr_expect_not(exec);
     free(t);
 
-    cr_assert_eq(parse_tmpfs("/x:mode=0700,size=1k", 1, &t, &size, &mode), 0);
+    cr_assert_eq(parse_tmpfs("/x:mode=0700,size=1k,exec", 1, &t, &size, &mode, &exec), 0);
     cr_expect_eq(mode, 0700);
     cr_expect_eq(size, 1024);
+    cr_expect(exec);
+    free(t);
+
+    cr_assert_eq(parse_tmpfs("/x:exec,noexec", 1, &t, &size, &mode, &exec), 0);
+    cr_expect_not(exec, "the last word wins");
     free(t);
 
     static const char *const bad[] = {"tmp", "/tmp:size=0", "/tmp:size=", "/tmp:mode=8",
-                                      "/tmp:mode=77777", "/tmp:exec", "/tmp:", "/"};
+                                      "/tmp:mode=77777", "/tmp:execute", "/tmp:exe",
+                                      "/tmp:", "/"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        cr_expect_eq(parse_tmpfs(bad[i], 1, &t, &size, &mode), -EINVAL, "'%s' accepted",
+        cr_expect_eq(parse_tmpfs(bad[i], 1, &t, &size, &mode, &exec), -EINVAL, "'%s' accepted",
                      bad[i]);
 }
 
