@@ -166,6 +166,11 @@ struct nsbox_stream {
     size_t captured; /* bytes in data, <= output_limit */
     uint64_t total;  /* bytes the payload wrote to the stream in all */
     bool truncated;  /* total > captured */
+    /* The pipe had not reached end-of-file when nsbox stopped reading it, a short grace after
+     * the sandbox ended: a process outside the sandbox held it open (one --pid host left
+     * running, a descriptor passed out in a unix socket message), so output may be missing
+     * (a warning says so too). */
+    bool incomplete;
 };
 
 /* A system call the seccomp policy refused, and how often (see nsbox_result.refused). */
@@ -184,7 +189,8 @@ struct nsbox_result {
     enum nsbox_status status;
     int exit_code;           /* NSBOX_STATUS_EXITED: the payload's exit status */
     int signal;              /* NSBOX_STATUS_SIGNALED: the signal number */
-    uint64_t wall_time;      /* microseconds from sandbox creation to its end */
+    uint64_t wall_time;      /* microseconds from sandbox creation until nsbox_run() stopped
+                                supervising it (output drained) */
     struct nsbox_stream out; /* the payload's stdout */
     struct nsbox_stream err; /* the payload's stderr */
 

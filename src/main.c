@@ -529,6 +529,23 @@ static void print_warning(const char *message, void *userdata)
     log_warning("%s", message);
 }
 
+/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`), blocked from its first
+ * instruction to its exit: one that comes before the sandbox exists waits, and nsbox_run()
+ * acts on it through its signalfd (kills or forwards), so every run that wrote an audit "start"
+ * record or a registry record also writes its result and removes the record. (The sandbox's
+ * init starts with no pending signals, fork(2), and sets its own mask.) */
+static void block_run_signals(void)
+{
+    sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    (void)sigprocmask(SIG_BLOCK, &set, NULL); /* fails only for an invalid how */
+}
+
 static int run_main(int argc, char *argv[])
 {
     struct run_args a = {0};
@@ -538,6 +555,7 @@ static int run_main(int argc, char *argv[])
     bool json = false;
     int r, status;
 
+    block_run_signals();
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         json = json || strcmp(argv[i], "--json") == 0;
 
@@ -654,6 +672,14 @@ static int run_main(int argc, char *argv[])
         if (result.err.truncated)
             log_warning("stderr truncated: kept %zu of %llu bytes (--output-limit)",
                         result.err.captured, (unsigned long long)result.err.total);
+        if (result.out.incomplete || result.err.incomplete)
+            log_warning("%s%s%s %s still held open after the sandbox ended (by a process outside "
+                        "it, or a descriptor parked in a unix socket message): nsbox stopped "
+                        "reading, so output written after that is missing",
+                        result.out.incomplete ? "stdout" : "",
+                        result.out.incomplete && result.err.incomplete ? " and " : "",
+                        result.err.incomplete ? "stderr" : "",
+                        result.out.incomplete && result.err.incomplete ? "were" : "was");
     }
     if (fflush(stdout) != 0 && a.json)
         status = EXIT_NSBOX_FAILURE;

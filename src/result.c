@@ -194,6 +194,8 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
                      "limits_note", r->limits_note[0] ? r->limits_note : NULL);
     if (!root)
         return NULL;
+    (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
+    (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));
     {
         /* Every warning, the opt-outs among them: a result says what protection it ran without. */
         json_t *list = json_array();
