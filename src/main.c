@@ -18,6 +18,7 @@
 #include "nsbox.h"
 #include "audit.h"
 #include "registry.h"
+#include "result.h"
 #include "doctor.h"
 #include "fileio.h"
 #include "filter.h"
@@ -625,11 +626,14 @@ static int run_main(int argc, char *argv[])
     if (result.status == NSBOX_STATUS_ERROR)
         log_error("%s", result.error);
     if (a.json) {
-        char *text = nsbox_result_to_json(&result);
-        if (!text)
+        /* Streamed through stdio: no second copy of the (up to tens of MiB) text. */
+        json_t *root = result_to_json_object(&result);
+        if (!root)
             log_oom();
-        (void)printf("%s\n", text);
-        free(text);
+        if (json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0)
+            status = EXIT_NSBOX_FAILURE;
+        (void)putchar('\n');
+        json_decref(root);
     } else {
         if (result.status == NSBOX_STATUS_SIGNALED && result.signal == SIGXCPU &&
             result.cpus.enforced_by == NSBOX_ENFORCER_RLIMIT)

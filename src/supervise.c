@@ -20,6 +20,7 @@
 
 #include "fileio.h"
 #include "macro.h"
+#include "result.h"
 #include "supervise.h"
 #include "syscalls.h"
 
@@ -52,6 +53,8 @@ struct stream_state {
     int fd;       /* read end (O_NONBLOCK), -1 at EOF */
     int copy_fd;  /* where output is copied as it arrives, or -1 */
     uint64_t limit;
+    struct json_meter meter; /* the JSON size of what is kept */
+    bool full;               /* kept as much as the limit and the JSON bound allow */
 };
 
 /* The supervisor's state that signals change. */
@@ -144,11 +147,23 @@ static ssize_t stream_read(struct supervisor *sv, struct stream_state *st, char 
     if (n == 0)
         return 0;
     st->s->total += (uint64_t)n;
-    keep = st->s->captured < st->limit ? (size_t)(st->limit - st->s->captured) : 0;
+    keep = !st->full && st->s->captured < st->limit ? (size_t)(st->limit - st->s->captured) : 0;
     if (keep > (size_t)n)
         keep = (size_t)n;
     if (keep > 0) {
+        size_t fit;
+
         memcpy(st->s->data + st->s->captured, buf, keep);
+        /* At most limit bytes, whose JSON string is at most JSON_OUTPUT_FACTOR x limit: the
+         * result, and nsbox's memory while it encodes it, stay a small multiple of the limit
+         * whatever the bytes are. What is copied out is what is kept. */
+        fit = json_meter_fit(&st->meter, st->s->data, st->s->captured, keep,
+                             JSON_OUTPUT_FACTOR * st->limit);
+        if (fit < keep)
+            st->full = true;
+        keep = fit;
+    }
+    if (keep > 0) {
         stream_copy(sv, st, buf, keep);
         st->s->captured += keep;
         st->s->data[st->s->captured] = '\0';
