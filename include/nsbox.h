@@ -113,6 +113,11 @@ struct nsbox_config {
      * or -1 to only capture it into the result (the default). */
     int stdout_fd;
     int stderr_fd;
+    /* true: what is copied to stdout_fd (stderr_fd) is first made safe to show on a terminal:
+     * control characters shown escaped as \xHH and "nsbox:" marked (README, "Output on a
+     * terminal"). The output in the result stays byte for byte. For a terminal only. */
+    bool stdout_escape;
+    bool stderr_escape;
 
     /* Called with each warning (one line, no "nsbox: " prefix) as soon as it arises, before
      * the payload starts; NULL to only collect them in nsbox_result.warnings. */

@@ -66,6 +66,8 @@ static void usage_run(FILE *f)
           "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
           "  -i, --stdin            copy nsbox's stdin to the program (default: /dev/null)\n"
           "  --json                 print one JSON result object instead of the output\n"
+          "  --raw-output           copy the output to a terminal byte for byte (default: its\n"
+          "                         control characters are shown escaped, as \\x1b)\n"
           "  --log FILE             append an audit record before and after the run (JSON lines;\n"
           "                         default $NSBOX_LOG); a run that cannot be logged does not start\n"
           "  --log-code-limit BYTES code kept in the audit log (default 64k; the SHA-256 covers all)\n"
@@ -175,11 +177,13 @@ enum {
     ARG_IPC,
     ARG_ENV_INHERIT,
     ARG_KEEP_FDS,
+    ARG_RAW_OUTPUT,
 };
 
 struct run_args {
     struct nsbox_config config;
     bool json;
+    bool raw_output; /* --raw-output */
     const char *log_path;    /* --log, else $NSBOX_LOG, else NULL */
     uint64_t log_code_limit; /* bytes of code kept in the audit log */
     const char *code_path;
@@ -277,6 +281,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"ipc", required_argument, NULL, ARG_IPC},
         {"env-inherit", no_argument, NULL, ARG_ENV_INHERIT},
         {"keep-fds", no_argument, NULL, ARG_KEEP_FDS},
+        {"raw-output", no_argument, NULL, ARG_RAW_OUTPUT},
         {"help", no_argument, NULL, 'h'},
         {},
     };
@@ -472,6 +477,9 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_JSON:
             a->json = true;
             break;
+        case ARG_RAW_OUTPUT:
+            a->raw_output = true;
+            break;
         case 'h':
             usage_run(stdout);
             exit(EXIT_SUCCESS);
@@ -575,6 +583,10 @@ static int run_main(int argc, char *argv[])
     if (!a.json) {
         a.config.stdout_fd = STDOUT_FILENO;
         a.config.stderr_fd = STDERR_FILENO;
+        /* A terminal acts on control sequences (title, clipboard, queries answered into its
+         * input): the payload's are shown escaped there. Pipes and files get the bytes. */
+        a.config.stdout_escape = !a.raw_output && isatty(STDOUT_FILENO);
+        a.config.stderr_escape = !a.raw_output && isatty(STDERR_FILENO);
     }
     /* A closed stdout must not kill nsbox (and with it the sandbox's result). */
     (void)signal(SIGPIPE, SIG_IGN);

@@ -23,6 +23,7 @@
 #include "result.h"
 #include "supervise.h"
 #include "syscalls.h"
+#include "termsafe.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -55,6 +56,8 @@ struct stream_state {
     uint64_t limit;
     struct json_meter meter; /* the JSON size of what is kept */
     bool full;               /* kept as much as the limit and the JSON bound allow */
+    char *escaped;           /* copy_fd is a terminal: the copy is escaped here, else NULL */
+    struct termsafe term;
 };
 
 /* The supervisor's state that signals change. */
@@ -97,7 +100,7 @@ static void handle_signals(struct supervisor *sv)
  * must not stop the wall clock, nor `nsbox kill` (signals are handled while waiting). Writes at
  * most PIPE_BUF bytes after each POLLOUT, which a pipe takes without blocking (pipe(7)). On
  * EPIPE, another error or the deadline, copying stops for good (capture goes on). */
-static void stream_copy(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
+static void copy_out(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
 {
     while (n > 0 && st->copy_fd >= 0 && !sv->stop) {
         struct pollfd pfd[2] = {{.fd = st->copy_fd, .events = POLLOUT},
@@ -132,6 +135,17 @@ static void stream_copy(struct supervisor *sv, struct stream_state *st, const ch
     }
     if (n > 0)
         st->copy_fd = -1;
+}
+
+/* Copy n bytes of output out, escaped for a terminal when the caller asked (termsafe.h). */
+static void stream_copy(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
+{
+    if (st->copy_fd < 0)
+        return;
+    if (st->escaped)
+        copy_out(sv, st, st->escaped, termsafe_escape(&st->term, p, n, st->escaped));
+    else
+        copy_out(sv, st, p, n);
 }
 
 /* Read what is there; keep at most limit bytes, count everything. Returns the bytes read,
@@ -172,6 +186,15 @@ static ssize_t stream_read(struct supervisor *sv, struct stream_state *st, char 
     return n;
 }
 
+/* The stream has ended: out with what the escaping held back, and close the pipe. */
+static void stream_close(struct supervisor *sv, struct stream_state *st)
+{
+    if (st->escaped && st->copy_fd >= 0)
+        copy_out(sv, st, st->escaped, termsafe_finish(&st->term, st->escaped));
+    (void)close(st->fd);
+    st->fd = -1;
+}
+
 /* After the grace: read what the pipe holds now, at most its capacity (a writer outside could
  * keep it full forever), then stop reading. A stream not at EOF is marked incomplete. */
 static void stream_finish(struct supervisor *sv, struct stream_state *st, char *buf)
@@ -189,8 +212,7 @@ static void stream_finish(struct supervisor *sv, struct stream_state *st, char *
     }
     if (n != 0)
         st->s->incomplete = true;
-    (void)close(st->fd);
-    st->fd = -1;
+    stream_close(sv, st);
 }
 
 static void record_refusal(struct nsbox_result *ret, uint32_t arch, int nr)
@@ -261,6 +283,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         {&ret->out, fds->out, c->stdout_fd, c->output_limit},
         {&ret->err, fds->err, c->stderr_fd, c->output_limit},
     };
+    _cleanup_free_ char *escaped_out = NULL, *escaped_err = NULL;
     struct supervisor sv = {.fds = fds, .init_running = true,
                             .kill_at = c->timeout ? start + c->timeout : UINT64_MAX};
     _cleanup_free_ char *buf = malloc(READ_CHUNK);
@@ -287,7 +310,13 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             goto kill;
         }
     }
-    if (!buf || !ret->out.data || !ret->err.data || (fds->stdin_dst >= 0 && !in_buf)) {
+    if (c->stdout_escape && c->stdout_fd >= 0)
+        streams[0].escaped = escaped_out = malloc(TERMSAFE_MAX_OUT(READ_CHUNK));
+    if (c->stderr_escape && c->stderr_fd >= 0)
+        streams[1].escaped = escaped_err = malloc(TERMSAFE_MAX_OUT(READ_CHUNK));
+    if (!buf || !ret->out.data || !ret->err.data || (fds->stdin_dst >= 0 && !in_buf) ||
+        (c->stdout_escape && c->stdout_fd >= 0 && !escaped_out) ||
+        (c->stderr_escape && c->stderr_fd >= 0 && !escaped_err)) {
         r = -ENOMEM;
         goto kill;
     }
@@ -389,10 +418,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
         for (size_t i = 0; i < 2; i++)
             if (idx_stream[i] >= 0 && p[idx_stream[i]].revents &&
-                stream_read(&sv, &streams[i], buf) == 0) {
-                (void)close(streams[i].fd);
-                streams[i].fd = -1;
-            }
+                stream_read(&sv, &streams[i], buf) == 0)
+                stream_close(&sv, &streams[i]);
 
         if (idx_rep >= 0 && p[idx_rep].revents) {
             ssize_t n = read(report_fd, (char *)&report + report_have, sizeof(report) - report_have);
