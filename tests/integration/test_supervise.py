@@ -61,11 +61,13 @@ class TestDrain(NsboxTestCase):
             self.assertGreaterEqual(r["wall_time_ms"], 150)
 
     def test_ordinary_runs_are_complete_and_take_no_grace(self):
-        start = time.monotonic()
-        p, r = nsbox_json("--cgroup", "off", "--", "sh", "-c", "echo out; echo err >&2")
-        self.assertEqual((r["stdout"], r["stderr"]), ("out\n", "err\n"))
-        self.assertFalse(r["stdout_incomplete"] or r["stderr_incomplete"], r)
-        self.assertLess(r["wall_time_ms"], 150, "an ordinary run waited out the grace")
+        times = []
+        for _ in range(5):  # the fastest of five: a loaded host slows some runs down
+            p, r = nsbox_json("--cgroup", "off", "--", "sh", "-c", "echo out; echo err >&2")
+            self.assertEqual((r["stdout"], r["stderr"]), ("out\n", "err\n"))
+            self.assertFalse(r["stdout_incomplete"] or r["stderr_incomplete"], r)
+            times.append(r["wall_time_ms"])
+        self.assertLess(min(times), 150, f"an ordinary run waited out the grace: {times}")
 
     def test_pid_host_background_process_obeys_the_timeout(self):
         token = "bg-" + secrets.token_hex(6)
