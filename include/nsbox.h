@@ -89,7 +89,9 @@ struct nsbox_config {
     uint64_t pids_limit;   /* processes; 0 = unlimited (default 64) */
     uint64_t cpus_milli;   /* thousandths of a CPU; 0 = unlimited (default 500) */
     uint64_t timeout;      /* wall clock, microseconds; 0 = none (default 10 s) */
-    uint64_t output_limit; /* bytes captured per stream (default 4000) */
+    uint64_t output_limit; /* bytes captured per stream (default 4000); fewer when their JSON
+                            * string would pass twice this (control characters, bytes that are
+                            * not UTF-8: README, "JSON result") */
     uint64_t tmp_size;     /* bytes of the default /tmp tmpfs (default 16 MiB) */
     uint64_t shm_size;     /* bytes of the /dev/shm tmpfs (default 16 MiB) */
 
@@ -168,7 +170,7 @@ enum nsbox_status {
 
 struct nsbox_stream {
     char *data;      /* captured bytes, NUL-terminated (not necessarily UTF-8), owned */
-    size_t captured; /* bytes in data, <= output_limit */
+    size_t captured; /* bytes in data, <= output_limit, their JSON string <= 2 x output_limit */
     uint64_t total;  /* bytes the payload wrote to the stream in all */
     bool truncated;  /* total > captured */
     /* The pipe had not reached end-of-file when nsbox stopped reading it, a short grace after
