@@ -131,13 +131,29 @@ static void usage(FILE *f)
           f);
 }
 
+/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`); see block_run_signals(). */
+static void run_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+}
+
 static int load_code(const char *path, char **ret, size_t *ret_size)
 {
     int r;
 
-    if (strcmp(path, "-") == 0)
+    if (strcmp(path, "-") == 0) {
+        /* While nsbox waits for the code (typed at a terminal, perhaps), Ctrl-C ends it as it
+         * would any program: nothing of the run exists yet, no record, no sandbox. */
+        sigset_t set, saved;
+        run_signals(&set);
+        (void)sigprocmask(SIG_UNBLOCK, &set, &saved);
         r = read_fd_all(STDIN_FILENO, CODE_MAX, ret, ret_size);
-    else
+        (void)sigprocmask(SIG_SETMASK, &saved, NULL);
+    } else
         r = read_regular_file(path, CODE_MAX, ret, ret_size);
     if (r == -ENOMEM)
         log_oom();
@@ -538,20 +554,16 @@ static void print_warning(const char *message, void *userdata)
     log_warning("%s", message);
 }
 
-/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`), blocked from its first
- * instruction to its exit: one that comes before the sandbox exists waits, and nsbox_run()
- * acts on it through its signalfd (kills or forwards), so every run that wrote an audit "start"
- * record or a registry record also writes its result and removes the record. (The sandbox's
- * init starts with no pending signals, fork(2), and sets its own mask.) */
+/* The signals `nsbox run` acts on, blocked from its first instruction to its exit (but while
+ * it waits for --code - on stdin): one that comes before the sandbox exists waits, and
+ * nsbox_run() acts on it through its signalfd (kills or forwards), so every run that wrote an
+ * audit "start" record or a registry record also writes its result and removes the record.
+ * (The sandbox's init starts with no pending signals, fork(2), and sets its own mask.) */
 static void block_run_signals(void)
 {
     sigset_t set;
 
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGUSR1);
+    run_signals(&set);
     (void)sigprocmask(SIG_BLOCK, &set, NULL); /* fails only for an invalid how */
 }
 

@@ -179,6 +179,19 @@ class TestSignals(NsboxTestCase):
     def test_sigterm_at_start_up(self):
         self.assert_signal_at_start_gives_a_result(signal.SIGTERM, "signaled", 128 + 15)
 
+    def test_ctrl_c_while_waiting_for_code_on_stdin(self):
+        # Nothing of the run exists yet: SIGINT ends nsbox as it would any program, instead of
+        # waiting for the input to end and then starting a run only to interrupt it.
+        proc = subprocess.Popen([NSBOX, "run", "--cgroup", "off", "--code", "-"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        self.addCleanup(proc.stdin.close)
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(proc.stderr.close)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        self.assertEqual(proc.wait(timeout=5), -signal.SIGINT)
+
 
 if __name__ == "__main__":
     unittest.main()
