@@ -93,7 +93,9 @@ struct nsbox_config {
     uint64_t pids_limit;   /* processes; 0 = unlimited (default 64) */
     uint64_t cpus_milli;   /* thousandths of a CPU; 0 = unlimited (default 500) */
     uint64_t timeout;      /* wall clock, microseconds; 0 = none (default 10 s) */
-    uint64_t output_limit; /* bytes captured per stream (default 4000) */
+    uint64_t output_limit; /* bytes captured per stream (default 4000); fewer when their JSON
+                            * string would pass twice this (control characters, bytes that are
+                            * not UTF-8: README, "JSON result") */
     uint64_t tmp_size;     /* bytes of the default /tmp tmpfs (default 16 MiB) */
     uint64_t shm_size;     /* bytes of the /dev/shm tmpfs (default 16 MiB) */
 
@@ -117,6 +119,11 @@ struct nsbox_config {
      * or -1 to only capture it into the result (the default). */
     int stdout_fd;
     int stderr_fd;
+    /* true: what is copied to stdout_fd (stderr_fd) is first made safe to show on a terminal:
+     * control characters shown escaped as \xHH and "nsbox:" marked (README, "Output on a
+     * terminal"). The output in the result stays byte for byte. For a terminal only. */
+    bool stdout_escape;
+    bool stderr_escape;
 
     /* Called with each warning (one line, no "nsbox: " prefix) as soon as it arises, before
      * the payload starts; NULL to only collect them in nsbox_result.warnings. */
@@ -179,9 +186,14 @@ enum nsbox_status {
 
 struct nsbox_stream {
     char *data;      /* captured bytes, NUL-terminated (not necessarily UTF-8), owned */
-    size_t captured; /* bytes in data, <= output_limit */
+    size_t captured; /* bytes in data, <= output_limit, their JSON string <= 2 x output_limit */
     uint64_t total;  /* bytes the payload wrote to the stream in all */
     bool truncated;  /* total > captured */
+    /* The pipe had not reached end-of-file when nsbox stopped reading it, a short grace after
+     * the sandbox ended: a process outside the sandbox held it open (one --pid host left
+     * running, a descriptor passed out in a unix socket message), so output may be missing
+     * (a warning says so too). */
+    bool incomplete;
 };
 
 /* A system call the seccomp policy refused, and how often (see nsbox_result.refused). */
@@ -200,7 +212,8 @@ struct nsbox_result {
     enum nsbox_status status;
     int exit_code;           /* NSBOX_STATUS_EXITED: the payload's exit status */
     int signal;              /* NSBOX_STATUS_SIGNALED: the signal number */
-    uint64_t wall_time;      /* microseconds from sandbox creation to its end */
+    uint64_t wall_time;      /* microseconds from sandbox creation until nsbox_run() stopped
+                                supervising it (output drained) */
     struct nsbox_stream out; /* the payload's stdout */
     struct nsbox_stream err; /* the payload's stderr */
 

@@ -215,7 +215,7 @@ static int append(struct audit *a, json_t *record)
 
     if (!record)
         return -ENOMEM;
-    line = json_dumps(record, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    line = json_dump_exact(record, JSON_COMPACT | JSON_REAL_PRECISION(6));
     json_decref(record);
     if (!line)
         return -ENOMEM;
@@ -264,13 +264,8 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
 
 int audit_end(struct audit *a, const struct nsbox_result *r)
 {
-    char *result_text = nsbox_result_to_json(r);
-    json_t *result;
+    json_t *result = result_to_json_object(r);
 
-    if (!result_text)
-        return -ENOMEM;
-    result = json_loads(result_text, 0, NULL);
-    free(result_text);
     if (!result)
         return -ENOMEM;
     return append(a, json_pack("{s:s, s:o, s:s, s:o}", "event", "end", "time", now_utc(),

@@ -18,6 +18,7 @@
 #include "nsbox.h"
 #include "audit.h"
 #include "registry.h"
+#include "result.h"
 #include "doctor.h"
 #include "fileio.h"
 #include "filter.h"
@@ -65,6 +66,8 @@ static void usage_run(FILE *f)
           "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
           "  -i, --stdin            copy nsbox's stdin to the program (default: /dev/null)\n"
           "  --json                 print one JSON result object instead of the output\n"
+          "  --raw-output           copy the output to a terminal byte for byte (default: its\n"
+          "                         control characters are shown escaped, as \\x1b)\n"
           "  --log FILE             append an audit record before and after the run (JSON lines;\n"
           "                         default $NSBOX_LOG); a run that cannot be logged does not start\n"
           "  --log-code-limit BYTES code kept in the audit log (default 64k; the SHA-256 covers all)\n"
@@ -132,13 +135,29 @@ static void usage(FILE *f)
           f);
 }
 
+/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`); see block_run_signals(). */
+static void run_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+}
+
 static int load_code(const char *path, char **ret, size_t *ret_size)
 {
     int r;
 
-    if (strcmp(path, "-") == 0)
+    if (strcmp(path, "-") == 0) {
+        /* While nsbox waits for the code (typed at a terminal, perhaps), Ctrl-C ends it as it
+         * would any program: nothing of the run exists yet, no record, no sandbox. */
+        sigset_t set, saved;
+        run_signals(&set);
+        (void)sigprocmask(SIG_UNBLOCK, &set, &saved);
         r = read_fd_all(STDIN_FILENO, CODE_MAX, ret, ret_size);
-    else
+        (void)sigprocmask(SIG_SETMASK, &saved, NULL);
+    } else
         r = read_regular_file(path, CODE_MAX, ret, ret_size);
     if (r == -ENOMEM)
         log_oom();
@@ -180,11 +199,13 @@ enum {
     ARG_KEEP_FDS,
     ARG_NAME,
     ARG_LABEL,
+    ARG_RAW_OUTPUT,
 };
 
 struct run_args {
     struct nsbox_config config;
     bool json;
+    bool raw_output; /* --raw-output */
     const char *log_path;    /* --log, else $NSBOX_LOG, else NULL */
     uint64_t log_code_limit; /* bytes of code kept in the audit log */
     const char *code_path;
@@ -299,6 +320,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"keep-fds", no_argument, NULL, ARG_KEEP_FDS},
         {"name", required_argument, NULL, ARG_NAME},
         {"label", required_argument, NULL, ARG_LABEL},
+        {"raw-output", no_argument, NULL, ARG_RAW_OUTPUT},
         {"help", no_argument, NULL, 'h'},
         {},
     };
@@ -534,6 +556,9 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_JSON:
             a->json = true;
             break;
+        case ARG_RAW_OUTPUT:
+            a->raw_output = true;
+            break;
         case 'h':
             usage_run(stdout);
             exit(EXIT_SUCCESS);
@@ -595,6 +620,19 @@ static void print_warning(const char *message, void *userdata)
     log_warning("%s", message);
 }
 
+/* The signals `nsbox run` acts on, blocked from its first instruction to its exit (but while
+ * it waits for --code - on stdin): one that comes before the sandbox exists waits, and
+ * nsbox_run() acts on it through its signalfd (kills or forwards), so every run that wrote an
+ * audit "start" record or a registry record also writes its result and removes the record.
+ * (The sandbox's init starts with no pending signals, fork(2), and sets its own mask.) */
+static void block_run_signals(void)
+{
+    sigset_t set;
+
+    run_signals(&set);
+    (void)sigprocmask(SIG_BLOCK, &set, NULL); /* fails only for an invalid how */
+}
+
 static int run_main(int argc, char *argv[])
 {
     struct run_args a = {0};
@@ -605,6 +643,7 @@ static int run_main(int argc, char *argv[])
     bool json = false;
     int r, status;
 
+    block_run_signals();
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
         json = json || strcmp(argv[i], "--json") == 0;
 
@@ -624,6 +663,10 @@ static int run_main(int argc, char *argv[])
     if (!a.json) {
         a.config.stdout_fd = STDOUT_FILENO;
         a.config.stderr_fd = STDERR_FILENO;
+        /* A terminal acts on control sequences (title, clipboard, queries answered into its
+         * input): the payload's are shown escaped there. Pipes and files get the bytes. */
+        a.config.stdout_escape = !a.raw_output && isatty(STDOUT_FILENO);
+        a.config.stderr_escape = !a.raw_output && isatty(STDERR_FILENO);
     }
     /* A closed stdout must not kill nsbox (and with it the sandbox's result). */
     (void)signal(SIGPIPE, SIG_IGN);
@@ -694,11 +737,14 @@ static int run_main(int argc, char *argv[])
     if (result.status == NSBOX_STATUS_ERROR)
         log_error("%s", result.error);
     if (a.json) {
-        char *text = nsbox_result_to_json(&result);
-        if (!text)
+        /* Streamed through stdio: no second copy of the (up to tens of MiB) text. */
+        json_t *root = result_to_json_object(&result);
+        if (!root)
             log_oom();
-        (void)printf("%s\n", text);
-        free(text);
+        if (json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0)
+            status = EXIT_NSBOX_FAILURE;
+        (void)putchar('\n');
+        json_decref(root);
     } else {
         if (result.status == NSBOX_STATUS_SIGNALED && result.signal == SIGXCPU &&
             result.cpus.enforced_by == NSBOX_ENFORCER_RLIMIT)
@@ -741,6 +787,14 @@ static int run_main(int argc, char *argv[])
         if (result.err.truncated)
             log_warning("stderr truncated: kept %zu of %llu bytes (--output-limit)",
                         result.err.captured, (unsigned long long)result.err.total);
+        if (result.out.incomplete || result.err.incomplete)
+            log_warning("%s%s%s %s still held open after the sandbox ended (by a process outside "
+                        "it, or a descriptor parked in a unix socket message): nsbox stopped "
+                        "reading, so output written after that is missing",
+                        result.out.incomplete ? "stdout" : "",
+                        result.out.incomplete && result.err.incomplete ? " and " : "",
+                        result.err.incomplete ? "stderr" : "",
+                        result.out.incomplete && result.err.incomplete ? "were" : "was");
     }
     if (fflush(stdout) != 0 && a.json)
         status = EXIT_NSBOX_FAILURE;

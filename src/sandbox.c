@@ -1306,22 +1306,9 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
         .timeout = {c->timeout, NSBOX_ENFORCER_NONE},
     };
 
-    r = plan(c, &sb, ret);
-    if (r < 0)
-        goto out;
-    r = plan_cgroup(c, &sb, &leaf, ret);
-    if (r < 0)
-        goto out;
-
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
-        pipe2(report, O_CLOEXEC) < 0 ||
-        /* A socket, so that the supervisor's writes can use MSG_NOSIGNAL: no SIGPIPE in the
-         * caller's process when the payload closes its stdin. */
-        (c->pass_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)) {
-        r = plan_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
-        goto out;
-    }
-
+    /* Signals first: one that comes while the run is planned waits in the signalfd and is acted
+     * on once the sandbox exists (SIGUSR1 kills it at once, the others are forwarded), so every
+     * signal ends in a result. */
     if (c->forward_signals) {
         sigemptyset(&forward);
         sigaddset(&forward, SIGINT);
@@ -1338,6 +1325,22 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
             r = plan_error(ret, negative_errno(), "signals", "signalfd failed: %m");
             goto out;
         }
+    }
+
+    r = plan(c, &sb, ret);
+    if (r < 0)
+        goto out;
+    r = plan_cgroup(c, &sb, &leaf, ret);
+    if (r < 0)
+        goto out;
+
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
+        pipe2(report, O_CLOEXEC) < 0 ||
+        /* A socket, so that the supervisor's writes can use MSG_NOSIGNAL: no SIGPIPE in the
+         * caller's process when the payload closes its stdin. */
+        (c->pass_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)) {
+        r = plan_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
+        goto out;
     }
 
     start = now_usec();

@@ -42,9 +42,12 @@ struct supervise_fds {
 };
 
 /*
- * Run until the sandbox's init has exited and been reaped and every pipe has reached EOF.
+ * Run until the sandbox's init has exited and been reaped and every pipe has reached EOF, or
+ * a short grace (DRAIN_GRACE_USEC in supervise.c) after init's exit, whichever is first: a pipe
+ * something outside the sandbox still holds open cannot keep nsbox waiting (its stream is then
+ * marked incomplete, with a warning). Signals on fds->signalfd are handled throughout.
  * start: now_usec() when the sandbox was created. Fills ret's status, exit_code, signal,
- * wall_time, out, err and error fields.
+ * wall_time (until this returns), out, err and error fields.
  * Returns 0, or -errno when the supervisor itself failed (poll(2), waitid(2)), after killing and
  * reaping the sandbox.
  */
