@@ -44,6 +44,9 @@ struct nsbox_cgroup_stats {
     uint64_t cpu_system;      /* microseconds (cpu.stat system_usec) */
 };
 
+/* Longest run name (bytes), see nsbox_config.name. */
+#define NSBOX_NAME_MAX 128
+
 /* One bind mount from the host into the sandbox (`-v SOURCE:TARGET[:ro|rw]`). */
 struct nsbox_bind {
     const char *source; /* absolute host path */
@@ -56,6 +59,7 @@ struct nsbox_tmpfs {
     const char *target; /* absolute path inside the sandbox */
     uint64_t size;      /* bytes, > 0 */
     unsigned mode;      /* permission bits of its root directory, e.g. 01777 */
+    bool exec;          /* false (the default): mounted noexec, as Docker's --tmpfs */
 };
 
 struct nsbox_config {
@@ -90,7 +94,9 @@ struct nsbox_config {
     uint64_t pids_limit;   /* processes; 0 = unlimited (default 64) */
     uint64_t cpus_milli;   /* thousandths of a CPU; 0 = unlimited (default 500) */
     uint64_t timeout;      /* wall clock, microseconds; 0 = none (default 10 s) */
-    uint64_t output_limit; /* bytes captured per stream (default 4000) */
+    uint64_t output_limit; /* bytes captured per stream (default 4000); fewer when their JSON
+                            * string would pass twice this (control characters, bytes that are
+                            * not UTF-8: README, "JSON result") */
     uint64_t tmp_size;     /* bytes of the default /tmp tmpfs (default 16 MiB) */
     uint64_t shm_size;     /* bytes of the /dev/shm tmpfs (default 16 MiB) */
 
@@ -114,6 +120,11 @@ struct nsbox_config {
      * or -1 to only capture it into the result (the default). */
     int stdout_fd;
     int stderr_fd;
+    /* true: what is copied to stdout_fd (stderr_fd) is first made safe to show on a terminal:
+     * control characters shown escaped as \xHH and "nsbox:" marked (README, "Output on a
+     * terminal"). The output in the result stays byte for byte. For a terminal only. */
+    bool stdout_escape;
+    bool stderr_escape;
 
     /* Called with each warning (one line, no "nsbox: " prefix) as soon as it arises, before
      * the payload starts; NULL to only collect them in nsbox_result.warnings. */
@@ -151,6 +162,18 @@ struct nsbox_config {
      * and ::1 to itself; the host's network and its lo stay out of reach. Ignored with
      * network_host. Docker's --network none has lo up in the same way. */
     bool network_loopback;
+
+    /* A name for the run (Docker's --name), or NULL: [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most
+     * NSBOX_NAME_MAX bytes (-EINVAL otherwise). nsbox_run() checks it and reports it in
+     * nsbox_result.name; the nsbox command also keeps it unique among the caller's running
+     * sandboxes (`nsbox ps`, `nsbox kill NAME`). */
+    const char *name;
+    /* Labels (Docker's --label): "KEY=VALUE" strings, or "KEY" for an empty value,
+     * NULL-terminated, or NULL. KEY is [a-zA-Z0-9][a-zA-Z0-9_./-]*, at most 128 bytes; VALUE at
+     * most 1024 bytes without control characters (-EINVAL otherwise). A later KEY wins.
+     * Reported in nsbox_result.labels; `nsbox ps --filter label=` and `nsbox kill --label`
+     * select runs by them. */
+    char *const *labels;
 };
 
 enum nsbox_status {
@@ -164,9 +187,14 @@ enum nsbox_status {
 
 struct nsbox_stream {
     char *data;      /* captured bytes, NUL-terminated (not necessarily UTF-8), owned */
-    size_t captured; /* bytes in data, <= output_limit */
+    size_t captured; /* bytes in data, <= output_limit, their JSON string <= 2 x output_limit */
     uint64_t total;  /* bytes the payload wrote to the stream in all */
     bool truncated;  /* total > captured */
+    /* The pipe had not reached end-of-file when nsbox stopped reading it, a short grace after
+     * the sandbox ended: a process outside the sandbox held it open (one --pid host left
+     * running, a descriptor passed out in a unix socket message), so output may be missing
+     * (a warning says so too). */
+    bool incomplete;
 };
 
 /* A system call the seccomp policy refused, and how often (see nsbox_result.refused). */
@@ -185,7 +213,8 @@ struct nsbox_result {
     enum nsbox_status status;
     int exit_code;           /* NSBOX_STATUS_EXITED: the payload's exit status */
     int signal;              /* NSBOX_STATUS_SIGNALED: the signal number */
-    uint64_t wall_time;      /* microseconds from sandbox creation to its end */
+    uint64_t wall_time;      /* microseconds from sandbox creation until nsbox_run() stopped
+                                supervising it (output drained) */
     struct nsbox_stream out; /* the payload's stdout */
     struct nsbox_stream err; /* the payload's stderr */
 
@@ -209,9 +238,20 @@ struct nsbox_result {
     char warnings[1024];
 
     struct nsbox_limit_report memory, pids_limit, cpus, timeout;
+    /* Bytes used and free in /dev/shm when the payload ended (0 and 0 if unknown). A
+     * payload that dies of SIGBUS with it full ran out of --shm-size, not of --memory: then
+     * shm_full is true and a warning says so. */
+    uint64_t shm_used, shm_free;
+    bool shm_full;
     /* Why limits were not enforced by a cgroup, or "". */
-    char limits_note[512];
+    char limits_note[1024];
     struct nsbox_cgroup_stats cgroup;
+
+    /* config->name, or "". */
+    char name[NSBOX_NAME_MAX + 1];
+    /* Copies of config->labels, "KEY=VALUE" (a later KEY wins in the JSON), NULL-terminated,
+     * owned (nsbox_result_free()); NULL when there are none. */
+    char **labels;
 
     /* Bytes of output kept per stream (the config's output_limit), for the explanations. */
     uint64_t output_limit;

@@ -2,24 +2,174 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <nettle/sha2.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "audit.h"
+#include "fileio.h"
 #include "macro.h"
 #include "result.h"
 
-int audit_open(const char *path, const char *run_id, struct audit *ret)
+/* Whether (dev, ino) is one of the writable bind sources of c; *ret_source names it. */
+static bool is_writable_source(const struct stat *st, const struct stat *sources,
+                               const struct nsbox_config *c, const char **ret_source)
 {
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    for (size_t i = 0; i < c->n_binds; i++)
+        if (c->binds[i].writable && sources[i].st_ino == st->st_ino &&
+            sources[i].st_dev == st->st_dev) {
+            *ret_source = c->binds[i].source;
+            return true;
+        }
+    return false;
+}
 
+/* Refuse a log the run's own payload could edit: the log file or one of the directories above
+ * it is the source of a writable bind. Compared by device and inode, walking up with ".." from
+ * the directory the log was opened in (so "D/../D", links the caller may use, and the same
+ * directory reached over a host bind mount of it are caught, not only a string prefix). */
+static int check_not_in_writable_bind(int dirfd, const struct stat *log_st,
+                                      const struct nsbox_config *c, char *why, size_t why_size)
+{
+    _cleanup_free_ struct stat *sources = NULL;
+    _cleanup_close_ int dir = -EBADF;
+    const char *source = NULL;
+    bool any = false;
+    struct stat st;
+
+    if (c->n_binds == 0)
+        return 0;
+    sources = calloc(c->n_binds, sizeof(*sources));
+    if (!sources)
+        return -ENOMEM;
+    for (size_t i = 0; i < c->n_binds; i++) {
+        char walked[PATH_MAX];
+        _cleanup_close_ int fd = -EBADF;
+
+        if (!c->binds[i].writable || !c->binds[i].source)
+            continue;
+        /* The source as the sandbox will bind it (plan_mounts()); one that cannot be walked
+         * makes the run fail before the payload starts, so it cannot write anything. */
+        fd = path_open_nofollow(c->binds[i].source, true, walked, sizeof(walked));
+        if (fd < 0 || fstat(fd, &sources[i]) < 0)
+            continue;
+        any = true;
+    }
+    if (!any)
+        return 0;
+
+    if (is_writable_source(log_st, sources, c, &source))
+        goto inside;
+    dir = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+    if (dir < 0)
+        return negative_errno();
+    for (;;) {
+        struct stat parent;
+        int up;
+
+        if (fstat(dir, &st) < 0)
+            return negative_errno();
+        if (is_writable_source(&st, sources, c, &source))
+            goto inside;
+        up = openat(dir, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (up < 0)
+            return negative_errno();
+        (void)close(dir);
+        dir = up;
+        if (fstat(dir, &parent) < 0)
+            return negative_errno();
+        if (parent.st_dev == st.st_dev && parent.st_ino == st.st_ino)
+            return 0; /* "/" is its own parent */
+    }
+
+inside:
+    (void)snprintf(why, why_size,
+                   "it lies inside the writable bind -v %s:...:rw of this run, where the code it "
+                   "audits could edit it; put the log outside every :rw bind",
+                   source);
+    return -EPERM;
+}
+
+int audit_open(const char *path, const char *run_id, const struct nsbox_config *c,
+               struct audit *ret, char *why, size_t why_size)
+{
+    char abs[PATH_MAX], walked[PATH_MAX], *slash;
+    _cleanup_close_ int dirfd = -EBADF, fd = -EBADF;
+    struct stat st;
+    int r;
+
+    why[0] = '\0';
+    if (path[0] == '/')
+        r = snprintf(abs, sizeof(abs), "%s", path);
+    else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd)))
+            return negative_errno();
+        r = snprintf(abs, sizeof(abs), "%s/%s", cwd, path);
+    }
+    if (r < 0 || (size_t)r >= sizeof(abs))
+        return -ENAMETOOLONG;
+    slash = strrchr(abs, '/');
+    if (slash[1] == '\0' || strcmp(slash + 1, ".") == 0 || strcmp(slash + 1, "..") == 0)
+        return -EISDIR;
+    *slash = '\0';
+
+    /* The directory by the rule of -v sources: a sandbox with a writable bind could have made
+     * a directory on the way a symlink to one of the caller's. */
+    dirfd = path_open_nofollow(abs[0] ? abs : "/", true, walked, sizeof(walked));
+    if (dirfd == -ELOOP) {
+        (void)snprintf(why, why_size,
+                       "'%s' is a symlink, and nsbox follows only root's symlinks in directories "
+                       "only root can write (a sandbox may have planted it): name the real path",
+                       walked);
+        return dirfd;
+    }
+    if (dirfd < 0)
+        return dirfd;
+
+    /* O_NOFOLLOW: a symlink as the log itself is refused (ELOOP), not followed to a file of
+     * the caller's that the next record would be appended to. O_NONBLOCK: a FIFO must not
+     * block the run; it is refused below. */
+    fd = openat(dirfd, slash + 1,
+                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
+                0600);
+    if (fd < 0 && errno == ELOOP) {
+        (void)snprintf(why, why_size,
+                       "it is a symlink (a sandbox may have planted it): name the file itself");
+        return -ELOOP;
+    }
+    /* ENXIO: a FIFO without a reader (open(2), O_NONBLOCK), or a socket. */
+    if ((fd < 0 && errno == ENXIO) || (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode))) {
+        (void)snprintf(why, why_size, "it is not a regular file");
+        return -EINVAL;
+    }
     if (fd < 0)
         return negative_errno();
-    ret->fd = fd;
+    if (fstat(fd, &st) < 0)
+        return negative_errno();
+    if (st.st_uid != geteuid()) {
+        (void)snprintf(why, why_size, "it belongs to uid %u, not to the caller (uid %u)",
+                       (unsigned)st.st_uid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    /* A second name for the log (a hard link) is a second place to change it from. */
+    if (st.st_nlink != 1) {
+        (void)snprintf(why, why_size, "it has %ju names (hard links); an audit log has one",
+                       (uintmax_t)st.st_nlink);
+        return -EPERM;
+    }
+    r = check_not_in_writable_bind(dirfd, &st, c, why, why_size);
+    if (r < 0)
+        return r;
+
+    ret->fd = TAKE_FD(fd);
     (void)snprintf(ret->run_id, sizeof(ret->run_id), "%s", run_id);
     return 0;
 }
@@ -65,7 +215,7 @@ static int append(struct audit *a, json_t *record)
 
     if (!record)
         return -ENOMEM;
-    line = json_dumps(record, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    line = json_dump_exact(record, JSON_COMPACT | JSON_REAL_PRECISION(6));
     json_decref(record);
     if (!line)
         return -ENOMEM;
@@ -114,13 +264,8 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
 
 int audit_end(struct audit *a, const struct nsbox_result *r)
 {
-    char *result_text = nsbox_result_to_json(r);
-    json_t *result;
+    json_t *result = result_to_json_object(r);
 
-    if (!result_text)
-        return -ENOMEM;
-    result = json_loads(result_text, 0, NULL);
-    free(result_text);
     if (!result)
         return -ENOMEM;
     return append(a, json_pack("{s:s, s:o, s:s, s:o}", "event", "end", "time", now_utc(),

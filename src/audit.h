@@ -16,9 +16,15 @@ struct audit {
     char run_id[33]; /* run_id_new() */
 };
 
-/* Open (create, mode 0600) the log at path for appending, for the run run_id.
- * Returns 0 or the -errno of open(2). */
-int audit_open(const char *path, const char *run_id, struct audit *ret);
+/* Open (create, mode 0600) the log at path for appending, for the run run_id of config c.
+ * Refused, with the reason in why[why_size] (otherwise ""), are: a path through a symlink that
+ * is not root's (the rule of -v sources, path_open_nofollow()), a log that is itself a symlink
+ * (-ELOOP), not a regular file (-EINVAL; a FIFO is opened without blocking and refused), not
+ * owned by the caller or with more than one name (-EPERM), and a log inside one of c's
+ * writable binds, by device and inode (-EPERM): the audited code could edit it.
+ * Returns 0 or -errno (also of open(2)). */
+int audit_open(const char *path, const char *run_id, const struct nsbox_config *c,
+               struct audit *ret, char *why, size_t why_size);
 
 /* Append the start record: nsbox's argv, the caller's uid, the payload's argv, the code (at most
  * code_limit bytes of it, and its SHA-256 over all of it), the limits. Returns 0 or -errno

@@ -176,17 +176,68 @@ static void remove_stale_leaves(int parent_fd)
     closedir(d);
 }
 
-/* Move the calling process into the sibling leaf SUPERVISOR_LEAF of own_fd's cgroup. */
-static int move_self_to_supervisor_leaf(int own_fd)
+/* The controllers c's limits need, space-separated ("memory pids cpu"), or "". */
+static void wanted_controllers(const struct nsbox_config *c, char *want, size_t size)
+{
+    (void)snprintf(want, size, "%s%s%s%s%s", c->memory ? "memory" : "",
+                   c->memory && c->pids_limit ? " " : "", c->pids_limit ? "pids" : "",
+                   (c->memory || c->pids_limit) && c->cpus_milli ? " " : "",
+                   c->cpus_milli ? "cpu" : "");
+}
+
+/*
+ * How many processes cgroup dirfd holds directly (its cgroup.procs), and in *ret_only_self
+ * whether the calling process is the only one. A list too long for the buffer counts as many.
+ */
+static int count_procs(int dirfd, bool *ret_only_self)
+{
+    char buf[4096];
+    ssize_t n = read_file_at(dirfd, "cgroup.procs", buf, sizeof(buf));
+    int count = 0;
+    bool self = false;
+
+    *ret_only_self = false;
+    if (n < 0)
+        return (int)n;
+    for (char *p = buf; *p;) {
+        long pid = strtol(p, &p, 10);
+        if (pid > 0) {
+            count++;
+            self = self || pid == (long)getpid();
+        }
+        p += strspn(p, "\n");
+    }
+    if ((size_t)n >= sizeof(buf) - 1)
+        count = INT32_MAX;
+    *ret_only_self = count == 1 && self;
+    return count;
+}
+
+/*
+ * Move the calling process into SUPERVISOR_LEAF, a child of own_fd's cgroup, so that the
+ * cgroup is empty and may enable controllers for children. *ret_created says whether this call
+ * made the directory (an earlier run in the same cgroup may have left it).
+ */
+static int move_self_to_supervisor_leaf(int own_fd, bool *ret_created)
 {
     _cleanup_close_ int fd = -EBADF;
 
-    if (mkdirat(own_fd, SUPERVISOR_LEAF, 0755) < 0 && errno != EEXIST)
+    *ret_created = mkdirat(own_fd, SUPERVISOR_LEAF, 0755) == 0;
+    if (!*ret_created && errno != EEXIST)
         return negative_errno();
     fd = openat(own_fd, SUPERVISOR_LEAF, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return negative_errno();
     return write_file_at(fd, "cgroup.procs", "0");
+}
+
+/* Undo move_self_to_supervisor_leaf(): back into own_fd's cgroup (possible while it enables no
+ * controllers), and the directory removed if this run made it and it is empty. */
+static void undo_supervisor_leaf(int own_fd, bool created)
+{
+    (void)write_file_at(own_fd, "cgroup.procs", "0");
+    if (created)
+        (void)unlinkat(own_fd, SUPERVISOR_LEAF, AT_REMOVEDIR);
 }
 
 static const char *delegation_hint(void)
@@ -201,95 +252,104 @@ static bool writable_at(int dirfd, const char *name)
     return faccessat(dirfd, name, W_OK, AT_EACCESS) == 0;
 }
 
+/* Where a leaf may go, and what nsbox may do there to make one. */
+enum parent_kind {
+    PARENT_GIVEN,    /* --cgroup-parent: used as it is; nsbox does not move */
+    PARENT_OWN,      /* nsbox's own cgroup: nsbox moves itself into SUPERVISOR_LEAF, if alone */
+    PARENT_ANCESTOR, /* an ancestor of nsbox's cgroup within the delegation: nsbox stays put */
+};
+
 /*
- * cgroup_leaf_create() below the cgroup parent. When it returns 0 because parent is not
- * delegated to the caller (not writable by it; or its controllers are not enabled for it but
- * the hierarchy has them, so a cgroup the caller owns could), *ret_not_delegated is set and
- * reason holds what was found, without a hint: the caller may still ask systemd for a scope.
+ * cgroup_leaf_create() below the cgroup parent (a path below the mount). Returns 1 with *ret
+ * filled, 0 when parent cannot hold the leaf (why in reason, naming parent, without a hint), or
+ * a -errno (with reason) when a step that should have worked failed. With dry, nothing is
+ * changed: 1 then means a run would make its leaf here, and reason says how.
  */
 static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *parent,
-                          bool parent_is_own, struct cgroup_leaf *ret, char *reason, size_t size,
-                          bool *ret_not_delegated)
+                          enum parent_kind kind, bool dry, struct cgroup_leaf *ret, char *reason,
+                          size_t size)
 {
-    char path[1200], controllers[256], want[64] = "", missing[64];
+    char path[1200], controllers[256], want[64], missing[64], enable[96] = "";
     _cleanup_close_ int parent_fd = -EBADF, leaf_fd = -EBADF;
     struct cgroup_leaf leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF};
+    bool is_root, moved = false, created = false, only_self = false;
     static unsigned counter;
     int r;
 
-    *ret_not_delegated = false;
     (void)snprintf(path, sizeof(path), "%s", parent[0] == '/' ? parent + 1 : parent);
-    if (path[0] == '\0')
+    is_root = path[0] == '\0';
+    if (is_root)
         (void)snprintf(path, sizeof(path), ".");
     parent_fd = openat(mnt_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (parent_fd < 0) {
-        if (c->cgroup_parent)
+        if (kind == PARENT_GIVEN)
             return reasonf(reason, size, -errno, "--cgroup-parent %s: %s", c->cgroup_parent,
                            strerror(errno));
         return reasonf(reason, size, 0, "cannot open cgroup %s: %s", parent, strerror(errno));
     }
 
-    if (c->memory)
-        strcat(want, "memory");
-    if (c->pids_limit)
-        strcat(strcat(want, want[0] ? " " : ""), "pids");
-    if (c->cpus_milli)
-        strcat(strcat(want, want[0] ? " " : ""), "cpu");
-
+    wanted_controllers(c, want, sizeof(want));
     if (read_file_at(parent_fd, "cgroup.controllers", controllers, sizeof(controllers)) < 0)
         return reasonf(reason, size, 0, "cgroup %s is not a cgroup v2 directory", parent);
-    if (!has_words(controllers, want, missing, sizeof(missing))) {
-        char root[256], root_missing[64];
-        /* Missing here but offered by the root cgroup, in a cgroup the caller cannot write:
-         * that is a delegation problem, which a delegated scope can solve. On a hybrid host
-         * the root offers nothing and no scope would help. */
-        if (!writable_at(parent_fd, "cgroup.subtree_control") &&
-            read_file_at(mnt_fd, "cgroup.controllers", root, sizeof(root)) >= 0 &&
-            has_words(root, want, root_missing, sizeof(root_missing))) {
-            *ret_not_delegated = true;
-            return reasonf(reason, size, 0,
-                           "cgroup v2 controllers '%s' are not enabled in %s, which is not "
-                           "delegated to uid %u",
-                           missing, parent, (unsigned)geteuid());
-        }
+    if (!has_words(controllers, want, missing, sizeof(missing)))
         return reasonf(reason, size, 0,
-                       "cgroup v2 controllers '%s' are not available in %s (a hybrid host "
-                       "binds them to cgroup v1, or they are not delegated)",
-                       missing, parent);
-    }
+                       "cgroup %s does not have the controllers '%s' (its parent does not "
+                       "enable them for it)",
+                       parent, missing);
 
     /* Controllers must be enabled in the parent for its children. A cgroup that holds
-     * processes (other than the root) cannot do that (EBUSY, "no internal processes"): when the
-     * parent is nsbox's own cgroup, nsbox first moves itself into a sibling leaf. */
+     * processes (other than the root) cannot do that (EBUSY, cgroup-v2.rst "No Internal Process
+     * Constraint"): in nsbox's own cgroup, nsbox first moves itself into the child leaf
+     * SUPERVISOR_LEAF, but only where it is alone: the processes of others (the shell of a
+     * terminal's scope, the program that started nsbox) are never moved, and a cgroup they are
+     * in is left as it is, without a directory of nsbox's in it. */
     if (read_file_at(parent_fd, "cgroup.subtree_control", controllers, sizeof(controllers)) >= 0 &&
         !has_words(controllers, want, missing, sizeof(missing))) {
-        char enable[96] = "";
-        for (const char *w = want; *w;) {
+        for (const char *w = missing; *w;) {
             size_t n = strcspn(w, " ");
             size_t len = strlen(enable);
-            (void)snprintf(enable + len, sizeof(enable) - len, "%s+%.*s", len ? " " : "",
-                           (int)n, w);
+            (void)snprintf(enable + len, sizeof(enable) - len, "%s+%.*s", len ? " " : "", (int)n,
+                           w);
             w += n + (w[n] == ' ');
         }
-        r = write_file_at(parent_fd, "cgroup.subtree_control", enable);
-        if (r == -EBUSY && parent_is_own) {
-            r = move_self_to_supervisor_leaf(parent_fd);
+        r = writable_at(parent_fd, "cgroup.subtree_control") ? 0 : -EACCES;
+        if (r == 0 && !is_root && count_procs(parent_fd, &only_self) > 0)
+            r = kind == PARENT_OWN && only_self ? 1 : -EBUSY;
+        if (dry) {
+            if (r >= 0)
+                return reasonf(reason, size, 1, "a leaf below %s, after %s'%s' there", parent,
+                               r == 1 ? "moving nsbox into " SUPERVISOR_LEAF " and enabling "
+                                      : "enabling ",
+                               missing);
+        } else if (r >= 0) {
+            if (r == 1) {
+                r = move_self_to_supervisor_leaf(parent_fd, &created);
+                moved = r >= 0;
+            }
             if (r >= 0)
                 r = write_file_at(parent_fd, "cgroup.subtree_control", enable);
+            /* Another process came in meanwhile (or the move failed): nsbox goes back to
+             * where it was, and a directory it made goes. */
+            if (r < 0 && (moved || created))
+                undo_supervisor_leaf(parent_fd, created);
         }
-        if (r == -EACCES || r == -EPERM || r == -EROFS) {
-            *ret_not_delegated = true;
+        if (r == -EACCES || r == -EPERM || r == -EROFS)
             return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u", parent,
                            (unsigned)geteuid());
-        }
         if (r == -EBUSY)
             return reasonf(reason, size, 0,
-                           "cgroup %s holds other processes, so its controllers cannot be "
-                           "enabled for a leaf: %s",
-                           parent, delegation_hint());
+                           "cgroup %s holds %sprocesses, so it cannot enable controllers for "
+                           "a leaf",
+                           parent, kind == PARENT_OWN ? "other " : "");
         if (r < 0)
             return reasonf(reason, size, 0, "enabling '%s' in %s failed: %s", enable, parent,
                            strerror(-r));
+    }
+    if (dry) {
+        if (!writable_at(parent_fd, "."))
+            return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u", parent,
+                           (unsigned)geteuid());
+        return reasonf(reason, size, 1, "a leaf below %s", parent);
     }
 
     remove_stale_leaves(parent_fd);
@@ -297,13 +357,11 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
     (void)snprintf(leaf.name, sizeof(leaf.name), LEAF_PREFIX "%d-%llu-%u", (int)getpid(),
                    process_start_time(getpid()), counter++);
     if (mkdirat(parent_fd, leaf.name, 0755) < 0) {
-        if (errno == EACCES || errno == EPERM || errno == EROFS) {
-            *ret_not_delegated = true;
+        if (errno == EACCES || errno == EPERM || errno == EROFS)
             return reasonf(reason, size, 0, "cgroup %s is not delegated to uid %u", parent,
                            (unsigned)geteuid());
-        }
-        return reasonf(reason, size, -errno, "creating cgroup %s/%s failed: %s", parent,
-                       leaf.name, strerror(errno));
+        return reasonf(reason, size, -errno, "creating cgroup %s/%s failed: %s", parent, leaf.name,
+                       strerror(errno));
     }
     leaf_fd = openat(parent_fd, leaf.name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (leaf_fd < 0) {
@@ -350,8 +408,8 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
         }
     }
 
-    (void)snprintf(leaf.path, sizeof(leaf.path), "%.900s%s%s", strcmp(parent, "/") ? parent : "",
-                   "/", leaf.name);
+    (void)snprintf(leaf.path, sizeof(leaf.path), "%.900s%s%s", is_root ? "" : parent, "/",
+                   leaf.name);
     leaf.dir_fd = TAKE_FD(leaf_fd);
     leaf.parent_fd = TAKE_FD(parent_fd);
     *ret = leaf;
@@ -366,46 +424,110 @@ static bool in_unit(const char *own, const char *unit)
 }
 
 /*
- * Nothing is delegated where nsbox is: ask the user's systemd manager for a delegated scope
- * (scope.h), then make the leaf in it as in any delegated cgroup. first is why the own cgroup
- * did not do. Every failure ends as 0 (the rlimit fallback) with a reason that says what was
- * tried; a leaf that fails in the scope keeps leaf_create_in()'s verdict.
+ * Ask the user's systemd manager for a delegated scope (scope.h), then make the leaf in it as
+ * in any delegated cgroup. Returns as leaf_create_in(); on 0, reason says what was tried. With
+ * dry, only whether the manager answers on the user bus is asked (no scope is started): 1 then
+ * means a run would ask it.
  */
-static int leaf_create_in_user_scope(const struct nsbox_config *c, int mnt_fd, const char *first,
+static int leaf_create_in_user_scope(const struct nsbox_config *c, int mnt_fd, bool dry,
                                      struct cgroup_leaf *ret, char *reason, size_t size)
 {
     char mnt[512], own[512], unit[64] = "", why[256] = "", in_scope[400] = "";
-    bool not_delegated = false;
     int r;
 
+    if (dry) {
+        r = scope_manager_reachable(why, sizeof(why));
+        if (r < 0)
+            return reasonf(reason, size, 0,
+                           "the systemd user manager is not reachable over D-Bus for a "
+                           "delegated scope (%s)",
+                           why);
+        return reasonf(reason, size, 1,
+                       "a leaf in a delegated scope asked of the systemd user manager over "
+                       "D-Bus (it answers on the user bus; the scope itself was not started)");
+    }
     r = scope_start_delegated(unit, sizeof(unit), why, sizeof(why));
     if (r < 0)
         return reasonf(reason, size, 0,
-                       "%s, and asking the systemd user manager over D-Bus for a delegated "
-                       "scope failed (%s): %s",
-                       first, why, delegation_hint());
+                       "asking the systemd user manager over D-Bus for a delegated scope "
+                       "failed (%s)",
+                       why);
     if (find_cgroup2(mnt, sizeof(mnt), own, sizeof(own)) < 0 || !in_unit(own, unit))
         return reasonf(reason, size, 0,
-                       "%s, and the systemd user manager started the delegated scope %s but did "
-                       "not move nsbox into it (nsbox is in %s): %s",
-                       first, unit, own, delegation_hint());
-    r = leaf_create_in(c, mnt_fd, own, true, ret, in_scope, sizeof(in_scope), &not_delegated);
+                       "the systemd user manager started the delegated scope %s but did not "
+                       "move nsbox into it (nsbox is in %s)",
+                       unit, own);
+    r = leaf_create_in(c, mnt_fd, own, PARENT_OWN, false, ret, in_scope, sizeof(in_scope));
     if (r == 0)
         return reasonf(reason, size, 0,
-                       "%s; the systemd user manager's delegated scope %s did not do either: %s",
-                       first, unit, in_scope);
+                       "the systemd user manager's delegated scope %s did not do either: %s", unit,
+                       in_scope);
     if (r < 0)
         return reasonf(reason, size, r, "%s", in_scope);
     return r;
 }
 
-int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, char *reason,
-                       size_t size)
+/*
+ * The nearest ancestor of own that can hold a leaf, within the subtree delegated to the caller:
+ * walking up from own's parent while the cgroup's directory is owned by the caller's uid and
+ * its cgroup.procs and cgroup.subtree_control are writable by it (what delegating a cgroup
+ * hands over: cgroup-v2.rst, "Model of Delegation"). The first cgroup that fails that is above
+ * the delegation point, and neither it nor anything above is used; nor is the root cgroup.
+ * Never for root, which owns every cgroup, delegated or not. Returns as leaf_create_in().
+ */
+static int leaf_create_in_ancestor(const struct nsbox_config *c, int mnt_fd, const char *own,
+                                   bool dry, struct cgroup_leaf *ret, char *reason, size_t size)
 {
-    char mnt[512], own[512], first[400];
+    char path[512], top[512] = "", why[400] = "";
+    uid_t uid = geteuid();
+    unsigned tried = 0;
+    int r;
+
+    if (uid == 0)
+        return reasonf(reason, size, 0,
+                       "the cgroups above %s were not tried (root owns every cgroup, so "
+                       "ownership does not show a delegation)",
+                       own);
+    (void)snprintf(path, sizeof(path), "%s", own);
+    for (;;) {
+        _cleanup_close_ int fd = -EBADF;
+        char *slash = strrchr(path, '/');
+        struct stat st;
+
+        if (!slash || slash == path)
+            break; /* the next one up is the root cgroup */
+        *slash = '\0';
+        fd = openat(mnt_fd, path + 1, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != uid || !writable_at(fd, "cgroup.procs") ||
+            !writable_at(fd, "cgroup.subtree_control"))
+            break;
+        tried++;
+        (void)snprintf(top, sizeof(top), "%s", path);
+        r = leaf_create_in(c, mnt_fd, path, PARENT_ANCESTOR, dry, ret, why, sizeof(why));
+        if (r != 0)
+            return reasonf(reason, size, r, "%s", why);
+    }
+    if (!tried)
+        return reasonf(reason, size, 0, "no cgroup above %s is delegated to uid %u", own,
+                       (unsigned)uid);
+    /* why is the delegation point's: the last one that could have done. */
+    return reasonf(reason, size, 0,
+                   "no cgroup above %s up to the delegation point %s can hold a leaf (%s)", own,
+                   top, why);
+}
+
+/*
+ * The placement, in order: --cgroup-parent alone if given; else nsbox's own cgroup; else a
+ * delegated scope of the systemd user manager; else the nearest ancestor within the
+ * delegation; else 0 with a reason naming each attempt. With dry, nothing is changed and
+ * reason says where a run would get its leaf and why the places before did not do.
+ */
+static int place(const struct nsbox_config *c, bool dry, struct cgroup_leaf *ret, char *reason,
+                 size_t size)
+{
+    char mnt[512], own[512], want[64], have[256], missing[64] = "";
+    char at_own[600] = "", at_scope[400] = "", above[700] = "";
     _cleanup_close_ int mnt_fd = -EBADF;
-    const char *parent;
-    bool parent_is_own, not_delegated = false;
     int r;
 
     if (c->cgroup == NSBOX_CGROUP_OFF)
@@ -416,21 +538,63 @@ int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, ch
         return reasonf(reason, size, -EINVAL,
                        "--cgroup-parent '%s': expected a path below the cgroup2 mount without '..'",
                        c->cgroup_parent);
-    parent = c->cgroup_parent ? c->cgroup_parent : own;
-    parent_is_own = !c->cgroup_parent || strcmp(c->cgroup_parent, own) == 0;
-
     mnt_fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (mnt_fd < 0)
         return reasonf(reason, size, 0, "cannot open the cgroup2 mount %s: %s", mnt,
                        strerror(errno));
 
-    r = leaf_create_in(c, mnt_fd, parent, parent_is_own, ret, first, sizeof(first), &not_delegated);
-    if (r != 0 || !not_delegated)
-        return reasonf(reason, size, r, "%s", first);
-    /* A --cgroup-parent is the caller's explicit choice: no scope elsewhere instead. */
-    if (c->cgroup_parent)
-        return reasonf(reason, size, 0, "%s: %s", first, delegation_hint());
-    return leaf_create_in_user_scope(c, mnt_fd, first, ret, reason, size);
+    /* What the hierarchy's root does not offer, no cgroup below it has: no place would do. */
+    wanted_controllers(c, want, sizeof(want));
+    if (read_file_at(mnt_fd, "cgroup.controllers", have, sizeof(have)) < 0)
+        have[0] = '\0';
+    if (!has_words(have, want, missing, sizeof(missing)))
+        return reasonf(reason, size, 0,
+                       "cgroup v2 controllers '%s' are not available in this hierarchy (a hybrid "
+                       "host binds them to cgroup v1; a container may not have been given them)",
+                       missing);
+
+    /* A --cgroup-parent is the caller's explicit choice: no other place instead. */
+    if (c->cgroup_parent) {
+        r = leaf_create_in(c, mnt_fd, c->cgroup_parent, PARENT_GIVEN, dry, ret, at_own,
+                           sizeof(at_own));
+        if (r != 0)
+            return reasonf(reason, size, r, "%s", at_own);
+        return reasonf(reason, size, 0, "%s: %s", at_own, delegation_hint());
+    }
+
+    r = leaf_create_in(c, mnt_fd, own, PARENT_OWN, dry, ret, at_own, sizeof(at_own));
+    if (r != 0)
+        return reasonf(reason, size, r, "%s", at_own);
+
+    r = leaf_create_in_user_scope(c, mnt_fd, dry, ret, at_scope, sizeof(at_scope));
+    if (r > 0 && dry)
+        return reasonf(reason, size, 1, "%s, as %s", at_scope, at_own);
+    if (r != 0)
+        return reasonf(reason, size, r, "%s", at_scope);
+
+    /* A scope that was started but did not do has moved nsbox: walk up from where it is. */
+    if (!dry && find_cgroup2(mnt, sizeof(mnt), own, sizeof(own)) < 0)
+        return reasonf(reason, size, 0, "%s; %s; /proc/self/cgroup is no longer readable", at_own,
+                       at_scope);
+    r = leaf_create_in_ancestor(c, mnt_fd, own, dry, ret, above, sizeof(above));
+    if (r > 0 && dry)
+        return reasonf(reason, size, 1, "%s, as %s and %s", above, at_own, at_scope);
+    if (r != 0)
+        return reasonf(reason, size, r, "%s", above);
+    return reasonf(reason, size, 0, "%s; %s; %s: %s", at_own, at_scope, above, delegation_hint());
+}
+
+int cgroup_leaf_create(const struct nsbox_config *c, struct cgroup_leaf *ret, char *reason,
+                       size_t size)
+{
+    return place(c, false, ret, reason, size);
+}
+
+int cgroup_placement(const struct nsbox_config *c, char *what, size_t size)
+{
+    struct cgroup_leaf unused = {.dir_fd = -EBADF, .parent_fd = -EBADF};
+
+    return place(c, true, &unused, what, size);
 }
 
 int cgroup_leaf_attach(const struct cgroup_leaf *leaf, pid_t pid)

@@ -107,23 +107,22 @@ static void check_userns(struct doctor *d)
                        "kernel.apparmor_restrict_unprivileged_userns=0");
 }
 
+/* Where a run would get its cgroup leaf, and why, from cgroup_placement(): nothing is made,
+ * moved or started (the real run at the end does that). */
 static void check_cgroup(struct doctor *d, const struct nsbox_config *c)
 {
-    struct cgroup_leaf leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF};
-    char reason[512] = "";
-    int r = cgroup_leaf_create(c, &leaf, reason, sizeof(reason));
+    char what[1024] = "";
+    int r = cgroup_placement(c, what, sizeof(what));
 
-    if (r > 0) {
-        line(d, "ok", "cgroup v2: a leaf with memory, pids and cpu limits can be made (%s)",
-             leaf.path);
-        (void)cgroup_leaf_destroy(&leaf);
-    } else if (r == 0) {
-        line(d, "warn", "cgroup v2: not usable, limits fall back to rlimits: %s", reason);
+    if (r > 0)
+        line(d, "ok", "cgroup v2: a run here gets %s", what);
+    else if (r == 0) {
+        line(d, "warn", "cgroup v2: not usable, limits fall back to rlimits: %s", what);
         line(d, "fix", "  for cgroup limits, run nsbox where cgroup v2 is delegated to you, or "
                        "where your systemd user manager answers on the user bus (see README, "
                        "\"Limits\"); --cgroup off silences the warning");
     } else
-        line(d, "FAIL", "cgroup v2: %s", reason);
+        line(d, "FAIL", "cgroup v2: %s", what);
 }
 
 static void check_seccomp(struct doctor *d)

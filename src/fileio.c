@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <limits.h>
 #include <time.h>
 #include <stdio.h>
 #include <fcntl.h>
@@ -125,4 +126,122 @@ uint64_t now_usec(void)
     struct timespec ts;
     (void)clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000ULL;
+}
+
+/* The kernel's own limit on the links in one path lookup (MAXSYMLINKS, include/linux/namei.h). */
+#define PATH_MAX_SYMLINKS 40
+
+/* Whether the symlink link (O_PATH|O_NOFOLLOW) in the directory dirfd is root's: only root can
+ * have made it, and only root can have put it there. */
+static int link_is_roots(int dirfd, int link)
+{
+    struct stat st, dir;
+
+    if (fstat(link, &st) < 0 || fstat(dirfd, &dir) < 0)
+        return negative_errno();
+    return st.st_uid == 0 && dir.st_uid == 0 && (dir.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+int path_open_nofollow(const char *path, bool follow_root_links, char *walked, size_t size)
+{
+    char rest[2 * PATH_MAX], target[PATH_MAX];
+    _cleanup_close_ int fd = -EBADF;
+    unsigned links = 0;
+    size_t len = 0; /* of walked */
+    char *p = rest;
+
+    if (size < 2)
+        return -ENAMETOOLONG;
+    walked[0] = '\0';
+    if (path[0] != '/')
+        return -EINVAL;
+    if (strlen(path) >= sizeof(rest))
+        return -ENAMETOOLONG;
+    memcpy(rest, path, strlen(path) + 1);
+    fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return negative_errno();
+
+    for (;;) {
+        _cleanup_close_ int next = -EBADF;
+        char name[NAME_MAX + 1];
+        struct stat st;
+        size_t n;
+        ssize_t k;
+        int r;
+
+        while (*p == '/')
+            p++;
+        if (*p == '\0')
+            break;
+        n = strcspn(p, "/");
+        if (n > NAME_MAX)
+            return -ENAMETOOLONG;
+        memcpy(name, p, n);
+        name[n] = '\0';
+        p += n;
+        if (strcmp(name, ".") == 0)
+            continue;
+
+        /* One name, O_NOFOLLOW: a symlink is opened as itself (open(2), O_PATH). */
+        next = openat(fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0)
+            return negative_errno();
+        if (fstat(next, &st) < 0)
+            return negative_errno();
+
+        if (!S_ISLNK(st.st_mode)) {
+            if (strcmp(name, "..") == 0) {
+                char *slash = strrchr(walked, '/');
+                len = slash ? (size_t)(slash - walked) : 0;
+                walked[len] = '\0';
+            } else {
+                if (len + 1 + n >= size)
+                    return -ENAMETOOLONG;
+                walked[len++] = '/';
+                memcpy(walked + len, name, n + 1);
+                len += n;
+            }
+            (void)close(fd);
+            fd = TAKE_FD(next);
+            continue;
+        }
+
+        r = follow_root_links ? link_is_roots(fd, next) : 0;
+        if (r <= 0 || ++links > PATH_MAX_SYMLINKS) {
+            (void)snprintf(walked + len, size - len, "/%s", name);
+            return r < 0 ? r : -ELOOP;
+        }
+        /* readlinkat(2) with an empty path reads the link an O_PATH descriptor refers to. */
+        k = readlinkat(next, "", target, sizeof(target) - 1);
+        if (k < 0)
+            return negative_errno();
+        target[k] = '\0';
+        /* The link's target, then what was left of the path, walked by the same rule. */
+        if ((size_t)k + 1 + strlen(p) >= sizeof(rest))
+            return -ENAMETOOLONG;
+        memmove(rest + k + 1, p, strlen(p) + 1);
+        memcpy(rest, target, (size_t)k);
+        rest[k] = '/';
+        p = rest;
+        if (target[0] == '/') {
+            (void)close(fd);
+            fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            if (fd < 0)
+                return negative_errno();
+            len = 0;
+            walked[0] = '\0';
+        }
+    }
+    /* "file/" names a directory, as in any path lookup (path_resolution(7)). */
+    if (path[strlen(path) - 1] == '/') {
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+            return negative_errno();
+        if (!S_ISDIR(st.st_mode))
+            return -ENOTDIR;
+    }
+    if (len == 0)
+        (void)snprintf(walked, size, "/");
+    return TAKE_FD(fd);
 }

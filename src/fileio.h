@@ -2,6 +2,7 @@
 /* Small file and process helpers shared by the modules that talk to the OS. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -28,3 +29,22 @@ unsigned long long process_start_time(pid_t pid);
 
 /* The monotonic clock (CLOCK_MONOTONIC), in microseconds. Cannot fail. */
 uint64_t now_usec(void);
+
+/*
+ * Open the absolute path as an O_PATH descriptor one component at a time, with O_NOFOLLOW: the
+ * kernel never follows a symlink on the way. A symlink met on the way (the last component
+ * included) is followed by this function only when follow_root_links is true and root made it
+ * where only root can write: the link is owned by uid 0 and so is the directory holding it,
+ * which its group and others cannot write (/home -> /var/home, merged /usr's /lib -> usr/lib).
+ * No sandbox can make such a link (none runs as host root), so a link planted by an earlier run
+ * in a writable bind is always refused; so is the caller's own. At most 40 links are followed.
+ *
+ * The uid test needs the host's view of owners: call it with follow_root_links only outside
+ * the sandbox's user namespace, where uid 0 is root (inside, unmapped owners read as 65534).
+ *
+ * walked[size] receives the path walked, without symlinks, "." or "..", on success; with -ELOOP
+ * for a refused symlink, the path of that symlink. Returns the descriptor (O_CLOEXEC), -EINVAL
+ * for a relative path, -ENOTDIR for a path ending in '/' that is not a directory,
+ * -ENAMETOOLONG, -ELOOP, or the -errno of openat(2)/readlinkat(2).
+ */
+int path_open_nofollow(const char *path, bool follow_root_links, char *walked, size_t size);

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -41,8 +42,11 @@ static void log_v(const char *prefix, int r, const char *fmt, va_list ap)
         (void)snprintf(last_error, sizeof(last_error), "%s", buf);
     if (quiet)
         return;
-    /* One record, one write, so concurrent writers do not interleave inside a line. */
-    (void)fprintf(stderr, "nsbox: %s%s\n", prefix, buf);
+    /* One record, one write, so concurrent writers do not interleave inside a line. On a
+     * terminal "nsbox:" is bold: the payload's output cannot be (its ESC is shown escaped,
+     * termsafe.h), so its lines cannot pass for nsbox's. */
+    (void)fprintf(stderr, "%snsbox:%s %s%s\n", isatty(STDERR_FILENO) ? "\033[1m" : "",
+                  isatty(STDERR_FILENO) ? "\033[0m" : "", prefix, buf);
 }
 
 void log_error(const char *fmt, ...)

@@ -18,6 +18,7 @@
 #include "nsbox.h"
 #include "audit.h"
 #include "registry.h"
+#include "result.h"
 #include "doctor.h"
 #include "fileio.h"
 #include "filter.h"
@@ -44,8 +45,8 @@ static void usage_run(FILE *f)
           "  --rootfs DIR           root filesystem (default: $NSBOX_ROOTFS, else the built one)\n"
           "  -v, --volume SRC:DST[:ro|rw]\n"
           "                         bind SRC at DST, read-only unless :rw\n"
-          "  --tmpfs DST[:size=SIZE,mode=OCTAL]\n"
-          "                         a tmpfs at DST (default /tmp:size=16m)\n"
+          "  --tmpfs DST[:size=SIZE,mode=OCTAL,exec]\n"
+          "                         a tmpfs at DST (default /tmp:size=16m), noexec unless exec\n"
           "  --shm-size SIZE        size of /dev/shm (default 16m)\n"
           "  -e, --env KEY=VALUE    add to the environment (KEY alone: take it from nsbox's)\n"
           "  -u, --user UID[:GID]   ids inside the sandbox (default 65534:65534)\n"
@@ -68,9 +69,15 @@ static void usage_run(FILE *f)
           "  --result-fd N          write the JSON result to descriptor N (above 2); the output\n"
           "                         streams as without --json, and nsbox's own messages go\n"
           "                         only into the result\n"
+          "  --raw-output           copy the output to a terminal byte for byte (default: its\n"
+          "                         control characters are shown escaped, as \\x1b)\n"
           "  --log FILE             append an audit record before and after the run (JSON lines;\n"
           "                         default $NSBOX_LOG); a run that cannot be logged does not start\n"
           "  --log-code-limit BYTES code kept in the audit log (default 64k; the SHA-256 covers all)\n"
+          "  --name NAME            name the run: unique among your running sandboxes, for\n"
+          "                         'nsbox ps' and 'nsbox kill NAME' ([a-zA-Z0-9][a-zA-Z0-9_.-]*)\n"
+          "  --label KEY[=VALUE]    label the run (repeatable), to select it in 'nsbox ps' and\n"
+          "                         'nsbox kill'\n"
           "  -h, --help             show this help\n"
           "\n"
           "Opt-outs: each removes one protection, with a warning; 'nsbox selftest --ablate' shows\n"
@@ -111,9 +118,9 @@ static void usage(FILE *f)
           "\n"
           "Commands:\n"
           "  run        run a program or Python code in a sandbox (nsbox run --help)\n"
-          "  ps [--json]\n"
+          "  ps [--json] [--filter name=REGEX|id=PREFIX|label=KEY[=VALUE]]...\n"
           "             list this user's running sandboxes\n"
-          "  kill RUN-ID|--all\n"
+          "  kill RUN-ID|NAME | --all | --label KEY[=VALUE]...\n"
           "             kill this user's sandboxes (their result says \"killed\")\n"
           "  doctor [--rootfs DIR]\n"
           "             check that nsbox can work on this host, and explain what is missing\n"
@@ -131,13 +138,29 @@ static void usage(FILE *f)
           f);
 }
 
+/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`); see block_run_signals(). */
+static void run_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+}
+
 static int load_code(const char *path, char **ret, size_t *ret_size)
 {
     int r;
 
-    if (strcmp(path, "-") == 0)
+    if (strcmp(path, "-") == 0) {
+        /* While nsbox waits for the code (typed at a terminal, perhaps), Ctrl-C ends it as it
+         * would any program: nothing of the run exists yet, no record, no sandbox. */
+        sigset_t set, saved;
+        run_signals(&set);
+        (void)sigprocmask(SIG_UNBLOCK, &set, &saved);
         r = read_fd_all(STDIN_FILENO, CODE_MAX, ret, ret_size);
-    else
+        (void)sigprocmask(SIG_SETMASK, &saved, NULL);
+    } else
         r = read_regular_file(path, CODE_MAX, ret, ret_size);
     if (r == -ENOMEM)
         log_oom();
@@ -178,12 +201,16 @@ enum {
     ARG_ENV_INHERIT,
     ARG_KEEP_FDS,
     ARG_RESULT_FD,
+    ARG_NAME,
+    ARG_LABEL,
+    ARG_RAW_OUTPUT,
 };
 
 struct run_args {
     struct nsbox_config config;
     bool json;
     int result_fd;           /* --result-fd: where the JSON result goes, else -1 */
+    bool raw_output; /* --raw-output */
     const char *log_path;    /* --log, else $NSBOX_LOG, else NULL */
     uint64_t log_code_limit; /* bytes of code kept in the audit log */
     const char *code_path;
@@ -192,6 +219,8 @@ struct run_args {
     struct nsbox_tmpfs *tmpfs;
     char **env;
     size_t n_env;
+    char **labels; /* NULL-terminated */
+    size_t n_labels;
 };
 
 static void run_args_free(struct run_args *a)
@@ -207,6 +236,7 @@ static void run_args_free(struct run_args *a)
     free(a->binds);
     free(a->tmpfs);
     free(a->env);
+    free(a->labels); /* the strings are argv's */
     free(a->code);
 }
 
@@ -247,6 +277,18 @@ static int parse_share(char *argv[], const char *opt, const char *own, const cha
         return log_error_errno(-EINVAL, "an opt-out must be spelled in full: %s host", opt);
     *host = true;
     return 0;
+}
+
+/* value for a one-line message: control characters (which a terminal would act on, or which
+ * would break the line) shown as '?', cut at size. */
+static const char *shown(const char *value, char *buf, size_t size)
+{
+    size_t i = 0;
+
+    for (; value[i] && i + 1 < size; i++)
+        buf[i] = (unsigned char)value[i] < 0x20 || value[i] == 0x7f ? '?' : value[i];
+    buf[i] = '\0';
+    return buf;
 }
 
 #define BAD_VALUE(opt, value, what)                                                                \
@@ -315,10 +357,14 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"env-inherit", no_argument, NULL, ARG_ENV_INHERIT},
         {"keep-fds", no_argument, NULL, ARG_KEEP_FDS},
         {"result-fd", required_argument, NULL, ARG_RESULT_FD},
+        {"name", required_argument, NULL, ARG_NAME},
+        {"label", required_argument, NULL, ARG_LABEL},
+        {"raw-output", no_argument, NULL, ARG_RAW_OUTPUT},
         {"help", no_argument, NULL, 'h'},
         {},
     };
     struct nsbox_config *c = &a->config;
+    char show[256];
     int opt, r;
 
     /* '+': stop at PROGRAM, so its own options are left alone. ':' and opterr = 0: nsbox
@@ -343,12 +389,28 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             if (r < 0)
                 return BAD_VALUE("--volume", optarg,
                                  "expected SOURCE:TARGET[:ro|rw] with an absolute TARGET");
-            /* Relative sources are relative to the current directory, as in Docker. */
-            if (!realpath(source, resolved)) {
-                r = log_error_errno(negative_errno(), "bind source '%s': %m", source);
+            /* Relative sources are relative to the current directory, as in Docker. Nothing
+             * is resolved here: the sandbox walks the path once, refusing symlinks it did not
+             * make sure of (plan_mounts()). */
+            if (source[0] != '/') {
+                char cwd[PATH_MAX];
+                if (!getcwd(cwd, sizeof(cwd))) {
+                    r = log_error_errno(negative_errno(), "bind source '%s': %m", source);
+                    free(source);
+                    free(target);
+                    return r;
+                }
+                if (snprintf(resolved, sizeof(resolved), "%s/%s", cwd, source) >=
+                    (int)sizeof(resolved)) {
+                    free(source);
+                    free(target);
+                    return BAD_VALUE("--volume", optarg, "the source path is too long");
+                }
+            } else if (snprintf(resolved, sizeof(resolved), "%s", source) >=
+                       (int)sizeof(resolved)) {
                 free(source);
                 free(target);
-                return r;
+                return BAD_VALUE("--volume", optarg, "the source path is too long");
             }
             free(source);
             a->binds = realloc(a->binds, (c->n_binds + 1) * sizeof(*a->binds));
@@ -364,19 +426,20 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             char *target = NULL;
             uint64_t size;
             unsigned mode;
+            bool exec;
 
-            r = parse_tmpfs(optarg, c->tmp_size, &target, &size, &mode);
+            r = parse_tmpfs(optarg, c->tmp_size, &target, &size, &mode, &exec);
             if (r == -ENOMEM)
                 log_oom();
             if (r < 0)
                 return BAD_VALUE("--tmpfs", optarg,
-                                 "expected TARGET[:size=SIZE,mode=OCTAL]: an absolute TARGET, "
-                                 "a SIZE above 0 such as 16m, an octal MODE");
+                                 "expected TARGET[:size=SIZE,mode=OCTAL,exec]: an absolute "
+                                 "TARGET, a SIZE above 0 such as 16m, an octal MODE");
             a->tmpfs = realloc(a->tmpfs, (c->n_tmpfs + 1) * sizeof(*a->tmpfs));
             if (!a->tmpfs)
                 log_oom();
             t = &a->tmpfs[c->n_tmpfs++];
-            *t = (struct nsbox_tmpfs){.target = target, .size = size, .mode = mode};
+            *t = (struct nsbox_tmpfs){.target = target, .size = size, .mode = mode, .exec = exec};
             break;
         }
         case ARG_SHM_SIZE:
@@ -494,6 +557,28 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_LOG:
             a->log_path = optarg;
             break;
+        case ARG_NAME:
+            if (!run_name_is_valid(optarg))
+                return BAD_VALUE("--name", shown(optarg, show, sizeof(show)),
+                                 "expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most "
+                                 STRINGIFY(NSBOX_NAME_MAX) " bytes");
+            c->name = optarg;
+            break;
+        case ARG_LABEL: {
+            size_t key_len;
+
+            if (!label_is_valid(optarg, &key_len))
+                return BAD_VALUE("--label", shown(optarg, show, sizeof(show)),
+                                 "expected KEY=VALUE or KEY: KEY [a-zA-Z0-9][a-zA-Z0-9_./-]* of "
+                                 "at most " STRINGIFY(LABEL_KEY_MAX) " bytes, VALUE of at most "
+                                 STRINGIFY(LABEL_VALUE_MAX) " bytes without control characters");
+            a->labels = realloc(a->labels, (a->n_labels + 2) * sizeof(*a->labels));
+            if (!a->labels)
+                log_oom();
+            a->labels[a->n_labels++] = optarg;
+            a->labels[a->n_labels] = NULL;
+            break;
+        }
         case ARG_LOG_CODE_LIMIT:
             if (parse_size(optarg, &a->log_code_limit) < 0 || a->log_code_limit > CODE_MAX)
                 return BAD_VALUE("--log-code-limit", optarg, "expected bytes, at most 16m");
@@ -515,6 +600,9 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             if (r < 0)
                 return r;
             a->result_fd = r;
+            break;
+        case ARG_RAW_OUTPUT:
+            a->raw_output = true;
             break;
         case 'h':
             usage_run(stdout);
@@ -552,6 +640,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         return log_error_errno(-EINVAL, "--json and --result-fd exclude each other (--json prints "
                                         "the result instead of the output, --result-fd beside it)");
     c->env = a->env;
+    c->labels = a->labels;
     c->binds = a->binds;
     c->tmpfs = a->tmpfs;
     return 0;
@@ -595,13 +684,16 @@ static void explain_on_stderr(const struct nsbox_result *r)
     (void)nsbox_result_notes(r, print_note, NULL);
 }
 
-static void print_json_error(int fd, const char *message)
+static void print_json_error(int fd, const char *step, const char *message,
+                             const char *name)
 {
     /* A JSON result for nsbox's own failures too, so that callers parse one format. */
     struct nsbox_result r = {.status = NSBOX_STATUS_ERROR, .exit_code = EXIT_NSBOX_FAILURE};
     char *text;
 
-    (void)snprintf(r.error_step, sizeof(r.error_step), "arguments");
+    (void)snprintf(r.error_step, sizeof(r.error_step), "%s", step);
+    if (name)
+        (void)snprintf(r.name, sizeof(r.name), "%s", name);
     (void)snprintf(r.error, sizeof(r.error), "%s", message);
     text = nsbox_result_to_json(&r);
     if (text && fd == STDOUT_FILENO)
@@ -617,16 +709,31 @@ static void print_warning(const char *message, void *userdata)
     log_warning("%s", message);
 }
 
+/* The signals `nsbox run` acts on, blocked from its first instruction to its exit (but while
+ * it waits for --code - on stdin): one that comes before the sandbox exists waits, and
+ * nsbox_run() acts on it through its signalfd (kills or forwards), so every run that wrote an
+ * audit "start" record or a registry record also writes its result and removes the record.
+ * (The sandbox's init starts with no pending signals, fork(2), and sets its own mask.) */
+static void block_run_signals(void)
+{
+    sigset_t set;
+
+    run_signals(&set);
+    (void)sigprocmask(SIG_BLOCK, &set, NULL); /* fails only for an invalid how */
+}
+
 static int run_main(int argc, char *argv[])
 {
     struct run_args a = {.result_fd = -1};
     struct audit audit = {.fd = -1};
-    char run_id[33] = "", registry_path[700] = "";
+    struct registry_run reg = {0};
+    char run_id[33] = "", why[300] = "";
     struct nsbox_result result = {0};
     int json_fd = -1; /* where a JSON result goes: stdout (--json), --result-fd's, or none */
     bool json = false;
     int r, status;
 
+    block_run_signals();
     /* Before parsing, so that an invalid argument gets a JSON result too. */
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--json") == 0)
@@ -647,7 +754,8 @@ static int run_main(int argc, char *argv[])
     r = parse_run_args(argc, argv, &a);
     if (r < 0) {
         if (json_fd >= 0)
-            print_json_error(json_fd, log_last_error()[0] ? log_last_error() : "invalid arguments");
+            print_json_error(json_fd, "arguments",
+                             log_last_error()[0] ? log_last_error() : "invalid arguments", NULL);
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }
@@ -661,44 +769,67 @@ static int run_main(int argc, char *argv[])
     if (!a.json) {
         a.config.stdout_fd = STDOUT_FILENO;
         a.config.stderr_fd = STDERR_FILENO;
+        /* A terminal acts on control sequences (title, clipboard, queries answered into its
+         * input): the payload's are shown escaped there. Pipes and files get the bytes. */
+        a.config.stdout_escape = !a.raw_output && isatty(STDOUT_FILENO);
+        a.config.stderr_escape = !a.raw_output && isatty(STDERR_FILENO);
     }
     /* A closed stdout must not kill nsbox (and with it the sandbox's result). */
     (void)signal(SIGPIPE, SIG_IGN);
 
-    /* The audit record is written before the payload starts; a run that cannot be recorded
-     * does not start. */
     if (run_id_new(run_id) < 0) {
         log_error_errno(negative_errno(), "cannot make a run id: %m");
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }
+    /* For `nsbox ps` and `nsbox kill`. A run they cannot see still runs, with a warning; but
+     * a name is kept unique here, so a run whose name cannot be held does not start. First,
+     * so that a run refused for its name leaves no audit record. */
+    r = registry_add(run_id, argc + 1, argv - 1, &a.config, a.code_path, &reg, why,
+                     sizeof(why));
+    if (r < 0 && a.config.name) {
+        if (why[0])
+            log_error("%s", why);
+        else
+            log_error_errno(r, "cannot hold the name '%s' in the registry of running sandboxes: "
+                               "%m; the run does not start",
+                            a.config.name);
+        if (json_fd >= 0)
+            print_json_error(json_fd, "name", log_last_error(), a.config.name);
+        run_args_free(&a);
+        return EXIT_NSBOX_FAILURE;
+    }
+    if (r < 0)
+        log_warning("'nsbox ps' and 'nsbox kill' will not see this run: %s", strerror(-r));
+
+    /* The audit record is written before the payload starts; a run that cannot be recorded
+     * does not start. */
     if (!a.log_path && getenv("NSBOX_LOG") && getenv("NSBOX_LOG")[0])
         a.log_path = getenv("NSBOX_LOG");
     if (a.log_path) {
-        r = audit_open(a.log_path, run_id, &audit);
+        r = audit_open(a.log_path, run_id, &a.config, &audit, why, sizeof(why));
         if (r >= 0)
             r = audit_start(&audit, argc + 1, argv - 1, &a.config, a.log_code_limit);
         if (r < 0) {
-            log_error_errno(r, "cannot write the audit log '%s': %m; the run does not start",
-                            a.log_path);
+            if (why[0])
+                log_error("refusing the audit log '%s': %s; the run does not start",
+                          a.log_path, why);
+            else
+                log_error_errno(r, "cannot write the audit log '%s': %m; the run does not start",
+                                a.log_path);
             if (json_fd >= 0)
-                print_json_error(json_fd, log_last_error());
+                print_json_error(json_fd, "audit log", log_last_error(), a.config.name);
             audit_close(&audit);
+            registry_remove(&reg);
             run_args_free(&a);
             return EXIT_NSBOX_FAILURE;
         }
     }
 
-    /* For `nsbox ps` and `nsbox kill`. A run they cannot see still runs, with a warning. */
-    r = registry_add(run_id, argc + 1, argv - 1, &a.config, registry_path,
-                     sizeof(registry_path));
-    if (r < 0)
-        log_warning("'nsbox ps' and 'nsbox kill' will not see this run: %s", strerror(-r));
-
     r = nsbox_run(&a.config, &result);
     (void)r; /* every failure is described in result */
     status = nsbox_exit_status(&result);
-    registry_remove(registry_path);
+    registry_remove(&reg);
 
     if (audit.fd >= 0) {
         r = audit_end(&audit, &result);
@@ -712,17 +843,31 @@ static int run_main(int argc, char *argv[])
     if (result.status == NSBOX_STATUS_ERROR)
         log_error("%s", result.error);
     if (json_fd >= 0) {
-        char *text = nsbox_result_to_json(&result);
-        if (!text)
+        /* Streamed through stdio or to the descriptor: no second copy of the (up to tens of
+         * MiB) text. */
+        json_t *root = result_to_json_object(&result);
+        if (!root)
             log_oom();
-        if (a.json)
-            (void)printf("%s\n", text);
-        else if (write_result(json_fd, text) < 0)
+        if (a.json) {
+            if (json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0)
+                status = EXIT_NSBOX_FAILURE;
+            (void)putchar('\n');
+        } else if (json_dumpfd(root, json_fd, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0 ||
+                   write_result(json_fd, "") < 0)
             status = EXIT_NSBOX_FAILURE;
-        free(text);
+        json_decref(root);
     }
-    if (!a.json)
+    if (!a.json) {
         explain_on_stderr(&result);
+        if (result.out.incomplete || result.err.incomplete)
+            log_warning("%s%s%s %s still held open after the sandbox ended (by a process outside "
+                        "it, or a descriptor parked in a unix socket message): nsbox stopped "
+                        "reading, so output written after that is missing",
+                        result.out.incomplete ? "stdout" : "",
+                        result.out.incomplete && result.err.incomplete ? " and " : "",
+                        result.err.incomplete ? "stderr" : "",
+                        result.out.incomplete && result.err.incomplete ? "were" : "was");
+    }
     if (fflush(stdout) != 0 && a.json)
         status = EXIT_NSBOX_FAILURE;
 
@@ -777,6 +922,90 @@ static int policy_main(int argc, char *argv[])
     return EXIT_SUCCESS;
 }
 
+#define PS_USAGE "usage: nsbox ps [--json] [--filter name=REGEX|id=PREFIX|label=KEY[=VALUE]]..."
+#define KILL_USAGE "usage: nsbox kill RUN-ID|NAME | nsbox kill --all | nsbox kill --label KEY[=VALUE]..."
+
+/* nsbox ps [--json] [-f|--filter KEY=VALUE]... */
+static int ps_main(int argc, char *argv[])
+{
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"filter", required_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {},
+    };
+    _cleanup_free_ char **filters = NULL;
+    size_t n = 0;
+    bool json = false;
+    int opt;
+
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "+:f:h", options, NULL)) != -1)
+        switch (opt) {
+        case 'j':
+            json = true;
+            break;
+        case 'f':
+            filters = realloc(filters, (n + 1) * sizeof(*filters));
+            if (!filters)
+                log_oom();
+            filters[n++] = optarg;
+            break;
+        case 'h':
+            (void)printf("%s\n", PS_USAGE);
+            return EXIT_SUCCESS;
+        default:
+            log_error(PS_USAGE);
+            return EXIT_NSBOX_FAILURE;
+        }
+    if (optind < argc) {
+        log_error(PS_USAGE);
+        return EXIT_NSBOX_FAILURE;
+    }
+    return registry_ps(json, filters, n);
+}
+
+/* nsbox kill RUN-ID|NAME | --all | --label KEY[=VALUE]... */
+static int kill_main(int argc, char *argv[])
+{
+    static const struct option options[] = {
+        {"all", no_argument, NULL, 'a'},
+        {"label", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {},
+    };
+    _cleanup_free_ char **labels = NULL;
+    size_t n = 0;
+    bool all = false;
+    int opt;
+
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "+:h", options, NULL)) != -1)
+        switch (opt) {
+        case 'a':
+            all = true;
+            break;
+        case 'l':
+            labels = realloc(labels, (n + 1) * sizeof(*labels));
+            if (!labels)
+                log_oom();
+            labels[n++] = optarg;
+            break;
+        case 'h':
+            (void)printf("%s\n", KILL_USAGE);
+            return EXIT_SUCCESS;
+        default:
+            log_error(KILL_USAGE);
+            return EXIT_NSBOX_FAILURE;
+        }
+    /* Exactly one way to choose: a run, --all, or labels. */
+    if ((optind < argc) + all + (n > 0) != 1 || argc - optind > 1) {
+        log_error(KILL_USAGE);
+        return EXIT_NSBOX_FAILURE;
+    }
+    return registry_kill(optind < argc ? argv[optind] : NULL, labels, n);
+}
+
 int main(int argc, char *argv[])
 {
     /* Descriptors 0-2 must be open, or nsbox's own pipes would land on them. */
@@ -802,20 +1031,10 @@ int main(int argc, char *argv[])
         return policy_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "selftest") == 0)
         return selftest_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "ps") == 0) {
-        if (argc == 2 || (argc == 3 && strcmp(argv[2], "--json") == 0))
-            return registry_ps(argc == 3);
-        log_error("usage: nsbox ps [--json]");
-        return EXIT_NSBOX_FAILURE;
-    }
-    if (strcmp(argv[1], "kill") == 0) {
-        if (argc == 3 && argv[2][0] != '-')
-            return registry_kill(argv[2]);
-        if (argc == 3 && strcmp(argv[2], "--all") == 0)
-            return registry_kill(NULL);
-        log_error("usage: nsbox kill RUN-ID | nsbox kill --all");
-        return EXIT_NSBOX_FAILURE;
-    }
+    if (strcmp(argv[1], "ps") == 0)
+        return ps_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "kill") == 0)
+        return kill_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "doctor") == 0) {
         if (argc == 2)
             return doctor_main(NULL);

@@ -7,12 +7,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "macro.h"
 #include "mount.h"
 #include "syscalls.h"
@@ -52,15 +54,35 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
     for (size_t i = 0; i < sb->n_mounts; i++) {
         struct sandbox_mount *m = &sb->mounts[i];
         uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        _cleanup_close_ int src = -EBADF;
+        char walked[PATH_MAX];
+        struct stat st;
         int r;
 
         if (m->is_tmpfs)
             continue;
+        /* The source was walked by the supervisor, which followed only root's symlinks and
+         * left none in m->source (plan_mounts()). Here it is opened once more, every symlink
+         * refused (a link planted since is an error, never followed), and that descriptor is
+         * what gets bound: no second lookup by name. Not followed in here in any case: this
+         * process is in the sandbox's user namespace, where root's files do not read as
+         * root's. (The supervisor's descriptor cannot be used: open_tree(2) clones only a
+         * mount of the caller's own mount namespace, EINVAL otherwise, fs/namespace.c.) */
+        src = path_open_nofollow(m->source, false, walked, sizeof(walked));
+        if (src == -ELOOP)
+            return step_fail(e, src, "bind source", "-v %s: %s became a symlink", m->source,
+                             walked);
+        if (src < 0)
+            return step_fail(e, src, "bind source", "%s", m->source);
+        if (fstat(src, &st) < 0)
+            return step_fail(e, negative_errno(), "bind source", "%s", m->source);
+        m->is_dir = S_ISDIR(st.st_mode);
         /* AT_RECURSIVE: what is mounted below the source comes along, and is made read-only
          * with it. The attributes are set on the detached clone, so the sandbox never sees a
          * moment where a read-only bind is writable. */
-        m->tree_fd = sys_open_tree(AT_FDCWD, m->source,
-                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        m->tree_fd = sys_open_tree(src, "",
+                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+                                       AT_EMPTY_PATH);
         if (m->tree_fd < 0)
             return step_fail(e, negative_errno(), "clone bind source", "%s", m->source);
         if (!m->writable)
@@ -68,6 +90,56 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
         r = set_mount_attr(m->tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, attrs);
         if (r < 0)
             return step_fail(e, r, "set bind attributes", "%s", m->source);
+    }
+    return 0;
+}
+
+/* What Docker's default maskedPaths hide, and why: host-wide kernel state that a pid
+ * namespace does not narrow. Files get /dev/null bound over them, directories an empty
+ * read-only tmpfs, as container runtimes do; an entry this kernel does not have is skipped.
+ * (nsbox has no /sys, so /sys/firmware needs nothing.) */
+static const char *const proc_masked[] = {
+    "proc/keys",          /* keys of every uid mapped in the sandbox: for root's runs, those
+                           * of host processes running as nobody (not namespaced) */
+    "proc/timer_list",    /* every pending timer of the host, with pids and functions */
+    "proc/timer_stats",   /* who sets timers (Linux < 4.11) */
+    "proc/latency_stats", /* the host's scheduling latencies, by code path */
+    "proc/sched_debug",   /* every task on every CPU of the host */
+    "proc/kcore",         /* the kernel's memory as an ELF core */
+    "proc/acpi",          /* firmware tables and knobs */
+    "proc/asound",        /* the host's sound devices */
+    "proc/scsi",          /* the host's SCSI devices; writing adds and removes them */
+};
+
+/* Cover each proc_masked entry that exists. Paths are relative to the rootfs (the working
+ * directory); the host's /dev/null is still reachable, before pivot_root. Over-mounting parts
+ * of a procfs is allowed once it is mounted (mount_too_revealing() in fs/namespace.c only
+ * checks new procfs mounts). */
+static int mask_proc(struct step_error *e)
+{
+    for (size_t i = 0; i < ELEMENTSOF(proc_masked); i++) {
+        const char *path = proc_masked[i];
+        struct stat st;
+        int r;
+
+        if (lstat(path, &st) < 0) {
+            if (errno == ENOENT)
+                continue;
+            return step_fail(e, negative_errno(), "mask", "%s", path);
+        }
+        if (S_ISDIR(st.st_mode)) {
+            if (mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      "size=4k,nr_inodes=1,mode=0555") < 0)
+                return step_fail(e, negative_errno(), "mask", "%s", path);
+            continue;
+        }
+        if (mount("/dev/null", path, NULL, MS_BIND, NULL) < 0)
+            return step_fail(e, negative_errno(), "mask", "%s", path);
+        /* Not nodev: the bound node is the device that reads as empty. */
+        r = set_mount_attr(AT_FDCWD, path, 0,
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+        if (r < 0)
+            return step_fail(e, r, "mask", "%s", path);
     }
     return 0;
 }
@@ -113,7 +185,7 @@ static int populate_proc(bool pid_host, struct step_error *e)
         if (r < 0)
             return step_fail(e, r, "make read-only", "%s", read_only[i]);
     }
-    return 0;
+    return mask_proc(e);
 }
 
 int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e)
@@ -296,7 +368,9 @@ static int populate_work(const struct sandbox *sb, struct step_error *e)
     _cleanup_close_ int fd = -EBADF;
     int r;
 
-    r = mount_tmpfs("/work", MS_NOSUID | MS_NODEV, c->code_size + WORK_TMPFS_SLACK, 0755);
+    /* noexec: python3 reads main.py; nothing here is a program to run. */
+    r = mount_tmpfs("/work", MS_NOSUID | MS_NODEV | MS_NOEXEC, c->code_size + WORK_TMPFS_SLACK,
+                    0755);
     if (r < 0)
         return step_fail(e, r, "mount /work", NULL);
     if (!c->code)
@@ -339,7 +413,10 @@ int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step
         if (r < 0)
             return r;
         if (m->is_tmpfs) {
-            r = mount_tmpfs(m->target, MS_NOSUID | MS_NODEV, m->size, m->mode);
+            /* noexec unless asked (Docker's --tmpfs default): no program dropped into a
+             * writable place runs, /tmp included. */
+            r = mount_tmpfs(m->target, MS_NOSUID | MS_NODEV | (m->exec ? 0 : MS_NOEXEC), m->size,
+                            m->mode);
             if (r < 0)
                 return step_fail(e, r, "mount tmpfs", "%s", m->target);
         } else {

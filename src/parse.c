@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "nsbox.h"
 #include "parse.h"
 
 int parse_decimal(const char *s, uint64_t unit, uint64_t *ret)
@@ -192,11 +193,12 @@ int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret
 }
 
 int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint64_t *ret_size,
-                unsigned *ret_mode)
+                unsigned *ret_mode, bool *ret_exec)
 {
     const char *colon = strchr(spec ? spec : "", ':');
     uint64_t size = default_size;
     unsigned mode = 01777;
+    bool exec = false;
     char *target;
 
     if (!spec)
@@ -223,6 +225,10 @@ int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint
                         return -EINVAL;
                 }
                 mode = (unsigned)m;
+            } else if (len == 4 && strncmp(opt, "exec", 4) == 0) {
+                exec = true;
+            } else if (len == 6 && strncmp(opt, "noexec", 6) == 0) {
+                exec = false;
             } else
                 return -EINVAL;
             if (opt[len] == '\0')
@@ -240,6 +246,7 @@ int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint
     *ret_target = target;
     *ret_size = size;
     *ret_mode = mode;
+    *ret_exec = exec;
     return 0;
 }
 
@@ -280,5 +287,50 @@ bool env_name_is_valid(const char *s, size_t len)
     for (size_t i = 0; i < len; i++)
         if (s[i] == '=' || s[i] == '\0')
             return false;
+    return true;
+}
+
+static bool is_alnum_ascii(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+bool run_name_is_valid(const char *name)
+{
+    size_t n;
+
+    if (!name || !is_alnum_ascii(name[0]))
+        return false;
+    for (n = 1; name[n]; n++)
+        if (!is_alnum_ascii(name[n]) && !strchr("_.-", name[n]))
+            return false;
+    return n <= NSBOX_NAME_MAX;
+}
+
+bool label_is_valid(const char *label, size_t *ret_key_len)
+{
+    size_t key_len, value_len = 0;
+    const char *value;
+
+    if (!label || !is_alnum_ascii(label[0]))
+        return false;
+    key_len = strcspn(label, "=");
+    if (key_len > LABEL_KEY_MAX)
+        return false;
+    for (size_t i = 1; i < key_len; i++)
+        if (!is_alnum_ascii(label[i]) && !strchr("_./-", label[i]))
+            return false;
+    value = label[key_len] == '=' ? label + key_len + 1 : label + key_len;
+    /* C0 controls, DEL, and C1 controls in UTF-8 (U+0080..U+009F: 0xc2 0x80..0x9f), which
+     * terminals act on (U+009B is a CSI). */
+    for (; value[value_len]; value_len++) {
+        unsigned char ch = (unsigned char)value[value_len];
+        unsigned char next = (unsigned char)value[value_len + 1];
+        if (ch < 0x20 || ch == 0x7f || (ch == 0xc2 && next >= 0x80 && next <= 0x9f))
+            return false;
+    }
+    if (value_len > LABEL_VALUE_MAX)
+        return false;
+    *ret_key_len = key_len;
     return true;
 }

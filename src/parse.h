@@ -37,10 +37,11 @@ bool path_is_safe_target(const char *path);
  * non-empty. The two strings are malloc()ed; *ret_writable is true only for ":rw". */
 int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret_writable);
 
-/* `--tmpfs TARGET[:OPTION,...]` with options size=SIZE and mode=OCTAL (Docker's syntax).
- * Defaults: the given default_size, mode 01777. TARGET is malloc()ed. */
+/* `--tmpfs TARGET[:OPTION,...]` with options size=SIZE, mode=OCTAL, exec and noexec (Docker's
+ * syntax). Defaults: the given default_size, mode 01777, noexec (*ret_exec false). TARGET is
+ * malloc()ed. */
 int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint64_t *ret_size,
-                unsigned *ret_mode);
+                unsigned *ret_mode, bool *ret_exec);
 
 /* `--user UID[:GID]`, numeric ids only; GID defaults to UID. -ERANGE for (uid_t)-1. */
 int parse_user(const char *s, uid_t *ret_uid, gid_t *ret_gid);
@@ -48,3 +49,16 @@ int parse_user(const char *s, uid_t *ret_uid, gid_t *ret_gid);
 /* true if s starts with a valid environment variable name (non-empty, no '=', no NUL)
  * terminated by '=' or the end of the string. */
 bool env_name_is_valid(const char *s, size_t len);
+
+/* `--name NAME`, as Docker's container names: [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most
+ * NSBOX_NAME_MAX bytes. Safe as a file name and on a terminal. */
+bool run_name_is_valid(const char *name);
+
+/* Longest label key and value (bytes). */
+#define LABEL_KEY_MAX 128
+#define LABEL_VALUE_MAX 1024
+
+/* `--label KEY=VALUE` or `--label KEY` (an empty value): KEY is [a-zA-Z0-9][a-zA-Z0-9_./-]*
+ * ("com.example.suite"), VALUE anything but control characters (safe on a terminal). On true,
+ * *ret_key_len is the length of KEY. */
+bool label_is_valid(const char *label, size_t *ret_key_len);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The seccomp policy parser (see policy.h for the language). Pure: no OS calls, no output. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "policy.h"
 
@@ -40,6 +42,7 @@ static const struct {
     CONST(PER_LINUX), {"PERSONALITY_QUERY", 0xffffffffULL},
     CONST(RLIMIT_CORE), CONST(RLIMIT_CPU), CONST(RLIMIT_DATA), CONST(RLIMIT_NPROC),
     CONST(RLIMIT_NOFILE), CONST(RLIMIT_AS), CONST(RLIMIT_STACK), CONST(RLIMIT_FSIZE),
+    CONST(S_ISUID), CONST(S_ISGID), CONST(O_CREAT), CONST(O_TMPFILE),
 };
 
 static const struct {

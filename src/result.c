@@ -9,42 +9,13 @@
 #include "macro.h"
 #include "nsbox.h"
 #include "result.h"
+#include "utf8.h"
 
-/* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0 (RFC 3629, table 3-7
- * of the Unicode standard). */
+/* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0. */
 static size_t utf8_sequence_length(const unsigned char *s, size_t n)
 {
-    unsigned char c = s[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        if (c == 0xe0)
-            lo = 0xa0; /* overlong */
-        else if (c == 0xed)
-            hi = 0x9f; /* surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        if (c == 0xf0)
-            lo = 0x90; /* overlong */
-        else if (c == 0xf4)
-            hi = 0x8f; /* above U+10FFFF */
-    } else
-        return 0;
-
-    if (n < len)
-        return 0;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return len;
+    int len = utf8_check(s, n);
+    return len > 0 ? (size_t)len : 0;
 }
 
 char *utf8_sanitize(const char *s, size_t n, size_t *ret_len)
@@ -70,6 +41,66 @@ char *utf8_sanitize(const char *s, size_t n, size_t *ret_len)
     out[o] = '\0';
     *ret_len = o;
     return out;
+}
+
+/* Bytes jansson writes for an ASCII character in a string (without JSON_ENSURE_ASCII): the
+ * two-character escapes of RFC 8259 section 7, \u00XX for the other controls below 0x20. */
+static unsigned json_ascii_cost(unsigned char c)
+{
+    switch (c) {
+    case '"':
+    case '\\':
+    case '\b':
+    case '\f':
+    case '\n':
+    case '\r':
+    case '\t':
+        return 2;
+    default:
+        return c < 0x20 ? 6 : 1;
+    }
+}
+
+size_t json_meter_fit(struct json_meter *m, const char *s, size_t kept, size_t n, uint64_t bound)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t end = kept + n, i = m->settled, tail;
+    uint64_t cost = m->cost;
+
+    while (i < end) {
+        size_t len = 1;
+        unsigned w;
+
+        if (u[i] < 0x80)
+            w = json_ascii_cost(u[i]);
+        else {
+            int l = utf8_check(u + i, end - i);
+            if (l < 0)
+                break; /* unfinished: settled when more bytes come */
+            if (l > 0) {
+                len = (size_t)l;
+                w = (unsigned)l;
+            } else
+                w = 3; /* U+FFFD, see utf8_sanitize() */
+        }
+        if (cost + w > bound) {
+            /* The cut goes before this character. Bytes already kept never land here: their
+             * worst case was counted when they were kept, and settling only lowers it. */
+            m->cost = cost;
+            m->settled = i;
+            return i > kept ? i - kept : 0;
+        }
+        cost += w;
+        i += len;
+    }
+    /* An unfinished sequence ends s: kept only as far as it fits as U+FFFDs, its cost should the
+     * stream end there. */
+    tail = end - i;
+    if (cost + 3 * (uint64_t)tail > bound)
+        tail = (size_t)((bound - cost) / 3);
+    m->cost = cost;
+    m->settled = i;
+    return i + tail > kept ? i + tail - kept : 0;
 }
 
 const char *nsbox_status_to_string(enum nsbox_status status)
@@ -284,7 +315,7 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
      * denied one it did not check for (the dynamic loader, a thread stack) dies of SIGSEGV
      * instead of raising MemoryError. */
     if (r->status == NSBOX_STATUS_SIGNALED && (r->signal == SIGSEGV || r->signal == SIGBUS) &&
-        r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT) {
+        r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT && !r->shm_full) {
         emit(note, userdata, &count,
              "the payload died of SIG%s; if it ran out of memory: under rlimits, --memory %llum "
              "caps its writable mappings (RLIMIT_DATA), not its use, and a program denied a "
@@ -385,11 +416,40 @@ static json_t *limit_object(const char *key, json_t *value, enum nsbox_enforcer 
     return json_pack("{s:o, s:s}", key, value, "enforced_by", nsbox_enforcer_to_string(e));
 }
 
+char *json_dump_exact(const json_t *j, size_t flags)
+{
+    size_t n = json_dumpb(j, NULL, 0, flags);
+    char *text;
+
+    if (n == 0)
+        return NULL;
+    text = malloc(n + 1);
+    if (!text)
+        return NULL;
+    if (json_dumpb(j, text, n, flags) != n) {
+        free(text);
+        return NULL;
+    }
+    text[n] = '\0';
+    return text;
+}
+
 char *nsbox_result_to_json(const struct nsbox_result *r)
+{
+    json_t *root = result_to_json_object(r);
+    char *text;
+
+    if (!root)
+        return NULL;
+    text = json_dump_exact(root, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    json_decref(root);
+    return text;
+}
+
+json_t *result_to_json_object(const struct nsbox_result *r)
 {
     json_t *root, *limits, *error = NULL;
     json_t *out_text = stream_text(&r->out), *err_text = stream_text(&r->err);
-    char *text = NULL;
     enum nsbox_enforcer overall = NSBOX_ENFORCER_NONE;
 
     if (!out_text || !err_text) {
@@ -435,6 +495,8 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
                      "limits_note", r->limits_note[0] ? r->limits_note : NULL);
     if (!root)
         return NULL;
+    (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
+    (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));
     {
         /* How the run ended, in the words `nsbox run` prints on stderr (one source). */
         char reason[sizeof(r->error) + 64];
@@ -468,6 +530,20 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
         (void)json_object_set_new(root, "seccomp_refused", list ? list : json_null());
     } else
         (void)json_object_set_new(root, "seccomp_refused", json_null());
+    {
+        /* Who the run is: its --name and --labels (a later KEY wins). */
+        json_t *labels = json_object();
+        for (char **l = r->labels; labels && l && *l; l++) {
+            size_t key_len = strcspn(*l, "=");
+            char key[256];
+            (void)snprintf(key, sizeof(key), "%.*s", (int)key_len, *l);
+            (void)json_object_set_new(labels, key,
+                                      json_text((*l)[key_len] ? *l + key_len + 1 : "",
+                                                (*l)[key_len] ? strlen(*l + key_len + 1) : 0));
+        }
+        (void)json_object_set_new(root, "name", r->name[0] ? json_string(r->name) : json_null());
+        (void)json_object_set_new(root, "labels", labels ? labels : json_null());
+    }
     if (r->cgroup.valid)
         (void)json_object_set_new(
             root, "cgroup",
@@ -479,7 +555,5 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
                       (json_int_t)r->cgroup.cpu_system));
     else
         (void)json_object_set_new(root, "cgroup", json_null());
-    text = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6));
-    json_decref(root);
-    return text;
+    return root;
 }

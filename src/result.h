@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nsbox.h"
+
 /* Copy the n bytes at s into a new NUL-terminated string of valid UTF-8, replacing each byte
  * that is not part of a well-formed sequence (overlong forms, surrogates and code points above
  * U+10FFFF included) with U+FFFD. Embedded NUL bytes are kept. Pure.
@@ -23,3 +25,34 @@ json_t *json_text(const char *s, size_t n);
  * them ended a busy loop would be a race; moved, the timeout always wins it, and a limit well
  * below the timeout still stops a busy payload before it. Pure; 0 when either is 0 (none). */
 uint64_t result_rlimit_cpu_seconds(uint64_t cpus_milli, uint64_t timeout_usec);
+
+/* The result as a JSON object (what nsbox_result_to_json() encodes), or NULL when out of
+ * memory. */
+json_t *result_to_json_object(const struct nsbox_result *r);
+
+/* json_dumps() into a buffer of the exact size, with one byte to spare after the NUL-terminated
+ * text (for a newline): jansson's own buffer grows by doubling with a copy each time, which at
+ * the size of a result with a large --output-limit holds up to three times the text at once.
+ * Returns a malloc()ed string, or NULL when out of memory. */
+char *json_dump_exact(const json_t *j, size_t flags);
+
+/* The JSON string of a captured stream (without its quotes) is at most this many times
+ * --output-limit bytes (README, "JSON result"): text of newlines, quotes and backslashes, each
+ * escaped with two characters, fits whole; other control characters (\u00XX, 6 bytes) and
+ * bytes that are not UTF-8 (U+FFFD, 3 bytes) end the kept text sooner. */
+#define JSON_OUTPUT_FACTOR 2
+
+/* The size of captured output's JSON string, counted as it arrives, so that capture stops
+ * where the encoding would pass a bound, instead of the result (and nsbox's memory) growing to
+ * six times the output kept. Start zeroed. */
+struct json_meter {
+    uint64_t cost;  /* bytes of JSON for the first settled bytes */
+    size_t settled; /* bytes whose encoding is known; after them at most an unfinished UTF-8
+                     * sequence */
+};
+
+/* s holds the kept bytes s[0..kept) and n new ones after them. Returns how many of the new
+ * bytes can be kept so that json_text() of what is kept stays within bound bytes (quotes not
+ * counted) whatever follows; fewer than n means the stream is full: keep no more. An unfinished
+ * UTF-8 sequence at the end counts as 3 bytes a byte (U+FFFD). Pure. */
+size_t json_meter_fit(struct json_meter *m, const char *s, size_t kept, size_t n, uint64_t bound);

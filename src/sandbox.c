@@ -8,12 +8,15 @@
  *   supervise (supervise.c) -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
- *   wait for the id maps -> clone host mount sources -> bind the rootfs read-only, mount /proc
- *   and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds -> hostname ->
- *   wipe nsbox's command line from memory -> parent-death signal -> drop every capability ->
- *   no_new_privs -> new session -> RLIMIT_CORE -> seccomp filters (handing the listener of
+ *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
+ *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
+ *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds ->
+ *   hostname -> wipe nsbox's command line from memory -> parent-death signal -> drop every
+ *   capability -> no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets'
+ *   rlimits -> seccomp filters (handing the listener of
  *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals,
- *   report how the payload ended, exit (which kills whatever is left in the pid namespace).
+ *   report how the payload ended (and how full /dev/shm was), exit (which kills whatever is
+ *   left in the pid namespace).
  *
  * Payload (PID 2), born under the filters:
  *   stdio -> close every other fd -> default signals -> rlimits -> execve.
@@ -23,6 +26,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -37,6 +42,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -132,6 +138,11 @@ void nsbox_result_free(struct nsbox_result *r)
     free(r->out.data);
     free(r->err.data);
     r->out.data = r->err.data = NULL;
+    if (r->labels)
+        for (char **l = r->labels; *l; l++)
+            free(*l);
+    free(r->labels);
+    r->labels = NULL;
 }
 
 static int plan_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
@@ -163,6 +174,9 @@ static void sandbox_free(struct sandbox *sb)
         for (char **e = sb->envp; *e; e++)
             free(*e);
     free(sb->envp);
+    /* calloc()ed with room for every bind and tmpfs and /tmp: unused entries are NULL. */
+    for (size_t i = 0; sb->mounts && i < sb->config->n_binds + sb->config->n_tmpfs + 1; i++)
+        free(sb->mounts[i].source_owned);
     free(sb->mounts);
     filter_free(&sb->filter);
 }
@@ -249,22 +263,40 @@ static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
 
         if (i < c->n_binds) {
             const struct nsbox_bind *b = &c->binds[i];
-            struct stat st;
+            char walked[PATH_MAX];
+            int fd;
 
             if (!b->source || b->source[0] != '/')
                 return plan_error(ret, -EINVAL, "bind", "bind source '%s' is not an absolute path",
                                   b->source ? b->source : "");
-            if (stat(b->source, &st) < 0)
-                return plan_error(ret, negative_errno(), "bind", "bind source '%s': %m",
-                                  b->source);
-            *m = (struct sandbox_mount){.source = b->source, .target = b->target,
-                                        .writable = b->writable, .is_dir = S_ISDIR(st.st_mode)};
+            /* A symlink in a source may have been planted by an earlier run that had its
+             * directory writable: following it would bind what the caller never named (a 0700
+             * directory of root's, the caller's ~/.ssh). Only root's links in directories only
+             * root can write are followed (path_open_nofollow()); here, as the caller, where
+             * owners read true. The result has no symlink left: the sandbox's init opens it
+             * again refusing every symlink, and binds that very descriptor
+             * (mount_clone_sources()), so a link swapped in meanwhile is refused too. */
+            fd = path_open_nofollow(b->source, true, walked, sizeof(walked));
+            if (fd == -ELOOP)
+                return plan_error(ret, fd, "bind",
+                                  "-v %s: '%s' is a symlink, and nsbox follows only root's "
+                                  "symlinks in directories only root can write (a sandbox may "
+                                  "have planted it): name the path it points to",
+                                  b->source, walked);
+            if (fd < 0)
+                return plan_error(ret, fd, "bind", "bind source '%s': %m", b->source);
+            (void)close(fd);
+            *m = (struct sandbox_mount){.target = b->target, .writable = b->writable,
+                                        .source_owned = strdup(walked)};
+            if (!m->source_owned)
+                return plan_error(ret, -ENOMEM, "bind", "out of memory");
+            m->source = m->source_owned;
         } else {
             const struct nsbox_tmpfs *t = &c->tmpfs[i - c->n_binds];
             if (t->size == 0)
                 return plan_error(ret, -EINVAL, "tmpfs", "tmpfs on %s has size 0", t->target);
             *m = (struct sandbox_mount){.is_tmpfs = true, .target = t->target, .size = t->size,
-                                        .mode = t->mode, .is_dir = true};
+                                        .mode = t->mode, .exec = t->exec, .is_dir = true};
         }
         m->tree_fd = -EBADF;
         target = m->target;
@@ -396,12 +428,29 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
     return 0;
 }
 
+/* Shared memory is not in RLIMIT_DATA (which counts private mappings): what bounds it without
+ * a cgroup, for the limits_note. sandbox_sysctls() sets kernel.shm* where it can. */
+static const char *shared_memory_note(const struct nsbox_config *c, const struct sandbox *sb)
+{
+    if (c->memory == 0)
+        return "shared memory is not bounded (--memory unlimited)";
+    if (c->ipc_host)
+        return "System V shared memory is the host's (--ipc host), /dev/shm is --shm-size, "
+               "each memfd at most RLIMIT_FSIZE (--memory) but not their number";
+    if (sb->host_root)
+        return "shared memory: System V at most --memory in all (kernel.shmall), /dev/shm "
+               "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
+    return "shared memory: System V is not bounded (only the host's root can set kernel.shmall "
+           "in the sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at most RLIMIT_FSIZE "
+           "(--memory) but not their number";
+}
+
 /* A cgroup leaf for the limits, or the rlimit fallback: explicit in the result, and an error
  * under NSBOX_CGROUP_REQUIRED. */
 static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
                        struct cgroup_leaf *leaf, struct nsbox_result *ret)
 {
-    char reason[512] = "";
+    char reason[1024] = "";
     enum nsbox_enforcer by;
     int r;
 
@@ -419,8 +468,9 @@ static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
     if (!sb->in_cgroup) {
         (void)snprintf(ret->limits_note, sizeof(ret->limits_note),
                        "%s; so memory is RLIMIT_DATA per process, pids is RLIMIT_NPROC for the "
-                       "sandbox's uid, cpus is RLIMIT_CPU of cpus x timeout seconds per process",
-                       reason);
+                       "sandbox's uid, cpus is RLIMIT_CPU of cpus x timeout seconds per process; "
+                       "%s",
+                       reason, shared_memory_note(c, sb));
         if (c->cgroup == NSBOX_CGROUP_AUTO && (c->memory || c->pids_limit || c->cpus_milli))
             add_warning(c, ret,
                         "limits are enforced with rlimits, not a cgroup: %s (--cgroup off "
@@ -464,6 +514,49 @@ static void plan_opt_out_warnings(const struct nsbox_config *c, struct nsbox_res
         add_warning(c, ret, "--keep-fds: descriptors nsbox inherited reach the payload");
 }
 
+/* The run's name and labels, checked and copied into the result. */
+static int plan_identity(const struct nsbox_config *c, struct nsbox_result *ret)
+{
+    size_t n = 0, key_len;
+
+    if (c->name && !run_name_is_valid(c->name))
+        return plan_error(ret, -EINVAL, "config",
+                          "invalid name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most %d "
+                          "bytes",
+                          c->name, NSBOX_NAME_MAX);
+    if (c->name)
+        (void)snprintf(ret->name, sizeof(ret->name), "%s", c->name);
+    if (!c->labels || !c->labels[0])
+        return 0;
+    while (c->labels[n])
+        if (!label_is_valid(c->labels[n++], &key_len))
+            return plan_error(ret, -EINVAL, "config",
+                              "invalid label '%s': expected KEY=VALUE, KEY [a-zA-Z0-9][a-zA-Z0-9_./-]* "
+                              "of at most %d bytes, VALUE of at most %d bytes without control "
+                              "characters",
+                              c->labels[n - 1], LABEL_KEY_MAX, LABEL_VALUE_MAX);
+    ret->labels = calloc(n + 1, sizeof(char *));
+    if (!ret->labels)
+        return plan_error(ret, -ENOMEM, "config", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        ret->labels[i] = strdup(c->labels[i]);
+        if (!ret->labels[i])
+            return plan_error(ret, -ENOMEM, "config", "out of memory");
+    }
+    return 0;
+}
+
+/* The initial user namespace's inode number (PROC_USER_INIT_INO in include/linux/proc_ns.h);
+ * other namespaces' are allocated from 0xF0000000 up (proc_alloc_inum()). */
+#define PROC_USER_INIT_INO 0xEFFFFFFDU
+
+/* Whether nsbox runs in the initial user namespace, where its uid 0 is the host's root. */
+static bool in_initial_user_namespace(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/user", &st) == 0 && st.st_ino == PROC_USER_INIT_INO;
+}
+
 static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
 {
     size_t n_args = 0;
@@ -471,6 +564,9 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
 
     *sb = (struct sandbox){.config = c};
     sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
+    r = plan_identity(c, ret);
+    if (r < 0)
+        return r;
 
     if (c->argv)
         while (c->argv[n_args])
@@ -514,6 +610,8 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     sb->privileged = geteuid() == 0;
     sb->host_uid = sb->privileged ? NOBODY : geteuid();
     sb->host_gid = sb->privileged ? NOBODY : getegid();
+
+    sb->host_root = sb->privileged && in_initial_user_namespace();
 
     plan_opt_out_warnings(c, ret);
     return plan_filter(sb, ret);
@@ -682,7 +780,19 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int in_fd, int out
 /* PID 1: reap everything, forward SIGINT/SIGTERM/SIGHUP to the payload's process group, and
  * leave with the payload. The kernel then kills all that remains in the pid namespace
  * (pid_namespaces(7)), so nothing the payload started outlives it. */
-_noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report_fd)
+/* How full /dev/shm is (shm_fd, opened by init before the payload existed, so no path the
+ * payload could change is followed), for the report of how the payload ended. */
+static void report_shm_usage(int shm_fd, struct report *rep)
+{
+    struct statfs st;
+
+    if (shm_fd >= 0 && fstatfs(shm_fd, &st) == 0) {
+        rep->shm_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
+        rep->shm_free = (uint64_t)st.f_bfree * (uint64_t)st.f_bsize;
+    }
+}
+
+_noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report_fd, int shm_fd)
 {
     for (;;) {
         siginfo_t si;
@@ -707,6 +817,7 @@ _noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report
             struct report rep = {.type = WIFSIGNALED(status) ? REPORT_SIGNALED : REPORT_EXITED,
                                  .code = WIFSIGNALED(status) ? WTERMSIG(status)
                                                              : WEXITSTATUS(status)};
+            report_shm_usage(shm_fd, &rep);
             report_send(report_fd, &rep);
             _exit(0);
         }
@@ -769,6 +880,174 @@ static int wipe_own_cmdline(void)
     return 0;
 }
 
+/* Write value to a sysctl under /proc/sys/ of the host's procfs, still reachable before
+ * pivot_root (the sysctls below act on the writer's own namespaces, whatever procfs the file
+ * is in). Returns 0, 0 when this kernel has no such file (where told to skip it), or -errno. */
+static int write_sysctl(const char *name, const char *value, bool skip_missing,
+                        struct step_error *e)
+{
+    char path[128];
+    int r;
+
+    (void)snprintf(path, sizeof(path), "/proc/sys/%s", name);
+    r = write_file_at(AT_FDCWD, path, value);
+    if (r == -ENOENT && skip_missing)
+        return 0;
+    if (r < 0)
+        return step_fail(e, r, "sysctl", "%s = %s", name, value);
+    return 0;
+}
+
+/* The sandbox's own user namespace's budgets (kernel/ucount.c). What the payload uses is
+ * charged to its uid in this namespace and, at the same time, to the namespace's creator in
+ * the parent namespace: nsbox's caller, or host root for root's runs. Left at their default
+ * (INT_MAX), only the caller's own budget bounds the sandbox, and it can spend all of it: the
+ * caller's host processes then get EMFILE from inotify_init1. With these low ones, a run
+ * takes at most this much of the caller's budget. Writable by the namespace's holder of
+ * CAP_SYS_RESOURCE (set_permissions() in kernel/ucount.c); an entry the kernel lacks has no
+ * budget to protect. */
+static const struct {
+    const char *name, *value;
+} userns_budgets[] = {
+    {"user/max_inotify_instances", "32"}, /* the host's default is 128 per uid */
+    {"user/max_inotify_watches", "8192"},
+    {"user/max_fanotify_groups", "8"},
+    {"user/max_fanotify_marks", "8192"},
+    /* The seccomp policy refuses new namespaces; these hold under --no-seccomp too. */
+    {"user/max_user_namespaces", "16"},
+    {"user/max_mnt_namespaces", "16"},
+    {"user/max_pid_namespaces", "16"},
+    {"user/max_net_namespaces", "16"},
+    {"user/max_ipc_namespaces", "16"},
+    {"user/max_uts_namespaces", "16"},
+    {"user/max_cgroup_namespaces", "16"},
+    {"user/max_time_namespaces", "16"},
+};
+
+/* Kernel settings of the sandbox's own namespaces, set by init while it holds every
+ * capability in them and before it switches ids. */
+static int sandbox_sysctls(const struct sandbox *sb, struct step_error *e)
+{
+    const struct nsbox_config *c = sb->config;
+    int r;
+
+    for (size_t i = 0; i < ELEMENTSOF(userns_budgets); i++) {
+        r = write_sysctl(userns_budgets[i].name, userns_budgets[i].value, true, e);
+        if (r < 0)
+            return r;
+    }
+
+    /* vm.memfd_noexec=2 (per pid namespace since Linux 6.3, kernel/pid_sysctl.h): memfd_create
+     * (MFD_EXEC) fails and every other memfd is sealed non-executable (F_SEAL_EXEC), so no
+     * program written into memory runs through execveat(2) or /proc/self/fd/N. The file opens
+     * for writing only to the host's root (test_perm() in fs/proc/proc_sysctl.c): in root's
+     * runs, init's effective id is still host root until it switches ids (its creds keep the
+     * caller's kuid across clone(CLONE_NEWUSER)); an ordinary user, or root of a container's
+     * user namespace, cannot set it (README). Never under --pid host: that would set the
+     * host's. A kernel without it is skipped. */
+    if (sb->host_root && !c->pid_host) {
+        r = write_sysctl("vm/memfd_noexec", "2", true, e);
+        if (r < 0)
+            return r;
+    }
+
+    /* System V shared memory is memory that no rlimit counts (RLIMIT_DATA counts private
+     * mappings; a segment need not even stay attached): bound the sandbox's IPC namespace's
+     * total (shmall, in pages) and each segment (shmmax) by --memory, and the number of
+     * segments by about one per MiB of it (shmmni). These are per IPC namespace and open for
+     * writing to the uid that is root in it, or to the host's root where none is
+     * (ipc_permissions() in ipc/ipc_sysctl.c): as for memfd_noexec, the host's root only; the
+     * limits_note says what an ordinary user's run gets. Never under --ipc host. A kernel
+     * without System V IPC has none of them, and nothing to bound. */
+    if (sb->host_root && !c->ipc_host && c->memory) {
+        long page = sysconf(_SC_PAGESIZE);
+        uint64_t mni = c->memory >> 20;
+        char v[32];
+
+        (void)snprintf(v, sizeof(v), "%" PRIu64, c->memory);
+        r = write_sysctl("kernel/shmmax", v, true, e);
+        if (r < 0)
+            return r;
+        (void)snprintf(v, sizeof(v), "%" PRIu64, c->memory / (uint64_t)(page > 0 ? page : 4096));
+        r = write_sysctl("kernel/shmall", v, true, e);
+        if (r < 0)
+            return r;
+        (void)snprintf(v, sizeof(v), "%" PRIu64, mni < 16 ? 16 : mni > 4096 ? 4096 : mni);
+        r = write_sysctl("kernel/shmmni", v, true, e);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* Per-user budgets the kernel charges to the caller's uid through the sandbox's (see
+ * userns_budgets): pending signals and POSIX timers (RLIMIT_SIGPENDING), POSIX message queue
+ * bytes (RLIMIT_MSGQUEUE) and locked memory (RLIMIT_MEMLOCK) are counted per uid and up the
+ * chain of user namespaces, each level against the limit of its own (inc_rlimit_ucounts() in
+ * kernel/ucount.c). Inherited from the caller, the sandbox could take the caller's whole
+ * budget; these cap what one run takes. Descriptors per process and the size of one file
+ * are set too, rather than the caller's. */
+#define BUDGET_SIGPENDING 256
+#define BUDGET_MSGQUEUE (256 << 10) /* bytes: three queues of mq_open's default size */
+#define BUDGET_MEMLOCK (64 << 10)   /* bytes: the kernel's default before 5.16 */
+#define BUDGET_NOFILE 4096
+
+/* RLIMIT_FSIZE: the largest file the payload may write or grow, memfds included (shmem checks
+ * it on write, ftruncate and fallocate): the largest of --memory and the sizes of its tmpfs
+ * mounts, a file bigger than anything the sandbox could hold. Without it one file in a :rw
+ * bind could take the host's disk. Unlimited with --memory unlimited. */
+static uint64_t sandbox_fsize(const struct sandbox *sb)
+{
+    const struct nsbox_config *c = sb->config;
+    uint64_t max = c->shm_size;
+
+    if (c->memory == 0)
+        return RLIM_INFINITY;
+    max = c->memory > max ? c->memory : max;
+    for (size_t i = 0; i < sb->n_mounts; i++)
+        if (sb->mounts[i].is_tmpfs && sb->mounts[i].size > max)
+            max = sb->mounts[i].size;
+    return max;
+}
+
+/* Set both limits of resource to value, or to the caller's hard limit where that is lower:
+ * raising a hard limit takes CAP_SYS_RESOURCE in the initial namespace (setrlimit(2)). */
+static int lower_rlimit(int resource, uint64_t value)
+{
+    struct rlimit rl;
+
+    if (getrlimit(resource, &rl) < 0)
+        return negative_errno();
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < value)
+        value = rl.rlim_max;
+    return set_rlimit(resource, value);
+}
+
+static int sandbox_budgets(const struct sandbox *sb, struct step_error *e)
+{
+    static const struct {
+        int resource;
+        const char *name;
+        uint64_t value;
+    } fixed[] = {
+        {RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING", BUDGET_SIGPENDING},
+        {RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", BUDGET_MSGQUEUE},
+        {RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK", BUDGET_MEMLOCK},
+        {RLIMIT_NOFILE, "RLIMIT_NOFILE", BUDGET_NOFILE},
+    };
+    int r;
+
+    for (size_t i = 0; i < ELEMENTSOF(fixed); i++) {
+        r = lower_rlimit(fixed[i].resource, fixed[i].value);
+        if (r < 0)
+            return step_fail(e, r, "setrlimit", "%s", fixed[i].name);
+    }
+    r = lower_rlimit(RLIMIT_FSIZE, sandbox_fsize(sb));
+    if (r < 0)
+        return step_fail(e, r, "setrlimit", "RLIMIT_FSIZE");
+    return 0;
+}
+
 _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 {
     int dev_fds[MOUNT_N_DEVICES];
@@ -776,6 +1055,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     struct pollfd pfd;
     sigset_t mask;
     pid_t payload, init_pid;
+    int shm_fd;
     char byte;
     int r;
 
@@ -793,6 +1073,9 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "cgroup namespace"});
 
     r = mount_clone_sources(sb, dev_fds, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
+    r = sandbox_sysctls(sb, &e);
     if (r < 0)
         child_fail(fds->report, &e);
     r = mount_enter_rootfs(sb, &e);
@@ -858,6 +1141,9 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     r = set_rlimit(RLIMIT_CORE, 1);
     if (r < 0)
         child_fail(fds->report, &(struct step_error){.err = -r, .step = "RLIMIT_CORE"});
+    r = sandbox_budgets(sb, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
 
     /* The seccomp filters, loaded here so that the payload is born under them; from here on
      * they apply to init too (the supervisor lets init's own refused calls through). */
@@ -882,6 +1168,14 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
 
+    /* Kept by init (at fd 4) to say, when the payload ends, whether /dev/shm was full. Above
+     * fd 4 for now, so that moving the report pipe to 3 cannot close it. */
+    r = open("/dev/shm", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    shm_fd = r < 0 ? -1 : fcntl(r, F_DUPFD_CLOEXEC, 5);
+    if (shm_fd < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "open /dev/shm"});
+    (void)close(r);
+
     init_pid = getpid();
     payload = fork();
     if (payload < 0)
@@ -903,9 +1197,11 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     /* Init keeps only the report pipe: not the caller's stdio, not the payload's pipes. */
     if (fds->report != 3 && dup3(fds->report, 3, O_CLOEXEC) < 0)
         _exit(125);
+    if (dup3(shm_fd, 4, O_CLOEXEC) < 0)
+        _exit(125);
     (void)sys_close_range(0, 2, 0);
-    (void)sys_close_range(4, ~0U, 0);
-    init_loop(payload, &mask, 3);
+    (void)sys_close_range(5, ~0U, 0);
+    init_loop(payload, &mask, 3, 4);
 }
 
 /* ---- the supervisor ----------------------------------------------------------------------- */
@@ -966,6 +1262,27 @@ static const char *clone_hint(int err)
     }
 }
 
+/* Below this much room, /dev/shm counts as full: a page fault of memory mapped from it finds
+ * no page (tmpfs allocates in pages, and large folios where enabled). */
+#define SHM_FULL_SLACK (64 * 1024)
+
+/* A payload that died of SIGBUS with /dev/shm full ran out of --shm-size: a store to memory
+ * mapped from a file there (POSIX shared memory, multiprocessing's) found no page, and the
+ * kernel answers that with SIGBUS (shmem_fault()). Say so, rather than leave the caller to
+ * suspect --memory. */
+static void shm_diagnose(const struct nsbox_config *c, struct nsbox_result *ret)
+{
+    if (ret->status != NSBOX_STATUS_SIGNALED || ret->signal != SIGBUS || ret->shm_used == 0 ||
+        ret->shm_free >= SHM_FULL_SLACK)
+        return;
+    ret->shm_full = true;
+    add_warning(c, ret,
+                "the payload died of SIGBUS with /dev/shm full (%.3g MiB used of --shm-size "
+                "%.3g MiB): a write to memory mapped from a file there found no room; raise "
+                "--shm-size (this is not --memory)",
+                (double)ret->shm_used / (1 << 20), (double)c->shm_size / (1 << 20));
+}
+
 static void close_pair(int p[2])
 {
     for (int i = 0; i < 2; i++)
@@ -996,22 +1313,9 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
         .output_limit = c->output_limit,
     };
 
-    r = plan(c, &sb, ret);
-    if (r < 0)
-        goto out;
-    r = plan_cgroup(c, &sb, &leaf, ret);
-    if (r < 0)
-        goto out;
-
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
-        pipe2(report, O_CLOEXEC) < 0 ||
-        /* A socket, so that the supervisor's writes can use MSG_NOSIGNAL: no SIGPIPE in the
-         * caller's process when the payload closes its stdin. */
-        (c->pass_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)) {
-        r = plan_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
-        goto out;
-    }
-
+    /* Signals first: one that comes while the run is planned waits in the signalfd and is acted
+     * on once the sandbox exists (SIGUSR1 kills it at once, the others are forwarded), so every
+     * signal ends in a result. */
     if (c->forward_signals) {
         sigemptyset(&forward);
         sigaddset(&forward, SIGINT);
@@ -1028,6 +1332,22 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
             r = plan_error(ret, negative_errno(), "signals", "signalfd failed: %m");
             goto out;
         }
+    }
+
+    r = plan(c, &sb, ret);
+    if (r < 0)
+        goto out;
+    r = plan_cgroup(c, &sb, &leaf, ret);
+    if (r < 0)
+        goto out;
+
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
+        pipe2(report, O_CLOEXEC) < 0 ||
+        /* A socket, so that the supervisor's writes can use MSG_NOSIGNAL: no SIGPIPE in the
+         * caller's process when the payload closes its stdin. */
+        (c->pass_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)) {
+        r = plan_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
+        goto out;
     }
 
     start = now_usec();
@@ -1088,6 +1408,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
             (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s",
                              strerror(-r));
     }
+    shm_diagnose(c, ret);
     if (sb.in_cgroup) {
         cgroup_leaf_stats(&leaf, &ret->cgroup);
         /* The cgroup's OOM killer sends SIGKILL; memory.events says it was the OOM killer. */

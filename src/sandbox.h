@@ -23,12 +23,14 @@ int step_fail(struct step_error *e, int r, const char *step, const char *detail_
 /* A mount inside the sandbox from -v or --tmpfs, in the order it is applied. */
 struct sandbox_mount {
     bool is_tmpfs;
-    const char *source; /* bind: absolute host path */
+    const char *source; /* bind: absolute host path, without symlinks (plan_mounts()) */
+    char *source_owned; /* bind: the allocation source points to */
     const char *target; /* absolute path inside the sandbox */
     bool writable;      /* bind */
     bool is_dir;        /* bind: the source is a directory */
     uint64_t size;      /* tmpfs: bytes */
     unsigned mode;      /* tmpfs */
+    bool exec;          /* tmpfs: programs on it may run (--tmpfs DST:exec); else noexec */
     int tree_fd;        /* bind: the detached clone of the source (child side), or -1 */
 };
 
@@ -41,6 +43,8 @@ struct sandbox {
     uid_t host_uid;    /* outside ids the inside ids map to */
     gid_t host_gid;
     bool privileged;   /* nsbox was started by root: map to an unprivileged host id */
+    bool host_root;    /* ... by uid 0 of the initial user namespace, not a container's root:
+                        * init may set the sysctls only the host's root may */
     struct sandbox_mount *mounts; /* sorted parents-first */
     size_t n_mounts;
     struct filter filter;  /* empty when seccomp is disabled */

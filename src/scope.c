@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * A transient, delegated scope from the user's systemd manager (scope.h). Only cgroup.c calls
- * it, and only after nsbox's own cgroup turned out not to be delegated: the common path never
- * opens a bus connection.
+ * it, and only after nsbox's own cgroup turned out unable to hold a leaf: the common path
+ * never opens a bus connection.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -157,32 +157,20 @@ static int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *ret_e
     return 0;
 }
 
-int scope_start_delegated(char *unit, size_t unit_size, char *reason, size_t size)
+/* Connect to the user bus and wait until it is ready (authenticated, Hello() answered), by
+ * deadline (now_usec()). where[where_size] receives where it looked, for messages. */
+static int open_user_bus(sd_bus **ret, uint64_t deadline, char *where, size_t where_size,
+                         char *reason, size_t size)
 {
     _cleanup_(bus_closep) sd_bus *bus = NULL;
-    _cleanup_(message_unrefp) sd_bus_message *m = NULL;
-    _cleanup_(message_unrefp) sd_bus_message *reply = NULL;
-    _cleanup_(slot_unrefp) sd_bus_slot *slot = NULL;
-    _cleanup_(error_freep) sd_bus_error error = SD_BUS_ERROR_NULL;
-    uint64_t deadline = now_usec() + SCOPE_TIMEOUT_USEC, t;
-    struct job_wait w = {.unit = unit};
-    pid_t pid = getpid();
-    char where[128], description[80];
-    uint32_t rnd = 0;
+    uint64_t t;
     int r;
-
-    /* The name must be unique (StartTransientUnit() fails on an existing unit): the pid names
-     * this nsbox, the random part a second request by the same process. */
-    if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
-        rnd = (uint32_t)now_usec();
-    (void)snprintf(unit, unit_size, "nsbox-%d-%08" PRIx32 ".scope", (int)pid, rnd);
 
     r = load_libsystemd(reason, size);
     if (r < 0)
         return r;
-
     /* Connecting to a unix socket does not block (sd-bus uses SOCK_NONBLOCK). */
-    user_bus_where(where, sizeof(where));
+    user_bus_where(where, where_size);
     r = sym.open_user(&bus);
     if (r < 0)
         return reasonf(reason, size, r, "no user bus (%s): %s", where, strerror(-r));
@@ -204,6 +192,61 @@ int scope_start_delegated(char *unit, size_t unit_size, char *reason, size_t siz
     if (r < 0)
         return reasonf(reason, size, r, "connecting to the user bus (%s) failed: %s", where,
                        strerror(-r));
+    *ret = TAKE_PTR(bus);
+    return 0;
+}
+
+int scope_manager_reachable(char *reason, size_t size)
+{
+    _cleanup_(bus_closep) sd_bus *bus = NULL;
+    _cleanup_(message_unrefp) sd_bus_message *m = NULL;
+    _cleanup_(message_unrefp) sd_bus_message *reply = NULL;
+    _cleanup_(error_freep) sd_bus_error error = SD_BUS_ERROR_NULL;
+    uint64_t deadline = now_usec() + SCOPE_TIMEOUT_USEC, t;
+    char where[128];
+    int r;
+
+    r = open_user_bus(&bus, deadline, where, sizeof(where), reason, size);
+    if (r < 0)
+        return r;
+    r = sym.message_new_method_call(bus, &m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                    "org.freedesktop.DBus", "GetNameOwner");
+    if (r >= 0)
+        r = sym.message_append(m, "s", SYSTEMD_DEST);
+    if (r < 0)
+        return reasonf(reason, size, r, "building the GetNameOwner() call failed: %s",
+                       strerror(-r));
+    t = now_usec();
+    r = sym.call(bus, m, deadline > t ? deadline - t : 1, &error, &reply);
+    if (r < 0)
+        return reasonf(reason, size, r, "no systemd user manager on the user bus (%s): %s", where,
+                       error.message ? error.message : strerror(-r));
+    return 0;
+}
+
+int scope_start_delegated(char *unit, size_t unit_size, char *reason, size_t size)
+{
+    _cleanup_(bus_closep) sd_bus *bus = NULL;
+    _cleanup_(message_unrefp) sd_bus_message *m = NULL;
+    _cleanup_(message_unrefp) sd_bus_message *reply = NULL;
+    _cleanup_(slot_unrefp) sd_bus_slot *slot = NULL;
+    _cleanup_(error_freep) sd_bus_error error = SD_BUS_ERROR_NULL;
+    uint64_t deadline = now_usec() + SCOPE_TIMEOUT_USEC, t;
+    struct job_wait w = {.unit = unit};
+    pid_t pid = getpid();
+    char where[128], description[80];
+    uint32_t rnd = 0;
+    int r;
+
+    /* The name must be unique (StartTransientUnit() fails on an existing unit): the pid names
+     * this nsbox, the random part a second request by the same process. */
+    if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+        rnd = (uint32_t)now_usec();
+    (void)snprintf(unit, unit_size, "nsbox-%d-%08" PRIx32 ".scope", (int)pid, rnd);
+
+    r = open_user_bus(&bus, deadline, where, sizeof(where), reason, size);
+    if (r < 0)
+        return r;
 
     /* JobRemoved() tells when the start job is over and how. The match is installed before the
      * call, so the signal cannot be missed; _async, so it costs no round trip of its own (the

@@ -43,3 +43,12 @@
  *   -ENOMEM.
  */
 int scope_start_delegated(char *unit, size_t unit_size, char *reason, size_t size);
+
+/*
+ * Whether the calling user's service manager answers on the user bus, without asking it for
+ * anything: connects as scope_start_delegated() does and asks the bus for the owner of
+ * org.freedesktop.systemd1 (GetNameOwner(), which activates nothing). Blocks for at most
+ * SCOPE_TIMEOUT_USEC. Returns 0, or a -errno as scope_start_delegated() (-ENOENT / the bus's
+ * error when nobody owns the name) with a one-line reason in reason[size].
+ */
+int scope_manager_reachable(char *reason, size_t size);

@@ -64,7 +64,7 @@ struct ctx {
     gid_t host_gid;
     bool root;
     char limits_by[32]; /* what enforced the limits in the sandbox runs */
-    char limits_note[512];
+    char limits_note[1024];
 };
 
 #define MAX_ARGS 4

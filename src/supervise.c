@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,11 +16,14 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "macro.h"
+#include "result.h"
 #include "supervise.h"
 #include "syscalls.h"
+#include "termsafe.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -29,36 +33,97 @@
  * killed; a second signal kills at once. */
 #define SIGNAL_GRACE_USEC (5 * 1000000ULL)
 
+/* How long nsbox keeps reading the output pipes once the sandbox's init has exited. In a pid
+ * namespace of its own every writer is dead by then (the kernel killed and reaped the rest of
+ * the namespace before init's pidfd became readable), so what the payload wrote is already in
+ * the pipes and EOF follows at once: the grace costs an ordinary run nothing. A pipe still
+ * open then is held by something outside the sandbox's processes: a background process of
+ * --pid host, or a write end parked in a unix socket message in flight (an SCM_RIGHTS cycle
+ * the kernel's collector frees only when some unix socket on the host is closed, unix_gc()),
+ * or passed to a host process. Waiting for it would make the run's end the payload's choice
+ * (it stopped `nsbox kill` and --timeout), so nsbox waits this long, reads what the pipes hold,
+ * and finishes, saying that output may be missing. 200 ms covers a writer outside that was
+ * mid-write or not yet scheduled when the payload ended (tens of ms on a busy host) and is
+ * short enough that nobody waits on it. */
+#define DRAIN_GRACE_USEC (200 * 1000ULL)
+
 #define READ_CHUNK (64 * 1024)
 
 struct stream_state {
     struct nsbox_stream *s;
-    int fd;       /* read end, -1 at EOF */
+    int fd;       /* read end (O_NONBLOCK), -1 at EOF */
     int copy_fd;  /* where output is copied as it arrives, or -1 */
     uint64_t limit;
+    struct json_meter meter; /* the JSON size of what is kept */
+    bool full;               /* kept as much as the limit and the JSON bound allow */
+    char *escaped;           /* copy_fd is a terminal: the copy is escaped here, else NULL */
+    struct termsafe term;
 };
 
-/* Copy n bytes to st->copy_fd without blocking past deadline (monotonic microseconds): a reader
- * that stops reading must not stop the wall clock. Writes at most PIPE_BUF bytes after each
- * POLLOUT, which a pipe takes without blocking (pipe(7)). On EPIPE, another error or the
- * deadline, copying stops for good (capture goes on). */
-static void stream_copy(struct stream_state *st, const char *p, size_t n, uint64_t deadline)
+/* The supervisor's state that signals change. */
+struct supervisor {
+    const struct supervise_fds *fds;
+    bool init_running;
+    bool killed_by_request; /* SIGUSR1 (`nsbox kill`) while the sandbox ran */
+    bool stop;              /* a signal came after the sandbox ended: stop draining */
+    int forwarded;          /* SIGINT/SIGTERM/SIGHUP received while the sandbox ran */
+    uint64_t kill_at;       /* when to kill the sandbox (monotonic usec), UINT64_MAX: never */
+};
+
+/* Act on every signal waiting on the signalfd. SIGUSR1 (`nsbox kill`) kills the sandbox at
+ * once; the first SIGINT/SIGTERM/SIGHUP is forwarded (init passes it on to the payload's process
+ * group) with SIGNAL_GRACE_USEC to end, a second kills. After the sandbox ended, any of them
+ * ends the drain. */
+static void handle_signals(struct supervisor *sv)
 {
-    while (n > 0 && st->copy_fd >= 0) {
-        struct pollfd pfd = {.fd = st->copy_fd, .events = POLLOUT};
+    struct signalfd_siginfo si;
+
+    if (sv->fds->signalfd < 0)
+        return;
+    while (read(sv->fds->signalfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (!sv->init_running)
+            sv->stop = true;
+        else if (si.ssi_signo == SIGUSR1) {
+            sv->killed_by_request = true;
+            sv->kill_at = 0;
+        } else if (sv->forwarded++ == 0) {
+            (void)sys_pidfd_send_signal(sv->fds->pidfd, (int)si.ssi_signo);
+            uint64_t grace = now_usec() + SIGNAL_GRACE_USEC;
+            if (grace < sv->kill_at)
+                sv->kill_at = grace;
+        } else
+            sv->kill_at = 0;
+    }
+}
+
+/* Copy n bytes to st->copy_fd without blocking past sv->kill_at: a reader that stops reading
+ * must not stop the wall clock, nor `nsbox kill` (signals are handled while waiting). Writes at
+ * most PIPE_BUF bytes after each POLLOUT, which a pipe takes without blocking (pipe(7)). On
+ * EPIPE, another error or the deadline, copying stops for good (capture goes on). */
+static void copy_out(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
+{
+    while (n > 0 && st->copy_fd >= 0 && !sv->stop) {
+        struct pollfd pfd[2] = {{.fd = st->copy_fd, .events = POLLOUT},
+                                {.fd = sv->fds->signalfd, .events = POLLIN}};
         uint64_t now = now_usec();
         int timeout_ms = -1, k;
         ssize_t w;
 
-        if (deadline != UINT64_MAX) {
-            if (now >= deadline)
+        if (sv->kill_at != UINT64_MAX) {
+            if (now >= sv->kill_at)
                 break;
-            timeout_ms = (int)((deadline - now + 999) / 1000);
+            timeout_ms = (int)((sv->kill_at - now + 999) / 1000);
         }
-        k = poll(&pfd, 1, timeout_ms);
+        k = poll(pfd, sv->fds->signalfd >= 0 ? 2 : 1, timeout_ms);
         if (k < 0 && errno == EINTR)
             continue;
-        if (k <= 0 || (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)))
+        if (k <= 0)
+            break;
+        if (pfd[1].revents) {
+            handle_signals(sv);
+            continue;
+        }
+        if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL))
             break;
         w = write(st->copy_fd, p, n < PIPE_BUF ? n : PIPE_BUF);
         if (w < 0 && (errno == EINTR || errno == EAGAIN))
@@ -72,28 +137,82 @@ static void stream_copy(struct stream_state *st, const char *p, size_t n, uint64
         st->copy_fd = -1;
 }
 
-/* Read what is there; keep at most limit bytes, count everything. Returns 0, or 1 at EOF. */
-static int stream_read(struct stream_state *st, char *buf, uint64_t deadline)
+/* Copy n bytes of output out, escaped for a terminal when the caller asked (termsafe.h). */
+static void stream_copy(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
+{
+    if (st->copy_fd < 0)
+        return;
+    if (st->escaped)
+        copy_out(sv, st, st->escaped, termsafe_escape(&st->term, p, n, st->escaped));
+    else
+        copy_out(sv, st, p, n);
+}
+
+/* Read what is there; keep at most limit bytes, count everything. Returns the bytes read,
+ * -EAGAIN when there is nothing to read now, 0 at EOF (or on an error, which ends the stream
+ * the same way). */
+static ssize_t stream_read(struct supervisor *sv, struct stream_state *st, char *buf)
 {
     ssize_t n = read(st->fd, buf, READ_CHUNK);
     size_t keep;
 
     if (n < 0)
-        return errno == EINTR || errno == EAGAIN ? 0 : 1;
+        return errno == EINTR || errno == EAGAIN ? -EAGAIN : 0;
     if (n == 0)
-        return 1;
+        return 0;
     st->s->total += (uint64_t)n;
-    keep = st->s->captured < st->limit ? (size_t)(st->limit - st->s->captured) : 0;
+    keep = !st->full && st->s->captured < st->limit ? (size_t)(st->limit - st->s->captured) : 0;
     if (keep > (size_t)n)
         keep = (size_t)n;
     if (keep > 0) {
+        size_t fit;
+
         memcpy(st->s->data + st->s->captured, buf, keep);
-        stream_copy(st, buf, keep, deadline);
+        /* At most limit bytes, whose JSON string is at most JSON_OUTPUT_FACTOR x limit: the
+         * result, and nsbox's memory while it encodes it, stay a small multiple of the limit
+         * whatever the bytes are. What is copied out is what is kept. */
+        fit = json_meter_fit(&st->meter, st->s->data, st->s->captured, keep,
+                             JSON_OUTPUT_FACTOR * st->limit);
+        if (fit < keep)
+            st->full = true;
+        keep = fit;
+    }
+    if (keep > 0) {
+        stream_copy(sv, st, buf, keep);
         st->s->captured += keep;
         st->s->data[st->s->captured] = '\0';
     }
     st->s->truncated = st->s->total > st->s->captured;
-    return 0;
+    return n;
+}
+
+/* The stream has ended: out with what the escaping held back, and close the pipe. */
+static void stream_close(struct supervisor *sv, struct stream_state *st)
+{
+    if (st->escaped && st->copy_fd >= 0)
+        copy_out(sv, st, st->escaped, termsafe_finish(&st->term, st->escaped));
+    (void)close(st->fd);
+    st->fd = -1;
+}
+
+/* After the grace: read what the pipe holds now, at most its capacity (a writer outside could
+ * keep it full forever), then stop reading. A stream not at EOF is marked incomplete. */
+static void stream_finish(struct supervisor *sv, struct stream_state *st, char *buf)
+{
+    int capacity;
+    ssize_t n = -EAGAIN;
+
+    if (st->fd < 0)
+        return;
+    capacity = fcntl(st->fd, F_GETPIPE_SZ);
+    for (int64_t left = capacity > 0 ? capacity : 1 << 20; left > 0; left -= n) {
+        n = stream_read(sv, st, buf);
+        if (n <= 0)
+            break;
+    }
+    if (n != 0)
+        st->s->incomplete = true;
+    stream_close(sv, st);
 }
 
 static void record_refusal(struct nsbox_result *ret, uint32_t arch, int nr)
@@ -164,12 +283,15 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         {&ret->out, fds->out, c->stdout_fd, c->output_limit},
         {&ret->err, fds->err, c->stderr_fd, c->output_limit},
     };
+    _cleanup_free_ char *escaped_out = NULL, *escaped_err = NULL;
+    struct supervisor sv = {.fds = fds, .init_running = true,
+                            .kill_at = c->timeout ? start + c->timeout : UINT64_MAX};
     _cleanup_free_ char *buf = malloc(READ_CHUNK);
     struct report report = {0}, final = {0}, failure = {0};
     size_t report_have = 0;
-    bool init_running = true, timed_out = false, killed = false, killed_by_request = false;
-    int forwarded = 0, report_fd = fds->report, init_status = 0, init_code = 0;
-    uint64_t kill_at = c->timeout ? start + c->timeout : UINT64_MAX;
+    bool timed_out = false, killed = false;
+    int report_fd = fds->report, init_status = 0, init_code = 0;
+    uint64_t drain_until = UINT64_MAX;
     /* --stdin: nsbox's stdin is copied into the payload's stdin socket, a buffer at a time. */
     _cleanup_free_ char *in_buf = fds->stdin_dst >= 0 ? malloc(READ_CHUNK) : NULL;
     size_t in_len = 0, in_off = 0;
@@ -181,36 +303,53 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         streams[i].s->data = malloc(c->output_limit + 1);
         if (streams[i].s->data)
             streams[i].s->data[0] = '\0';
+        /* Non-blocking, so that reading what is left after the grace cannot block on a pipe
+         * someone outside still holds open. Only the read end's file description changes. */
+        if (fcntl(streams[i].fd, F_SETFL, O_NONBLOCK) < 0) {
+            r = negative_errno();
+            goto kill;
+        }
     }
-    if (!buf || !ret->out.data || !ret->err.data || (fds->stdin_dst >= 0 && !in_buf)) {
+    if (c->stdout_escape && c->stdout_fd >= 0)
+        streams[0].escaped = escaped_out = malloc(TERMSAFE_MAX_OUT(READ_CHUNK));
+    if (c->stderr_escape && c->stderr_fd >= 0)
+        streams[1].escaped = escaped_err = malloc(TERMSAFE_MAX_OUT(READ_CHUNK));
+    if (!buf || !ret->out.data || !ret->err.data || (fds->stdin_dst >= 0 && !in_buf) ||
+        (c->stdout_escape && c->stdout_fd >= 0 && !escaped_out) ||
+        (c->stderr_escape && c->stderr_fd >= 0 && !escaped_err)) {
         r = -ENOMEM;
         goto kill;
     }
 
-    while (init_running || streams[0].fd >= 0 || streams[1].fd >= 0 || report_fd >= 0) {
+    while (sv.init_running || streams[0].fd >= 0 || streams[1].fd >= 0 || report_fd >= 0) {
         struct pollfd p[8];
         int np = 0, idx_pid = -1, idx_sig = -1, idx_rep = -1, idx_stream[2] = {-1, -1};
         int idx_in_src = -1, idx_in_dst = -1, idx_listener = -1;
         int timeout_ms = -1;
+        uint64_t now = now_usec();
 
-        if (init_running) {
-            uint64_t now = now_usec();
-            if (now >= kill_at) {
+        if (sv.init_running) {
+            if (now >= sv.kill_at) {
                 if (!killed) {
                     (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
                     killed = true;
-                    timed_out = forwarded == 0 && !killed_by_request;
+                    timed_out = sv.forwarded == 0 && !sv.killed_by_request;
                 }
-            } else if (kill_at != UINT64_MAX) {
-                uint64_t ms = (kill_at - now + 999) / 1000;
+            } else if (sv.kill_at != UINT64_MAX) {
+                uint64_t ms = (sv.kill_at - now + 999) / 1000;
                 timeout_ms = ms > 60000 ? 60000 : (int)ms;
             }
             idx_pid = np;
             p[np++] = (struct pollfd){.fd = fds->pidfd, .events = POLLIN};
-            if (fds->signalfd >= 0) {
-                idx_sig = np;
-                p[np++] = (struct pollfd){.fd = fds->signalfd, .events = POLLIN};
-            }
+        } else {
+            /* The sandbox is gone: what is still open gets the grace, not more. */
+            if (sv.stop || now >= drain_until)
+                break;
+            timeout_ms = (int)((drain_until - now + 999) / 1000);
+        }
+        if (fds->signalfd >= 0) {
+            idx_sig = np;
+            p[np++] = (struct pollfd){.fd = fds->signalfd, .events = POLLIN};
         }
         for (size_t i = 0; i < 2; i++)
             if (streams[i].fd >= 0) {
@@ -225,7 +364,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             idx_listener = np;
             p[np++] = (struct pollfd){.fd = listener, .events = POLLIN};
         }
-        if (fds->stdin_dst >= 0 && init_running) {
+        if (fds->stdin_dst >= 0 && sv.init_running) {
             if (in_off < in_len) {
                 idx_in_dst = np;
                 p[np++] = (struct pollfd){.fd = fds->stdin_dst, .events = POLLOUT};
@@ -246,6 +385,9 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             r = negative_errno();
             goto kill;
         }
+
+        if (idx_sig >= 0 && p[idx_sig].revents)
+            handle_signals(&sv);
 
         if (idx_listener >= 0 && p[idx_listener].revents) {
             if (!(p[idx_listener].revents & POLLIN) ||
@@ -276,10 +418,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
         for (size_t i = 0; i < 2; i++)
             if (idx_stream[i] >= 0 && p[idx_stream[i]].revents &&
-                stream_read(&streams[i], buf, kill_at) > 0) {
-                (void)close(streams[i].fd);
-                streams[i].fd = -1;
-            }
+                stream_read(&sv, &streams[i], buf) == 0)
+                stream_close(&sv, &streams[i]);
 
         if (idx_rep >= 0 && p[idx_rep].revents) {
             ssize_t n = read(report_fd, (char *)&report + report_have, sizeof(report) - report_have);
@@ -312,24 +452,6 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             }
         }
 
-        if (idx_sig >= 0 && p[idx_sig].revents) {
-            struct signalfd_siginfo si;
-            if (read(fds->signalfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-                if (si.ssi_signo == SIGUSR1) {
-                    /* `nsbox kill`: the whole sandbox, at once. */
-                    killed_by_request = true;
-                    kill_at = 0;
-                } else if (forwarded++ == 0) {
-                    /* The sandbox's init passes it on to the payload's process group. */
-                    (void)sys_pidfd_send_signal(fds->pidfd, (int)si.ssi_signo);
-                    uint64_t grace = now_usec() + SIGNAL_GRACE_USEC;
-                    if (grace < kill_at)
-                        kill_at = grace;
-                } else
-                    kill_at = 0;
-            }
-        }
-
         if (idx_pid >= 0 && p[idx_pid].revents) {
             siginfo_t si = {0};
             /* Readable once init has exited; by then the kernel has killed and reaped every
@@ -338,18 +460,48 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                 r = negative_errno();
                 goto kill;
             }
-            init_running = false;
+            sv.init_running = false;
             init_status = si.si_code;
             init_code = si.si_status;
-            ret->wall_time = now_usec() - start;
+            /* The timeout still applies while draining. */
+            drain_until = now_usec() + DRAIN_GRACE_USEC;
+            if (drain_until > sv.kill_at)
+                drain_until = sv.kill_at;
         }
     }
+
+    /* The grace is over (or a signal ended it): what the pipes hold is read, the rest of
+     * what their holders might still write is not waited for. */
+    for (size_t i = 0; i < 2; i++)
+        stream_finish(&sv, &streams[i], buf);
+    if (report_fd >= 0) {
+        (void)close(report_fd);
+        report_fd = -1;
+    }
+    if (ret->out.incomplete || ret->err.incomplete) {
+        size_t n = strlen(ret->warnings);
+        (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n,
+                       "%s%s%s%s %s still open %llu ms after the sandbox ended (held by a process "
+                       "outside it, such as one --pid host left running, or by a descriptor "
+                       "parked in a unix socket message): nsbox stopped reading, so output "
+                       "written after that is missing",
+                       n ? "\n" : "", ret->out.incomplete ? "stdout" : "",
+                       ret->out.incomplete && ret->err.incomplete ? " and " : "",
+                       ret->err.incomplete ? "stderr" : "",
+                       ret->out.incomplete && ret->err.incomplete ? "were" : "was",
+                       (unsigned long long)(DRAIN_GRACE_USEC / 1000));
+    }
+    ret->wall_time = now_usec() - start;
 
     if (fds->stdin_dst >= 0) {
         (void)close(fds->stdin_dst);
         fds->stdin_dst = -1;
     }
-    if (killed_by_request) {
+    if (final.type == REPORT_EXITED || final.type == REPORT_SIGNALED) {
+        ret->shm_used = final.shm_used;
+        ret->shm_free = final.shm_free;
+    }
+    if (sv.killed_by_request) {
         ret->status = NSBOX_STATUS_KILLED;
         ret->signal = SIGKILL;
     } else if (timed_out) {
@@ -380,7 +532,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
 kill:
     (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
-    if (init_running) {
+    if (sv.init_running) {
         siginfo_t si;
         (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
     }
@@ -391,5 +543,6 @@ kill:
         (void)close(report_fd);
     if (fds->stdin_dst >= 0)
         (void)close(fds->stdin_dst);
+    ret->wall_time = now_usec() - start;
     return r;
 }

@@ -24,6 +24,9 @@ struct report {
     int type;
     int code;
     struct step_error error;
+    /* REPORT_EXITED, REPORT_SIGNALED: bytes used and free in /dev/shm when the payload ended
+     * (a full /dev/shm ends writes to memory mapped from it with SIGBUS). */
+    uint64_t shm_used, shm_free;
 };
 
 struct supervise_fds {
@@ -39,9 +42,12 @@ struct supervise_fds {
 };
 
 /*
- * Run until the sandbox's init has exited and been reaped and every pipe has reached EOF.
+ * Run until the sandbox's init has exited and been reaped and every pipe has reached EOF, or
+ * a short grace (DRAIN_GRACE_USEC in supervise.c) after init's exit, whichever is first: a pipe
+ * something outside the sandbox still holds open cannot keep nsbox waiting (its stream is then
+ * marked incomplete, with a warning). Signals on fds->signalfd are handled throughout.
  * start: now_usec() when the sandbox was created. Fills ret's status, exit_code, signal,
- * wall_time, out, err and error fields.
+ * wall_time (until this returns), out, err and error fields.
  * Returns 0, or -errno when the supervisor itself failed (poll(2), waitid(2)), after killing and
  * reaping the sandbox.
  */

@@ -111,19 +111,31 @@ def _check_file_name(name: str) -> List[str]:
     return parts
 
 
-def _write_file(path: str, data: bytes) -> None:
-    """Create path (which must not exist) world-readable: under root the sandbox runs as the
-    host's nobody, which must be able to read it."""
+def _modes() -> Tuple[int, int]:
+    """The modes of the directories and files that ``files`` makes, below a 0700 directory of
+    the caller's that nobody else can enter.
+
+    An ordinary user's sandbox runs as that user: 0700 and 0600. Root's runs as another host
+    uid (the host's nobody), which reaches the bound directory through the bind, never through
+    the 0700 directory above it: it needs the bits for others, 0755 and 0644, and the 0700
+    directory keeps every other host user out all the same.
+    """
+    return (0o755, 0o644) if os.geteuid() == 0 else (0o700, 0o600)
+
+
+def _write_file(path: str, data: bytes, mode: int = 0o600) -> None:
+    """Create path (which must not exist) with exactly mode, whatever the umask."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
-                 0o644)
+                 0o600)
     with os.fdopen(fd, "wb") as f:
-        os.fchmod(f.fileno(), 0o644)  # whatever the umask
+        os.fchmod(f.fileno(), mode)
         f.write(data)
 
 
 def _write_files(root: str, files: Mapping[str, _Data]) -> None:
-    os.mkdir(root, 0o755)
-    os.chmod(root, 0o755)
+    dir_mode, file_mode = _modes()
+    os.mkdir(root, 0o700)
+    os.chmod(root, dir_mode)
     for name, data in files.items():
         parts = _check_file_name(name)
         content = _as_bytes(data, f"files[{name!r}]")
@@ -132,23 +144,26 @@ def _write_files(root: str, files: Mapping[str, _Data]) -> None:
             parent = os.path.join(parent, part)
             if not os.path.isdir(parent):
                 try:
-                    os.mkdir(parent, 0o755)
+                    os.mkdir(parent, 0o700)
                 except OSError as e:
                     raise ValueError(f"cannot create directory for file {name!r}: {e}") from e
-                os.chmod(parent, 0o755)
+                os.chmod(parent, dir_mode)
         try:
-            _write_file(os.path.join(parent, parts[-1]), content)
+            _write_file(os.path.join(parent, parts[-1]), content, file_mode)
         except OSError as e:
             raise ValueError(f"cannot create file {name!r}: {e}") from e
 
 
 def _nsbox_env(passed: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The environment nsbox itself runs with: PATH, NSBOX_ROOTFS if set, and the variables
+    """The environment nsbox itself runs with: PATH, NSBOX_ROOTFS if set, XDG_RUNTIME_DIR and
+    DBUS_SESSION_BUS_ADDRESS if set (where nsbox finds the systemd user manager that gives it
+    a delegated cgroup for the limits, and keeps its `nsbox ps` record), and the variables
     meant for the program (passed on with `-e KEY`, so their values never appear on nsbox's
     command line). Nothing else: no credentials of the caller."""
     env = {"PATH": os.environ.get("PATH") or os.defpath}
-    if os.environ.get("NSBOX_ROOTFS"):
-        env["NSBOX_ROOTFS"] = os.environ["NSBOX_ROOTFS"]
+    for key in ("NSBOX_ROOTFS", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
     env.update(passed or {})
     return env
 
@@ -539,13 +554,13 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
     if files is not None and not isinstance(files, _MappingABC):
         raise TypeError("files must be a dict {relative_name: str | bytes}")
     binary = find_nsbox(nsbox)
-    # A private directory for the code and the files; 0755 and 0644 inside, because under
-    # root the sandbox is the host's nobody and must be able to read the bound files.
+    # A private directory (0700, mkdtemp's mode) for the code and the files: nobody else on
+    # the host may read them while the run lasts. The code file is read by nsbox itself, as the
+    # caller (0600); the files are bound into the sandbox (modes: _modes()).
     tmp: Optional[str] = None
     try:
         if files is not None or (code is not None and stdin_data is not None):
             tmp = tempfile.mkdtemp(prefix="nsbox-")
-            os.chmod(tmp, 0o755)
         if files is not None:
             files_dir = os.path.join(tmp, "files")
             _write_files(files_dir, files)

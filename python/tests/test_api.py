@@ -25,6 +25,7 @@ import textwrap
 import threading
 import time
 import unittest
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from unittest import mock
 
@@ -221,6 +222,47 @@ class TestRun(SandboxTestCase):
         self.assertEqual(r.stdout, "S F\n")
         self.assertEqual(len(made), 1)
         self.assertFalse(os.path.exists(made[0]))
+
+    def test_inputs_are_private_while_the_run_lasts(self):
+        # files= and the code written for --code (with stdin=) sit in a directory nobody else
+        # on the host may enter while the run lasts; the sandbox still reads them.
+        made = []
+        real_mkdtemp = tempfile.mkdtemp
+
+        def mkdtemp(*a, **kw):
+            made.append(real_mkdtemp(*a, **kw))
+            return made[-1]
+
+        seen = {}
+        with mock.patch.object(_runner.tempfile, "mkdtemp", side_effect=mkdtemp), \
+                ThreadPoolExecutor(max_workers=1) as pool:
+            future = pool.submit(self.code, "import sys, time\ntime.sleep(2)\n"
+                                 "print(sys.stdin.read(), open('/work/files/sub/f').read())",
+                                 files={"sub/f": "F"}, stdin="S")
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not (
+                    made and os.path.exists(os.path.join(made[0], "main.py"))):
+                time.sleep(0.01)
+            self.assertTrue(made, "the API made no temporary directory")
+            for rel in ("", "main.py", "files", "files/sub", "files/sub/f"):
+                seen[rel] = stat.S_IMODE(os.stat(os.path.join(made[0], rel)).st_mode)
+            if os.geteuid() == 0:
+                # Root's sandboxes are another host uid: what another user sees on the host.
+                for rel in ("main.py", "files/sub/f"):
+                    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                                        "--clear-groups", "cat", os.path.join(made[0], rel)],
+                                       capture_output=True, text=True)
+                    self.assertNotEqual(p.returncode, 0, rel)
+                    self.assertIn("Permission denied", p.stderr, rel)
+            r = future.result()
+        self.assertEqual(r.stdout, "S F\n", r.stderr)
+        self.assertEqual((seen[""], seen["main.py"]), (0o700, 0o600))
+        if os.geteuid() == 0:
+            self.assertEqual((seen["files"], seen["files/sub"], seen["files/sub/f"]),
+                             (0o755, 0o755, 0o644))
+        else:
+            self.assertEqual((seen["files"], seen["files/sub"], seen["files/sub/f"]),
+                             (0o700, 0o700, 0o600))
 
     def test_empty_files_dict(self):
         r = self.code("import os; print(os.listdir('/work/files'))", files={})
@@ -668,7 +710,7 @@ class TestAttacks(SandboxTestCase):
             self.assertNotIn(CANARY, self.output(r))
             self.assertIn("PATH", r.stdout)
             # Even `-e KEY` (copy from nsbox's environment) finds nothing: nsbox runs with
-            # PATH (and NSBOX_ROOTFS) only.
+            # PATH (and NSBOX_ROOTFS, XDG_RUNTIME_DIR, DBUS_SESSION_BUS_ADDRESS) only.
             r = self.code(attack, extra_args=["-e", "AWS_SECRET_ACCESS_KEY"])
             self.assertTrue(r.ok, r.stderr)
             self.assertNotIn(CANARY, self.output(r))
@@ -825,14 +867,21 @@ class TestWithoutSandbox(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "env.txt")
             fake = fake_nsbox(d, f"/usr/bin/env > '{out}'\n")
+            # The user bus's address and runtime directory pass (nsbox asks the systemd user
+            # manager there for a delegated cgroup); nothing else of the caller's does.
+            bus = {"XDG_RUNTIME_DIR": "/run/user/4242",
+                   "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/4242/bus"}
             with mock.patch.dict(os.environ, {"AWS_SECRET_ACCESS_KEY": CANARY,
-                                              "HOME": "/root-or-not"}):
+                                              "HOME": "/root-or-not", **bus}):
                 with self.assertRaises(nsbox.NsboxError):
                     nsbox.run_python_code("pass", nsbox=fake)
             with open(out) as f:
-                keys = {line.split("=", 1)[0] for line in f.read().splitlines() if "=" in line}
-        self.assertIn("PATH", keys)
-        self.assertLessEqual(keys, {"PATH", "NSBOX_ROOTFS", "PWD", "SHLVL", "_", "OLDPWD"})
+                seen = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
+        self.assertIn("PATH", seen)
+        self.assertEqual({k: seen.get(k) for k in bus}, bus)
+        self.assertLessEqual(set(seen), {"PATH", "NSBOX_ROOTFS", "XDG_RUNTIME_DIR",
+                                         "DBUS_SESSION_BUS_ADDRESS", "PWD", "SHLVL", "_",
+                                         "OLDPWD"})
 
     def test_tool_output_strings(self):
         def result(status, code, out="", err="", **kw):

@@ -9,7 +9,7 @@ import tempfile
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
-from nsboxtest import NSBOX, NsboxTestCase, nsbox
+from nsboxtest import NSBOX, NsboxTestCase, nsbox, nsbox_json
 
 
 class TestAuditLog(NsboxTestCase):
@@ -104,6 +104,81 @@ class TestAuditLog(NsboxTestCase):
         self.assertEqual(r["status"], "error")
         self.assertIn("audit log", r["error"]["message"])
         self.assertEqual(r["stdout"], "")
+
+
+class TestAuditLogPlace(NsboxTestCase):
+    """The log is the caller's own regular file, outside every writable bind of the run: an
+    audit log the audited code can edit, or redirect, is none."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="nsbox-audit-")
+        self.addCleanup(self.tmp.cleanup)
+        os.chmod(self.tmp.name, 0o755)
+        self.shared = os.path.join(self.tmp.name, "shared")
+        os.mkdir(self.shared)
+        os.chmod(self.shared, 0o777)  # writable by root's sandboxes too
+        # A file of the caller's that nobody else may read or write (~/.bashrc, say).
+        self.victim = os.path.join(self.tmp.name, "victim")
+        with open(self.victim, "w") as f:
+            f.write("untouched\n")
+        os.chmod(self.victim, 0o600)
+
+    def run_logged(self, log, *opts):
+        return nsbox("run", "--log", log, *opts, "--", "python3", "-c", "print('RAN')", timeout=20)
+
+    def assertRefused(self, p, contains):
+        self.assertOneLineError(p, contains=contains)
+        self.assertIn("the run does not start", p.stderr)
+        self.assertNotIn("RAN", p.stdout)
+
+    def test_symlink_planted_by_an_earlier_run_is_refused(self):
+        # Run 1 has the log's directory writable and leaves the log as a link to the victim.
+        log = os.path.join(self.shared, "audit.jsonl")
+        p, r = nsbox_json("-v", f"{self.shared}:/mnt:rw", "--", "python3", "-c",
+                          f"import os; os.symlink({self.victim!r}, '/mnt/audit.jsonl')")
+        self.assertEqual((r["status"], r["exit_code"]), ("exited", 0), r)
+        self.assertTrue(os.path.islink(log))
+        # Run 2 logs there: nothing may be appended to the victim.
+        self.assertRefused(self.run_logged(log), "is a symlink")
+        with open(self.victim) as f:
+            self.assertEqual(f.read(), "untouched\n")
+
+    def test_fifo_is_refused_without_blocking(self):
+        log = os.path.join(self.tmp.name, "fifo")
+        os.mkfifo(log, 0o600)
+        self.assertRefused(self.run_logged(log), "not a regular file")
+
+    def test_log_of_someone_else_is_refused(self):
+        log = os.path.join(self.tmp.name, "theirs.jsonl")
+        with open(log, "w"):
+            pass
+        if os.geteuid() == 0:
+            os.chown(log, 65534, 65534)
+            self.assertRefused(self.run_logged(log), "belongs to uid 65534")
+        # A second name is a second place to edit it from.
+        os.unlink(log)
+        with open(log, "w"):
+            pass
+        os.link(log, log + ".2")
+        self.assertRefused(self.run_logged(log), "2 names")
+
+    def test_log_inside_a_writable_bind_is_refused(self):
+        log = os.path.join(self.shared, "audit.jsonl")
+        parent = self.tmp.name
+        detour = os.path.join(self.shared, "sub")
+        os.mkdir(detour)
+        for bind in (f"{self.shared}:/mnt:rw", f"{parent}:/mnt:rw", f"{detour}/..:/mnt:rw",
+                     f"{log}:/tmp/log:rw"):
+            with self.subTest(bind=bind):
+                if bind.startswith(log):
+                    with open(log, "a"):
+                        pass
+                self.assertRefused(self.run_logged(log, "-v", bind), "inside the writable bind")
+        # Read-only binds, and a writable one beside the log, are fine.
+        for opts in (("-v", f"{self.shared}:/mnt"), ("-v", f"{detour}:/mnt:rw")):
+            with self.subTest(opts=opts):
+                p = self.run_logged(log, *opts)
+                self.assertEqual((p.returncode, p.stdout), (0, "RAN\n"), p.stderr)
 
 
 if __name__ == "__main__":

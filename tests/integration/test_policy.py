@@ -20,11 +20,18 @@ REFUSED = {
     "socket-vsock", "socket-inet-high-bits", "socketpair-inet", "setrlimit-core",
     "prlimit64-core", "ioctl-tiocsti", "ioctl-tiocsti-high", "ioctl-tioclinux",
     "personality-norandom",
+    # setting set-user-ID or set-group-ID bits
+    "chmod-setuid", "chmod-setgid", "chmod-setuid-high", "fchmod-setuid", "fchmod-setgid",
+    "fchmodat-setuid", "fchmodat-setgid", "fchmodat2-setuid", "creat-setuid", "creat-setgid",
+    "mkdir-setgid", "mkdirat-setuid", "open-creat-setuid", "open-creat-setgid",
+    "open-tmpfile-setuid", "openat-creat-setuid", "openat-creat-setgid-high",
+    "openat-tmpfile-setgid",
 }
-ENOSYS_ANSWERS = {"clone3", "nr-1000"}
+ENOSYS_ANSWERS = {"clone3", "openat2", "nr-1000"}
 ALLOWED = {"read", "write", "openat", "socket-unix", "socketpair-unix", "prlimit64-core-query",
            "setrlimit-nofile", "ioctl-tiocgwinsz", "clone-thread-only", "personality-query",
-           "prctl", "getpid"}
+           "prctl", "getpid", "chmod-0755", "fchmod-0644", "fchmodat-1777", "mkdir-0755",
+           "creat-0644", "openat-creat-0755", "openat-setuid-without-creat"}
 # Where the kernel itself answers EPERM to an unprivileged caller (a capability check comes
 # before the argument checks), the probe cannot tell the filter from the kernel.
 KERNEL_REFUSES_TOO = {"pivot_root", "move_mount", "fsopen", "reboot", "swapon", "acct"}
@@ -69,6 +76,7 @@ class TestDefaultPolicy(NsboxTestCase):
         for name in sorted(REFUSED - KERNEL_REFUSES_TOO):
             self.assertNotEqual(got[name], errno.EPERM, f"{name} is EPERM even unfiltered")
         self.assertNotEqual(got["clone3"], errno.ENOSYS)
+        self.assertNotEqual(got["openat2"], errno.ENOSYS)
 
     def test_refusals_are_named_in_the_result(self):
         p, r = nsbox_json("-v", f"{self.dir}:/mnt", "--", "/mnt/nsbox-probe")

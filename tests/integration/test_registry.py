@@ -1,20 +1,50 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""nsbox ps and nsbox kill: running sandboxes of this user, listed and killed whole."""
+"""nsbox ps and nsbox kill: running sandboxes of this user, listed and killed whole; names and
+labels.
+
+Every test here works in a registry of its own: XDG_RUNTIME_DIR is a fresh directory while this
+module runs, so `nsbox kill --all` never reaches the caller's own sandboxes (nor another test
+run's)."""
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import unittest
+from concurrent.futures import ThreadPoolExecutor
 
 from nsboxtest import NSBOX, NsboxTestCase, nsbox, processes_with, wait_until
 
+_saved_runtime_dir = None
+PRIVATE_RUNTIME_DIR = None
+
+
+def setUpModule():
+    global _saved_runtime_dir, PRIVATE_RUNTIME_DIR
+    _saved_runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
+    PRIVATE_RUNTIME_DIR = tempfile.mkdtemp(prefix="nsbox-registry-test-")  # 0700, ours
+    os.environ["XDG_RUNTIME_DIR"] = PRIVATE_RUNTIME_DIR
+
+
+def tearDownModule():
+    if _saved_runtime_dir is None:
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+    else:
+        os.environ["XDG_RUNTIME_DIR"] = _saved_runtime_dir
+    shutil.rmtree(PRIVATE_RUNTIME_DIR, ignore_errors=True)
+
 
 class TestPsKill(NsboxTestCase):
-    def start(self, token):
+    def setUp(self):
+        # Never the caller's registry: `kill --all` below must reach this test's runs only.
+        self.assertEqual(registry_dir(), os.path.join(PRIVATE_RUNTIME_DIR, "nsbox"))
+
+    def start(self, token, *opts):
         proc = subprocess.Popen(
-            [NSBOX, "run", "--json", "--timeout", "60", "--", "python3", "-c",
+            [NSBOX, "run", "--json", "--timeout", "60", *opts, "--", "python3", "-c",
              "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n"
              "print('ready', flush=True); time.sleep(60)", token],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -105,6 +135,163 @@ class TestPsKill(NsboxTestCase):
                        "argv": [token], "limits": {}}, f)
         self.assertFalse([e for e in self.entries() if token in " ".join(e["argv"])])
         self.assertEqual(record_files(token), [])
+
+
+class TestNamesAndLabels(NsboxTestCase):
+    def setUp(self):
+        self.assertEqual(registry_dir(), os.path.join(PRIVATE_RUNTIME_DIR, "nsbox"))
+
+    def popen(self, *opts, code="import time; time.sleep(60)", stdin=None):
+        proc = subprocess.Popen([NSBOX, "run", "--json", "--timeout", "60", *opts],
+                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if stdin is not None:
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(proc.stderr.close)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        return proc
+
+    def start(self, *opts, token):
+        proc = self.popen(*opts, "--", "python3", "-c", "import time; time.sleep(60)", token)
+        self.assertTrue(wait_until(lambda: len(processes_with(token)) >= 2, timeout=10))
+        return proc
+
+    def ps(self, *filters):
+        args = [a for f in filters for a in ("--filter", f)]
+        p = nsbox("ps", "--json", *args)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return [json.loads(l) for l in p.stdout.splitlines()]
+
+    def test_a_name_is_unique_while_its_run_lasts(self):
+        name = "web-" + secrets.token_hex(4)
+        token = "named-" + secrets.token_hex(6)
+        first = self.start("--name", name, token=token)
+        (entry,) = self.ps("name=^" + name + "$")
+        self.assertEqual((entry["name"], entry["pid"]), (name, first.pid))
+        # Docker's "name already in use": refused, naming the holder, nothing run.
+        p = nsbox("run", "--name", name, "--", "python3", "-c", "print('RAN')")
+        self.assertOneLineError(p, contains=f"the name '{name}' is already in use")
+        self.assertIn(entry["run_id"], p.stderr)
+        self.assertNotIn("RAN", p.stdout)
+        p = nsbox("run", "--json", "--name", name, "--", "true")
+        r = json.loads(p.stdout)
+        self.assertEqual((p.returncode, r["status"], r["error"]["step"]), (125, "error", "name"))
+        # Killed by name; then the name is free again.
+        p = nsbox("kill", name)
+        self.assertEqual((p.returncode, p.stdout), (0, f"killed {entry['run_id']}\n"), p.stderr)
+        r = json.loads(first.communicate(timeout=10)[0])
+        self.assertEqual((first.returncode, r["status"], r["name"]), (137, "killed", name))
+        p = nsbox("run", "--json", "--name", name, "--", "true")
+        self.assertEqual((p.returncode, json.loads(p.stdout)["name"]), (0, name), p.stderr)
+
+    def test_of_concurrent_runs_with_one_name_exactly_one_starts(self):
+        name = "race-" + secrets.token_hex(4)
+
+        def one(_):
+            return nsbox("run", "--name", name, "--", "python3", "-c",
+                         "import time; print('RAN', flush=True); time.sleep(4)")
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(one, range(8)))
+        self.assertEqual(sorted(p.returncode for p in results), [0] + [125] * 7,
+                         [p.stderr for p in results])
+        for p in results:
+            if p.returncode == 125:
+                self.assertOneLineError(p, contains="is already in use")
+        self.assertEqual(sum(p.stdout == "RAN\n" for p in results), 1)
+
+    def test_the_name_of_a_sigkilled_nsbox_is_free_again(self):
+        name = "stale-" + secrets.token_hex(4)
+        token = "stalename-" + secrets.token_hex(6)
+        proc = self.start("--name", name, token=token)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=5))
+        self.assertTrue(os.path.exists(os.path.join(registry_dir(), name + ".name")))
+        p = nsbox("run", "--name", name, "--", "true")
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_invalid_names_and_labels(self):
+        for bad in ("-x", "a/b", "", ".hidden", "x" * 129, "a b", "\x1b[31m"):
+            with self.subTest(name=bad):
+                self.assertOneLineError(nsbox("run", "--name", bad, "--", "true"),
+                                        contains="--name")
+        for bad in ("=v", "k y=v", "k=\x1b]52;c;aGk=\x07", "k=a\nb", "k=\u009b31m"):
+            with self.subTest(label=bad):
+                p = nsbox("run", "--label", bad, "--", "true")
+                self.assertOneLineError(p, contains="--label")
+                self.assertNotIn("\x1b", p.stderr)
+        self.assertOneLineError(nsbox("ps", "--filter", "colour=red"), contains="invalid filter")
+        self.assertOneLineError(nsbox("ps", "--filter", "name=("), contains="regular expression")
+        self.assertOneLineError(nsbox("kill", "--all", "x"), contains="usage: nsbox kill")
+
+    def test_labels_select_for_ps_and_kill(self):
+        tag = secrets.token_hex(4)
+        a = self.start("--name", "a-" + tag, "--label", f"suite=s1-{tag}", "--label", "role=web",
+                       token="la-" + tag)
+        b = self.start("--label", f"suite=s1-{tag}", token="lb-" + tag)
+        c = self.start("--label", f"suite=s2-{tag}", "--label", "empty", token="lc-" + tag)
+        ids = {}
+        for e in self.ps():
+            for proc, key in ((a, "a"), (b, "b"), (c, "c")):
+                if e["pid"] == proc.pid:
+                    ids[key] = e
+        self.assertEqual(ids["a"]["labels"], {"suite": f"s1-{tag}", "role": "web"})
+        self.assertEqual((ids["b"]["name"], ids["c"]["labels"]), (None, {"suite": f"s2-{tag}",
+                                                                         "empty": ""}))
+
+        def selected(*filters):
+            return sorted(k for k, e in ids.items()
+                          if e["run_id"] in {x["run_id"] for x in self.ps(*filters)})
+        self.assertEqual(selected(f"label=suite=s1-{tag}"), ["a", "b"])
+        self.assertEqual(selected("label=suite"), ["a", "b", "c"])
+        self.assertEqual(selected(f"label=suite=s1-{tag}", "label=role"), ["a"])  # all labels
+        self.assertEqual(selected("label=empty="), ["c"])
+        self.assertEqual(selected("name=^a-"), ["a"])
+        self.assertEqual(selected("id=" + ids["b"]["run_id"][:10]), ["b"])
+        self.assertEqual(selected("id=" + ids["b"]["run_id"][:10], "id=" + ids["c"]["run_id"]),
+                         ["b", "c"])  # any of one kind
+        table = nsbox("ps", "--filter", "name=^a-" + tag).stdout
+        self.assertIn("a-" + tag, table)
+        self.assertNotIn(ids["b"]["run_id"], table)
+
+        p = nsbox("kill", "--label", f"suite=s1-{tag}")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(sorted(p.stdout.splitlines()),
+                         sorted(f"killed {ids[k]['run_id']}" for k in ("a", "b")))
+        for proc in (a, b):
+            r = json.loads(proc.communicate(timeout=10)[0])
+            self.assertEqual((proc.returncode, r["status"]), (137, "killed"))
+        self.assertEqual((r["labels"], r["name"]), ({"suite": f"s1-{tag}"}, None))  # b's
+        self.assertIsNone(c.poll())
+        self.assertOneLineError(nsbox("kill", "--label", f"suite=s1-{tag}"), code=1,
+                                contains="no running sandbox has the label")
+        self.assertEqual(nsbox("kill", "--label", "empty").returncode, 0)
+        self.assertEqual(c.wait(timeout=10), 137)
+
+    def test_ps_shows_the_code_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            step = os.path.join(d, "step.py")
+            with open(step, "w") as f:
+                f.write("import time; time.sleep(60)\n")
+            os.chmod(d, 0o755)
+            tag = secrets.token_hex(4)
+            self.popen("--label", f"t={tag}", "--code", step, "--", "arg")
+            self.popen("--label", f"t={tag}", "--code", "-",
+                       stdin="import time; time.sleep(60)\n")
+            self.assertTrue(wait_until(lambda: len(self.ps(f"label=t={tag}")) == 2, timeout=10))
+            commands = sorted(e["command"] for e in self.ps(f"label=t={tag}"))
+            self.assertEqual(commands, sorted([["python3", "<stdin>"], ["python3", step, "arg"]]))
+            table = nsbox("ps", "--filter", f"label=t={tag}").stdout
+            self.assertIn(f"python3 {step} arg", table)
+            self.assertIn("python3 <stdin>", table)
+            self.assertEqual(nsbox("kill", "--label", f"t={tag}").returncode, 0)
+
+    def test_a_plain_run_has_no_name(self):
+        p = nsbox("run", "--json", "--", "true")
+        r = json.loads(p.stdout)
+        self.assertEqual((r["name"], r["labels"]), (None, {}))
 
 
 def registry_dir():

@@ -10,6 +10,7 @@
  *   nsbox-probe [NAME...]    (no NAME: every probe)
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,13 @@
 
 #define BAD 1UL /* a pointer no process can have mapped */
 #define NOFD ((unsigned long)-1)
+#define CWD ((unsigned long)AT_FDCWD)
+#define SETUID 04755UL
+#define SETGID 02755UL
+#define HIGH (1UL << 32) /* a bit the kernel ignores in an int or mode_t argument */
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452 /* Linux 6.6; the same number on every architecture */
+#endif
 
 static const struct probe {
     const char *name;
@@ -34,6 +42,7 @@ static const struct probe {
     {"clone-newnet", SYS_clone, {CLONE_NEWNET | CLONE_THREAD}},
     {"clone-newpid", SYS_clone, {CLONE_NEWPID | CLONE_THREAD}},
     {"clone3", SYS_clone3, {BAD, 0}},
+    {"openat2", SYS_openat2, {CWD, BAD, BAD, 24}},
     {"mount", SYS_mount, {BAD, BAD, BAD, 0, BAD}},
     {"umount2", SYS_umount2, {BAD, 0}},
     {"pivot_root", SYS_pivot_root, {BAD, BAD}},
@@ -75,6 +84,24 @@ static const struct probe {
     {"ioctl-tiocsti-high", SYS_ioctl, {0, TIOCSTI | (1UL << 32), BAD}},
     {"ioctl-tioclinux", SYS_ioctl, {0, TIOCLINUX, BAD}},
     {"personality-norandom", SYS_personality, {0x0040000 /* ADDR_NO_RANDOMIZE */}},
+    {"chmod-setuid", SYS_chmod, {BAD, SETUID}},
+    {"chmod-setgid", SYS_chmod, {BAD, SETGID}},
+    {"chmod-setuid-high", SYS_chmod, {BAD, HIGH | SETUID}},
+    {"fchmod-setuid", SYS_fchmod, {NOFD, SETUID}},
+    {"fchmod-setgid", SYS_fchmod, {NOFD, SETGID}},
+    {"fchmodat-setuid", SYS_fchmodat, {CWD, BAD, SETUID}},
+    {"fchmodat-setgid", SYS_fchmodat, {CWD, BAD, SETGID}},
+    {"fchmodat2-setuid", SYS_fchmodat2, {CWD, BAD, SETUID, 0}},
+    {"creat-setuid", SYS_creat, {BAD, SETUID}},
+    {"creat-setgid", SYS_creat, {BAD, SETGID}},
+    {"mkdir-setgid", SYS_mkdir, {BAD, SETGID}},
+    {"mkdirat-setuid", SYS_mkdirat, {CWD, BAD, SETUID}},
+    {"open-creat-setuid", SYS_open, {BAD, O_CREAT | O_WRONLY, SETUID}},
+    {"open-creat-setgid", SYS_open, {BAD, O_CREAT | O_WRONLY, SETGID}},
+    {"open-tmpfile-setuid", SYS_open, {BAD, O_TMPFILE | O_WRONLY, SETUID}},
+    {"openat-creat-setuid", SYS_openat, {CWD, BAD, O_CREAT | O_WRONLY, SETUID}},
+    {"openat-creat-setgid-high", SYS_openat, {CWD, BAD, HIGH | O_CREAT | O_WRONLY, HIGH | SETGID}},
+    {"openat-tmpfile-setgid", SYS_openat, {CWD, BAD, O_TMPFILE | O_WRONLY, SETGID}},
     /* allowed by the default policy */
     {"read", SYS_read, {NOFD, BAD, 1}},
     {"write", SYS_write, {NOFD, BAD, 1}},
@@ -88,6 +115,13 @@ static const struct probe {
     {"personality-query", SYS_personality, {0xffffffffUL}},
     {"prctl", SYS_prctl, {~0UL}},
     {"getpid", SYS_getpid, {0}},
+    {"chmod-0755", SYS_chmod, {BAD, 0755}},
+    {"fchmod-0644", SYS_fchmod, {NOFD, 0644}},
+    {"fchmodat-1777", SYS_fchmodat, {CWD, BAD, 01777}},
+    {"mkdir-0755", SYS_mkdir, {BAD, 0755}},
+    {"creat-0644", SYS_creat, {BAD, 0644}},
+    {"openat-creat-0755", SYS_openat, {CWD, BAD, O_CREAT | O_WRONLY, 0755}},
+    {"openat-setuid-without-creat", SYS_openat, {CWD, BAD, O_RDONLY, SETUID}},
     /* a number no kernel or libseccomp knows */
     {"nr-1000", 1000, {0}},
 };

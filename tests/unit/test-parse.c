@@ -2,7 +2,9 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "nsbox.h"
 #include "parse.h"
 
 struct size_case {
@@ -121,26 +123,35 @@ Test(parse, tmpfs)
     char *t = NULL;
     uint64_t size = 0;
     unsigned mode = 0;
+    bool exec = true;
 
-    cr_assert_eq(parse_tmpfs("/tmp:size=16m", 1, &t, &size, &mode), 0);
+    cr_assert_eq(parse_tmpfs("/tmp:size=16m", 1, &t, &size, &mode, &exec), 0);
     cr_expect_str_eq(t, "/tmp");
     cr_expect_eq(size, 16ULL << 20);
     cr_expect_eq(mode, 01777);
+    cr_expect_not(exec, "noexec is the default");
     free(t);
 
-    cr_assert_eq(parse_tmpfs("/scratch", 4096, &t, &size, &mode), 0);
+    cr_assert_eq(parse_tmpfs("/scratch", 4096, &t, &size, &mode, &exec), 0);
     cr_expect_eq(size, 4096);
+    cr_expect_not(exec);
     free(t);
 
-    cr_assert_eq(parse_tmpfs("/x:mode=0700,size=1k", 1, &t, &size, &mode), 0);
+    cr_assert_eq(parse_tmpfs("/x:mode=0700,size=1k,exec", 1, &t, &size, &mode, &exec), 0);
     cr_expect_eq(mode, 0700);
     cr_expect_eq(size, 1024);
+    cr_expect(exec);
+    free(t);
+
+    cr_assert_eq(parse_tmpfs("/x:exec,noexec", 1, &t, &size, &mode, &exec), 0);
+    cr_expect_not(exec, "the last word wins");
     free(t);
 
     static const char *const bad[] = {"tmp", "/tmp:size=0", "/tmp:size=", "/tmp:mode=8",
-                                      "/tmp:mode=77777", "/tmp:exec", "/tmp:", "/"};
+                                      "/tmp:mode=77777", "/tmp:execute", "/tmp:exe",
+                                      "/tmp:", "/"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        cr_expect_eq(parse_tmpfs(bad[i], 1, &t, &size, &mode), -EINVAL, "'%s' accepted",
+        cr_expect_eq(parse_tmpfs(bad[i], 1, &t, &size, &mode, &exec), -EINVAL, "'%s' accepted",
                      bad[i]);
 }
 
@@ -167,4 +178,45 @@ Test(parse, env_names)
     cr_expect(env_name_is_valid("KEY=v", 3));
     cr_expect(!env_name_is_valid("=v", 0));
     cr_expect(!env_name_is_valid("A=B", 3));
+}
+
+Test(parse, run_names)
+{
+    static const char *const good[] = {"a", "web", "Web-1", "x.y_z-9", "0"};
+    static const char *const bad[] = {"", "-a", ".a", "_a", "a/b", "a b", "a:b", "\x1b[31m", "é"};
+    char longest[NSBOX_NAME_MAX + 2];
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        cr_expect(run_name_is_valid(good[i]), "'%s' should be a valid name", good[i]);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect(!run_name_is_valid(bad[i]), "'%s' should be refused", bad[i]);
+    cr_expect(!run_name_is_valid(NULL));
+    memset(longest, 'a', NSBOX_NAME_MAX);
+    longest[NSBOX_NAME_MAX] = '\0';
+    cr_expect(run_name_is_valid(longest));
+    longest[NSBOX_NAME_MAX] = 'a';
+    longest[NSBOX_NAME_MAX + 1] = '\0';
+    cr_expect(!run_name_is_valid(longest));
+}
+
+Test(parse, labels)
+{
+    static const struct {
+        const char *in;
+        bool ok;
+        size_t key_len;
+    } cases[] = {
+        {"suite=unit", true, 5},     {"com.example/x=1", true, 13}, {"k", true, 1},
+        {"k=", true, 1},             {"k=a=b", true, 1},            {"k=ünïcode", true, 1},
+        {"=v", false, 0},            {"-k=v", false, 0},            {"k y=v", false, 0},
+        {"k=a\nb", false, 0},        {"k=\x1b[31m", false, 0},      {"k=\x7f", false, 0},
+        {"k=\xc2\x9b" "31m", false, 0}, {"", false, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t key_len = 99;
+        bool ok = label_is_valid(cases[i].in, &key_len);
+        cr_expect_eq(ok, cases[i].ok, "label_is_valid(\"%s\") = %d", cases[i].in, ok);
+        if (ok && cases[i].ok)
+            cr_expect_eq(key_len, cases[i].key_len, "key length of \"%s\"", cases[i].in);
+    }
 }

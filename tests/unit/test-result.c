@@ -338,3 +338,120 @@ Test(explain, cgroup_oom_and_pids_in_json)
                                    "unit", "processes", "enforced_by", "cgroup", "stopped", 0)));
     json_decref(j);
 }
+
+/* Bytes of the JSON string jansson writes for s[0..n), quotes not counted. */
+static size_t json_size(const char *s, size_t n)
+{
+    json_t *j = json_text(s, n);
+    char *text;
+    size_t len;
+
+    cr_assert_not_null(j);
+    text = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+    cr_assert_not_null(text);
+    len = strlen(text) - 2;
+    free(text);
+    json_decref(j);
+    return len;
+}
+
+/* Feed s to a meter in chunks of chunk bytes, as the supervisor does; returns the bytes kept. */
+static size_t meter_feed(const char *s, size_t n, size_t chunk, uint64_t bound)
+{
+    struct json_meter m = {0};
+    size_t kept = 0;
+
+    for (size_t off = 0; off < n; off += chunk) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        size_t fit = json_meter_fit(&m, s, kept, k, bound);
+        cr_assert_leq(fit, k);
+        kept += fit;
+        if (fit < k)
+            break;
+    }
+    return kept;
+}
+
+Test(json_meter, text_of_two_character_escapes_fits_twice_its_length)
+{
+    char s[300];
+    memset(s, '\n', 100);
+    memcpy(s + 100, "\"\\\t", 3);
+    cr_expect_eq(meter_feed(s, 103, 7, 2 * 103), 103);
+    cr_expect_eq(json_size(s, 103), 2 * 103);
+    memset(s, 'a', 300);
+    cr_expect_eq(meter_feed(s, 300, 300, 300), 300);
+}
+
+Test(json_meter, control_bytes_are_cut_at_the_bound)
+{
+    char s[100];
+    memset(s, 0x01, sizeof(s));
+    /* \u0001 is 6 bytes: 33 of them in 200. */
+    cr_expect_eq(meter_feed(s, sizeof(s), 1, 200), 33);
+    cr_expect_eq(meter_feed(s, sizeof(s), 100, 200), 33);
+    cr_expect_eq(json_size(s, 33), 198);
+}
+
+Test(json_meter, utf8_split_across_chunks_costs_its_length)
+{
+    /* "é€😀" as 2 + 3 + 4 bytes: 9 bytes of JSON, fed in one chunk or a byte at a time (then
+     * up to 3 bytes of an unfinished character count as 9 until it is finished). */
+    const char *s = "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+    cr_expect_eq(meter_feed(s, 9, 9, 9), 9);
+    cr_expect_eq(meter_feed(s, 9, 1, 14), 9);
+    cr_expect_eq(json_size(s, 9), 9);
+    /* One byte short of the bound: the 4-byte character's first bytes are kept only while
+     * they fit as U+FFFDs should the stream end there (3 bytes each): one of them. */
+    cr_expect_eq(meter_feed(s, 9, 1, 8), 6);
+    cr_expect_eq(json_size(s, 6), 8);
+}
+
+Test(json_meter, invalid_bytes_count_as_replacement_characters)
+{
+    const char *s = "\xff\xfe\x80";
+    cr_expect_eq(meter_feed(s, 3, 1, 9), 3);
+    cr_expect_eq(json_size(s, 3), 9);
+    cr_expect_eq(meter_feed(s, 3, 3, 8), 2);
+}
+
+/* Random mixtures, random chunk sizes, random bounds: what is kept never encodes to more than
+ * the bound, and text that fits is kept whole unless it fits only within the 5 bytes by which
+ * an unfinished sequence at a chunk's end can be overcounted (3 bytes of a 4-byte character
+ * counted as 9). */
+Test(json_meter, never_passes_the_bound)
+{
+    static const char alphabet[][4] = {"a", "\n", "\"", "\x01", "\x1b", "\x7f", "\xc3", "\xa9",
+                                       "\xe2", "\x82", "\xac", "\xf0", "\x9f", "\xff", "\xed",
+                                       "\xa0", "\0"};
+    char s[512];
+
+    srand(7);
+    for (int trial = 0; trial < 2000; trial++) {
+        size_t n = (size_t)(rand() % (int)sizeof(s));
+        size_t chunk = 1 + (size_t)(rand() % 64);
+        uint64_t bound = (uint64_t)(rand() % 1200);
+        size_t kept;
+
+        for (size_t i = 0; i < n; i++)
+            s[i] = alphabet[rand() % (int)(sizeof(alphabet) / sizeof(alphabet[0]))][0];
+        kept = meter_feed(s, n, chunk, bound);
+        cr_assert_leq(json_size(s, kept), bound, "trial %d: kept %zu of %zu", trial, kept, n);
+        if (json_size(s, n) + 5 <= bound)
+            cr_assert_eq(kept, n, "trial %d: cut text that fits", trial);
+        if (chunk >= n && json_size(s, n) <= bound)
+            cr_assert_eq(kept, n, "trial %d: cut text that fits, in one chunk", trial);
+    }
+}
+
+Test(json_dump, exact_buffer_matches_json_dumps)
+{
+    json_t *j = json_pack("{s:s, s:i, s:[s, f]}", "a", "b\n\x01", "c", 42, "d", "e", 1.5);
+    char *want = json_dumps(j, JSON_COMPACT), *got = json_dump_exact(j, JSON_COMPACT);
+
+    cr_assert_not_null(got);
+    cr_expect_str_eq(got, want);
+    free(want);
+    free(got);
+    json_decref(j);
+}

@@ -256,7 +256,7 @@ class TestPlacement(CgroupTestCase):
         p, r = nsbox_json(*FAST, "--", "true", prefix=SETPRIV)
         self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
         self.assertIn("not delegated", r["limits_note"])
-        self.assertIn("and asking the systemd user manager over D-Bus for a delegated scope "
+        self.assertIn("asking the systemd user manager over D-Bus for a delegated scope "
                       "failed (no user bus ($XDG_RUNTIME_DIR is not set)", r["limits_note"])
         self.assertIn("limits are enforced with rlimits", p.stderr)
         self.assertIn("D-Bus", p.stderr)
@@ -265,6 +265,95 @@ class TestPlacement(CgroupTestCase):
         self.assertIn("systemd-run --user --scope -p Delegate=yes", r["error"]["message"])
         self.assertIn("over D-Bus for a delegated scope failed (no user bus",
                       r["error"]["message"])
+
+    def shell_in(self, cgroup, *args, command="run", as_user=True):
+        """A shell (uid 65534) in cgroup that runs `nsbox run --json ARGS` (or `nsbox doctor`)
+        as its child and stays there: the cgroup holds another process than nsbox. No user
+        manager runs and $XDG_RUNTIME_DIR is not set, so the D-Bus attempt fails at once.
+        Returns (process, the JSON result or doctor's output, the cgroup's subdirectories
+        after nsbox exited)."""
+        script = '"$@"; rc=$?; echo; echo "SUBDIRS $(find "$0" -mindepth 1 -type d)"; exit $rc'
+        argv = [NSBOX, command, *(["--json"] if command == "run" else []), *args]
+        p = subprocess.run(["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh",
+                            *(SETPRIV if as_user else []), "sh", "-c", script, cgroup, *argv],
+                           capture_output=True, text=True, timeout=300,
+                           env={"PATH": "/usr/bin:/bin", "NSBOX_ROOTFS": ROOTFS})
+        out, _, subdirs = p.stdout.rpartition("\nSUBDIRS ")
+        if command != "run":
+            return p, out, subdirs.split()
+        try:
+            return p, json.loads(out), subdirs.split()
+        except ValueError:
+            raise AssertionError(f"no JSON: rc={p.returncode} stdout={p.stdout!r} "
+                                 f"stderr={p.stderr!r}")
+
+    def test_chowned_subtree_enables_controllers_at_its_delegation_root(self):
+        # A subtree chowned to the user (the delegation root), whose controllers are available
+        # (the root cgroup enables them for it) but not enabled for its children; the user's
+        # shell sits in a leaf below it, with nsbox. That leaf has no controllers and holds the
+        # shell: nsbox enables them at the delegation root, which holds no process, and makes
+        # its leaf there, without moving itself or the shell.
+        deleg = make_cgroup("deleg-" + secrets.token_hex(4), owner=65534)
+        self.addCleanup(remove_cgroup, deleg)
+        shell = f"{deleg}/shell"
+        subprocess.run([*SETPRIV, "mkdir", shell], check=True)
+        self.assertIn("memory", read_text(f"{deleg}/cgroup.controllers").split())
+        self.assertEqual(read_text(f"{deleg}/cgroup.subtree_control").split(), [])
+        # nsbox doctor says where a run would go, and why, and changes nothing to say it. (Its
+        # real run at the end places itself as any run does: with no rootfs, it stops before.)
+        p, out, subdirs = self.shell_in(shell, "--rootfs", "/nonexistent", command="doctor")
+        self.assertIn("FAIL  rootfs /nonexistent", out)
+        self.assertEqual(read_text(f"{deleg}/cgroup.subtree_control").split(), [])
+        [line] = [l for l in out.splitlines() if "cgroup v2:" in l]
+        self.assertRegex(line, r"^ok    cgroup v2: a run here gets a leaf below "
+                               rf"{deleg[len(CG):]}, after enabling '[a-z ]+' there, as cgroup "
+                               rf"{shell[len(CG):]} does not have the controllers .* and the "
+                               r"systemd user manager is not reachable over D-Bus for a "
+                               r"delegated scope \(no user bus")
+        self.assertEqual(subdirs, [])
+        self.assertEqual([e.name for e in os.scandir(deleg) if e.is_dir()], ["shell"])
+        p, r, subdirs = self.shell_in(shell, "--cgroup", "required", "--memory", "64m", *FAST,
+                                      "--", "python3", "-c", "x = bytearray(300 << 20)")
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("oom", "cgroup"), (r, p.stderr))
+        self.assertGreaterEqual(r["cgroup"]["oom_kills"], 1)
+        self.assertRegex(r["cgroup"]["path"], rf"^{deleg[len(CG):]}/nsbox-run-", r)
+        self.assertEqual(subdirs, [])  # nothing of nsbox's in the shell's cgroup
+        # The controllers stay enabled at the delegation root: a concurrent or later run needs
+        # them too.
+        self.assertLessEqual({"memory", "pids"},
+                             set(read_text(f"{deleg}/cgroup.subtree_control").split()))
+
+    def test_nothing_possible_falls_back_and_says_why(self):
+        # The delegation root holds the user's shell next to nsbox, nothing above it is the
+        # user's, and no user manager answers: every attempt fails, the reason names each, and
+        # nothing is left in the shell's cgroup (no nsbox-supervisor).
+        deleg = make_cgroup("deleg-" + secrets.token_hex(4), owner=65534)
+        self.addCleanup(remove_cgroup, deleg)
+        at = deleg[len(CG):]
+        p, r, subdirs = self.shell_in(deleg, *FAST, "--", "true")
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
+        note = r["limits_note"]
+        self.assertIn(f"cgroup {at} holds other processes, so it cannot enable controllers", note)
+        self.assertIn("asking the systemd user manager over D-Bus for a delegated scope failed "
+                      "(no user bus ($XDG_RUNTIME_DIR is not set)", note)
+        self.assertIn(f"no cgroup above {at} is delegated to uid 65534", note)
+        self.assertIn("limits are enforced with rlimits, not a cgroup: cgroup " + at, p.stderr)
+        self.assertEqual(subdirs, [])
+        p, r, subdirs = self.shell_in(deleg, "--cgroup", "required", *FAST, "--", "true")
+        self.assertEqual((p.returncode, r["error"]["step"]), (125, "cgroup"), r)
+        self.assertIn(f"cgroup {at} holds other processes", r["error"]["message"])
+        self.assertIn("no user bus", r["error"]["message"])
+        self.assertEqual(subdirs, [])
+        # Root in a cgroup of its own that holds its shell: the same, and no walk up (root owns
+        # every cgroup, so ownership does not show where a delegation ends).
+        mine = os.path.join(CG, "mine-" + secrets.token_hex(4))
+        os.mkdir(mine)
+        self.addCleanup(os.rmdir, mine)
+        p, r, subdirs = self.shell_in(mine, *FAST, "--", "true", as_user=False)
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
+        self.assertIn(f"cgroup {mine[len(CG):]} holds other processes", r["limits_note"])
+        self.assertIn(f"the cgroups above {mine[len(CG):]} were not tried", r["limits_note"])
+        self.assertEqual(subdirs, [])
 
 
 USER = 65534
@@ -403,6 +492,70 @@ class TestUserManagerScope(CgroupTestCase):
         self.assertNotIn("D-Bus", p.stderr)
         print(f"\n  (scope path: oom run took {took:.2f} s)", file=sys.stderr, flush=True)
 
+    def in_terminal_scope(self, *argv):
+        """argv (uid 65534) as the child of a shell in a scope of the user manager, as a
+        terminal's: user@UID.service/app.slice/app-nsboxtest-term-HEX.scope, made by the manager
+        (systemd-run --user --scope). The shell stays in the scope while argv runs; afterwards
+        it lists the directories below its cgroup. Returns (process, argv's stdout, the scope's
+        cgroup, its subdirectories)."""
+        unit = f"app-nsboxtest-term-{secrets.token_hex(4)}"
+        script = ('cg=/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup); "$@"; rc=$?; '
+                  'echo; echo "CGROUP $cg"; echo "SUBDIRS $(find "$cg" -mindepth 1 -type d)"; '
+                  'exit $rc')
+        p = subprocess.run(in_cgroup(self.outside, ["systemd-run", "--user", "--scope", "--quiet",
+                                                    f"--unit={unit}", "--", "sh", "-c", script,
+                                                    "sh", *argv]),
+                           capture_output=True, text=True, timeout=300,
+                           env=user_env(DBUS_SESSION_BUS_ADDRESS=f"unix:path={RUNTIME_DIR}/bus",
+                                        NSBOX=NSBOX, PYTHONPATH=os.path.join(TOP, "python")))
+        out, _, tail = p.stdout.rpartition("\nCGROUP ")
+        cgroup, _, subdirs = tail.partition("\nSUBDIRS ")
+        self.assertEqual(cgroup, f"{MANAGER_CG}/app.slice/{unit}.scope", p.stderr)
+        return p, out, cgroup, subdirs.split()
+
+    def test_terminal_scope_uses_a_delegated_scope(self):
+        # The commonest desktop layout: nsbox started from a terminal's shell, in the terminal's
+        # user-owned scope, which holds the shell. nsbox does not touch that scope; the manager
+        # gives it a delegated scope of its own, and the limits hold there.
+        p, out, term, subdirs = self.in_terminal_scope(
+            NSBOX, "run", "--json", "--memory", "256m", *FAST, "--", "python3", "-c",
+            "x = bytearray(10**9)")
+        r = json.loads(out)
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("oom", "cgroup"), (r, p.stderr))
+        self.assertGreaterEqual(r["cgroup"]["oom_kills"], 1)
+        self.assertRegex(r["cgroup"]["path"], rf"^/user@{USER}\.service/app\.slice/nsbox-[0-9]+-"
+                                              r"[0-9a-f]{8}\.scope/nsbox-run-", r)
+        self.assertNotIn("warning", p.stderr)
+        self.assertEqual(subdirs, [])  # no nsbox-supervisor left in the terminal's scope
+        # nsbox doctor there says so, and why.
+        p, out, term, subdirs = self.in_terminal_scope(NSBOX, "doctor")
+        [line] = [l for l in out.splitlines() if "cgroup v2:" in l]
+        # (Whether the manager enables the controllers for the terminal's scope depends on
+        # what it runs: either way the scope is not for nsbox.)
+        self.assertRegex(line, r"^ok    cgroup v2: a run here gets a leaf in a delegated scope "
+                               r"asked of the systemd user manager over D-Bus \(it answers on "
+                               r"the user bus; the scope itself was not started\), as cgroup "
+                               rf"{term[len(CG):]} (holds other processes, so it cannot enable "
+                               r"controllers for a leaf|does not have the controllers '[a-z ]+' "
+                               r"\(its parent does not enable them for it\))$")
+        self.assertEqual(subdirs, [])
+
+    def test_python_api_in_terminal_scope(self):
+        # The same layout through the Python API, which clears nsbox's environment but for the
+        # variables that find the user bus.
+        code = ("import json, nsbox\n"
+                "r = nsbox.run_python_code('print(6 * 7)', timeout=120, cpus=None,\n"
+                "                          extra_args=['--cgroup', 'required'])\n"
+                "print(json.dumps(r.raw))\n")
+        p, out, term, subdirs = self.in_terminal_scope("python3", "-c", code)
+        r = json.loads(out)
+        self.assertEqual((r["status"], r["stdout"]), ("exited", "42\n"), (r, p.stderr))
+        self.assertEqual(r["limits_enforced_by"], "cgroup", r)
+        self.assertEqual(r["limits"]["memory"]["enforced_by"], "cgroup", r)
+        self.assertRegex(r["cgroup"]["path"], rf"^/user@{USER}\.service/app\.slice/nsbox-[0-9]+-"
+                                              r"[0-9a-f]{8}\.scope/nsbox-run-", r)
+        self.assertEqual(subdirs, [])
+
     def test_controllers_not_enabled_for_the_caller_ask_the_manager(self):
         # The other trigger: a cgroup whose parent enables no controllers for it, which the user
         # cannot change (root owns it), while the hierarchy has them. A delegated scope can.
@@ -483,7 +636,8 @@ class TestUserManagerScope(CgroupTestCase):
         os.mkdir(empty, 0o700)
         os.chown(empty, USER, USER)
         self.addCleanup(shutil.rmtree, empty)  # nsbox keeps its `nsbox ps` record there
-        p, r = self.run_user(*FAST, "--", "true", env=user_env(XDG_RUNTIME_DIR=empty))
+        # From the root cgroup, so that no cgroup of the user's above it takes the leaf.
+        p, r = self.run_user(*FAST, "--", "true", env=user_env(XDG_RUNTIME_DIR=empty), cgroup=CG)
         self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
         self.assertIn(f"for a delegated scope failed (no user bus ({empty}/bus)", r["limits_note"])
         self.assertIn("D-Bus", p.stderr)
@@ -502,7 +656,7 @@ class TestUserManagerScope(CgroupTestCase):
         self.addCleanup(os.unlink, f"{d}/bus")
         self.addCleanup(sock.close)
         start = time.monotonic()
-        p, r = self.run_user(*FAST, "--", "true",
+        p, r = self.run_user(*FAST, "--", "true", cgroup=CG,
                              env=user_env(DBUS_SESSION_BUS_ADDRESS=f"unix:path={d}/bus"))
         took = time.monotonic() - start
         self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)

