@@ -85,6 +85,16 @@ struct nsbox_config {
     uid_t uid; /* user id inside the sandbox (default 65534) */
     gid_t gid; /* group id inside the sandbox (default 65534) */
 
+    /* The host ids the sandbox's ids map to, for a caller that is root. 0 (the default): a uid
+     * and gid of the run's own, from nsbox's reserved range (2113929216…2113933311), held for
+     * the run only, so that no other sandbox and no host process shares them; the result's
+     * host_uid says which. Non-zero: exactly these ids (host_gid 0: the same number as
+     * host_uid), shared with whatever else runs as them; 0 is never mapped. An ordinary
+     * user's sandbox always maps to the user themself: host_uid must then be 0 or that user's
+     * uid, host_gid 0 or their gid. */
+    uid_t host_uid;
+    gid_t host_gid;
+
     uint64_t memory;       /* bytes; 0 = unlimited (default 256 MiB) */
     uint64_t pids_limit;   /* processes; 0 = unlimited (default 64) */
     uint64_t cpus_milli;   /* thousandths of a CPU; 0 = unlimited (default 500) */
@@ -211,6 +221,12 @@ struct nsbox_result {
     /* Why limits were not enforced by a cgroup, or "". */
     char limits_note[512];
     struct nsbox_cgroup_stats cgroup;
+
+    /* The host ids the sandbox ran as (for root's runs, from nsbox's range unless
+     * config.host_uid chose them), or 0 when the run failed before they were chosen. Files the
+     * payload creates through a writable bind belong to them on the host. */
+    uid_t host_uid;
+    gid_t host_gid;
 };
 
 /* Fill *config with the defaults listed in struct nsbox_config. Cannot fail. */

@@ -215,6 +215,10 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
         (void)json_object_set_new(root, "seccomp_refused", list ? list : json_null());
     } else
         (void)json_object_set_new(root, "seccomp_refused", json_null());
+    (void)json_object_set_new(root, "host_uid",
+                              r->host_uid ? json_integer((json_int_t)r->host_uid) : json_null());
+    (void)json_object_set_new(root, "host_gid",
+                              r->host_uid ? json_integer((json_int_t)r->host_gid) : json_null());
     if (r->cgroup.valid)
         (void)json_object_set_new(
             root, "cgroup",

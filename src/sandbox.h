@@ -41,6 +41,7 @@ struct sandbox {
     uid_t host_uid;    /* outside ids the inside ids map to */
     gid_t host_gid;
     bool privileged;   /* nsbox was started by root: map to an unprivileged host id */
+    int host_ids_lock; /* holds host_uid's slot of the pool (uidpool.h) for the run, or -EBADF */
     struct sandbox_mount *mounts; /* sorted parents-first */
     size_t n_mounts;
     struct filter filter;  /* empty when seccomp is disabled */
