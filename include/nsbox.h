@@ -143,7 +143,9 @@ struct nsbox_config {
     bool network_host;
     /* true: no pid namespace: the payload sees and can signal the host's processes of its
      * host uid, /proc is the host's, and processes it starts in the background outlive the
-     * run unless a cgroup leaf holds them. Docker's --pid host. */
+     * run unless a cgroup leaf holds them or the run's host ids are its own (root's runs
+     * without host_uid: nsbox then kills every process of them at the end). Docker's --pid
+     * host. */
     bool pid_host;
     /* true: no IPC namespace: System V IPC objects and POSIX message queues are the host's.
      * Docker's --ipc host. */
@@ -241,8 +243,9 @@ const char *nsbox_default_rootfs(void);
  * Run the configured payload in a fresh sandbox and wait for it to end.
  *
  * On return, the sandbox and everything in it are gone: every process has been killed and
- * reaped and every descriptor nsbox opened is closed. (One exception, opted into: with pid_host
- * and no cgroup leaf, processes the payload left in the background survive it.) If the calling process dies, the kernel
+ * reaped and every descriptor nsbox opened is closed. (One exception, opted into: with pid_host,
+ * no cgroup leaf and host ids not the run's own, processes the payload left in the background
+ * survive it.) If the calling process dies, the kernel
  * kills the sandbox too (PR_SET_PDEATHSIG on the sandbox's init).
  *
  * Returns 0 when the payload ran or nsbox reports why it could not (status NSBOX_STATUS_ERROR,
