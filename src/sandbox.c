@@ -508,6 +508,12 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
                               detail);
         sb->host_uid = id;
         sb->host_gid = id;
+        /* Without a pid namespace, processes of the id can outlive the payload: say so in the
+         * pool until kill_leftovers() has killed them, for the case that nsbox is killed. */
+        r = c->pid_host ? uidpool_mark(sb->host_ids_lock, id, true) : 0;
+        if (r < 0)
+            return plan_error(ret, r, "host ids", "marking host uid %u in %s failed: %s",
+                              (unsigned)id, UIDPOOL_DIR "/" UIDPOOL_LOCK, strerror(-r));
     }
     ret->host_uid = sb->host_uid;
     ret->host_gid = sb->host_gid;
@@ -1031,10 +1037,13 @@ static void kill_leftovers(const struct sandbox *sb, struct nsbox_result *ret)
     if (sb->host_ids_lock < 0 || !sb->config->pid_host)
         return;
     r = uidpool_kill_all(sb->host_uid);
+    if (r >= 0)
+        r = uidpool_mark(sb->host_ids_lock, sb->host_uid, false);
     if (r < 0)
         add_warning(sb->config, ret,
                     "--pid host: killing what the payload left in the background failed (%s): "
-                    "processes of host uid %u may outlive the run",
+                    "processes of host uid %u may outlive the run (the next run of root to "
+                    "take the id kills them first)",
                     strerror(-r), (unsigned)sb->host_uid);
 }
 

@@ -38,6 +38,11 @@
  * released; without one (--pid host), the supervisor kills every process of the id
  * (uidpool_kill_all()) before releasing it. A host that runs other software in this range
  * must say so to nsbox by a passwd or group entry.
+ *
+ * A run without a pid namespace marks its slot (byte N of the lock file, written only by the
+ * holder of its lock) before its first process and clears the mark after killing them all; if
+ * nsbox is killed in between, the mark stays, and the next run to take the slot kills what
+ * runs as the id before using it. One pread(2) per run checks the mark.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -109,6 +114,34 @@ static int slot_lock(int fd, unsigned slot, short type)
     return fcntl(fd, F_OFD_SETLK, &fl) < 0 ? negative_errno() : 0;
 }
 
+int uidpool_mark(int lock_fd, uid_t id, bool may_have_processes)
+{
+    char b = may_have_processes ? 1 : 0;
+    if (id < UIDPOOL_BASE || id - UIDPOOL_BASE >= UIDPOOL_SIZE)
+        return -EINVAL;
+    if (pwrite(lock_fd, &b, 1, (off_t)(id - UIDPOOL_BASE)) != 1)
+        return errno ? negative_errno() : -EIO;
+    return 0;
+}
+
+/* A slot left marked (uidpool_mark()) by a run whose nsbox was killed: kill what may still run
+ * as its id, then clear the mark. Returns 0 or -errno. */
+static int sweep_if_marked(int fd, unsigned slot)
+{
+    char b = 0;
+    ssize_t n = pread(fd, &b, 1, (off_t)slot);
+    int r;
+
+    if (n < 0)
+        return negative_errno();
+    if (n == 0 || b == 0) /* past the end of the file: never marked */
+        return 0;
+    r = uidpool_kill_all(UIDPOOL_BASE + slot);
+    if (r < 0)
+        return r;
+    return uidpool_mark(fd, UIDPOOL_BASE + slot, false);
+}
+
 static int take_slot(unsigned slot, void *userdata)
 {
     struct take *t = userdata;
@@ -123,6 +156,8 @@ static int take_slot(unsigned slot, void *userdata)
     /* Locked first, then looked up: the lookup is the slower step, and it is only done for a
      * slot this run can have. */
     r = id_in_user_db(UIDPOOL_BASE + slot);
+    if (r == 0)
+        r = sweep_if_marked(t->fd, slot);
     if (r == 0)
         return 1;
     (void)slot_lock(t->fd, slot, F_UNLCK);
@@ -192,11 +227,10 @@ int uidpool_acquire(uid_t *ret_id, int *ret_lock_fd, char *detail, size_t detail
                        "or group entries",
                        UIDPOOL_BASE, UIDPOOL_BASE + UIDPOOL_SIZE - 1, t.busy, t.named);
     else if (r < 0)
-        (void)snprintf(detail, detail_size, "%s: %s",
-                       r == -EIO || r == -EMFILE || r == -ENFILE || r == -ENOMEM
-                           ? "looking ids up in the user database (getpwuid_r)"
-                           : UIDPOOL_DIR "/" UIDPOOL_LOCK,
-                       strerror(-r));
+        (void)snprintf(detail, detail_size,
+                       "%s: %s (looking the id up in the user database, killing what a killed "
+                       "run left, or locking)",
+                       UIDPOOL_DIR "/" UIDPOOL_LOCK, strerror(-r));
     if (r < 0)
         return r;
     *ret_id = UIDPOOL_BASE + (unsigned)r;

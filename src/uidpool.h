@@ -33,12 +33,21 @@ int uidpool_choose(unsigned start, unsigned size, int (*take)(unsigned slot, voi
  * locked for no other nsbox of this host (the lock on UIDPOOL_DIR/UIDPOOL_LOCK, a root-owned
  * 0700 directory, is held through *ret_lock_fd: it is released when the last copy of that
  * descriptor is closed, also when the process is killed) and no passwd or group entry names it.
- * Root only. *ret_lock_fd is O_CLOEXEC.
+ * A slot marked as possibly left with processes (uidpool_mark()) is swept first
+ * (uidpool_kill_all()) and unmarked. Root only. *ret_lock_fd is O_CLOEXEC.
  *
  * Returns 0, or -errno: -EPERM when the directory or lock file is not root's alone (detail says
  * which), -EBUSY when every slot is taken or in use, or open(2)/fcntl(2)'s error.
  */
 int uidpool_acquire(uid_t *ret_id, int *ret_lock_fd, char *detail, size_t detail_size);
+
+/*
+ * Mark id's slot, held through lock_fd, as one whose processes may outlive their run (a run
+ * without its own pid namespace, from before its first process until they are killed), or
+ * clear the mark: the next uidpool_acquire() of a slot still marked, left so by an nsbox that
+ * was killed, kills what runs as the id before handing it out. Returns 0 or -errno (pwrite(2)).
+ */
+int uidpool_mark(int lock_fd, uid_t id, bool may_have_processes);
 
 /*
  * Kill every process whose real or saved uid is id (kill(2) with pid -1, from a child that

@@ -251,7 +251,9 @@ class TestRootHostIds(NsboxTestCase):
         p, r = nsbox_json("--pid", "host", "--cgroup", "off", "--", "python3", "-c", code, token)
         self.assertEqual(r["status"], "exited", p.stderr)
         self.assertTrue(in_pool(r["host_uid"]))
-        self.assertEqual(processes_with(token), [], "a process of the run's ids outlived it")
+        # Killed (SIGKILL) before nsbox returns; gone from /proc a moment later.
+        self.assertTrue(wait_until(lambda: not processes_with(token), timeout=2),
+                        "a process of the run's ids outlived it")
         # The control: with ids the run does not own, nsbox leaves them alone (documented for
         # --pid host), and the background process survives.
         p, r = nsbox_json("--pid", "host", "--cgroup", "off", "--host-user", str(BASE - 1),
@@ -259,6 +261,40 @@ class TestRootHostIds(NsboxTestCase):
         try:
             self.assertEqual(r["status"], "exited", p.stderr)
             self.assertTrue(wait_until(lambda: processes_with(token)))
+        finally:
+            for pid in processes_with(token):
+                os.kill(pid, signal.SIGKILL)
+
+    def test_pid_host_leftovers_of_a_killed_nsbox_die_before_the_ids_are_reused(self):
+        # nsbox is SIGKILLed before it can kill what the payload left: the next run that takes
+        # the ids kills it first.
+        token = "nsbox-hostids-" + os.urandom(6).hex()
+        code = ("import os, time\n"
+                "if os.fork() == 0:\n"
+                "    os.setsid()\n"
+                "    null = os.open('/dev/null', os.O_RDWR)\n"
+                "    for fd in (0, 1, 2): os.dup2(null, fd)\n"
+                "    time.sleep(30)\n"
+                "time.sleep(30)\n")
+        p = subprocess.Popen([NSBOX, "run", "--pid", "host", "--cgroup", "off", "--", "python3",
+                              "-c", code, token], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            self.assertTrue(wait_until(lambda: len(processes_with(token)) >= 3), "no daemon")
+            daemon = max(processes_with(token))  # the last started: nsbox, payload, daemon
+            uid = host_uid_of(daemon)
+            self.assertTrue(in_pool(uid), uid)
+            p.kill()
+            p.wait()
+            # The payload dies with the sandbox's init; the daemon is left, as with any
+            # --pid host run whose nsbox is killed.
+            self.assertTrue(wait_until(lambda: processes_with(token) == [daemon]),
+                            processes_with(token))
+            with PoolHolder(keep={uid - BASE}):
+                q, r = nsbox_json("--", "true")
+            self.assertEqual(r["host_uid"], uid, q.stderr)
+            self.assertTrue(wait_until(lambda: not processes_with(token)),
+                            "a process of the ids survived into the next run that took them")
         finally:
             for pid in processes_with(token):
                 os.kill(pid, signal.SIGKILL)
