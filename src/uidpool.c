@@ -36,9 +36,11 @@
  * run as a pool id are nsbox's own, which do not outlive their slot. In the sandbox's pid
  * namespace the kernel kills all of them before the sandbox's init has fully exited
  * (zap_pid_ns_processes(), kernel/pid_namespace.c), which is before the supervisor's waitid()
- * returns and the slot is released; if nsbox is SIGKILLed, the lock goes at once while the
- * sandbox's processes are still dying of their own SIGKILL (PR_SET_PDEATHSIG), which runs no
- * more of their code. Without a pid namespace (--pid host), the supervisor kills every process
+ * returns and the slot is released. If nsbox is SIGKILLed, the kernel closes its descriptors
+ * (dropping the lock) before it sends the sandbox's init its death signal (PR_SET_PDEATHSIG;
+ * exit_files() comes before exit_notify() in do_exit()): for that moment, until init's exit
+ * has killed the rest, a next run may have the id too, but each sits in a pid namespace of its
+ * own where it cannot see the other's processes. Without a pid namespace (--pid host), the supervisor kills every process
  * of the id (uidpool_kill_all()) before releasing it; such a run marks its slot (byte N of the
  * lock file, written only by the holder of its lock) before its first process and clears the
  * mark after the kill, so that if nsbox is killed in between, the next run to take the slot
