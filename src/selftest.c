@@ -1519,6 +1519,14 @@ int selftest_main(int argc, char *argv[])
         c.host_uid = id;
         c.host_gid = id;
         (void)snprintf(c.host_user, sizeof(c.host_user), "%u:%u", (unsigned)id, (unsigned)id);
+        /* Its --pid host trials leave processes of the id by design: if the self-test is
+         * killed, the next run that takes the id kills them first. */
+        r = uidpool_mark(c.host_ids_lock, id, true);
+        if (r < 0) {
+            log_error("selftest: marking host uid %u in the pool failed: %s", (unsigned)id,
+                      strerror(-r));
+            return 125;
+        }
     }
     if (control) {
         const char *candidates[] = {"/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"};
@@ -1597,6 +1605,8 @@ int selftest_main(int argc, char *argv[])
         if (vartmp >= 0)
             remove_selftest_dir(vartmp, c.dir + strlen("/var/tmp/"));
     }
+    if (c.host_ids_lock >= 0 && uidpool_kill_all(c.host_uid) >= 0)
+        (void)uidpool_mark(c.host_ids_lock, c.host_uid, false);
     if (interrupted) {
         log_error("selftest: interrupted by signal %d; its files and processes are removed",
                   (int)interrupted);
