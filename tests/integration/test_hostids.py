@@ -9,7 +9,6 @@ import signal
 import struct
 import subprocess
 import tempfile
-import time
 import unittest
 
 from nsboxtest import NSBOX, NsboxTestCase, nsbox, nsbox_json, processes_with, wait_until
@@ -280,8 +279,18 @@ class TestRootHostIds(NsboxTestCase):
                               "-c", code, token], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         try:
-            self.assertTrue(wait_until(lambda: len(processes_with(token)) >= 3), "no daemon")
-            daemon = max(processes_with(token))  # the last started: nsbox, payload, daemon
+            # The daemon: the process of the token that leads a session of its own.
+            def leader():
+                for q in processes_with(token):
+                    try:
+                        with open(f"/proc/{q}/stat") as f:
+                            if int(f.read().rsplit(")", 1)[1].split()[3]) == q:
+                                return q
+                    except (OSError, ValueError, IndexError):
+                        pass
+                return None
+            self.assertTrue(wait_until(leader), "no daemon")
+            daemon = leader()
             uid = host_uid_of(daemon)
             self.assertTrue(in_pool(uid), uid)
             p.kill()
