@@ -7,8 +7,9 @@
  * every host process running as nobody were one kernel identity: they shared the per-user
  * budgets the kernel keeps per uid (processes, inotify instances and watches, epoll watches,
  * pipe buffers, POSIX message queues, pending signals), the user keyrings ("_uid.65534",
- * keyrings(7)), and could signal each other (kill(2): a matching real or saved uid) and, where
- * Yama's ptrace_scope allows, trace each other.
+ * keyrings(7)), and could signal each other (kill(2): a matching real or saved uid). Tracing
+ * was refused already: a tracer outside the sandbox's user namespace needs CAP_SYS_PTRACE in it
+ * (cap_ptrace_access_check(), security/commoncap.c), whatever its uid.
  *
  * The range: UIDPOOL_BASE + 0…UIDPOOL_SIZE-1, uid and gid alike. systemd's map of the id space
  * (https://systemd.io/UIDS-GIDS/) gives 0…999 to system users, 1000…60000 to regular ones,
