@@ -1027,6 +1027,19 @@ static void close_pair(int p[2])
         }
 }
 
+/* Why root may not map its pool ids: nsbox itself runs in a user namespace that does not map
+ * them (a container's, rootless Podman's, Kubernetes' user namespaces map 65536 ids or so). */
+static const char *host_ids_hint(const struct sandbox *sb, int r)
+{
+    if (r != -EPERM || sb->host_ids_lock < 0 ||
+        (uidpool_mapped_here("/proc/self/uid_map", sb->host_uid) != 0 &&
+         uidpool_mapped_here("/proc/self/gid_map", sb->host_gid) != 0))
+        return "";
+    return " (the host ids nsbox takes for root's runs, 2113929216 and up, are not mapped in the "
+           "user namespace nsbox runs in, as in a container: choose ids mapped there with "
+           "--host-user, e.g. --host-user 65534)";
+}
+
 /* Without a pid namespace, what the payload started in the background can outlive the run;
  * when the run's host ids are its own (uidpool.h), every process of them is the run's, and they
  * must all be gone before the ids go back to the pool. */
@@ -1143,8 +1156,8 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
             r = negative_errno();
         (void)sys_pidfd_send_signal(pidfd, SIGKILL);
         (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)pidfd, &si, WEXITED));
-        (void)plan_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s",
-                         strerror(-r));
+        (void)plan_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s%s",
+                         strerror(-r), host_ids_hint(&sb, r));
         goto out;
     }
 

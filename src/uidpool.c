@@ -242,6 +242,34 @@ int uidpool_acquire(uid_t *ret_id, int *ret_lock_fd, char *detail, size_t detail
     return 0;
 }
 
+int uidpool_map_covers(const char *map, unsigned id)
+{
+    for (const char *p = map; *p;) {
+        unsigned long inside, outside, count;
+        int n = 0;
+        if (sscanf(p, " %lu %lu %lu%n", &inside, &outside, &count, &n) != 3)
+            return *p == '\n' || strspn(p, " \t\n") == strlen(p) ? 0 : -EINVAL;
+        if (id >= inside && id - inside < count)
+            return 1;
+        p += n;
+        p += strspn(p, " \t");
+        if (*p == '\n')
+            p++;
+        else if (*p)
+            return -EINVAL;
+    }
+    return 0;
+}
+
+int uidpool_mapped_here(const char *map_path, unsigned id)
+{
+    char buf[4096];
+    ssize_t n = read_file_at(AT_FDCWD, map_path, buf, sizeof(buf));
+    if (n < 0)
+        return (int)n;
+    return uidpool_map_covers(buf, id);
+}
+
 int uidpool_kill_all(uid_t id)
 {
     int status;

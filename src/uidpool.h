@@ -50,6 +50,19 @@ int uidpool_acquire(uid_t *ret_id, int *ret_lock_fd, char *detail, size_t detail
 int uidpool_mark(int lock_fd, uid_t id, bool may_have_processes);
 
 /*
+ * Pure: whether the id map text (the format of /proc/PID/uid_map: lines "INSIDE OUTSIDE
+ * COUNT", user_namespaces(7)) maps id, as an id of the namespace it describes. Returns 1 or 0,
+ * or -EINVAL for a malformed line.
+ */
+int uidpool_map_covers(const char *map, unsigned id);
+
+/*
+ * Whether the user namespace of this process maps id: map_path is "/proc/self/uid_map" or
+ * "/proc/self/gid_map". Returns 1 or 0, or -errno when the file cannot be read.
+ */
+int uidpool_mapped_here(const char *map_path, unsigned id);
+
+/*
  * Kill every process whose real or saved uid is id (kill(2) with pid -1, from a child that
  * switched to id): what a run without its own pid namespace left behind, before its id goes
  * back to the pool. Root only. Returns 0, or -errno from fork(2)/waitpid(2) or from the child's

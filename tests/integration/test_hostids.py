@@ -8,6 +8,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -309,6 +310,37 @@ class TestRootHostIds(NsboxTestCase):
         finally:
             for pid in processes_with(token):
                 os.kill(pid, signal.SIGKILL)
+
+    def test_in_a_container_without_the_range_the_error_names_host_user(self):
+        # Root of a user namespace that maps host ids 0…65535 only, as a container's does:
+        # nsbox's range cannot be mapped there, and nsbox says what to do instead.
+        helper = (
+            "import ctypes, os, sys\n"
+            "r, w = os.pipe()\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os.close(w)\n"
+            "    if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0: os._exit(99)\n"
+            "    os.read(r, 1)\n"
+            "    os.setresgid(0, 0, 0); os.setresuid(0, 0, 0)\n"
+            "    os.execv(sys.argv[1], sys.argv[1:])\n"
+            "os.close(r)\n"
+            "import time\n"
+            "for _ in range(100):\n"
+            "    if os.readlink(f'/proc/{pid}/ns/user') != os.readlink('/proc/self/ns/user'): break\n"
+            "    time.sleep(0.01)\n"
+            "for f in ('uid_map', 'gid_map'):\n"
+            "    with open(f'/proc/{pid}/{f}', 'w') as fh: fh.write('0 0 65536\\n')\n"
+            "os.write(w, b'x')\n"
+            "sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+        def in_container(*args):
+            return subprocess.run([sys.executable, "-c", helper, NSBOX, "run", *args, "--",
+                                   "true"], capture_output=True, text=True, timeout=60)
+        p = in_container()
+        self.assertOneLineError(p, contains="--host-user")
+        self.assertIn("not mapped in the user namespace nsbox runs in", p.stderr)
+        p = in_container("--host-user", "65534")
+        self.assertEqual(p.returncode, 0, p.stderr)
 
     def test_host_user_chooses_the_ids(self):
         p, r = nsbox_json("--host-user", "4242:4343", "--", "cat", "/proc/self/uid_map",

@@ -82,3 +82,19 @@ Test(uidpool, range_avoids_nobody_and_systemd_ranges)
     cr_expect_lt(last, 0x7FFE0000U);         /* below systemd's foreign range */
     cr_expect_lt(last, 0x80000000U);         /* fits a signed 32-bit int */
 }
+
+Test(uidpool, map_covers)
+{
+    /* The initial user namespace maps everything; a container's maps a block. */
+    cr_expect_eq(uidpool_map_covers("         0          0 4294967295\n", 0x7E000000U), 1);
+    cr_expect_eq(uidpool_map_covers("         0     100000      65536\n", 0x7E000000U), 0);
+    cr_expect_eq(uidpool_map_covers("         0     100000      65536\n", 65534), 1);
+    cr_expect_eq(uidpool_map_covers("         0     100000      65536\n", 65536), 0);
+    cr_expect_eq(uidpool_map_covers("0 1000 1\n1 100000 65536\n2113929216 2113929216 4096\n",
+                                    2113929216U + 4095),
+                 1);
+    cr_expect_eq(uidpool_map_covers("0 1000 1\n1 100000 65536\n", 65537), 0);
+    cr_expect_eq(uidpool_map_covers("", 0), 0); /* an unmapped namespace */
+    cr_expect_eq(uidpool_map_covers("0 0\n", 0), -EINVAL);
+    cr_expect_eq(uidpool_map_covers("0 0 1 junk\n", 5), -EINVAL);
+}
