@@ -90,6 +90,16 @@ struct nsbox_config {
     uid_t uid; /* user id inside the sandbox (default 65534) */
     gid_t gid; /* group id inside the sandbox (default 65534) */
 
+    /* The host ids the sandbox's ids map to, for a caller that is root. 0 (the default): a uid
+     * and gid of the run's own, from nsbox's reserved range (2113929216…2113933311), held for
+     * the run only, so that no other sandbox and no host process shares them; the result's
+     * host_uid says which. Non-zero: exactly these ids (host_gid 0: the same number as
+     * host_uid), shared with whatever else runs as them; 0 is never mapped. An ordinary
+     * user's sandbox always maps to the user themself: host_uid must then be 0 or that user's
+     * uid, host_gid 0 or their gid. */
+    uid_t host_uid;
+    gid_t host_gid;
+
     uint64_t memory;       /* bytes; 0 = unlimited (default 256 MiB) */
     uint64_t pids_limit;   /* processes; 0 = unlimited (default 64) */
     uint64_t cpus_milli;   /* thousandths of a CPU; 0 = unlimited (default 500) */
@@ -145,7 +155,9 @@ struct nsbox_config {
     bool network_host;
     /* true: no pid namespace: the payload sees and can signal the host's processes of its
      * host uid, /proc is the host's, and processes it starts in the background outlive the
-     * run unless a cgroup leaf holds them. Docker's --pid host. */
+     * run unless a cgroup leaf holds them or the run's host ids are its own (root's runs
+     * without host_uid: nsbox then kills every process of them at the end). Docker's --pid
+     * host. */
     bool pid_host;
     /* true: no IPC namespace: System V IPC objects and POSIX message queues are the host's.
      * Docker's --ipc host. */
@@ -252,6 +264,11 @@ struct nsbox_result {
     /* Copies of config->labels, "KEY=VALUE" (a later KEY wins in the JSON), NULL-terminated,
      * owned (nsbox_result_free()); NULL when there are none. */
     char **labels;
+    /* The host ids the sandbox ran as (for root's runs, from nsbox's range unless
+     * config.host_uid chose them), or 0 when the run failed before they were chosen. Files the
+     * payload creates through a writable bind belong to them on the host. */
+    uid_t host_uid;
+    gid_t host_gid;
 
     /* Bytes of output kept per stream (the config's output_limit), for the explanations. */
     uint64_t output_limit;
@@ -279,8 +296,9 @@ const char *nsbox_default_rootfs(void);
  * Run the configured payload in a fresh sandbox and wait for it to end.
  *
  * On return, the sandbox and everything in it are gone: every process has been killed and
- * reaped and every descriptor nsbox opened is closed. (One exception, opted into: with pid_host
- * and no cgroup leaf, processes the payload left in the background survive it.) If the calling process dies, the kernel
+ * reaped and every descriptor nsbox opened is closed. (One exception, opted into: with pid_host,
+ * no cgroup leaf and host ids not the run's own, processes the payload left in the background
+ * survive it.) If the calling process dies, the kernel
  * kills the sandbox too (PR_SET_PDEATHSIG on the sandbox's init).
  *
  * Returns 0 when the payload ran or nsbox reports why it could not (status NSBOX_STATUS_ERROR,

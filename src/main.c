@@ -50,6 +50,8 @@ static void usage_run(FILE *f)
           "  --shm-size SIZE        size of /dev/shm (default 16m)\n"
           "  -e, --env KEY=VALUE    add to the environment (KEY alone: take it from nsbox's)\n"
           "  -u, --user UID[:GID]   ids inside the sandbox (default 65534:65534)\n"
+          "  --host-user UID[:GID]  root only: the host ids the sandbox maps to (default: ids of\n"
+          "                         the run's own from nsbox's range; see the result's host_uid)\n"
           "  -m, --memory SIZE      memory limit, e.g. 256m (default 256m; 'unlimited')\n"
           "  --pids-limit N         process limit (default 64; 'unlimited')\n"
           "  --cpus N               CPU limit, e.g. 0.5 (default 0.5; 'unlimited')\n"
@@ -204,6 +206,7 @@ enum {
     ARG_NAME,
     ARG_LABEL,
     ARG_RAW_OUTPUT,
+    ARG_HOST_USER,
 };
 
 struct run_args {
@@ -360,6 +363,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"name", required_argument, NULL, ARG_NAME},
         {"label", required_argument, NULL, ARG_LABEL},
         {"raw-output", no_argument, NULL, ARG_RAW_OUTPUT},
+        {"host-user", required_argument, NULL, ARG_HOST_USER},
         {"help", no_argument, NULL, 'h'},
         {},
     };
@@ -472,6 +476,12 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case 'u':
             if (parse_user(optarg, &c->uid, &c->gid) < 0)
                 return BAD_VALUE("--user", optarg, "expected UID[:GID], numeric");
+            break;
+        case ARG_HOST_USER:
+            /* 0 is host root, which a sandbox never maps to. */
+            if (parse_user(optarg, &c->host_uid, &c->host_gid) < 0 || c->host_uid == 0 ||
+                c->host_gid == 0)
+                return BAD_VALUE("--host-user", optarg, "expected UID[:GID], numeric, not 0");
             break;
         case 'm':
             if (is_unlimited(optarg))

@@ -544,6 +544,10 @@ json_t *result_to_json_object(const struct nsbox_result *r)
         (void)json_object_set_new(root, "name", r->name[0] ? json_string(r->name) : json_null());
         (void)json_object_set_new(root, "labels", labels ? labels : json_null());
     }
+    (void)json_object_set_new(root, "host_uid",
+                              r->host_uid ? json_integer((json_int_t)r->host_uid) : json_null());
+    (void)json_object_set_new(root, "host_gid",
+                              r->host_uid ? json_integer((json_int_t)r->host_gid) : json_null());
     if (r->cgroup.valid)
         (void)json_object_set_new(
             root, "cgroup",

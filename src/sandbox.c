@@ -60,6 +60,7 @@
 #include "sandbox.h"
 #include "supervise.h"
 #include "syscalls.h"
+#include "uidpool.h"
 
 #define NOBODY 65534
 #define SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin"
@@ -179,6 +180,9 @@ static void sandbox_free(struct sandbox *sb)
         free(sb->mounts[i].source_owned);
     free(sb->mounts);
     filter_free(&sb->filter);
+    if (sb->host_ids_lock >= 0)
+        (void)close(sb->host_ids_lock); /* the host ids go back to the pool */
+    sb->host_ids_lock = -EBADF;
 }
 
 static bool path_is_at_or_below(const char *path, const char *dir)
@@ -501,9 +505,10 @@ static void plan_opt_out_warnings(const struct nsbox_config *c, struct nsbox_res
                         : " (built-in policy network.policy: internet sockets allowed)");
     if (c->pid_host)
         add_warning(c, ret, "--pid host: the payload sees every host process and can signal "
-                            "those of its host uid (for root's sandboxes: uid 65534, other "
-                            "sandboxes included), and what it starts in the background can "
-                            "outlive the run");
+                            "those of its host uid (for root's sandboxes: only its own, unless "
+                            "--host-user shares one), and what it starts in the background can "
+                            "outlive the run (root's, with ids of its own: they are killed at "
+                            "the end)");
     if (c->ipc_host)
         add_warning(c, ret, "--ipc host: the payload shares the host's System V IPC and POSIX "
                             "message queues");
@@ -557,12 +562,68 @@ static bool in_initial_user_namespace(void)
     return stat("/proc/self/ns/user", &st) == 0 && st.st_ino == PROC_USER_INIT_INO;
 }
 
+/*
+ * The host ids the sandbox's ids map to. Root outside must not be root anywhere: root's
+ * sandbox maps to ids of its own from nsbox's range (uidpool.c: why, which range, how runs
+ * share it), so an escape lands without privileges and shares nothing, not even with the
+ * host's nobody; config->host_uid chooses other ids instead. An ordinary user maps to
+ * themself, the only id an unprivileged writer may map (user_namespaces(7)).
+ */
+static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
+                         struct nsbox_result *ret)
+{
+    char detail[256];
+    uid_t id = 0;
+    int r;
+
+    sb->privileged = geteuid() == 0;
+    if (!sb->privileged) {
+        if ((c->host_uid && c->host_uid != geteuid()) || (c->host_gid && c->host_gid != getegid()))
+            return plan_error(ret, -EINVAL, "config",
+                              "--host-user is for root: an ordinary user's sandbox maps to the "
+                              "user themself (uid %u, gid %u), the only ids it may map",
+                              (unsigned)geteuid(), (unsigned)getegid());
+        sb->host_uid = geteuid();
+        sb->host_gid = getegid();
+    } else if (c->host_uid) {
+        sb->host_uid = c->host_uid;
+        sb->host_gid = c->host_gid ? c->host_gid : c->host_uid;
+        if (sb->host_uid == (uid_t)-1 || sb->host_gid == (gid_t)-1)
+            return plan_error(ret, -EINVAL, "config", "host ids must not be -1");
+        add_warning(c, ret,
+                    "--host-user %u:%u: the sandbox runs as these host ids, shared with every "
+                    "other process and file of theirs (without it, each run of root has ids of "
+                    "its own)",
+                    (unsigned)sb->host_uid, (unsigned)sb->host_gid);
+    } else {
+        if (c->host_gid)
+            return plan_error(ret, -EINVAL, "config", "a host gid needs a host uid");
+        r = uidpool_acquire(&id, &sb->host_ids_lock, detail, sizeof(detail));
+        if (r < 0)
+            return plan_error(ret, r, "host ids",
+                              "taking host ids of the sandbox's own failed: %s (--host-user "
+                              "UID[:GID] chooses them instead)",
+                              detail);
+        sb->host_uid = id;
+        sb->host_gid = id;
+        /* Without a pid namespace, processes of the id can outlive the payload: say so in the
+         * pool until kill_leftovers() has killed them, for the case that nsbox is killed. */
+        r = c->pid_host ? uidpool_mark(sb->host_ids_lock, id, true) : 0;
+        if (r < 0)
+            return plan_error(ret, r, "host ids", "marking host uid %u in %s failed: %s",
+                              (unsigned)id, UIDPOOL_DIR "/" UIDPOOL_LOCK, strerror(-r));
+    }
+    ret->host_uid = sb->host_uid;
+    ret->host_gid = sb->host_gid;
+    return 0;
+}
+
 static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
 {
     size_t n_args = 0;
     int r;
 
-    *sb = (struct sandbox){.config = c};
+    *sb = (struct sandbox){.config = c, .host_ids_lock = -EBADF};
     sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
     r = plan_identity(c, ret);
     if (r < 0)
@@ -604,12 +665,9 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     if (r < 0)
         return r;
 
-    /* Root outside must not be root anywhere: the sandbox maps to nobody on the host, so an
-     * escape lands without privileges. An ordinary user maps to themself (the only id an
-     * unprivileged writer may map, user_namespaces(7)). */
-    sb->privileged = geteuid() == 0;
-    sb->host_uid = sb->privileged ? NOBODY : geteuid();
-    sb->host_gid = sb->privileged ? NOBODY : getegid();
+    r = plan_host_ids(c, sb, ret);
+    if (r < 0)
+        return r;
 
     sb->host_root = sb->privileged && in_initial_user_namespace();
 
@@ -1292,6 +1350,39 @@ static void close_pair(int p[2])
         }
 }
 
+/* Why root may not map its pool ids: nsbox itself runs in a user namespace that does not map
+ * them (a container's, rootless Podman's, Kubernetes' user namespaces map 65536 ids or so). */
+static const char *host_ids_hint(const struct sandbox *sb, int r)
+{
+    if (r != -EPERM || sb->host_ids_lock < 0 ||
+        (uidpool_mapped_here("/proc/self/uid_map", sb->host_uid) != 0 &&
+         uidpool_mapped_here("/proc/self/gid_map", sb->host_gid) != 0))
+        return "";
+    return " (the host ids nsbox takes for root's runs, 2113929216 and up, are not mapped in the "
+           "user namespace nsbox runs in, as in a container: choose ids mapped there with "
+           "--host-user, e.g. --host-user 65534)";
+}
+
+/* Without a pid namespace, what the payload started in the background can outlive the run;
+ * when the run's host ids are its own (uidpool.h), every process of them is the run's, and they
+ * must all be gone before the ids go back to the pool. */
+static void kill_leftovers(const struct sandbox *sb, struct nsbox_result *ret)
+{
+    int r;
+
+    if (sb->host_ids_lock < 0 || !sb->config->pid_host)
+        return;
+    r = uidpool_kill_all(sb->host_uid);
+    if (r >= 0)
+        r = uidpool_mark(sb->host_ids_lock, sb->host_uid, false);
+    if (r < 0)
+        add_warning(sb->config, ret,
+                    "--pid host: killing what the payload left in the background failed (%s): "
+                    "processes of host uid %u may outlive the run (the next run of root to "
+                    "take the id kills them first)",
+                    strerror(-r), (unsigned)sb->host_uid);
+}
+
 int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
 {
     struct sandbox sb = {0};
@@ -1392,8 +1483,8 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
             r = negative_errno();
         (void)sys_pidfd_send_signal(pidfd, SIGKILL);
         (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)pidfd, &si, WEXITED));
-        (void)plan_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s",
-                         strerror(-r));
+        (void)plan_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s%s",
+                         strerror(-r), host_ids_hint(&sb, r));
         goto out;
     }
 
@@ -1409,6 +1500,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
                              strerror(-r));
     }
     shm_diagnose(c, ret);
+    kill_leftovers(&sb, ret);
     if (sb.in_cgroup) {
         cgroup_leaf_stats(&leaf, &ret->cgroup);
         /* The cgroup's OOM killer sends SIGKILL; memory.events says it was the OOM killer. */

@@ -45,6 +45,7 @@ struct sandbox {
     bool privileged;   /* nsbox was started by root: map to an unprivileged host id */
     bool host_root;    /* ... by uid 0 of the initial user namespace, not a container's root:
                         * init may set the sysctls only the host's root may */
+    int host_ids_lock; /* holds host_uid's slot of the pool (uidpool.h) for the run, or -EBADF */
     struct sandbox_mount *mounts; /* sorted parents-first */
     size_t n_mounts;
     struct filter filter;  /* empty when seccomp is disabled */

@@ -32,11 +32,11 @@
 #include "macro.h"
 #include "nsbox.h"
 #include "selftest.h"
+#include "uidpool.h"
 
 /* src/selftest-attacks.py, generated into selftest-attacks.c at build time. */
 extern const char selftest_attacks[];
 
-#define NOBODY 65534
 #define OUTPUT_MAX (64U << 20) /* bytes kept of one trial's output */
 #define TRIAL_TIMEOUT_MS                                                                           \
     (120 * 1000) /* a trial that hangs this long is killed (nsbox run's                            \
@@ -63,6 +63,11 @@ struct ctx {
     uid_t host_uid; /* the host ids a sandbox of this caller runs as */
     gid_t host_gid;
     bool root;
+    /* Root: the self-test holds host_uid's slot of nsbox's pool for its whole life (uidpool.h)
+     * and gives it to every run with --host-user, so that it knows the id beforehand (its
+     * victim, the directories the sandbox may write) and no other run shares it. */
+    int host_ids_lock;
+    char host_user[32]; /* "UID:GID" for --host-user, or "" */
     char limits_by[32]; /* what enforced the limits in the sandbox runs */
     char limits_note[1024];
 };
@@ -393,6 +398,8 @@ static int setup_signal(const struct ctx *c, struct trial *t)
         /* A process of the sandbox's host uid: what the payload could reach if it saw it. It
          * dies with the self-test: the death signal is set after the id switch, which clears
          * it (prctl(2)), and then the parent is checked. */
+        if (c->host_ids_lock >= 0)
+            (void)close(c->host_ids_lock); /* not for a process of the sandbox's uid */
         if (c->root &&
             (setgroups(0, NULL) < 0 || setresgid(c->host_gid, c->host_gid, c->host_gid) < 0 ||
              setresuid(c->host_uid, c->host_uid, c->host_uid) < 0))
@@ -781,6 +788,8 @@ static void clear_as_host_uid(const struct ctx *c, int dirfd)
 {
     pid_t pid = fork();
     if (pid == 0) {
+        if (c->host_ids_lock >= 0)
+            (void)close(c->host_ids_lock); /* not for a process of the sandbox's uid */
         if (setgroups(0, NULL) < 0 || setresgid(c->host_gid, c->host_gid, c->host_gid) < 0 ||
             setresuid(c->host_uid, c->host_uid, c->host_uid) < 0)
             _exit(1);
@@ -1127,6 +1136,10 @@ static void run_trial(struct ctx *c, const struct attack *a, enum mode mode, str
             argv[n++] = (char *)"--rootfs";
             argv[n++] = (char *)c->rootfs;
         }
+        if (c->host_user[0]) {
+            argv[n++] = (char *)"--host-user";
+            argv[n++] = (char *)c->host_user;
+        }
         if (t.secret_to_env) {
             argv[n++] = (char *)"-e";
             argv[n++] = (char *)"NSBOX_SELFTEST_SECRET";
@@ -1393,9 +1406,9 @@ static void usage(FILE *f)
           "\n"
           "  --ablate        also run each attack with only its protection removed (the opt-outs\n"
           "                  of 'nsbox run'), to show that the attack then succeeds\n"
-          "  --control       also run each attack without nsbox (as nobody when run by root,\n"
-          "                  but the /proc writes and hostname ones), to show that the attack\n"
-          "                  program works; the attacks are bounded\n"
+          "  --control       also run each attack without nsbox (when run by root: as the\n"
+          "                  sandboxes' host ids, but the /proc writes and hostname ones), to\n"
+          "                  show that the attack program works; the attacks are bounded\n"
           "  --json          print one JSON object instead of the table\n"
           "  --only NAMES    run only these attacks (comma-separated; see the table for names)\n"
           "  --rootfs DIR    the rootfs for 'nsbox run' (default: nsbox's)\n"
@@ -1492,8 +1505,29 @@ int selftest_main(int argc, char *argv[])
     }
     c.exe[len] = '\0';
     c.root = geteuid() == 0;
-    c.host_uid = c.root ? NOBODY : geteuid();
-    c.host_gid = c.root ? NOBODY : getegid();
+    c.host_uid = geteuid();
+    c.host_gid = getegid();
+    c.host_ids_lock = -EBADF;
+    if (c.root) {
+        char detail[256];
+        uid_t id;
+        int r = uidpool_acquire(&id, &c.host_ids_lock, detail, sizeof(detail));
+        if (r < 0) {
+            log_error("selftest: taking host ids for the sandboxes failed: %s", detail);
+            return 125;
+        }
+        c.host_uid = id;
+        c.host_gid = id;
+        (void)snprintf(c.host_user, sizeof(c.host_user), "%u:%u", (unsigned)id, (unsigned)id);
+        /* Its --pid host trials leave processes of the id by design: if the self-test is
+         * killed, the next run that takes the id kills them first. */
+        r = uidpool_mark(c.host_ids_lock, id, true);
+        if (r < 0) {
+            log_error("selftest: marking host uid %u in the pool failed: %s", (unsigned)id,
+                      strerror(-r));
+            return 125;
+        }
+    }
     if (control) {
         const char *candidates[] = {"/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"};
         for (size_t i = 0; i < ELEMENTSOF(candidates) && !c.python[0]; i++)
@@ -1571,6 +1605,8 @@ int selftest_main(int argc, char *argv[])
         if (vartmp >= 0)
             remove_selftest_dir(vartmp, c.dir + strlen("/var/tmp/"));
     }
+    if (c.host_ids_lock >= 0 && uidpool_kill_all(c.host_uid) >= 0)
+        (void)uidpool_mark(c.host_ids_lock, c.host_uid, false);
     if (interrupted) {
         log_error("selftest: interrupted by signal %d; its files and processes are removed",
                   (int)interrupted);
@@ -1598,6 +1634,7 @@ int selftest_main(int argc, char *argv[])
         (void)json_object_set_new(root, "attacks", list);
         (void)json_object_set_new(root, "ok", json_boolean(ok));
         (void)json_object_set_new(root, "uid", json_integer((json_int_t)geteuid()));
+        (void)json_object_set_new(root, "host_uid", json_integer((json_int_t)c.host_uid));
         (void)json_object_set_new(root, "temp_dir", json_string(c.dir)); /* removed by now */
         (void)json_object_set_new(root, "limits_enforced_by",
                                   json_string(c.limits_by[0] ? c.limits_by : "unknown"));

@@ -31,12 +31,17 @@ class TestIdentityAndPrivileges(NsboxTestCase):
             self.assertEqual(int(status[cap], 16), 0, f"{cap} = {status[cap]}")
         self.assertEqual(status["NoNewPrivs"].strip(), "1")
         self.assertEqual(status["Seccomp"].strip(), "2")
-        # One id mapped; root's sandbox lands on host nobody, a user's on themself.
+        # One id mapped; root's sandbox lands on ids of its own from nsbox's range (never the
+        # host's nobody, test_hostids.py), a user's on themself.
         uid_map = [l.split() for l in r["stdout"].splitlines() if re.match(r"^\s*\d+\s+\d+\s+\d+\s*$", l)]
         self.assertEqual(len(uid_map), 1)
         inside, outside, count = map(int, uid_map[0])
         self.assertEqual((inside, count), (65534, 1))
-        self.assertEqual(outside, 65534 if os.geteuid() == 0 else os.geteuid())
+        self.assertEqual(outside, r["host_uid"])
+        if os.geteuid() == 0:
+            self.assertTrue(0x7E000000 <= outside < 0x7E000000 + 4096, outside)
+        else:
+            self.assertEqual(outside, os.geteuid())
 
     def test_user_option_changes_inside_ids(self):
         p, r = py("import os; print(os.getuid(), os.getgid())", "--user", "1000:2000")

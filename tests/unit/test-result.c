@@ -455,3 +455,20 @@ Test(json_dump, exact_buffer_matches_json_dumps)
     free(got);
     json_decref(j);
 }
+
+Test(result, host_ids)
+{
+    struct nsbox_result r = {.status = NSBOX_STATUS_EXITED};
+    json_t *j = encode(&r);
+    /* Not chosen (the run failed before): null, never a made-up 0. */
+    cr_expect(json_is_null(json_object_get(j, "host_uid")));
+    cr_expect(json_is_null(json_object_get(j, "host_gid")));
+    json_decref(j);
+
+    r.host_uid = 2113929217;
+    r.host_gid = 2113929218;
+    j = encode(&r);
+    cr_expect_eq(json_integer_value(json_object_get(j, "host_uid")), 2113929217);
+    cr_expect_eq(json_integer_value(json_object_get(j, "host_gid")), 2113929218);
+    json_decref(j);
+}

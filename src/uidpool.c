@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Host ids of root's sandboxes, one pair per run (as isolate's per-box uids and systemd's
+ * DynamicUser= do).
+ *
+ * Why: with one shared id (it used to be the host's nobody, 65534) every sandbox of root and
+ * every host process running as nobody were one kernel identity: they shared the per-user
+ * budgets the kernel keeps per uid (processes, inotify instances and watches, epoll watches,
+ * pipe buffers, POSIX message queues, pending signals), the user keyrings ("_uid.65534",
+ * keyrings(7)), and could signal each other (kill(2): a matching real or saved uid). Tracing
+ * was refused already: a tracer outside the sandbox's user namespace needs CAP_SYS_PTRACE in it
+ * (cap_ptrace_access_check(), security/commoncap.c), whatever its uid.
+ *
+ * The range: UIDPOOL_BASE + 0…UIDPOOL_SIZE-1, uid and gid alike. systemd's map of the id space
+ * (https://systemd.io/UIDS-GIDS/) gives 0…999 to system users, 1000…60000 to regular ones,
+ * 61184…65519 to DynamicUser=, 65534 to nobody, 524288…1879048191 (0x80000…0x6FFFFFFF) to
+ * container ranges of 64K that systemd-nspawn and others pick at random, and 0x7FFE0000…
+ * 0x7FFEFFFF to its "foreign" range; ids from 2^31 up break programs that keep a uid in an
+ * int. 0x7E000000 lies in the unused stretch between the container ranges and the foreign
+ * range, and above SSSD's default automatic id mapping (200000…2000200000). 4096 slots is
+ * more sandboxes of root than one host runs at once; a run that finds none free fails
+ * (-EBUSY) instead of sharing.
+ *
+ * Coordination: one lock file, UIDPOOL_DIR/UIDPOOL_LOCK, in a directory of root's alone on
+ * the /run tmpfs; slot N is a write lock on byte N of it, taken with F_OFD_SETLK (an "open file
+ * description" lock, fcntl(2), Linux 3.15): it belongs to the descriptor, not to the process,
+ * is never lost to a close() of another descriptor of the same file (as classic POSIX locks
+ * are), and the kernel releases it when the last copy of the descriptor is closed, also when
+ * nsbox is SIGKILLed, so a slot cannot leak. One file instead of one per slot: one open() per
+ * run and nothing that grows in /run. Slots are tried from a random one, so that concurrent
+ * runs rarely meet on the same byte.
+ *
+ * "Never an id in use on the host": a slot whose id a passwd or group entry names (any NSS
+ * source, getpwuid_r(3)/getgrgid_r(3)) is skipped. Processes are not looked for in /proc: a
+ * scan of /proc/PID/status took 1.5 ms for the 118 processes of the development VM (more than
+ * all of nsbox's start-up overhead, and it grows with the host), and the only processes that
+ * run as a pool id are nsbox's own, which do not outlive their slot. In the sandbox's pid
+ * namespace the kernel kills all of them before the sandbox's init has fully exited
+ * (zap_pid_ns_processes(), kernel/pid_namespace.c), which is before the supervisor's waitid()
+ * returns and the slot is released. If nsbox is SIGKILLed, the kernel closes its descriptors
+ * (dropping the lock) before it sends the sandbox's init its death signal (PR_SET_PDEATHSIG;
+ * exit_files() comes before exit_notify() in do_exit()): for that moment, until init's exit
+ * has killed the rest, a next run may have the id too, but each sits in a pid namespace of its
+ * own where it cannot see the other's processes. Without a pid namespace (--pid host), the supervisor kills every process
+ * of the id (uidpool_kill_all()) before releasing it; such a run marks its slot (byte N of the
+ * lock file, written only by the holder of its lock) before its first process and clears the
+ * mark after the kill, so that if nsbox is killed in between, the next run to take the slot
+ * kills what runs as the id before using it (one pread(2) per run checks the mark). A host
+ * that runs other software in this range must say so to nsbox by a passwd or group entry.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "macro.h"
+#include "uidpool.h"
+
+int uidpool_choose(unsigned start, unsigned size, int (*take)(unsigned slot, void *userdata),
+                   void *userdata)
+{
+    if (size == 0)
+        return -EBUSY;
+    start %= size;
+    for (unsigned i = 0; i < size; i++) {
+        unsigned slot = (unsigned)(((unsigned long)start + i) % size);
+        int r = take(slot, userdata);
+        if (r < 0)
+            return r;
+        if (r > 0)
+            return (int)slot;
+    }
+    return -EBUSY;
+}
+
+/* Whether a passwd or group entry names id: 1 yes, 0 no, -errno when the user database could
+ * not say (then the slot is not used: fail closed). getpwuid_r(3): "not found" is a return of
+ * 0 (or, from some NSS modules, ENOENT, ESRCH, EBADF or EPERM) with a NULL result; ERANGE
+ * means an entry exists that does not fit the buffer. */
+static int id_in_user_db(unsigned id)
+{
+    char buf[4096];
+    struct passwd pw, *pwp = NULL;
+    struct group gr, *grp = NULL;
+    int r;
+
+    r = getpwuid_r((uid_t)id, &pw, buf, sizeof(buf), &pwp);
+    if (pwp || r == ERANGE)
+        return 1;
+    if (r != 0 && r != ENOENT && r != ESRCH && r != EBADF && r != EPERM)
+        return -r;
+    r = getgrgid_r((gid_t)id, &gr, buf, sizeof(buf), &grp);
+    if (grp || r == ERANGE)
+        return 1;
+    if (r != 0 && r != ENOENT && r != ESRCH && r != EBADF && r != EPERM)
+        return -r;
+    return 0;
+}
+
+struct take {
+    int fd;
+    unsigned busy;  /* slots locked by other runs */
+    unsigned named; /* slots whose id a passwd or group entry names */
+};
+
+static int slot_lock(int fd, unsigned slot, short type)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)slot, .l_len = 1};
+    return fcntl(fd, F_OFD_SETLK, &fl) < 0 ? negative_errno() : 0;
+}
+
+int uidpool_mark(int lock_fd, uid_t id, bool may_have_processes)
+{
+    char b = may_have_processes ? 1 : 0;
+    if (id < UIDPOOL_BASE || id - UIDPOOL_BASE >= UIDPOOL_SIZE)
+        return -EINVAL;
+    if (pwrite(lock_fd, &b, 1, (off_t)(id - UIDPOOL_BASE)) != 1)
+        return errno ? negative_errno() : -EIO;
+    return 0;
+}
+
+/* A slot left marked (uidpool_mark()) by a run whose nsbox was killed: kill what may still run
+ * as its id, then clear the mark. Returns 0 or -errno. */
+static int sweep_if_marked(int fd, unsigned slot)
+{
+    char b = 0;
+    ssize_t n = pread(fd, &b, 1, (off_t)slot);
+    int r;
+
+    if (n < 0)
+        return negative_errno();
+    if (n == 0 || b == 0) /* past the end of the file: never marked */
+        return 0;
+    r = uidpool_kill_all(UIDPOOL_BASE + slot);
+    if (r < 0)
+        return r;
+    return uidpool_mark(fd, UIDPOOL_BASE + slot, false);
+}
+
+static int take_slot(unsigned slot, void *userdata)
+{
+    struct take *t = userdata;
+    int r = slot_lock(t->fd, slot, F_WRLCK);
+
+    if (r == -EAGAIN || r == -EACCES) {
+        t->busy++;
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    /* Locked first, then looked up: the lookup is the slower step, and it is only done for a
+     * slot this run can have. */
+    r = id_in_user_db(UIDPOOL_BASE + slot);
+    if (r == 0)
+        r = sweep_if_marked(t->fd, slot);
+    if (r == 0)
+        return 1;
+    (void)slot_lock(t->fd, slot, F_UNLCK);
+    if (r < 0)
+        return r;
+    t->named++;
+    return 0;
+}
+
+/* Open name below dirfd, creating it, and check that it is root's alone: a directory or a
+ * lock file others could write would let them hold or free slots. Never follows a symlink. */
+static int open_root_only(int dirfd, const char *name, bool dir, const char *path, char *detail,
+                          size_t detail_size)
+{
+    _cleanup_close_ int fd = -EBADF;
+    struct stat st;
+
+    if (dir) {
+        if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
+            goto fail;
+        fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    } else
+        fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    if (fd < 0 || fstat(fd, &st) < 0)
+        goto fail;
+    if ((dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) || st.st_uid != 0 ||
+        (st.st_mode & 077)) {
+        (void)snprintf(detail, detail_size,
+                       "%s is not a %s of root's alone (mode %s, owner 0): remove it", path,
+                       dir ? "directory" : "regular file", dir ? "0700" : "0600");
+        return -EPERM;
+    }
+    return TAKE_FD(fd);
+fail:
+    (void)snprintf(detail, detail_size, "%s: %s", path, strerror(errno));
+    return negative_errno();
+}
+
+int uidpool_acquire(uid_t *ret_id, int *ret_lock_fd, char *detail, size_t detail_size)
+{
+    _cleanup_close_ int run_fd = -EBADF, dir_fd = -EBADF, fd = -EBADF;
+    struct take t = {0};
+    unsigned start;
+    int r;
+
+    detail[0] = '\0';
+    run_fd = open("/run", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (run_fd < 0) {
+        (void)snprintf(detail, detail_size, "/run: %s", strerror(errno));
+        return negative_errno();
+    }
+    dir_fd = open_root_only(run_fd, "nsbox", true, UIDPOOL_DIR, detail, detail_size);
+    if (dir_fd < 0)
+        return dir_fd;
+    fd = open_root_only(dir_fd, UIDPOOL_LOCK, false, UIDPOOL_DIR "/" UIDPOOL_LOCK, detail,
+                        detail_size);
+    if (fd < 0)
+        return fd;
+
+    if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != (ssize_t)sizeof(start))
+        start = (unsigned)getpid() ^ (unsigned)time(NULL);
+    t.fd = fd;
+    r = uidpool_choose(start, UIDPOOL_SIZE, take_slot, &t);
+    if (r == -EBUSY)
+        (void)snprintf(detail, detail_size,
+                       "no free id in %u…%u: %u held by running sandboxes, %u named by passwd "
+                       "or group entries",
+                       UIDPOOL_BASE, UIDPOOL_BASE + UIDPOOL_SIZE - 1, t.busy, t.named);
+    else if (r < 0)
+        (void)snprintf(detail, detail_size,
+                       "%s: %s (looking the id up in the user database, killing what a killed "
+                       "run left, or locking)",
+                       UIDPOOL_DIR "/" UIDPOOL_LOCK, strerror(-r));
+    if (r < 0)
+        return r;
+    *ret_id = UIDPOOL_BASE + (unsigned)r;
+    *ret_lock_fd = TAKE_FD(fd);
+    return 0;
+}
+
+int uidpool_map_covers(const char *map, unsigned id)
+{
+    for (const char *p = map; *p;) {
+        unsigned long inside, outside, count;
+        int n = 0;
+        if (sscanf(p, " %lu %lu %lu%n", &inside, &outside, &count, &n) != 3)
+            return *p == '\n' || strspn(p, " \t\n") == strlen(p) ? 0 : -EINVAL;
+        if (id >= inside && id - inside < count)
+            return 1;
+        p += n;
+        p += strspn(p, " \t");
+        if (*p == '\n')
+            p++;
+        else if (*p)
+            return -EINVAL;
+    }
+    return 0;
+}
+
+int uidpool_mapped_here(const char *map_path, unsigned id)
+{
+    char buf[4096];
+    ssize_t n = read_file_at(AT_FDCWD, map_path, buf, sizeof(buf));
+    if (n < 0)
+        return (int)n;
+    return uidpool_map_covers(buf, id);
+}
+
+int uidpool_kill_all(uid_t id)
+{
+    int status;
+    pid_t pid = fork();
+
+    if (pid < 0)
+        return negative_errno();
+    if (pid == 0) {
+        /* Groups and gid first: setresuid(2) to a non-zero uid drops CAP_SETGID. */
+        if (setgroups(0, NULL) < 0 || setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0)
+            _exit(errno ? errno : EPERM);
+        /* kill(2) with pid -1: every process this one may signal, but itself and init, i.e.
+         * those whose real or saved uid is id (it holds no capability after setresuid(2)).
+         * A process forking in a loop cannot slip a child past it: copy_process() refuses a
+         * fork once a fatal signal is pending for the parent (kernel/fork.c). Repeated for a
+         * child that was already past that check. */
+        for (int i = 0; i < 3; i++)
+            (void)kill(-1, SIGKILL);
+        _exit(0);
+    }
+    if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0)
+        return negative_errno();
+    if (!WIFEXITED(status))
+        return -EIO;
+    return -WEXITSTATUS(status);
+}
