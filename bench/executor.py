@@ -19,6 +19,6 @@ else:
     sys.exit(f"unknown mode {mode}")
 
 r = subprocess.run(cmd, input=code if mode == "nsbox" else None, capture_output=True, text=True,
-                   timeout=15, env={"PATH": os.environ["PATH"]})
+                   timeout=15, env={"PATH": os.environ["PATH"], "NSBOX_ROOTFS": rootfs})
 if r.returncode != 0 or "totals" not in r.stdout:
     sys.exit(f"{mode} failed: {r.returncode} {r.stdout[:200]} {r.stderr[:200]}")

@@ -77,7 +77,8 @@ struct nsbox_config {
     size_t code_size; /* bytes */
 
     /* Environment additions, "KEY=VALUE" strings, NULL-terminated or NULL. The payload's
-     * environment is PATH, HOME=/tmp and LANG=C.UTF-8 plus these (a KEY here overrides). */
+     * environment is PATH, HOME=/tmp, LANG=C.UTF-8 and PYTHONUNBUFFERED=1 plus these (a KEY
+     * here overrides; "PYTHONUNBUFFERED=" buffers Python's output again). */
     char *const *env;
 
     /* Bind mounts and extra tmpfs mounts, in the order they are applied. */
@@ -268,6 +269,19 @@ struct nsbox_result {
      * payload creates through a writable bind belong to them on the host. */
     uid_t host_uid;
     gid_t host_gid;
+
+    /* Bytes of output kept per stream (the config's output_limit), for the explanations. */
+    uint64_t output_limit;
+};
+
+/* A limit a run can end by or run into (see nsbox_result_limit()). */
+enum nsbox_limit {
+    NSBOX_LIMIT_NONE = 0,
+    NSBOX_LIMIT_TIMEOUT, /* the wall clock: the sandbox was killed (NSBOX_STATUS_TIMEOUT) */
+    NSBOX_LIMIT_MEMORY,  /* the cgroup's memory.max: its OOM killer (NSBOX_STATUS_OOM) */
+    NSBOX_LIMIT_PIDS,    /* the cgroup's pids.max refused forks; the payload went on */
+    NSBOX_LIMIT_CPU,     /* RLIMIT_CPU under rlimits: SIGXCPU killed the payload */
+    NSBOX_LIMIT_OUTPUT,  /* output past output_limit was dropped; the payload went on */
 };
 
 /* Fill *config with the defaults listed in struct nsbox_config. Cannot fail. */
@@ -318,6 +332,38 @@ const char *nsbox_status_to_string(enum nsbox_status status);
 
 /* "none", "rlimit" or "cgroup". */
 const char *nsbox_enforcer_to_string(enum nsbox_enforcer enforcer);
+
+/*
+ * The limit that ended the run, or else the one it ran into. A limit that stopped the payload
+ * comes first (timeout, memory: the cgroup's OOM killer, cpu: SIGXCPU from RLIMIT_CPU under
+ * rlimits); then pids (forks refused by a cgroup's pids.max; rlimits cannot tell) and output
+ * (truncated), which the payload ran on past. *ret_stopped (may be NULL) says whether the
+ * limit stopped the payload. Under rlimits, a MemoryError or a crash is the payload's own end,
+ * not a limit (nsbox_result_notes() gives the hint). Cannot fail.
+ */
+enum nsbox_limit nsbox_result_limit(const struct nsbox_result *result, bool *ret_stopped);
+
+/* "none", "timeout", "memory", "pids", "cpu" or "output". */
+const char *nsbox_limit_to_string(enum nsbox_limit limit);
+
+/*
+ * The one sentence that says how the run ended, as `nsbox run` prints it on stderr and as
+ * the JSON result's "reason": "exited with status 3", "killed by SIGSEGV (signal 11)",
+ * "timed out after 5 s; the sandbox was killed", "stopped: out of memory (limit 256 MiB, after
+ * 0.41 s)", "stopped: CPU time limit ...", "killed on request (nsbox kill)", or nsbox's error.
+ * Written to buf (size bytes, always NUL-terminated, cut if too small). Cannot fail.
+ */
+void nsbox_result_reason(const struct nsbox_result *result, char *buf, size_t size);
+
+/*
+ * Calls note(sentence, userdata) for each further thing the caller should know about the run,
+ * in a fixed order: the rlimit memory hint for a SIGSEGV/SIGBUS, forks refused by pids.max,
+ * the system calls the seccomp policy refused, each truncated stream. The same sentences are
+ * `nsbox run`'s warnings on stderr and the JSON result's "notes". sentence is valid only
+ * during the call. Returns the number of notes. Cannot fail.
+ */
+size_t nsbox_result_notes(const struct nsbox_result *result,
+                          void (*note)(const char *sentence, void *userdata), void *userdata);
 
 #ifdef __cplusplus
 }

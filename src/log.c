@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +9,12 @@
 #include "log.h"
 
 static char last_error[1024];
+static bool quiet;
+
+void log_set_quiet(bool q)
+{
+    quiet = q;
+}
 
 int reasonf(char *reason, size_t size, int r, const char *fmt, ...)
 {
@@ -33,6 +40,8 @@ static void log_v(const char *prefix, int r, const char *fmt, va_list ap)
     (void)vsnprintf(buf, sizeof(buf), fmt, ap);
     if (prefix[0] == '\0')
         (void)snprintf(last_error, sizeof(last_error), "%s", buf);
+    if (quiet)
+        return;
     /* One record, one write, so concurrent writers do not interleave inside a line. On a
      * terminal "nsbox:" is bold: the payload's output cannot be (its ESC is shown escaped,
      * termsafe.h), so its lines cannot pass for nsbox's. */

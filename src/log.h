@@ -2,6 +2,8 @@
 /* Logging at the boundary: one line on stderr, prefixed "nsbox: ". Pure modules never log. */
 #pragma once
 
+#include <stdbool.h>
+
 #include "macro.h"
 
 /* Print "nsbox: MESSAGE\n" to stderr. Returns nothing; never fails the caller. */
@@ -10,6 +12,10 @@ void log_error(const char *fmt, ...) _printf_(1, 2);
 /* Print "nsbox: MESSAGE\n" where %m in fmt expands to strerror(-r). Returns r (a -errno), so
  * callers can write `return log_error_errno(r, "...: %m", ...)`. */
 int log_error_errno(int r, const char *fmt, ...) _printf_(2, 3);
+
+/* true: log_error() and log_warning() print nothing (log_last_error() still records), for
+ * `nsbox run --result-fd`, whose result carries what they would say. */
+void log_set_quiet(bool quiet);
 
 /* The text of the last error logged (without "nsbox: "), or "". */
 const char *log_last_error(void);

@@ -68,6 +68,9 @@ static void usage_run(FILE *f)
           "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
           "  -i, --stdin            copy nsbox's stdin to the program (default: /dev/null)\n"
           "  --json                 print one JSON result object instead of the output\n"
+          "  --result-fd N          write the JSON result to descriptor N (above 2); the output\n"
+          "                         streams as without --json, and nsbox's own messages go\n"
+          "                         only into the result\n"
           "  --raw-output           copy the output to a terminal byte for byte (default: its\n"
           "                         control characters are shown escaped, as \\x1b)\n"
           "  --log FILE             append an audit record before and after the run (JSON lines;\n"
@@ -199,6 +202,7 @@ enum {
     ARG_IPC,
     ARG_ENV_INHERIT,
     ARG_KEEP_FDS,
+    ARG_RESULT_FD,
     ARG_NAME,
     ARG_LABEL,
     ARG_RAW_OUTPUT,
@@ -208,6 +212,7 @@ enum {
 struct run_args {
     struct nsbox_config config;
     bool json;
+    int result_fd;           /* --result-fd: where the JSON result goes, else -1 */
     bool raw_output; /* --raw-output */
     const char *log_path;    /* --log, else $NSBOX_LOG, else NULL */
     uint64_t log_code_limit; /* bytes of code kept in the audit log */
@@ -292,6 +297,39 @@ static const char *shown(const char *value, char *buf, size_t size)
 #define BAD_VALUE(opt, value, what)                                                                \
     log_error_errno(-EINVAL, "invalid value '%s' for %s: %s", value, opt, what)
 
+/* fd number in value, if it is a descriptor above 2 open for writing: returns it, or -EINVAL. */
+static int result_fd_check(const char *value)
+{
+    char *end = NULL;
+    long fd;
+    int fl;
+
+    errno = 0;
+    fd = strtol(value, &end, 10);
+    if (errno || end == value || *end || fd < 3 || fd > INT_MAX)
+        return -EINVAL;
+    fl = fcntl((int)fd, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)
+        return -EINVAL;
+    return (int)fd;
+}
+
+/* The value of --result-fd: a descriptor above 2, open for writing. It is made close-on-exec
+ * (so that not even --keep-fds hands it to the payload, which could forge a result through it);
+ * the sandbox's init closes it with everything else it does not need. Returns the fd, or
+ * -EINVAL after a one-line error. */
+static int parse_result_fd(const char *value)
+{
+    int fd = result_fd_check(value);
+
+    if (fd < 0)
+        return BAD_VALUE("--result-fd", value,
+                         "expected a descriptor above 2 that is open for writing, e.g. 3");
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+        return log_error_errno(negative_errno(), "--result-fd %d: %m", fd);
+    return fd;
+}
+
 static int parse_run_args(int argc, char *argv[], struct run_args *a)
 {
     static const struct option options[] = {
@@ -321,6 +359,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"ipc", required_argument, NULL, ARG_IPC},
         {"env-inherit", no_argument, NULL, ARG_ENV_INHERIT},
         {"keep-fds", no_argument, NULL, ARG_KEEP_FDS},
+        {"result-fd", required_argument, NULL, ARG_RESULT_FD},
         {"name", required_argument, NULL, ARG_NAME},
         {"label", required_argument, NULL, ARG_LABEL},
         {"raw-output", no_argument, NULL, ARG_RAW_OUTPUT},
@@ -566,6 +605,12 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_JSON:
             a->json = true;
             break;
+        case ARG_RESULT_FD:
+            r = parse_result_fd(optarg);
+            if (r < 0)
+                return r;
+            a->result_fd = r;
+            break;
         case ARG_RAW_OUTPUT:
             a->raw_output = true;
             break;
@@ -601,6 +646,9 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                                         "[ARGS...] (see 'nsbox run --help')");
     if (c->seccomp_disabled && c->seccomp_policy)
         return log_error_errno(-EINVAL, "--seccomp and --no-seccomp exclude each other");
+    if (a->json && a->result_fd >= 0)
+        return log_error_errno(-EINVAL, "--json and --result-fd exclude each other (--json prints "
+                                        "the result instead of the output, --result-fd beside it)");
     c->env = a->env;
     c->labels = a->labels;
     c->binds = a->binds;
@@ -608,7 +656,46 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
     return 0;
 }
 
-static void print_json_error(const char *step, const char *message, const char *name)
+/* Write all of text and a newline to fd. Returns 0 or -errno. */
+static int write_result(int fd, const char *text)
+{
+    const char *parts[] = {text, "\n"};
+
+    for (size_t i = 0; i < 2; i++)
+        for (size_t off = 0, n = strlen(parts[i]); off < n;) {
+            ssize_t w = write(fd, parts[i] + off, n - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return w < 0 ? negative_errno() : -EIO;
+            off += (size_t)w;
+        }
+    return 0;
+}
+
+static void print_note(const char *sentence, void *userdata)
+{
+    (void)userdata;
+    log_warning("%s", sentence);
+}
+
+/* Without --json, say on stderr how the run ended and what else to know: the same sentences
+ * as the JSON result's "reason" and "notes" (nsbox_result_reason(), nsbox_result_notes()). An
+ * exit status speaks for itself (nsbox exits with it), and nsbox's own error is printed
+ * already. */
+static void explain_on_stderr(const struct nsbox_result *r)
+{
+    char reason[sizeof(r->error) + 64];
+
+    if (r->status != NSBOX_STATUS_EXITED && r->status != NSBOX_STATUS_ERROR) {
+        nsbox_result_reason(r, reason, sizeof(reason));
+        log_error("%s", reason);
+    }
+    (void)nsbox_result_notes(r, print_note, NULL);
+}
+
+static void print_json_error(int fd, const char *step, const char *message,
+                             const char *name)
 {
     /* A JSON result for nsbox's own failures too, so that callers parse one format. */
     struct nsbox_result r = {.status = NSBOX_STATUS_ERROR, .exit_code = EXIT_NSBOX_FAILURE};
@@ -619,8 +706,10 @@ static void print_json_error(const char *step, const char *message, const char *
         (void)snprintf(r.name, sizeof(r.name), "%s", name);
     (void)snprintf(r.error, sizeof(r.error), "%s", message);
     text = nsbox_result_to_json(&r);
-    if (text)
+    if (text && fd == STDOUT_FILENO)
         (void)printf("%s\n", text);
+    else if (text)
+        (void)write_result(fd, text);
     free(text);
 }
 
@@ -645,31 +734,48 @@ static void block_run_signals(void)
 
 static int run_main(int argc, char *argv[])
 {
-    struct run_args a = {0};
+    struct run_args a = {.result_fd = -1};
     struct audit audit = {.fd = -1};
     struct registry_run reg = {0};
     char run_id[33] = "", why[300] = "";
     struct nsbox_result result = {0};
+    int json_fd = -1; /* where a JSON result goes: stdout (--json), --result-fd's, or none */
     bool json = false;
     int r, status;
 
     block_run_signals();
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-        json = json || strcmp(argv[i], "--json") == 0;
+    /* Before parsing, so that an invalid argument gets a JSON result too. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = true;
+        else if (strcmp(argv[i], "--result-fd") == 0 && i + 1 < argc)
+            json_fd = result_fd_check(argv[i + 1]) >= 0 ? result_fd_check(argv[i + 1]) : json_fd;
+    }
+    if (json) /* --json with --result-fd is an error, said on stdout and stderr */
+        json_fd = STDOUT_FILENO;
+
+    /* With --result-fd, stderr carries the payload's stderr alone: everything nsbox would say
+     * there (warnings, how the run ended, notes, its own errors) is in the result. */
+    if (json_fd > STDOUT_FILENO)
+        log_set_quiet(true);
 
     nsbox_config_init(&a.config);
     a.log_code_limit = 64 * 1024;
     r = parse_run_args(argc, argv, &a);
     if (r < 0) {
-        if (json)
-            print_json_error("arguments",
+        if (json_fd >= 0)
+            print_json_error(json_fd, "arguments",
                              log_last_error()[0] ? log_last_error() : "invalid arguments", NULL);
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }
+    json_fd = a.json ? STDOUT_FILENO : a.result_fd;
 
     a.config.forward_signals = true;
-    a.config.warn = print_warning;
+    if (a.result_fd >= 0)
+        log_set_quiet(true);
+    else
+        a.config.warn = print_warning;
     if (!a.json) {
         a.config.stdout_fd = STDOUT_FILENO;
         a.config.stderr_fd = STDERR_FILENO;
@@ -698,8 +804,8 @@ static int run_main(int argc, char *argv[])
             log_error_errno(r, "cannot hold the name '%s' in the registry of running sandboxes: "
                                "%m; the run does not start",
                             a.config.name);
-        if (json)
-            print_json_error("name", log_last_error(), a.config.name);
+        if (json_fd >= 0)
+            print_json_error(json_fd, "name", log_last_error(), a.config.name);
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }
@@ -721,8 +827,8 @@ static int run_main(int argc, char *argv[])
             else
                 log_error_errno(r, "cannot write the audit log '%s': %m; the run does not start",
                                 a.log_path);
-            if (json)
-                print_json_error("audit log", log_last_error(), a.config.name);
+            if (json_fd >= 0)
+                print_json_error(json_fd, "audit log", log_last_error(), a.config.name);
             audit_close(&audit);
             registry_remove(&reg);
             run_args_free(&a);
@@ -746,57 +852,23 @@ static int run_main(int argc, char *argv[])
 
     if (result.status == NSBOX_STATUS_ERROR)
         log_error("%s", result.error);
-    if (a.json) {
-        /* Streamed through stdio: no second copy of the (up to tens of MiB) text. */
+    if (json_fd >= 0) {
+        /* Streamed through stdio or to the descriptor: no second copy of the (up to tens of
+         * MiB) text. */
         json_t *root = result_to_json_object(&result);
         if (!root)
             log_oom();
-        if (json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0)
+        if (a.json) {
+            if (json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0)
+                status = EXIT_NSBOX_FAILURE;
+            (void)putchar('\n');
+        } else if (json_dumpfd(root, json_fd, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0 ||
+                   write_result(json_fd, "") < 0)
             status = EXIT_NSBOX_FAILURE;
-        (void)putchar('\n');
         json_decref(root);
-    } else {
-        if (result.status == NSBOX_STATUS_SIGNALED && result.signal == SIGXCPU &&
-            result.cpus.enforced_by == NSBOX_ENFORCER_RLIMIT)
-            log_error("the payload used up its CPU time: --cpus %.3g x --timeout %.3g s under "
-                      "rlimits (RLIMIT_CPU)",
-                      (double)a.config.cpus_milli / 1000, (double)a.config.timeout / 1e6);
-        /* RLIMIT_DATA caps private writable mappings, reserved or used (setrlimit(2)): a program
-         * denied one it did not check for (the dynamic loader, a thread stack) dies of SIGSEGV
-         * instead of raising MemoryError. */
-        if (result.status == NSBOX_STATUS_SIGNALED &&
-            (result.signal == SIGSEGV || result.signal == SIGBUS) &&
-            result.memory.enforced_by == NSBOX_ENFORCER_RLIMIT && !result.shm_full)
-            log_warning("the payload died of SIG%s; if it ran out of memory: under rlimits, "
-                        "--memory %llum caps its writable mappings (RLIMIT_DATA), not its use, and "
-                        "a program denied a mapping may crash instead of failing cleanly",
-                        sigabbrev_np(result.signal),
-                        (unsigned long long)(a.config.memory >> 20));
-        if (result.n_refused > 0) {
-            char list[512] = "";
-            for (size_t i = 0; i < result.n_refused; i++) {
-                size_t n = strlen(list);
-                (void)snprintf(list + n, sizeof(list) - n, "%s%s (%llu)", i ? ", " : "",
-                               result.refused[i].name,
-                               (unsigned long long)result.refused[i].count);
-            }
-            log_warning("the seccomp policy refused: %s%s", list,
-                        result.refused_other ? ", and others" : "");
-        }
-        if (result.status == NSBOX_STATUS_KILLED)
-            log_error("killed on request (nsbox kill)");
-        if (result.status == NSBOX_STATUS_OOM)
-            log_error("killed by the cgroup's OOM killer (--memory %.0f MiB)",
-                      (double)a.config.memory / (1 << 20));
-        if (result.status == NSBOX_STATUS_TIMEOUT)
-            log_error("timed out after %.3g s; the sandbox was killed",
-                      (double)a.config.timeout / 1e6);
-        if (result.out.truncated)
-            log_warning("stdout truncated: kept %zu of %llu bytes (--output-limit)",
-                        result.out.captured, (unsigned long long)result.out.total);
-        if (result.err.truncated)
-            log_warning("stderr truncated: kept %zu of %llu bytes (--output-limit)",
-                        result.err.captured, (unsigned long long)result.err.total);
+    }
+    if (!a.json) {
+        explain_on_stderr(&result);
         if (result.out.incomplete || result.err.incomplete)
             log_warning("%s%s%s %s still held open after the sandbox ended (by a process outside "
                         "it, or a descriptor parked in a unix socket message): nsbox stopped "

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "macro.h"
 #include "nsbox.h"
 #include "result.h"
 #include "utf8.h"
@@ -149,6 +153,242 @@ int nsbox_exit_status(const struct nsbox_result *result)
     return 125;
 }
 
+uint64_t result_rlimit_cpu_seconds(uint64_t cpus_milli, uint64_t timeout_usec)
+{
+    /* cpus x timeout in microseconds; the timeout is divided first so that the product stays
+     * far from overflow (--cpus is at most the CPU count, --timeout at most years). */
+    uint64_t cpu_usec = cpus_milli * (timeout_usec / 1000);
+    uint64_t seconds = (cpu_usec + 999999) / 1000000;
+
+    if (cpus_milli == 0 || timeout_usec == 0)
+        return 0;
+    if (seconds == 0)
+        seconds = 1; /* RLIMIT_CPU 0 would be taken as 1 s anyway (setrlimit(2)) */
+    /* Less than 1 s away from the timeout, on either side: 1 s past it (see result.h). */
+    if (seconds * 1000000 + 1000000 > timeout_usec && seconds * 1000000 < timeout_usec + 1000000)
+        seconds = (timeout_usec + 1000000 + 999999) / 1000000;
+    return seconds;
+}
+
+const char *nsbox_limit_to_string(enum nsbox_limit limit)
+{
+    switch (limit) {
+    case NSBOX_LIMIT_NONE:
+        return "none";
+    case NSBOX_LIMIT_TIMEOUT:
+        return "timeout";
+    case NSBOX_LIMIT_MEMORY:
+        return "memory";
+    case NSBOX_LIMIT_PIDS:
+        return "pids";
+    case NSBOX_LIMIT_CPU:
+        return "cpu";
+    case NSBOX_LIMIT_OUTPUT:
+        return "output";
+    }
+    return "none";
+}
+
+enum nsbox_limit nsbox_result_limit(const struct nsbox_result *r, bool *ret_stopped)
+{
+    enum nsbox_limit limit = NSBOX_LIMIT_NONE;
+    bool stopped = true;
+
+    if (r->status == NSBOX_STATUS_TIMEOUT)
+        limit = NSBOX_LIMIT_TIMEOUT;
+    else if (r->status == NSBOX_STATUS_OOM)
+        limit = NSBOX_LIMIT_MEMORY;
+    else if (r->status == NSBOX_STATUS_SIGNALED && r->signal == SIGXCPU &&
+             r->cpus.enforced_by == NSBOX_ENFORCER_RLIMIT)
+        /* RLIMIT_CPU's soft limit sends SIGXCPU (setrlimit(2)); with a cgroup, nsbox sets no
+         * RLIMIT_CPU, and a SIGXCPU is the payload's own business. */
+        limit = NSBOX_LIMIT_CPU;
+    else if (r->status != NSBOX_STATUS_ERROR) {
+        stopped = false;
+        if (r->cgroup.valid && r->cgroup.pids_limit_hits > 0 && r->pids_limit.value)
+            limit = NSBOX_LIMIT_PIDS;
+        else if (r->out.truncated || r->err.truncated)
+            limit = NSBOX_LIMIT_OUTPUT;
+    }
+    if (ret_stopped)
+        *ret_stopped = stopped && limit != NSBOX_LIMIT_NONE;
+    return limit;
+}
+
+/* "256 MiB", "1 GiB", "1000 bytes": sizes as a person reads them. */
+static void format_size(char *buf, size_t size, uint64_t bytes)
+{
+    static const struct {
+        uint64_t unit;
+        const char *name;
+    } units[] = {{1ULL << 30, "GiB"}, {1ULL << 20, "MiB"}, {1ULL << 10, "KiB"}};
+
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (bytes >= units[i].unit && bytes % units[i].unit == 0) {
+            (void)snprintf(buf, size, "%llu %s", (unsigned long long)(bytes / units[i].unit),
+                           units[i].name);
+            return;
+        }
+    (void)snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+}
+
+/* "SIGSEGV (signal 11)", or "signal 70" for a number without a name. */
+static void format_signal(char *buf, size_t size, int sig)
+{
+    const char *abbrev = sigabbrev_np(sig);
+
+    if (abbrev)
+        (void)snprintf(buf, size, "SIG%s (signal %d)", abbrev, sig);
+    else
+        (void)snprintf(buf, size, "signal %d", sig);
+}
+
+void nsbox_result_reason(const struct nsbox_result *r, char *buf, size_t size)
+{
+    char what[64];
+
+    if (size == 0)
+        return;
+    switch (nsbox_result_limit(r, NULL) == NSBOX_LIMIT_CPU ? -1 : (int)r->status) {
+    case -1:
+        (void)snprintf(buf, size,
+                       "stopped: CPU time limit: the payload used up its %llu s of CPU time "
+                       "(--cpus %.3g x --timeout %.3g s, RLIMIT_CPU under rlimits) and was "
+                       "killed by SIGXCPU",
+                       (unsigned long long)result_rlimit_cpu_seconds(r->cpus.value,
+                                                                     r->timeout.value),
+                       (double)r->cpus.value / 1000.0, (double)r->timeout.value / 1e6);
+        return;
+    case NSBOX_STATUS_EXITED:
+        (void)snprintf(buf, size, "exited with status %d", r->exit_code);
+        return;
+    case NSBOX_STATUS_SIGNALED:
+        format_signal(what, sizeof(what), r->signal);
+        (void)snprintf(buf, size, "killed by %s", what);
+        return;
+    case NSBOX_STATUS_TIMEOUT:
+        (void)snprintf(buf, size, "timed out after %.3g s; the sandbox was killed",
+                       (double)r->timeout.value / 1e6);
+        return;
+    case NSBOX_STATUS_OOM:
+        format_size(what, sizeof(what), r->memory.value);
+        (void)snprintf(buf, size,
+                       "stopped: out of memory (limit %s, after %.3g s); the cgroup's OOM killer "
+                       "killed the payload",
+                       what, (double)r->wall_time / 1e6);
+        return;
+    case NSBOX_STATUS_KILLED:
+        (void)snprintf(buf, size, "killed on request (nsbox kill)");
+        return;
+    case NSBOX_STATUS_ERROR:
+        (void)snprintf(buf, size, "%s", r->error[0] ? r->error : "nsbox failed");
+        return;
+    }
+    (void)snprintf(buf, size, "ended in an unknown way");
+}
+
+/* One note, formatted, handed to the caller's function. */
+static void emit(void (*note)(const char *, void *), void *userdata, size_t *count,
+                 const char *fmt, ...) _printf_(4, 5);
+static void emit(void (*note)(const char *, void *), void *userdata, size_t *count,
+                 const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    (*count)++;
+    if (note)
+        note(buf, userdata);
+}
+
+size_t nsbox_result_notes(const struct nsbox_result *r,
+                          void (*note)(const char *sentence, void *userdata), void *userdata)
+{
+    const struct nsbox_stream *streams[] = {&r->out, &r->err};
+    static const char *const names[] = {"stdout", "stderr"};
+    size_t count = 0;
+
+    /* RLIMIT_DATA caps private writable mappings, reserved or used (setrlimit(2)): a program
+     * denied one it did not check for (the dynamic loader, a thread stack) dies of SIGSEGV
+     * instead of raising MemoryError. */
+    if (r->status == NSBOX_STATUS_SIGNALED && (r->signal == SIGSEGV || r->signal == SIGBUS) &&
+        r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT && !r->shm_full) {
+        emit(note, userdata, &count,
+             "the payload died of SIG%s; if it ran out of memory: under rlimits, --memory %llum "
+             "caps its writable mappings (RLIMIT_DATA), not its use, and a program denied a "
+             "mapping may crash instead of failing cleanly",
+             sigabbrev_np(r->signal), (unsigned long long)(r->memory.value >> 20));
+    }
+    if (r->cgroup.valid && r->cgroup.pids_limit_hits > 0 && r->pids_limit.value)
+        emit(note, userdata, &count, "the process limit (--pids-limit %llu) refused %llu forks",
+             (unsigned long long)r->pids_limit.value,
+             (unsigned long long)r->cgroup.pids_limit_hits);
+    if (r->n_refused > 0) {
+        char list[1536] = "";
+        size_t n = 0;
+        for (size_t i = 0; i < r->n_refused && n < sizeof(list); i++) {
+            int k = snprintf(list + n, sizeof(list) - n, "%s%s (%llu)", i ? ", " : "",
+                             r->refused[i].name, (unsigned long long)r->refused[i].count);
+            n += k > 0 ? (size_t)k : 0;
+        }
+        emit(note, userdata, &count, "the seccomp policy refused: %s%s", list,
+             r->refused_other ? ", and others" : "");
+    }
+    for (size_t i = 0; i < 2; i++)
+        if (streams[i]->truncated)
+            emit(note, userdata, &count, "%s truncated: kept %zu of %llu bytes (--output-limit)",
+                 names[i], streams[i]->captured, (unsigned long long)streams[i]->total);
+    return count;
+}
+
+static void note_to_json(const char *sentence, void *userdata)
+{
+    (void)json_array_append_new((json_t *)userdata, json_text(sentence, strlen(sentence)));
+}
+
+/* The "limit" object of the JSON result: which limit ended the run (or was run into), or null. */
+static json_t *limit_json(const struct nsbox_result *r)
+{
+    bool stopped = false;
+    enum nsbox_limit limit = nsbox_result_limit(r, &stopped);
+    json_t *value = NULL;
+    const char *unit = NULL, *by = "supervisor";
+
+    switch (limit) {
+    case NSBOX_LIMIT_NONE:
+        return json_null();
+    case NSBOX_LIMIT_TIMEOUT:
+        value = json_real((double)r->timeout.value / 1e6);
+        unit = "seconds";
+        break;
+    case NSBOX_LIMIT_MEMORY:
+        value = json_integer((json_int_t)r->memory.value);
+        unit = "bytes";
+        by = nsbox_enforcer_to_string(r->memory.enforced_by);
+        break;
+    case NSBOX_LIMIT_PIDS:
+        value = json_integer((json_int_t)r->pids_limit.value);
+        unit = "processes";
+        by = nsbox_enforcer_to_string(r->pids_limit.enforced_by);
+        break;
+    case NSBOX_LIMIT_CPU:
+        value = json_integer(
+            (json_int_t)result_rlimit_cpu_seconds(r->cpus.value, r->timeout.value));
+        unit = "cpu_seconds";
+        by = nsbox_enforcer_to_string(r->cpus.enforced_by);
+        break;
+    case NSBOX_LIMIT_OUTPUT:
+        value = json_integer((json_int_t)r->output_limit);
+        unit = "bytes";
+        break;
+    }
+    return json_pack("{s:s, s:o, s:s, s:s, s:b}", "name", nsbox_limit_to_string(limit), "value",
+                     value, "unit", unit, "enforced_by", by, "stopped", stopped);
+}
+
 json_t *json_text(const char *s, size_t n)
 {
     size_t len = 0;
@@ -229,7 +469,7 @@ json_t *result_to_json_object(const struct nsbox_result *r)
             overall = all[i]->enforced_by;
 
     limits = json_pack(
-        "{s:o, s:o, s:o, s:{s:o, s:s}}", "memory",
+        "{s:o, s:o, s:o, s:{s:o, s:s}, s:{s:I, s:s}}", "memory",
         limit_object("bytes", json_integer((json_int_t)r->memory.value), r->memory.enforced_by),
         "pids", limit_object("max", json_integer((json_int_t)r->pids_limit.value),
                              r->pids_limit.enforced_by),
@@ -237,7 +477,8 @@ json_t *result_to_json_object(const struct nsbox_result *r)
                              r->cpus.enforced_by),
         "timeout", "seconds",
         r->timeout.value ? json_real((double)r->timeout.value / 1e6) : json_null(),
-        "enforced_by", r->timeout.value ? "supervisor" : "none");
+        "enforced_by", r->timeout.value ? "supervisor" : "none", "output", "bytes",
+        (json_int_t)r->output_limit, "enforced_by", "supervisor");
 
     root = json_pack("{s:s, s:i, s:o, s:f, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:o, s:s, s:s?}",
                      "status", nsbox_status_to_string(r->status), "exit_code",
@@ -256,6 +497,18 @@ json_t *result_to_json_object(const struct nsbox_result *r)
         return NULL;
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
     (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));
+    {
+        /* How the run ended, in the words `nsbox run` prints on stderr (one source). */
+        char reason[sizeof(r->error) + 64];
+        json_t *notes = json_array();
+
+        nsbox_result_reason(r, reason, sizeof(reason));
+        (void)json_object_set_new(root, "reason", json_text(reason, strlen(reason)));
+        (void)json_object_set_new(root, "limit", limit_json(r));
+        if (notes)
+            (void)nsbox_result_notes(r, note_to_json, notes);
+        (void)json_object_set_new(root, "notes", notes ? notes : json_null());
+    }
     {
         /* Every warning, the opt-outs among them: a result says what protection it ran without. */
         json_t *list = json_array();

@@ -56,6 +56,7 @@
 #include "mount.h"
 #include "parse.h"
 #include "policyfile.h"
+#include "result.h"
 #include "sandbox.h"
 #include "supervise.h"
 #include "syscalls.h"
@@ -202,7 +203,11 @@ static size_t path_depth(const char *path)
  * KEY=VALUE skipped), then the fixed base, then config->env, where a later KEY wins. */
 static int plan_env(struct sandbox *sb, struct nsbox_result *ret)
 {
-    static const char *const base[] = {"PATH=" SANDBOX_PATH, "HOME=/tmp", "LANG=C.UTF-8"};
+    /* PYTHONUNBUFFERED: Python writes its output as it prints it, so what a payload printed
+     * before a timeout or a kill reaches the result instead of dying in its buffer; `-e
+     * PYTHONUNBUFFERED=` (empty: off, python(1)) buffers again. */
+    static const char *const base[] = {"PATH=" SANDBOX_PATH, "HOME=/tmp", "LANG=C.UTF-8",
+                                       "PYTHONUNBUFFERED=1"};
     const struct nsbox_config *c = sb->config;
     size_t n_inherited = 0, n_extra = 0, n = 0;
 
@@ -725,8 +730,9 @@ static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct 
             return step_fail(e, r, "setrlimit", "RLIMIT_NPROC");
     }
     if (c->cpus_milli && c->timeout) {
-        uint64_t cpu_usec = c->cpus_milli * (c->timeout / 1000);
-        uint64_t seconds = (cpu_usec + 999999) / 1000000;
+        /* cpus x timeout, kept at least 1 s away from the timeout so that the two never race
+         * (result_rlimit_cpu_seconds()). */
+        uint64_t seconds = result_rlimit_cpu_seconds(c->cpus_milli, c->timeout);
         /* The soft limit sends SIGXCPU, so the result can say which limit was hit; the hard
          * limit a second later is SIGKILL (setrlimit(2)). */
         struct rlimit rl = {.rlim_cur = seconds, .rlim_max = seconds + 1};
@@ -1395,6 +1401,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
         .pids_limit = {c->pids_limit, NSBOX_ENFORCER_NONE},
         .cpus = {c->cpus_milli, NSBOX_ENFORCER_NONE},
         .timeout = {c->timeout, NSBOX_ENFORCER_NONE},
+        .output_limit = c->output_limit,
     };
 
     /* Signals first: one that comes while the run is planned waits in the signalfd and is acted

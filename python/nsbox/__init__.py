@@ -1,18 +1,20 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Run untrusted code in an nsbox sandbox from Python.
 
-A thin wrapper around ``nsbox run --json`` (standard library only)::
+A thin wrapper around ``nsbox run`` (standard library only)::
 
     import nsbox
     result = nsbox.run_python_code("print(6 * 7)")
     result.stdout            # '42\\n'
-    result.as_tool_output()  # 'SUCCESS OUTPUT:\\n42\\n'
+    result.as_tool_output()  # '42\\n'
+    result = await nsbox.arun_python_code("print(1)", on_stdout=print)   # asyncio, streaming
 """
 
-from ._runner import FILES_DIR, find_nsbox, run, run_python_code
+from ._runner import (FILES_DIR, arun, arun_python_code, find_nsbox, run,
+                      run_python_code)
 from .errors import NsboxError, NsboxNotFound
-from .result import TOOL_OUTPUT_LIMIT, Result
+from .result import TOOL_OUTPUT_LIMIT, Result, tool_text
 
-__all__ = ["run", "run_python_code", "find_nsbox", "Result", "NsboxError", "NsboxNotFound",
-           "FILES_DIR", "TOOL_OUTPUT_LIMIT"]
+__all__ = ["run", "run_python_code", "arun", "arun_python_code", "find_nsbox", "Result",
+           "NsboxError", "NsboxNotFound", "FILES_DIR", "TOOL_OUTPUT_LIMIT", "tool_text"]
 __version__ = "0.1.0"

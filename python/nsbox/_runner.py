@@ -1,19 +1,33 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Build an ``nsbox run --json`` command line, run it, parse its result."""
+"""Build an ``nsbox run`` command line, run it, parse its result.
 
+Without streaming, nsbox runs with ``--json`` and its stdout is the result. With ``on_stdout``
+or ``on_stderr``, it runs with ``--result-fd N``: the program's output streams on nsbox's stdout
+and stderr as it comes, and the result arrives on a pipe of its own. The synchronous form waits
+on a selector, the asyncio form on the running loop's readers and writers; both wait for nsbox's
+exit on a pidfd. No threads either way.
+"""
+
+import asyncio
+import codecs
+import contextlib
 import json
 import math
 import os
+import selectors
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping as _MappingABC
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 from .errors import NsboxError, NsboxNotFound
 from .result import Result
 
-__all__ = ["run", "run_python_code", "find_nsbox", "FILES_DIR"]
+__all__ = ["run", "run_python_code", "arun", "arun_python_code", "find_nsbox", "FILES_DIR"]
 
 #: Where the ``files`` dict appears inside the sandbox.
 FILES_DIR = "/work/files"
@@ -21,8 +35,14 @@ FILES_DIR = "/work/files"
 # Seconds the Python side waits beyond ``timeout`` before it kills nsbox and gives up.
 _BACKSTOP_MARGIN = 10.0
 
+# How long a cancelled arun() gives nsbox to tear the sandbox down after `nsbox kill`'s signal
+# (SIGUSR1) before it is SIGKILLed.
+_CANCEL_GRACE = 5.0
+
 _Data = Union[str, bytes]
 _Limit = Union[str, int, float, None]
+_Timeout = Union[int, float, None]
+_Chunk = Callable[[str], Any]
 
 
 def find_nsbox(nsbox: Optional[str] = None) -> str:
@@ -148,14 +168,14 @@ def _nsbox_env(passed: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     return env
 
 
-def _option_args(timeout: Union[int, float], memory: _Limit, cpus: _Limit,
+def _option_args(timeout: _Timeout, memory: _Limit, cpus: _Limit,
                  pids_limit: _Limit, env: Optional[Mapping[str, str]],
                  rootfs: Optional[str], output_limit: Optional[int], network: str,
                  extra_args: Sequence[str]) -> List[str]:
     if network not in ("none", "loopback"):
         raise ValueError(f"network must be 'none' or 'loopback', not {network!r} (the opt-out "
                          "--network host goes in extra_args, spelled out)")
-    args = ["--timeout", _number(timeout, "timeout"),
+    args = ["--timeout", "unlimited" if timeout is None else _number(timeout, "timeout"),
             "--memory", _limit(memory, "memory"),
             "--cpus", _limit(cpus, "cpus"),
             "--pids-limit", _limit(pids_limit, "pids_limit")]
@@ -194,57 +214,342 @@ def _error_from_json(raw: Dict[str, Any], exit_code: int, stderr: str) -> NsboxE
                       stderr=stderr, raw=raw)
 
 
-def _execute(cmd: List[str], stdin_data: Optional[bytes], timeout: float,
-             passed_env: Optional[Mapping[str, str]] = None) -> Result:
-    backstop = timeout + _BACKSTOP_MARGIN
-    try:
-        proc = subprocess.run(
-            cmd,
-            input=stdin_data,
-            stdin=subprocess.DEVNULL if stdin_data is None else None,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=_nsbox_env(passed_env), close_fds=True, timeout=backstop)
-    except subprocess.TimeoutExpired as e:
-        # subprocess.run has SIGKILLed nsbox already.
-        raise NsboxError(f"nsbox did not finish within {backstop:g} s "
-                         f"(timeout {timeout:g} s + {_BACKSTOP_MARGIN:g} s); killed it",
-                         step="backstop") from e
-    except FileNotFoundError as e:
-        raise NsboxNotFound(f"cannot run nsbox {cmd[0]!r}: {e.strerror}",
-                            errno=e.errno) from e
-    except OSError as e:
-        raise NsboxError(f"cannot run nsbox {cmd[0]!r}: {e.strerror or e}",
-                         errno=e.errno) from e
+def _backstop(timeout: _Timeout) -> Optional[float]:
+    """Seconds the Python side waits for nsbox in all, or None (no timeout: wait)."""
+    return None if timeout is None else float(timeout) + _BACKSTOP_MARGIN
 
-    stderr = proc.stderr.decode("utf-8", "replace")
+
+def _backstop_error(timeout: _Timeout) -> NsboxError:
+    return NsboxError(f"nsbox did not finish within {_backstop(timeout):g} s "
+                      f"(timeout {timeout:g} s + {_BACKSTOP_MARGIN:g} s); killed it",
+                      step="backstop")
+
+
+def _start_error(cmd: List[str], e: OSError) -> NsboxError:
+    if isinstance(e, FileNotFoundError):
+        return NsboxNotFound(f"cannot run nsbox {cmd[0]!r}: {e.strerror}", errno=e.errno)
+    return NsboxError(f"cannot run nsbox {cmd[0]!r}: {e.strerror or e}", errno=e.errno)
+
+
+def _result_from(returncode: int, result_text: bytes, stderr: str) -> Result:
+    """Parse nsbox's JSON result; raise NsboxError for nsbox's own failures."""
     try:
-        raw = json.loads(proc.stdout.decode("utf-8"))
+        raw = json.loads(result_text.decode("utf-8"))
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
     except ValueError as e:
-        how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
-               else f"exited with status {proc.returncode}")
+        how = (f"was killed by signal {-returncode}" if returncode < 0
+               else f"exited with status {returncode}")
         detail = stderr.strip()
         raise NsboxError(f"nsbox {how} without a valid JSON result ({e})"
                          + (f": {detail}" if detail else ""),
-                         exit_code=proc.returncode, stderr=stderr) from e
+                         exit_code=returncode, stderr=stderr) from e
 
     if raw.get("status") == "error":
-        raise _error_from_json(raw, proc.returncode, stderr)
+        raise _error_from_json(raw, returncode, stderr)
     try:
         return Result.from_json(raw, nsbox_stderr=stderr)
     except (KeyError, TypeError, ValueError) as e:
         raise NsboxError(f"nsbox printed an incomplete JSON result ({e!r})",
-                         exit_code=proc.returncode, stderr=stderr, raw=raw) from e
+                         exit_code=returncode, stderr=stderr, raw=raw) from e
 
 
-def _run(program: List[str], code: Optional[bytes], timeout: Union[int, float],
-         memory: _Limit, cpus: _Limit, pids_limit: _Limit,
-         files: Optional[Mapping[str, _Data]], stdin: Optional[_Data],
-         env: Optional[Mapping[str, str]], nsbox: Optional[str], rootfs: Optional[str],
-         output_limit: Optional[int], network: str, extra_args: Sequence[str]) -> Result:
+def _communicate(proc: "subprocess.Popen[bytes]", stdin_data: Optional[bytes],
+                 timeout: _Timeout, readers: Dict[Any, str],
+                 on_data: Callable[[str, bytes], None]) -> int:
+    """Write stdin_data to proc's stdin, hand each read of the readers ({file or fd: name})
+    to on_data(name, data) (b"" at EOF), and wait for proc to exit, all before the backstop;
+    one thread, one selector. Returns the exit status. Kills proc on any exception (the
+    backstop's NsboxError, or one raised by on_data) and lets it propagate.
+
+    Unlike subprocess.run(timeout=...), whose wait polls with sleeps of growing length (about
+    a millisecond lost per call), the exit is awaited on a pidfd (pidfd_open(2), Linux 5.3,
+    which nsbox needs anyway)."""
+    backstop = _backstop(timeout)
+    deadline = None if backstop is None else time.monotonic() + backstop
+    pending = memoryview(stdin_data or b"")
+    sel = selectors.DefaultSelector()
+    pidfd = -1
+    try:
+        for f, name in readers.items():
+            sel.register(f, selectors.EVENT_READ, name)
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin, selectors.EVENT_WRITE, "stdin")
+        while True:
+            if not sel.get_map():  # every pipe at EOF, and nsbox's exit seen once awaited
+                if pidfd >= 0 or proc.poll() is not None:
+                    break
+                try:
+                    pidfd = os.pidfd_open(proc.pid)
+                except (AttributeError, OSError):  # no pidfd: subprocess's own wait
+                    try:
+                        proc.wait(None if deadline is None
+                                  else max(0.0, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired as e:
+                        raise _backstop_error(timeout) from e
+                    break
+                sel.register(pidfd, selectors.EVENT_READ, "exit")
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise _backstop_error(timeout)
+            for key, _ in sel.select(left):
+                if key.data == "exit":
+                    sel.unregister(pidfd)
+                    continue
+                if key.data == "stdin":
+                    try:
+                        pending = pending[os.write(key.fd, pending[:65536]):]
+                    except BlockingIOError:
+                        continue
+                    except (BrokenPipeError, ConnectionResetError):
+                        pending = pending[:0]
+                    if not pending:
+                        sel.unregister(key.fileobj)
+                        proc.stdin.close()
+                    continue
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fileobj)
+                on_data(key.data, data)
+        return proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        sel.close()
+        if pidfd >= 0:
+            os.close(pidfd)
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None:
+                f.close()
+
+
+def _popen(cmd: List[str], stdin_data: Optional[bytes], passed_env: Optional[Mapping[str, str]],
+           pass_fds: Tuple[int, ...] = ()) -> "subprocess.Popen[bytes]":
+    try:
+        return subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_nsbox_env(passed_env),
+            close_fds=True, pass_fds=pass_fds)
+    except OSError as e:
+        raise _start_error(cmd, e) from e
+
+
+def _execute(cmd: List[str], stdin_data: Optional[bytes], timeout: _Timeout,
+             passed_env: Optional[Mapping[str, str]] = None) -> Result:
+    """Run ``nsbox run --json ...`` and parse what it prints."""
+    proc = _popen(cmd, stdin_data, passed_env)
+    got: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+    returncode = _communicate(proc, stdin_data, timeout,
+                              {proc.stdout: "stdout", proc.stderr: "stderr"},
+                              lambda name, data: got[name].extend(data))
+    return _result_from(returncode, bytes(got["stdout"]),
+                        got["stderr"].decode("utf-8", "replace"))
+
+
+class _Streams:
+    """Hands the program's output to the callbacks as text, decoded incrementally (a UTF-8
+    sequence split between two reads is kept for the next; invalid bytes become U+FFFD)."""
+
+    def __init__(self, on_stdout: Optional[_Chunk], on_stderr: Optional[_Chunk]) -> None:
+        self.callbacks = {"stdout": on_stdout, "stderr": on_stderr}
+        self.decoders = {name: codecs.getincrementaldecoder("utf-8")("replace")
+                         for name in self.callbacks}
+
+    def feed(self, name: str, data: bytes) -> None:
+        text = self.decoders[name].decode(data, final=not data)
+        callback = self.callbacks[name]
+        if text and callback is not None:
+            callback(text)
+
+
+def _execute_streaming(binary: str, options: List[str], program: List[str],
+                       stdin_data: Optional[bytes], timeout: _Timeout,
+                       passed_env: Optional[Mapping[str, str]], streams: _Streams) -> Result:
+    """Run ``nsbox run --result-fd N ...``, pass the output to the callbacks as it arrives,
+    parse the result from the pipe."""
+    result_r, result_w = os.pipe()
+    cmd = [binary, "run", "--result-fd", str(result_w), *options, "--", *program]
+    try:
+        proc = _popen(cmd, stdin_data, passed_env, (result_w,))
+    except BaseException:
+        os.close(result_r)
+        raise
+    finally:
+        os.close(result_w)
+    result = bytearray()
+
+    def on_data(name: str, data: bytes) -> None:
+        if name == "result":
+            result.extend(data)
+        else:
+            streams.feed(name, data)
+    try:
+        returncode = _communicate(proc, stdin_data, timeout,
+                                  {proc.stdout: "stdout", proc.stderr: "stderr",
+                                   result_r: "result"}, on_data)
+    finally:
+        os.close(result_r)
+    return _result_from(returncode, bytes(result), "")
+
+
+async def _acommunicate(proc: "subprocess.Popen[bytes]", stdin_data: Optional[bytes],
+                        timeout: _Timeout, readers: Dict[Any, str],
+                        on_data: Callable[[str, bytes], None]) -> int:
+    """_communicate for asyncio: the same work through the running loop's add_reader() and
+    add_writer() on the pipes and on a pidfd for the exit, so no thread is involved (asyncio's
+    own subprocesses wait in a watcher thread before Python 3.12). Cancelled, or when on_data
+    raises, it ends the run as `nsbox kill` does (SIGUSR1: nsbox tears the sandbox down) and
+    SIGKILLs nsbox if it has not exited _CANCEL_GRACE seconds later."""
+    loop = asyncio.get_running_loop()
+    done: "asyncio.Future[None]" = loop.create_future()
+    exited: "asyncio.Future[None]" = loop.create_future()
+    pending = memoryview(stdin_data or b"")
+    fds = {(f if isinstance(f, int) else f.fileno()): name for f, name in readers.items()}
+    open_fds = set(fds)
+    watched: List[Tuple[str, int]] = []
+
+    def fail(e: BaseException) -> None:
+        if not done.done():
+            done.set_exception(e)
+
+    def check() -> None:
+        if not open_fds and exited.done() and not done.done():
+            done.set_result(None)
+
+    def readable(fd: int) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            fail(e)
+            return
+        if not data:
+            loop.remove_reader(fd)
+            open_fds.discard(fd)
+        try:
+            on_data(fds[fd], data)
+        except BaseException as e:  # a callback's exception ends the run
+            fail(e)
+        check()
+
+    def writable(fd: int) -> None:
+        nonlocal pending
+        try:
+            pending = pending[os.write(fd, pending[:65536]):]
+        except BlockingIOError:
+            return
+        except (BrokenPipeError, ConnectionResetError):
+            pending = pending[:0]
+        if not pending:
+            loop.remove_writer(fd)
+            proc.stdin.close()
+
+    def exit_seen() -> None:
+        loop.remove_reader(pidfd)
+        if not exited.done():
+            exited.set_result(None)
+        check()
+
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        loop.add_reader(pidfd, exit_seen)
+        watched.append(("r", pidfd))
+        for fd in fds:
+            os.set_blocking(fd, False)
+            loop.add_reader(fd, readable, fd)
+            watched.append(("r", fd))
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            loop.add_writer(proc.stdin.fileno(), writable, proc.stdin.fileno())
+            watched.append(("w", proc.stdin.fileno()))
+        try:
+            await asyncio.wait_for(asyncio.shield(done), _backstop(timeout))
+        except asyncio.TimeoutError as e:
+            proc.kill()
+            raise _backstop_error(timeout) from e
+        except BaseException:
+            # Cancelled, or a callback raised: tear the sandbox down as `nsbox kill` does.
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGUSR1)
+                try:
+                    await asyncio.wait_for(asyncio.shield(exited), _CANCEL_GRACE)
+                except BaseException:
+                    proc.kill()
+                    raise
+            raise
+        return proc.wait()
+    finally:
+        for kind, fd in watched:
+            (loop.remove_reader if kind == "r" else loop.remove_writer)(fd)
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+        os.close(pidfd)
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
+
+
+async def _aexecute(binary: str, options: List[str], program: List[str],
+                    stdin_data: Optional[bytes], timeout: _Timeout,
+                    passed_env: Optional[Mapping[str, str]],
+                    streams: Optional[_Streams]) -> Result:
+    """The asyncio form of _execute (streams None) and _execute_streaming."""
+    if streams is None:
+        cmd = [binary, "run", "--json", *options, "--", *program]
+        proc = _popen(cmd, stdin_data, passed_env)
+        got: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        returncode = await _acommunicate(proc, stdin_data, timeout,
+                                         {proc.stdout: "stdout", proc.stderr: "stderr"},
+                                         lambda name, data: got[name].extend(data))
+        return _result_from(returncode, bytes(got["stdout"]),
+                            got["stderr"].decode("utf-8", "replace"))
+
+    result_r, result_w = os.pipe()
+    cmd = [binary, "run", "--result-fd", str(result_w), *options, "--", *program]
+    try:
+        proc = _popen(cmd, stdin_data, passed_env, (result_w,))
+    except BaseException:
+        os.close(result_r)
+        raise
+    finally:
+        os.close(result_w)
+    result = bytearray()
+
+    def on_data(name: str, data: bytes) -> None:
+        if name == "result":
+            result.extend(data)
+        else:
+            streams.feed(name, data)
+    try:
+        returncode = await _acommunicate(proc, stdin_data, timeout,
+                                         {proc.stdout: "stdout", proc.stderr: "stderr",
+                                          result_r: "result"}, on_data)
+    finally:
+        os.close(result_r)
+    return _result_from(returncode, bytes(result), "")
+
+
+@contextlib.contextmanager
+def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
+              memory: _Limit, cpus: _Limit, pids_limit: _Limit,
+              files: Optional[Mapping[str, _Data]], stdin: Optional[_Data],
+              env: Optional[Mapping[str, str]], nsbox: Optional[str], rootfs: Optional[str],
+              output_limit: Optional[int], network: str, extra_args: Sequence[str],
+              log: Optional[str]) -> Iterator[Tuple[str, List[str], Optional[bytes]]]:
+    """Check the arguments, write the files, and yield (nsbox binary, options, stdin for
+    nsbox); the files are removed afterwards."""
     options = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
                            network, extra_args)
+    # The audit log (nsbox's --log, by default $NSBOX_LOG): nsbox itself runs with a cleared
+    # environment, so it is passed on the command line.
+    log = os.environ.get("NSBOX_LOG") if log is None else log
+    if log:
+        options += ["--log", os.fspath(log)]
     stdin_data = None if stdin is None else _as_bytes(stdin, "stdin")
     if files is not None and not isinstance(files, _MappingABC):
         raise TypeError("files must be a dict {relative_name: str | bytes}")
@@ -272,20 +577,57 @@ def _run(program: List[str], code: Optional[bytes], timeout: Union[int, float],
                 options += ["--code", main, "--stdin"]
         elif stdin_data is not None:
             options += ["--stdin"]
-        cmd = [binary, "run", "--json", *options, "--", *program]
-        return _execute(cmd, payload_stdin, float(timeout), env)
+        yield binary, options, payload_stdin
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(argv: Sequence[str], timeout: Union[int, float] = 10, memory: _Limit = "256m",
+def _run(program: List[str], code: Optional[bytes], timeout: _Timeout, memory: _Limit,
+         cpus: _Limit, pids_limit: _Limit, files: Optional[Mapping[str, _Data]],
+         stdin: Optional[_Data], env: Optional[Mapping[str, str]], nsbox: Optional[str],
+         rootfs: Optional[str], output_limit: Optional[int], network: str,
+         extra_args: Sequence[str], log: Optional[str], on_stdout: Optional[_Chunk],
+         on_stderr: Optional[_Chunk]) -> Result:
+    with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
+                   rootfs, output_limit, network, extra_args, log) as (binary, options, data):
+        if on_stdout is None and on_stderr is None:
+            return _execute([binary, "run", "--json", *options, "--", *program], data, timeout,
+                            env)
+        return _execute_streaming(binary, options, program, data, timeout, env,
+                                  _Streams(on_stdout, on_stderr))
+
+
+async def _arun(program: List[str], code: Optional[bytes], timeout: _Timeout, memory: _Limit,
+                cpus: _Limit, pids_limit: _Limit, files: Optional[Mapping[str, _Data]],
+                stdin: Optional[_Data], env: Optional[Mapping[str, str]],
+                nsbox: Optional[str], rootfs: Optional[str], output_limit: Optional[int],
+                network: str, extra_args: Sequence[str], log: Optional[str],
+                on_stdout: Optional[_Chunk], on_stderr: Optional[_Chunk]) -> Result:
+    with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
+                   rootfs, output_limit, network, extra_args, log) as (binary, options, data):
+        streams = None if on_stdout is None and on_stderr is None else _Streams(on_stdout,
+                                                                                 on_stderr)
+        return await _aexecute(binary, options, program, data, timeout, env, streams)
+
+
+def _program(argv: Sequence[str]) -> List[str]:
+    if isinstance(argv, (str, bytes)):
+        raise TypeError("argv must be a list of strings, e.g. ['python3', '-c', 'print(1)']")
+    program = [os.fspath(a) for a in argv]
+    if not program:
+        raise ValueError("argv is empty")
+    return program
+
+
+def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
         cpus: _Limit = 0.5, pids_limit: _Limit = 64,
         files: Optional[Mapping[str, _Data]] = None, *,
         stdin: Optional[_Data] = None, env: Optional[Mapping[str, str]] = None,
         nsbox: Optional[str] = None, rootfs: Optional[str] = None,
         output_limit: Optional[int] = None, network: str = "none",
-        extra_args: Sequence[str] = ()) -> Result:
+        extra_args: Sequence[str] = (), log: Optional[str] = None,
+        on_stdout: Optional[_Chunk] = None, on_stderr: Optional[_Chunk] = None) -> Result:
     """Run a program in a fresh nsbox sandbox and return its :class:`Result`.
 
     ``argv[0]`` is looked up in the sandbox's PATH inside the rootfs (``/usr/bin/python3``
@@ -295,32 +637,31 @@ def run(argv: Sequence[str], timeout: Union[int, float] = 10, memory: _Limit = "
     exit 127; not executable: 126), :class:`NsboxNotFound` if there is no nsbox binary,
     ValueError/TypeError for invalid arguments.
     """
-    if isinstance(argv, (str, bytes)):
-        raise TypeError("argv must be a list of strings, e.g. ['python3', '-c', 'print(1)']")
-    program = [os.fspath(a) for a in argv]
-    if not program:
-        raise ValueError("argv is empty")
-    return _run(program, None, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
-                rootfs, output_limit, network, extra_args)
+    return _run(_program(argv), None, timeout, memory, cpus, pids_limit, files, stdin, env,
+                nsbox, rootfs, output_limit, network, extra_args, log, on_stdout, on_stderr)
 
 
-def run_python_code(code: _Data, timeout: Union[int, float] = 10, memory: _Limit = "256m",
+def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m",
                     cpus: _Limit = 0.5, pids_limit: _Limit = 64,
                     files: Optional[Mapping[str, _Data]] = None, *,
                     stdin: Optional[_Data] = None, env: Optional[Mapping[str, str]] = None,
                     nsbox: Optional[str] = None, rootfs: Optional[str] = None,
                     output_limit: Optional[int] = None, network: str = "none",
-                    extra_args: Sequence[str] = ()) -> Result:
+                    extra_args: Sequence[str] = (), log: Optional[str] = None,
+                    on_stdout: Optional[_Chunk] = None,
+                    on_stderr: Optional[_Chunk] = None) -> Result:
     """Run Python source in a fresh nsbox sandbox and return its :class:`Result`.
 
     The code runs as ``python3 /work/main.py`` with ``/work`` as its working directory, as an
     unprivileged user, with no network, no host files, and an environment of ``PATH``,
-    ``HOME=/tmp``, ``LANG=C.UTF-8`` and ``env`` only.
+    ``HOME=/tmp``, ``LANG=C.UTF-8``, ``PYTHONUNBUFFERED=1`` (so that what it printed before a
+    timeout is kept) and ``env`` only.
 
     Args:
         code: the Python source (str, or bytes).
-        timeout: wall-clock limit in seconds (fractions allowed); the run ends with status
-            ``"timeout"``. The Python side kills nsbox if it has not finished 10 s later.
+        timeout: wall-clock limit in seconds (int or float, fractions allowed); the run ends
+            with status ``"timeout"``. The Python side kills nsbox if it has not finished 10 s
+            later. None: no time limit (and the Python side waits as long as it takes).
         memory: memory limit in Docker's syntax (``"256m"``, ``"1g"``) or bytes as an int;
             None for no limit.
         cpus: CPU limit (``0.5`` is half a CPU); None for no limit.
@@ -338,6 +679,14 @@ def run_python_code(code: _Data, timeout: Union[int, float] = 10, memory: _Limit
             only ``lo``, so the code can serve and connect to itself on 127.0.0.1 and ::1,
             and reach nothing else).
         extra_args: further ``nsbox run`` options, e.g. ``["--cgroup", "required"]``.
+        log: the audit log nsbox appends a record to before and after the run (``--log``);
+            default ``$NSBOX_LOG``; ``""`` for none. A run that cannot be logged does not
+            start (NsboxError).
+        on_stdout, on_stderr: called with each piece of the program's stdout or stderr (str;
+            UTF-8 decoded, invalid bytes as U+FFFD) as it arrives, up to ``output_limit``
+            bytes per stream, in the calling thread. The Result holds the same text. nsbox's
+            own messages are then only in the Result (``nsbox_stderr`` is empty). An
+            exception raised by a callback kills the run and propagates.
 
     Returns:
         a :class:`Result`; the payload's own failures (exception, exit status, signal,
@@ -345,11 +694,51 @@ def run_python_code(code: _Data, timeout: Union[int, float] = 10, memory: _Limit
 
     Raises:
         NsboxError: nsbox rejected an option (e.g. ``memory="12Q"``), could not set up the
-            sandbox (e.g. a missing rootfs), crashed, or hung.
+            sandbox (e.g. a missing rootfs), crashed, or hung (``step="backstop"``).
         NsboxNotFound: no nsbox binary.
         ValueError, TypeError: invalid arguments detected before running nsbox (a file name
             with ``..``, a non-finite timeout, ...).
     """
-    source = _as_bytes(code, "code")
-    return _run([], source, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
-                rootfs, output_limit, network, extra_args)
+    return _run([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files, stdin,
+                env, nsbox, rootfs, output_limit, network, extra_args, log, on_stdout,
+                on_stderr)
+
+
+async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
+               cpus: _Limit = 0.5, pids_limit: _Limit = 64,
+               files: Optional[Mapping[str, _Data]] = None, *,
+               stdin: Optional[_Data] = None, env: Optional[Mapping[str, str]] = None,
+               nsbox: Optional[str] = None, rootfs: Optional[str] = None,
+               output_limit: Optional[int] = None, network: str = "none",
+               extra_args: Sequence[str] = (), log: Optional[str] = None,
+               on_stdout: Optional[_Chunk] = None,
+               on_stderr: Optional[_Chunk] = None) -> Result:
+    """:func:`run` for asyncio: ``result = await nsbox.arun([...])``.
+
+    nsbox's pipes and its exit (a pidfd) are watched by the running event loop (no threads);
+    the callbacks are called from the event loop. Cancelling the task ends the run as ``nsbox kill`` does (the sandbox is torn down;
+    SIGKILL to nsbox if it has not ended 5 s later) and raises CancelledError. Arguments,
+    result and errors are those of :func:`run_python_code`.
+    """
+    return await _arun(_program(argv), None, timeout, memory, cpus, pids_limit, files, stdin,
+                       env, nsbox, rootfs, output_limit, network, extra_args, log, on_stdout,
+                       on_stderr)
+
+
+async def arun_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m",
+                           cpus: _Limit = 0.5, pids_limit: _Limit = 64,
+                           files: Optional[Mapping[str, _Data]] = None, *,
+                           stdin: Optional[_Data] = None,
+                           env: Optional[Mapping[str, str]] = None,
+                           nsbox: Optional[str] = None, rootfs: Optional[str] = None,
+                           output_limit: Optional[int] = None, network: str = "none",
+                           extra_args: Sequence[str] = (), log: Optional[str] = None,
+                           on_stdout: Optional[_Chunk] = None,
+                           on_stderr: Optional[_Chunk] = None) -> Result:
+    """:func:`run_python_code` for asyncio: ``result = await nsbox.arun_python_code(code)``.
+
+    As :func:`arun`; arguments, result and errors are those of :func:`run_python_code`.
+    """
+    return await _arun([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files,
+                       stdin, env, nsbox, rootfs, output_limit, network, extra_args, log,
+                       on_stdout, on_stderr)

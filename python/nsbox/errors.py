@@ -37,6 +37,13 @@ class NsboxError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def as_tool_output(self) -> str:
+        """The text for a model when nsbox could not run its code: ``"nsbox could not run
+        the code: "`` and nsbox's message (e.g. a missing rootfs, a program not found). It is
+        rarely the model's to fix, but it must not be told nothing."""
+        from .result import tool_text  # the same escaping as the program's output
+        return tool_text(f"nsbox could not run the code: {self.message}")
+
 
 class NsboxNotFound(NsboxError):
     """The nsbox binary was not found: not at the given path, not in ``$NSBOX``, not on PATH."""

@@ -1,21 +1,42 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The result of one sandboxed run."""
+"""The result of one sandboxed run, and the text a model is told about it."""
 
+import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 
-__all__ = ["Result", "TOOL_OUTPUT_LIMIT"]
+__all__ = ["Result", "TOOL_OUTPUT_LIMIT", "tool_text"]
 
-#: How many characters of stdout/stderr :meth:`Result.as_tool_output` keeps.
+#: How many characters of each stream :meth:`Result.as_tool_output` shows at most (nsbox itself
+#: keeps ``output_limit`` bytes per stream, 4000 by default).
 TOOL_OUTPUT_LIMIT = 4000
+
+# Hints for the model, by the name of a system call the seccomp policy refused: what it means
+# and what would allow it.
+_REFUSAL_HINTS = {
+    "socket": "the sandbox has no network: sockets are refused (network=\"loopback\" allows "
+              "sockets on 127.0.0.1 and ::1 only)",
+}
+
+# C0 controls but tab and newline, DEL and C1 controls: terminal escapes (ESC [ ...), NUL and
+# the like, which a model would only be confused by and some model APIs refuse.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def tool_text(text: str) -> str:
+    """``text`` with every control character but tab and newline written as ``\\xNN`` (ESC
+    becomes ``\\x1b``, NUL ``\\x00``), so that terminal escapes, NUL bytes and carriage
+    returns reach a model as visible text. U+FFFD (bytes that were not UTF-8) stays."""
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), text)
 
 
 @dataclass
 class Result:
-    """What happened to the payload, parsed from ``nsbox run --json``.
+    """What happened to the payload, parsed from nsbox's JSON result.
 
     Attributes:
-        status: ``"exited"``, ``"signaled"``, ``"timeout"``, ``"oom"`` or ``"error"``.
+        status: ``"exited"``, ``"signaled"``, ``"timeout"``, ``"oom"`` (the cgroup's OOM
+            killer) or ``"killed"`` (``nsbox kill``).
         exit_code: nsbox's exit status: the program's, 128+N for signal N, 124 on timeout.
         signal: the signal that killed the program, or None.
         stdout, stderr: the captured output (at most ``output_limit`` bytes each; bytes that
@@ -30,8 +51,19 @@ class Result:
             (what the program would need), or None where the kernel cannot report them.
         warnings: nsbox's warnings for this run, one line each: opt-outs of a protection,
             limits that fell back to rlimits, unknown names in a given policy.
+        reason: nsbox's one sentence on how the run ended (``"exited with status 3"``,
+            ``"timed out after 5 s; the sandbox was killed"``, ...).
+        limit: the limit that ended the run or that it ran into, or None:
+            ``{"name": "timeout"|"memory"|"pids"|"cpu"|"output", "value": number,
+            "unit": "seconds"|"bytes"|"processes"|"cpu_seconds", "enforced_by": str,
+            "stopped": bool}`` (``stopped``: it ended the payload, rather than the payload
+            running on past it).
+        notes: nsbox's further sentences about the run (a memory hint for a crash under
+            rlimits, forks refused, system calls refused, truncated streams).
         raw: the whole parsed JSON object.
-        nsbox_stderr: nsbox's own stderr (e.g. its warning that limits fell back to rlimits).
+        nsbox_stderr: nsbox's own stderr (e.g. its warning that limits fell back to rlimits);
+            empty for runs with ``on_stdout``/``on_stderr``, where everything nsbox says is in
+            the result.
     """
 
     status: str
@@ -49,6 +81,9 @@ class Result:
     nsbox_stderr: str = field(default="", repr=False)
     refused_syscalls: Optional[Dict[str, int]] = None
     warnings: List[str] = field(default_factory=list)
+    reason: str = ""
+    limit: Optional[Dict[str, Any]] = None
+    notes: List[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, raw: Dict[str, Any], nsbox_stderr: str = "") -> "Result":
@@ -57,6 +92,9 @@ class Result:
         cgroup = raw.get("cgroup") or {}
         peak = cgroup.get("memory_peak")
         refused = raw.get("seccomp_refused")
+        limit = raw.get("limit")
+        if limit is not None and not isinstance(limit, dict):
+            raise TypeError("limit is not an object")
         return cls(
             status=str(raw["status"]),
             exit_code=int(raw["exit_code"]),
@@ -72,6 +110,9 @@ class Result:
             refused_syscalls=None if refused is None else {
                 str(e["syscall"]): int(e["count"]) for e in refused},
             warnings=[str(w) for w in raw.get("warnings") or []],
+            reason=str(raw.get("reason") or ""),
+            limit=limit,
+            notes=[str(n) for n in raw.get("notes") or []],
             raw=raw,
             nsbox_stderr=nsbox_stderr,
         )
@@ -81,15 +122,71 @@ class Result:
         """True if the program exited normally with status 0."""
         return self.status == "exited" and self.exit_code == 0
 
-    def as_tool_output(self) -> str:
-        """The string an agent's code-execution tool returns to the model.
+    def as_tool_output(self, format: Union[None, str, Callable[["Result"], str]] = None,
+                       max_chars: int = TOOL_OUTPUT_LIMIT) -> str:
+        """The text an agent's code-execution tool returns to the model.
 
-        ``"EXECUTION ERROR:\\nTimed out"`` on timeout; ``"EXECUTION ERROR:\\n"`` and the first
-        4000 characters of stderr for a non-zero exit status (signals and OOM kills included);
-        otherwise ``"SUCCESS OUTPUT:\\n"`` and the first 4000 characters of stdout.
+        The common case, exit status 0 with nothing on stderr and nothing to note, is the
+        program's stdout alone (``"(no output)"`` when there is none). Anything else says
+        what happened first, in nsbox's words, then both streams, labelled, then nsbox's
+        notes and hints in brackets::
+
+            timed out after 1 s; the sandbox was killed
+            [stdout]
+            line 1
+            [stderr]
+            ...
+            [stdout truncated: kept 4000 of 588890 bytes (--output-limit)]
+            [the seccomp policy refused: socket (1)]
+            [hint: the sandbox has no network: ...]
+
+        The reason names the exit status or signal, and a limit that stopped the program with
+        its value (``"stopped: out of memory (limit 256 MiB, after 0.41 s); ..."``). Empty
+        streams are left out. Control characters other than tab and newline appear as
+        ``\\xNN`` (see :func:`tool_text`); each stream shows at most ``max_chars`` characters,
+        and says so when it was cut there. So the text is at most about
+        ``2 * max_chars`` characters plus the notes, whatever the program printed.
+
+        Args:
+            format: None for the text above; a ``str.format`` template with the fields
+                ``{reason}``, ``{stdout}``, ``{stderr}`` (escaped and cut as above),
+                ``{notes}`` (one line per note), ``{status}``, ``{exit_code}``, ``{signal}``
+                and ``{wall_time}`` (seconds); or a function of the Result that returns the
+                text, for anything else (a subclass may also override this method).
+            max_chars: characters shown of each stream (default :data:`TOOL_OUTPUT_LIMIT`).
+
+        Returns:
+            the text (str), never raising for anything the program printed.
         """
-        if self.status == "timeout":
-            return "EXECUTION ERROR:\nTimed out"
-        if self.exit_code != 0:
-            return "EXECUTION ERROR:\n" + self.stderr[:TOOL_OUTPUT_LIMIT]
-        return "SUCCESS OUTPUT:\n" + self.stdout[:TOOL_OUTPUT_LIMIT]
+        if callable(format):
+            return format(self)
+        stdout = self._stream("stdout", self.stdout, max_chars)
+        stderr = self._stream("stderr", self.stderr, max_chars)
+        notes = self.notes + self._hints() + [n for n in (stdout[1], stderr[1]) if n]
+        if format is not None:
+            return format.format(reason=self.reason, stdout=stdout[0], stderr=stderr[0],
+                                 notes="\n".join(notes), status=self.status,
+                                 exit_code=self.exit_code, signal=self.signal,
+                                 wall_time=self.wall_time)
+        if self.ok and not stderr[0] and not notes:
+            return stdout[0] or "(no output)"
+        parts = [self.reason or f"status {self.status}, exit status {self.exit_code}"]
+        for label, (text, _) in (("stdout", stdout), ("stderr", stderr)):
+            if text:
+                parts.append(f"[{label}]")
+                parts.append(text[:-1] if text.endswith("\n") else text)
+        if not stdout[0] and not stderr[0]:
+            parts.append("[no output]")
+        parts += [f"[{n}]" for n in notes]
+        return "\n".join(parts)
+
+    def _stream(self, name: str, text: str, max_chars: int):
+        """(the stream's text for a model, a note if it was cut to max_chars)."""
+        if len(text) <= max_chars:
+            return tool_text(text), None
+        return (tool_text(text[:max_chars]),
+                f"{name} cut for this output: the first {max_chars} characters are shown")
+
+    def _hints(self) -> List[str]:
+        return [f"hint: {_REFUSAL_HINTS[name]}" for name in (self.refused_syscalls or {})
+                if name in _REFUSAL_HINTS]

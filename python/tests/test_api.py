@@ -13,6 +13,8 @@ As in tests/integration, each attack also runs without nsbox where that is harml
 the canary, connecting, reading the environment), and must succeed there: the test cannot
 pass because the attack code itself is broken.
 """
+import asyncio
+import json
 import os
 import socket
 import stat
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +45,19 @@ def bare_python(code, env=None, timeout=30):
     """Run code with the host's Python, no sandbox: the negative control of an attack."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=timeout)
+
+
+def processes_with(token):
+    """PIDs of processes whose command line contains token."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if entry.isdigit() and token.encode() in f.read():
+                    pids.append(int(entry))
+        except OSError:
+            pass
+    return pids
 
 
 def fake_nsbox(directory, script):
@@ -101,7 +117,7 @@ class TestRun(SandboxTestCase):
         self.assertEqual(r.stderr, "")  # nsbox's rlimit warning is not the payload's stderr
         self.assertFalse(r.truncated)
         self.assertEqual(r.stdout_bytes, 12)
-        self.assertEqual(r.as_tool_output(), "SUCCESS OUTPUT:\nhello world\n")
+        self.assertEqual(r.as_tool_output(), "hello world\n")
         self.assertIsInstance(r.wall_time, float)
         self.assertGreater(r.wall_time, 0)
         self.assertLess(r.wall_time, 10)
@@ -119,13 +135,13 @@ class TestRun(SandboxTestCase):
         self.assertFalse(r.ok)
         self.assertEqual(r.stdout, "out\n")
         self.assertEqual(r.stderr, "boom")
-        self.assertEqual(r.as_tool_output(), "EXECUTION ERROR:\nboom")
+        self.assertEqual(r.as_tool_output(), "exited with status 3\n[stdout]\nout\n[stderr]\nboom")
 
     def test_exception(self):
         r = self.code("raise ValueError('bad value')")
         self.assertEqual(r.exit_code, 1)
         self.assertIn("ValueError: bad value", r.stderr)
-        self.assertTrue(r.as_tool_output().startswith("EXECUTION ERROR:\nTraceback"))
+        self.assertTrue(r.as_tool_output().startswith("exited with status 1\n[stderr]\nTraceback"))
 
     def test_payload_exit_127_is_a_result(self):
         # Only status "error" is nsbox's failure; a payload may exit 125..127 itself.
@@ -145,7 +161,8 @@ class TestRun(SandboxTestCase):
         self.assertLess(time.monotonic() - start, 8)
         self.assertEqual(r.status, "timeout")
         self.assertFalse(r.ok)
-        self.assertEqual(r.as_tool_output(), "EXECUTION ERROR:\nTimed out")
+        self.assertEqual(r.as_tool_output(),
+                         "timed out after 1 s; the sandbox was killed\n[no output]")
 
     def test_fractional_timeout(self):
         r = self.code("import time; time.sleep(5)", timeout=0.5)
@@ -158,7 +175,8 @@ class TestRun(SandboxTestCase):
         self.assertTrue(r.truncated)
         self.assertEqual(len(r.stdout), 4000)
         self.assertEqual(r.stdout_bytes, 100001)
-        self.assertEqual(r.as_tool_output(), "SUCCESS OUTPUT:\n" + "x" * 4000)
+        self.assertEqual(r.as_tool_output(), "exited with status 0\n[stdout]\n" + "x" * 4000 +
+                         "\n[stdout truncated: kept 4000 of 100001 bytes (--output-limit)]")
 
     def test_output_limit(self):
         r = self.code("import sys; print('y' * 50); sys.stderr.write('z' * 50)", output_limit=10)
@@ -316,6 +334,265 @@ class TestRun(SandboxTestCase):
             self.code(source, network="host")
 
 
+class TestToolOutput(SandboxTestCase):
+    """The text a model gets, exactly, for each row of issue 14's table and a few more."""
+
+    def rlimits(self, r):
+        return r.limits_enforced_by == "rlimit"
+
+    def test_exit_status(self):
+        r = self.code("import sys; print('out'); sys.exit(3)")
+        self.assertEqual(r.as_tool_output(), "exited with status 3\n[stdout]\nout")
+
+    def test_signal(self):
+        r = self.code("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+        want = "killed by SIGSEGV (signal 11)\n[no output]"
+        if self.rlimits(r):
+            want += ("\n[the payload died of SIGSEGV; if it ran out of memory: under rlimits, "
+                     "--memory 256m caps its writable mappings (RLIMIT_DATA), not its use, and a "
+                     "program denied a mapping may crash instead of failing cleanly]")
+        self.assertEqual(r.as_tool_output(), want)
+
+    def test_busy_loop(self):
+        # Under rlimits cpus 0.5 x timeout 5 is 3 s of CPU time (rounded up), which ends the
+        # loop first; in a cgroup, cpu.max slows it and the timeout ends it. Either way nsbox
+        # says which limit, with its value.
+        # (CPU time is not wall time: on a host too busy to give the loop 3 s of CPU in 5 s,
+        # the timeout comes first under rlimits too, and says so.)
+        r = self.code("while True: pass", timeout=5)
+        if self.rlimits(r) and r.status != "timeout":
+            want = ("stopped: CPU time limit: the payload used up its 3 s of CPU time (--cpus "
+                    "0.5 x --timeout 5 s, RLIMIT_CPU under rlimits) and was killed by SIGXCPU")
+            self.assertEqual(r.limit["name"], "cpu")
+        else:
+            want = "timed out after 5 s; the sandbox was killed"
+        self.assertEqual(r.as_tool_output(), want + "\n[no output]")
+
+    def test_both_streams(self):
+        r = self.code("print('partial 42')\nraise ValueError('x')")
+        self.assertEqual(r.as_tool_output(),
+                         "exited with status 1\n[stdout]\npartial 42\n[stderr]\n"
+                         "Traceback (most recent call last):\n"
+                         "  File \"/work/main.py\", line 2, in <module>\n"
+                         "    raise ValueError('x')\n"
+                         "ValueError: x")
+
+    def test_success_with_a_warning(self):
+        r = self.code("import warnings\nprint('ok')\nwarnings.warn('careful')")
+        self.assertEqual(r.as_tool_output(),
+                         "exited with status 0\n[stdout]\nok\n[stderr]\n"
+                         "/work/main.py:3: UserWarning: careful\n"
+                         "  warnings.warn('careful')")
+
+    def test_many_lines(self):
+        r = self.code("for i in range(100000): print(i)")
+        printed = "".join(f"{i}\n" for i in range(100000))
+        self.assertEqual(r.as_tool_output(),
+                         "exited with status 0\n[stdout]\n" + printed[:4000].removesuffix("\n") +
+                         f"\n[stdout truncated: kept 4000 of {len(printed)} bytes "
+                         "(--output-limit)]")
+
+    def test_output_before_a_timeout(self):
+        r = self.code("print('line 1'); print('partial: 42')\nwhile True: pass", timeout=1)
+        self.assertEqual(r.as_tool_output(),
+                         "timed out after 1 s; the sandbox was killed\n"
+                         "[stdout]\nline 1\npartial: 42")
+
+    def test_pids_limit(self):
+        r = self.code("import os, time\nfor i in range(10):\n    pid = os.fork()\n"
+                      "    if pid == 0:\n        time.sleep(10)\n        os._exit(0)\n",
+                      pids_limit=4)
+        want = ("exited with status 1\n[stderr]\nTraceback (most recent call last):\n"
+                "  File \"/work/main.py\", line 3, in <module>\n"
+                "    pid = os.fork()\n"
+                "          ^^^^^^^^^\n"
+                "BlockingIOError: [Errno 11] Resource temporarily unavailable")
+        if not self.rlimits(r):  # a cgroup counts the forks pids.max refused
+            want += "\n[the process limit (--pids-limit 4) refused 1 forks]"
+        self.assertEqual(r.as_tool_output(), want)
+
+    def test_network(self):
+        r = self.code("import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80))\n"
+                      "except OSError as e:\n    print(e)")
+        want = "exited with status 0\n[stdout]\n[Errno 1] Operation not permitted"
+        if r.refused_syscalls is not None:
+            want += ("\n[the seccomp policy refused: socket (1)]\n[hint: the sandbox has no "
+                     "network: sockets are refused (network=\"loopback\" allows sockets on "
+                     "127.0.0.1 and ::1 only)]")
+        self.assertEqual(r.as_tool_output(), want)
+
+    def test_not_utf8(self):
+        r = self.code("import sys; sys.stdout.buffer.write(b'ok \\xff\\xfe end\\n')")
+        self.assertEqual(r.as_tool_output(), "ok \ufffd\ufffd end\n")
+
+    def test_setup_error(self):
+        with self.assertRaises(nsbox.NsboxError) as cm:
+            self.code("print(1)", rootfs="/nonexistent")
+        self.assertEqual(cm.exception.as_tool_output(),
+                         "nsbox could not run the code: rootfs '/nonexistent': No such file or "
+                         "directory (build it with 'meson compile -C build rootfs', install it "
+                         "with 'meson install', or point $NSBOX_ROOTFS or --rootfs at one)")
+
+
+class TestBadOutput(SandboxTestCase):
+    """A model's code can print anything: the result and the tool text stay valid and bounded."""
+
+    def check(self, r, output_limit=4000):
+        for stream in (r.stdout, r.stderr):
+            stream.encode("utf-8")  # valid text
+            self.assertLessEqual(len(stream), output_limit)
+        text = r.as_tool_output()
+        text.encode("utf-8")
+        self.assertNotRegex(text, "[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+        self.assertLess(len(text), 2 * 4 * nsbox.TOOL_OUTPUT_LIMIT + 1000)
+        return text
+
+    def test_nul(self):
+        r = self.code("import sys; print('a\\0b'); sys.stderr.write('\\0' * 10)")
+        self.assertEqual(r.stdout, "a\0b\n")
+        self.assertEqual(self.check(r), "exited with status 0\n[stdout]\na\\x00b\n[stderr]\n" +
+                         "\\x00" * 10)
+
+    def test_ansi_escapes(self):
+        r = self.code("print('\\x1b[31mred\\x1b[0m\\x1b]0;pwned\\x07')")
+        self.assertEqual(self.check(r), "\\x1b[31mred\\x1b[0m\\x1b]0;pwned\\x07\n")
+
+    def test_invalid_utf8(self):
+        r = self.code("import sys, os; sys.stdout.buffer.write(os.urandom(100000))")
+        self.check(r)
+        self.assertTrue(r.truncated)
+
+    def test_ten_megabyte_line(self):
+        line = "import sys; sys.stdout.write('x' * 10_000_000); sys.stderr.write('\\xff' * 10_000_000)"
+        r = self.code(line)
+        self.check(r)
+        self.assertEqual(r.stdout_bytes, 10_000_000)
+        # With the largest output limit nsbox keeps all of it; the tool text still shows 4000
+        # characters of each stream and says so.
+        r = self.code(line, output_limit=1 << 30)
+        self.assertEqual(len(r.stdout), 10_000_000)
+        text = self.check(r, output_limit=1 << 30)
+        self.assertIn("[stdout cut for this output: the first 4000 characters are shown]", text)
+
+    def test_streamed_invalid_utf8_split_across_reads(self):
+        chunks = []
+        r = self.code("import sys, time\nsys.stdout.buffer.write(b'\\xe2\\x82')\n"
+                      "sys.stdout.flush(); time.sleep(0.3)\n"
+                      "sys.stdout.buffer.write(b'\\xac \\xff\\n')", on_stdout=chunks.append)
+        self.assertEqual("".join(chunks), "\u20ac \ufffd\n")
+        self.assertEqual(r.stdout, "\u20ac \ufffd\n")
+
+
+class TestStreamingAndAsync(SandboxTestCase):
+    SLOW = "import time\nprint('first')\ntime.sleep(1.5)\nprint('second')"
+
+    def test_callbacks_get_output_as_it_arrives(self):
+        seen = []
+        start = time.monotonic()
+        r = self.code(self.SLOW, on_stdout=lambda t: seen.append((time.monotonic(), t)),
+                      on_stderr=lambda t: seen.append((time.monotonic(), "ERR" + t)))
+        end = time.monotonic()
+        # Unbuffered Python writes "first" and its newline apart: chunks are what arrived.
+        self.assertEqual("".join(t for _, t in seen), "first\nsecond\n")
+        first = next(when for when, t in seen if "first" in t)
+        self.assertLess(first - start, end - start - 1.0)  # long before the end
+        self.assertEqual((r.stdout, r.reason), ("first\nsecond\n", "exited with status 0"))
+        self.assertEqual(r.nsbox_stderr, "")  # nsbox's own messages are in the result
+
+    def test_stderr_callback_and_stdin(self):
+        err = []
+        r = self.code("import sys; sys.stderr.write(sys.stdin.read().upper())",
+                      stdin="x" * 200_000, on_stderr=err.append, output_limit=1 << 20)
+        self.assertEqual("".join(err), "X" * 200_000)
+        self.assertEqual(r.stderr, "X" * 200_000)
+
+    def test_callback_error_kills_the_run(self):
+        def boom(text):
+            raise RuntimeError("callback failed")
+        start = time.monotonic()
+        with self.assertRaises(RuntimeError):
+            self.code("print('x', flush=True)\nimport time; time.sleep(30)", on_stdout=boom)
+        self.assertLess(time.monotonic() - start, 10)
+
+    def test_setup_error_while_streaming(self):
+        with self.assertRaises(nsbox.NsboxError) as cm:
+            self.code("print(1)", rootfs="/nonexistent", on_stdout=print)
+        self.assertEqual(cm.exception.step, "rootfs")
+        with self.assertRaises(nsbox.NsboxError) as cm:
+            self.code("print(1)", memory="12Q", on_stdout=print)
+        self.assertIn("12Q", str(cm.exception))
+
+    def test_arun(self):
+        threads = []
+
+        async def main():
+            both = asyncio.gather(
+                nsbox.arun_python_code("import time; time.sleep(1); print('a')", nsbox=NSBOX),
+                nsbox.arun(["python3", "-c", "import time; time.sleep(1); print('b')"],
+                           nsbox=NSBOX))
+            await asyncio.sleep(0.5)
+            threads.append(threading.active_count())
+            return await both
+        start = time.monotonic()
+        a, b = asyncio.run(main())
+        self.assertEqual(threads, [1])  # the event loop waits on the pipes and pidfds itself
+        self.assertEqual((a.stdout, b.stdout), ("a\n", "b\n"))
+        self.assertLess(time.monotonic() - start, 1.9)  # side by side
+
+    def test_arun_streaming(self):
+        seen = []
+
+        async def main():
+            return await nsbox.arun_python_code(self.SLOW, nsbox=NSBOX, on_stdout=seen.append,
+                                                stdin="ignored")
+        r = asyncio.run(main())
+        self.assertEqual(("".join(seen), r.stdout), ("first\nsecond\n", "first\nsecond\n"))
+        with self.assertRaises(nsbox.NsboxError):
+            asyncio.run(nsbox.arun_python_code("1", nsbox=NSBOX, rootfs="/nonexistent"))
+
+    def test_arun_cancel_tears_down(self):
+        token = f"nsbox-cancel-{os.getpid()}-{time.monotonic_ns()}"
+
+        async def main():
+            task = asyncio.ensure_future(nsbox.arun(
+                ["python3", "-c", f"import time; time.sleep(30)  # {token}"], nsbox=NSBOX))
+            await asyncio.sleep(1)
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+        start = time.monotonic()
+        asyncio.run(main())
+        self.assertLess(time.monotonic() - start, 8)
+        self.assertEqual(processes_with(token), [])
+
+    def test_arun_callback_error_kills_the_run(self):
+        def boom(text):
+            raise RuntimeError("callback failed")
+        start = time.monotonic()
+        with self.assertRaises(RuntimeError):
+            asyncio.run(nsbox.arun_python_code("print('x')\nimport time; time.sleep(30)",
+                                               nsbox=NSBOX, on_stdout=boom))
+        self.assertLess(time.monotonic() - start, 10)
+
+    def test_timeout_none(self):
+        r = self.code("import time; time.sleep(0.2); print('done')", timeout=None)
+        self.assertEqual(r.stdout, "done\n")
+        self.assertIsNone(r.raw["limits"]["timeout"]["seconds"])
+
+    def test_audit_log_from_environment(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "audit.log")
+            with mock.patch.dict(os.environ, {"NSBOX_LOG": log}):
+                self.code("print(1)")
+                self.code("print(2)", log="")  # "" turns it off
+            with open(log) as f:
+                records = [json.loads(line) for line in f]
+            self.assertEqual(len(records), 2)  # before and after the first run only
+            other = os.path.join(d, "other.log")
+            self.code("print(3)", log=other)
+            self.assertTrue(os.path.getsize(other) > 0)
+
+
 class TestAttacks(SandboxTestCase):
     """The lesson's attacks, through the API."""
 
@@ -379,7 +656,7 @@ class TestAttacks(SandboxTestCase):
         self.assertFalse(r.ok)
         self.assertNotIn("ALLOCATED", r.stdout)
         self.assertIn(r.status, ("exited", "oom", "signaled"))
-        self.assertTrue(r.as_tool_output().startswith("EXECUTION ERROR:\n"))
+        self.assertTrue(r.as_tool_output().startswith(r.reason + "\n"))
 
     def test_fork_bomb(self):
         # Bounded: at most 200 children, each asleep for 30 s; the payload prints how many
@@ -557,6 +834,35 @@ class TestWithoutSandbox(unittest.TestCase):
             self.assertLess(time.monotonic() - start, 5)
         self.assertEqual(cm.exception.step, "backstop")
 
+    def test_backstop_after_the_pipes_close(self):
+        # nsbox closed its output but does not exit: the wait for its exit has a deadline too.
+        with tempfile.TemporaryDirectory() as d:
+            fake = fake_nsbox(d, "exec >&- 2>&- <&-; exec sleep 30\n")
+            for stream in (None, print):
+                start = time.monotonic()
+                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
+                        self.assertRaises(nsbox.NsboxError) as cm:
+                    nsbox.run_python_code("pass", timeout=0.5, nsbox=fake, on_stdout=stream)
+                self.assertEqual(cm.exception.step, "backstop")
+                self.assertLess(time.monotonic() - start, 5)
+                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
+                        self.assertRaises(nsbox.NsboxError) as cm:
+                    asyncio.run(nsbox.arun_python_code("pass", timeout=0.5, nsbox=fake,
+                                                       on_stdout=stream))
+                self.assertEqual(cm.exception.step, "backstop")
+
+    def test_async_backstop_timeout(self):
+        with tempfile.TemporaryDirectory() as d:
+            fake = fake_nsbox(d, "exec sleep 30\n")
+            start = time.monotonic()
+            for stream in (None, print):
+                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
+                        self.assertRaises(nsbox.NsboxError) as cm:
+                    asyncio.run(nsbox.arun_python_code("pass", timeout=0.5, nsbox=fake,
+                                                       on_stdout=stream))
+                self.assertEqual(cm.exception.step, "backstop")
+            self.assertLess(time.monotonic() - start, 8)
+
     def test_clean_environment_for_nsbox(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "env.txt")
@@ -578,18 +884,111 @@ class TestWithoutSandbox(unittest.TestCase):
                                          "OLDPWD"})
 
     def test_tool_output_strings(self):
-        def result(status, code, out="", err=""):
+        def result(status, code, out="", err="", **kw):
             return nsbox.Result(status=status, exit_code=code, signal=None, stdout=out,
                                 stderr=err, truncated=False, stdout_bytes=len(out),
                                 stderr_bytes=len(err), wall_time=0.0, peak_memory=None,
-                                limits_enforced_by="rlimit", raw={})
-        self.assertEqual(result("timeout", 124, err="x").as_tool_output(),
-                         "EXECUTION ERROR:\nTimed out")
-        self.assertEqual(result("exited", 1, err="e" * 5000).as_tool_output(),
-                         "EXECUTION ERROR:\n" + "e" * 4000)
-        self.assertEqual(result("oom", 137, err="").as_tool_output(), "EXECUTION ERROR:\n")
-        self.assertEqual(result("exited", 0, out="o" * 5000).as_tool_output(),
-                         "SUCCESS OUTPUT:\n" + "o" * 4000)
+                                limits_enforced_by="rlimit", raw={}, **kw)
+        self.assertEqual(result("exited", 0, out="o\n").as_tool_output(), "o\n")
+        self.assertEqual(result("exited", 0).as_tool_output(), "(no output)")
+        self.assertEqual(result("exited", 1, err="e" * 5000,
+                                reason="exited with status 1").as_tool_output(),
+                         "exited with status 1\n[stderr]\n" + "e" * 4000 + "\n[stderr cut for "
+                         "this output: the first 4000 characters are shown]")
+        self.assertEqual(result("exited", 1, err="e" * 50, reason="exited with status 1")
+                         .as_tool_output(max_chars=10),
+                         "exited with status 1\n[stderr]\n" + "e" * 10 + "\n[stderr cut for "
+                         "this output: the first 10 characters are shown]")
+        # Without a reason (an nsbox older than the field), the status words stand in.
+        self.assertEqual(result("oom", 137).as_tool_output(),
+                         "status oom, exit status 137\n[no output]")
+
+    def test_tool_output_format(self):
+        r = nsbox.Result.from_json(json_result(status="exited", exit_code=2, stdout="a\x1b[0m\n",
+                                               stderr="b", reason="exited with status 2",
+                                               notes=["n1", "n2"]))
+        self.assertEqual(r.as_tool_output(format="{status}/{exit_code}: {reason}|{stdout}|"
+                                                 "{stderr}|{notes}"),
+                         "exited/2: exited with status 2|a\\x1b[0m\n|b|n1\nn2")
+        self.assertEqual(r.as_tool_output(format=lambda res: f"code {res.exit_code}"), "code 2")
+
+        class Short(nsbox.Result):
+            def as_tool_output(self, format=None, max_chars=nsbox.TOOL_OUTPUT_LIMIT):
+                return "ok" if self.ok else super().as_tool_output(format, max_chars)
+        self.assertEqual(Short.from_json(json_result()).as_tool_output(), "ok")
+
+    def test_oom_in_a_cgroup_from_json(self):
+        # The cgroup OOM killer needs a cgroup (the VM suite); the text is built from the JSON
+        # nsbox prints there.
+        r = nsbox.Result.from_json(json_result(
+            status="oom", exit_code=137, signal=9, wall_time_ms=412.0,
+            reason="stopped: out of memory (limit 256 MiB, after 0.412 s); the cgroup's OOM "
+                   "killer killed the payload",
+            limit={"name": "memory", "value": 268435456, "unit": "bytes",
+                   "enforced_by": "cgroup", "stopped": True},
+            limits_enforced_by="cgroup",
+            cgroup={"path": "/x", "memory_peak": 268435456, "oom_kills": 1,
+                    "pids_limit_hits": 0, "cpu_user_usec": 1, "cpu_system_usec": 1}))
+        self.assertEqual(r.as_tool_output(),
+                         "stopped: out of memory (limit 256 MiB, after 0.412 s); the cgroup's OOM "
+                         "killer killed the payload\n[no output]")
+        self.assertEqual((r.limit["name"], r.limit["value"], r.peak_memory),
+                         ("memory", 256 << 20, 256 << 20))
+
+    def test_pids_limit_in_a_cgroup_from_json(self):
+        r = nsbox.Result.from_json(json_result(
+            status="exited", exit_code=1, stderr="BlockingIOError: [Errno 11]\n",
+            reason="exited with status 1",
+            limit={"name": "pids", "value": 4, "unit": "processes", "enforced_by": "cgroup",
+                   "stopped": False},
+            notes=["the process limit (--pids-limit 4) refused 1 forks"]))
+        self.assertEqual(r.as_tool_output(),
+                         "exited with status 1\n[stderr]\nBlockingIOError: [Errno 11]\n"
+                         "[the process limit (--pids-limit 4) refused 1 forks]")
+
+    def test_bad_output_never_breaks_the_tool_text(self):
+        # Whatever the JSON holds (nsbox already made it valid UTF-8): controls are visible,
+        # the text bounded.
+        nasty = "\x00\x1b]0;title\x07\x1b[2J\r\x9b\ufffd" * 100_000
+        r = nsbox.Result.from_json(json_result(status="exited", exit_code=0, stdout=nasty,
+                                               stderr=nasty, reason="exited with status 0"))
+        text = r.as_tool_output()
+        self.assertLess(len(text), 2 * 4 * nsbox.TOOL_OUTPUT_LIMIT + 500)
+        self.assertNotRegex(text, "[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+        self.assertIn("\\x1b]0;title\\x07", text)
+        text.encode("utf-8")  # valid
+
+    def test_result_fields(self):
+        r = nsbox.Result.from_json(json_result(
+            reason="timed out after 1 s; the sandbox was killed", status="timeout",
+            limit={"name": "timeout", "value": 1.0, "unit": "seconds",
+                   "enforced_by": "supervisor", "stopped": True}, notes=["n"]))
+        self.assertEqual((r.reason, r.limit["name"], r.notes),
+                         ("timed out after 1 s; the sandbox was killed", "timeout", ["n"]))
+        with self.assertRaises(TypeError):
+            nsbox.Result.from_json(json_result(limit="timeout"))
+
+    def test_nsbox_error_as_tool_output(self):
+        e = nsbox.NsboxError("rootfs '/x': No such file or directory\x1b", step="rootfs")
+        self.assertEqual(e.as_tool_output(), "nsbox could not run the code: rootfs '/x': No such "
+                                             "file or directory\\x1b")
+
+    def test_version_matches_pyproject(self):
+        with open(HERE.parent / "pyproject.toml") as f:
+            self.assertIn(f'\nversion = "{nsbox.__version__}"\n', f.read())
+
+
+def json_result(**fields):
+    """A JSON result as nsbox prints it, with fields overridden."""
+    raw = {"status": "exited", "exit_code": 0, "signal": None, "wall_time_ms": 10.0,
+           "stdout": "", "stderr": "", "stdout_bytes": 0, "stderr_bytes": 0,
+           "stdout_truncated": False, "stderr_truncated": False, "error": None,
+           "limits": {}, "limits_enforced_by": "rlimit", "reason": "exited with status 0",
+           "limit": None, "notes": [], "warnings": [], "seccomp_refused": [], "cgroup": None}
+    raw.update(fields)
+    raw["stdout_bytes"] = raw["stdout_bytes"] or len(raw["stdout"].encode())
+    raw["stderr_bytes"] = raw["stderr_bytes"] or len(raw["stderr"].encode())
+    return raw
 
 
 if __name__ == "__main__":

@@ -173,7 +173,7 @@ class TestLab(NsboxTestCase):
         for v in canaries.values():
             self.assertNotIn(v, r["stdout"])
         names = {l.split("=")[0] for l in r["stdout"].splitlines()}
-        self.assertEqual(names, {"PATH", "HOME", "LANG"})
+        self.assertEqual(names, {"PATH", "HOME", "LANG", "PYTHONUNBUFFERED"})
 
 
 if __name__ == "__main__":

@@ -232,7 +232,8 @@ class TestEnvironmentAndDescriptors(NsboxTestCase):
                   "-e", "FOO=bar", "-e", "PASSED_THROUGH", "-e", "HOME=/work", env=env)
         items = dict(eval(r["stdout"]))
         self.assertEqual(items, {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work",
-                                 "LANG": "C.UTF-8", "FOO": "bar", "PASSED_THROUGH": "yes"})
+                                 "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "FOO": "bar",
+                                 "PASSED_THROUGH": "yes"})
 
     def test_only_stdio_descriptors(self):
         r_fd, w_fd = os.pipe()  # inheritable in nsbox: must not reach the payload
@@ -313,7 +314,8 @@ class TestLimitsAndResults(NsboxTestCase):
                   "while True: pass")
         self.assertLess(time.monotonic() - start, 3.5)
         self.assertEqual(p.returncode, 128 + signal.SIGXCPU)
-        self.assertIn("used up its CPU time", p.stderr)
+        self.assertIn("nsbox: stopped: CPU time limit: the payload used up its 2 s of CPU time",
+                      p.stderr)
         p = nsbox("run", "--cpus", "unlimited", "--timeout", "1", "--", "python3", "-c", "while True: pass")
         self.assertEqual(p.returncode, 124)
 

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +142,201 @@ Test(result, signaled_timeout_error)
 
     r.exit_code = 0;
     cr_expect_eq(nsbox_exit_status(&r), 125, "an error never exits 0");
+}
+
+static void reason_of(const struct nsbox_result *r, char *buf, size_t size)
+{
+    nsbox_result_reason(r, buf, size);
+}
+
+/* Whether got equals want; takes want (a new reference) and releases it. */
+static bool json_equal_new(json_t *got, json_t *want)
+{
+    bool eq = json_equal(got, want);
+    json_decref(want);
+    return eq;
+}
+
+static void collect_note(const char *sentence, void *userdata)
+{
+    json_t *list = userdata;
+    cr_assert_eq(json_array_append_new(list, json_string(sentence)), 0);
+}
+
+Test(explain, rlimit_cpu_seconds_never_within_a_second_of_the_timeout)
+{
+    static const struct {
+        uint64_t cpus_milli, timeout_usec, want;
+    } cases[] = {
+        {500, 10000000, 5},  /* 5 s of CPU, 5 s before the timeout: kept */
+        {500, 4000000, 2},   /* 2 s before: kept */
+        {500, 2000000, 1},   /* exactly 1 s before: kept */
+        {500, 1900000, 3},   /* 1 s, 0.9 s before: moved past the timeout */
+        {500, 1000000, 2},   /* rounded up to 1 s, the timeout itself: moved */
+        {1000, 10000000, 11}, /* 10 s, the timeout itself: moved */
+        {2000, 10000000, 20}, /* 10 s past: kept */
+        {100, 500000, 2},    /* rounded up to 1 s, 0.5 s past: moved */
+        {0, 10000000, 0},
+        {500, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        cr_expect_eq(result_rlimit_cpu_seconds(cases[i].cpus_milli, cases[i].timeout_usec),
+                     cases[i].want, "case %zu: got %llu", i,
+                     (unsigned long long)result_rlimit_cpu_seconds(cases[i].cpus_milli,
+                                                                   cases[i].timeout_usec));
+}
+
+/* Every way a run ends: its sentence, its limit and whether that stopped the payload. */
+Test(explain, each_end_has_a_sentence_and_a_limit)
+{
+    struct nsbox_result base = {
+        .memory = {256 << 20, NSBOX_ENFORCER_RLIMIT},
+        .pids_limit = {64, NSBOX_ENFORCER_RLIMIT},
+        .cpus = {500, NSBOX_ENFORCER_RLIMIT},
+        .timeout = {10000000, NSBOX_ENFORCER_NONE},
+        .output_limit = 4000,
+        .wall_time = 410000,
+    };
+    static const struct {
+        enum nsbox_status status;
+        int exit_code, signal;
+        bool cgroup;
+        const char *reason;
+        enum nsbox_limit limit;
+        bool stopped;
+    } cases[] = {
+        {NSBOX_STATUS_EXITED, 3, 0, false, "exited with status 3", NSBOX_LIMIT_NONE, false},
+        {NSBOX_STATUS_SIGNALED, 0, SIGSEGV, false, "killed by SIGSEGV (signal 11)",
+         NSBOX_LIMIT_NONE, false},
+        {NSBOX_STATUS_SIGNALED, 0, SIGXCPU, false,
+         "stopped: CPU time limit: the payload used up its 5 s of CPU time (--cpus 0.5 x "
+         "--timeout 10 s, RLIMIT_CPU under rlimits) and was killed by SIGXCPU",
+         NSBOX_LIMIT_CPU, true},
+        /* In a cgroup nsbox sets no RLIMIT_CPU: a SIGXCPU is the payload's own. */
+        {NSBOX_STATUS_SIGNALED, 0, SIGXCPU, true, "killed by SIGXCPU (signal 24)",
+         NSBOX_LIMIT_NONE, false},
+        {NSBOX_STATUS_TIMEOUT, 124, 0, false, "timed out after 10 s; the sandbox was killed",
+         NSBOX_LIMIT_TIMEOUT, true},
+        {NSBOX_STATUS_OOM, 137, SIGKILL, true,
+         "stopped: out of memory (limit 256 MiB, after 0.41 s); the cgroup's OOM killer killed "
+         "the payload",
+         NSBOX_LIMIT_MEMORY, true},
+        {NSBOX_STATUS_KILLED, 137, SIGKILL, false, "killed on request (nsbox kill)",
+         NSBOX_LIMIT_NONE, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct nsbox_result r = base;
+        char reason[600];
+        bool stopped = !cases[i].stopped;
+        enum nsbox_enforcer by = cases[i].cgroup ? NSBOX_ENFORCER_CGROUP : NSBOX_ENFORCER_RLIMIT;
+
+        r.status = cases[i].status;
+        r.exit_code = cases[i].exit_code;
+        r.signal = cases[i].signal;
+        r.memory.enforced_by = r.pids_limit.enforced_by = r.cpus.enforced_by = by;
+        r.cgroup.valid = cases[i].cgroup;
+        reason_of(&r, reason, sizeof(reason));
+        cr_expect_str_eq(reason, cases[i].reason, "case %zu", i);
+        cr_expect_eq(nsbox_result_limit(&r, &stopped), cases[i].limit, "case %zu", i);
+        cr_expect_eq(stopped, cases[i].stopped, "case %zu", i);
+    }
+}
+
+Test(explain, error_reason_is_the_error)
+{
+    struct nsbox_result r = {.status = NSBOX_STATUS_ERROR, .exit_code = 125};
+    char reason[600];
+
+    (void)snprintf(r.error, sizeof(r.error), "sandbox setup failed at rootfs: No such file");
+    r.out.truncated = true; /* no limit for nsbox's own failure */
+    reason_of(&r, reason, sizeof(reason));
+    cr_expect_str_eq(reason, r.error);
+    cr_expect_eq(nsbox_result_limit(&r, NULL), NSBOX_LIMIT_NONE);
+    reason_of(&r, reason, 8); /* cut, still terminated */
+    cr_expect_str_eq(reason, "sandbox");
+}
+
+Test(explain, notes_in_order_and_in_json)
+{
+    char out[] = "abc", err[] = "e";
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_SIGNALED,
+        .signal = SIGBUS,
+        .memory = {64 << 20, NSBOX_ENFORCER_RLIMIT},
+        .pids_limit = {8, NSBOX_ENFORCER_RLIMIT},
+        .cpus = {500, NSBOX_ENFORCER_RLIMIT},
+        .timeout = {10000000, NSBOX_ENFORCER_NONE},
+        .output_limit = 3,
+        .out = {.data = out, .captured = 3, .total = 100, .truncated = true},
+        .err = {.data = err, .captured = 1, .total = 1},
+        .seccomp_reporting = true,
+        .refused = {{"socket", 2}, {"mount", 1}},
+        .n_refused = 2,
+        .refused_other = 4,
+    };
+    json_t *notes = json_array(), *j, *want;
+
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 3);
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 3);
+    want = json_pack("[s, s, s]",
+                     "the payload died of SIGBUS; if it ran out of memory: under rlimits, --memory "
+                     "64m caps its writable mappings (RLIMIT_DATA), not its use, and a program "
+                     "denied a mapping may crash instead of failing cleanly",
+                     "the seccomp policy refused: socket (2), mount (1), and others",
+                     "stdout truncated: kept 3 of 100 bytes (--output-limit)");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    j = encode(&r);
+    cr_expect(json_equal(json_object_get(j, "notes"), want));
+    cr_expect_str_eq(json_string_value(json_object_get(j, "reason")),
+                     "killed by SIGBUS (signal 7)");
+    /* The crash is not a limit kill under rlimits; the truncation is the limit it ran into. */
+    cr_expect(json_equal_new(json_object_get(j, "limit"),
+                             json_pack("{s:s, s:i, s:s, s:s, s:b}", "name", "output", "value", 3,
+                                   "unit", "bytes", "enforced_by", "supervisor", "stopped", 0)));
+    cr_expect_eq(json_integer_value(json_object_get(
+                     json_object_get(json_object_get(j, "limits"), "output"), "bytes")),
+                 3);
+    json_decref(notes);
+    json_decref(want);
+    json_decref(j);
+}
+
+Test(explain, cgroup_oom_and_pids_in_json)
+{
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_OOM,
+        .signal = SIGKILL,
+        .wall_time = 1500000,
+        .memory = {1 << 30, NSBOX_ENFORCER_CGROUP},
+        .pids_limit = {64, NSBOX_ENFORCER_CGROUP},
+        .cpus = {500, NSBOX_ENFORCER_CGROUP},
+        .timeout = {10000000, NSBOX_ENFORCER_NONE},
+        .output_limit = 4000,
+        .cgroup = {.valid = true, .oom_kills = 1, .pids_limit_hits = 3},
+    };
+    json_t *j = encode(&r), *notes;
+
+    cr_expect_str_eq(json_string_value(json_object_get(j, "reason")),
+                     "stopped: out of memory (limit 1 GiB, after 1.5 s); the cgroup's OOM killer "
+                     "killed the payload");
+    cr_expect(json_equal_new(json_object_get(j, "limit"),
+                             json_pack("{s:s, s:I, s:s, s:s, s:b}", "name", "memory", "value",
+                                   (json_int_t)1 << 30, "unit", "bytes", "enforced_by", "cgroup",
+                                   "stopped", 1)));
+    notes = json_object_get(j, "notes");
+    cr_expect_eq(json_array_size(notes), 1);
+    cr_expect_str_eq(json_string_value(json_array_get(notes, 0)),
+                     "the process limit (--pids-limit 64) refused 3 forks");
+    json_decref(j);
+
+    /* The same forks refused by a payload that then exits: pids is the limit it ran into. */
+    r.status = NSBOX_STATUS_EXITED;
+    r.exit_code = 1;
+    j = encode(&r);
+    cr_expect(json_equal_new(json_object_get(j, "limit"),
+                             json_pack("{s:s, s:i, s:s, s:s, s:b}", "name", "pids", "value", 64,
+                                   "unit", "processes", "enforced_by", "cgroup", "stopped", 0)));
+    json_decref(j);
 }
 
 /* Bytes of the JSON string jansson writes for s[0..n), quotes not counted. */
