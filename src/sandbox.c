@@ -595,6 +595,23 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
                     "other process and file of theirs (without it, each run of root has ids of "
                     "its own)",
                     (unsigned)sb->host_uid, (unsigned)sb->host_gid);
+    } else if (!in_initial_user_namespace() &&
+               (uidpool_mapped_here("/proc/self/uid_map", UIDPOOL_BASE) != 1 ||
+                uidpool_mapped_here("/proc/self/gid_map", UIDPOOL_BASE) != 1)) {
+        /* Root of a user namespace that does not map the pool (a container's, rootless
+         * Podman's, a Kubernetes pod's map 65536 ids or so): no id of the pool can be mapped
+         * from here. Its nobody is the one id such a namespace is sure to have that is not its
+         * root; said in the result, and --host-user chooses another. */
+        if (c->host_gid)
+            return plan_error(ret, -EINVAL, "config", "a host gid needs a host uid");
+        sb->host_uid = NOBODY;
+        sb->host_gid = NOBODY;
+        add_warning(c, ret,
+                    "nsbox runs as root of a user namespace that does not map its id range "
+                    "(%u and up), as in a container: the sandbox runs as that namespace's "
+                    "nobody (65534), shared with its other processes of that id; --host-user "
+                    "UID[:GID] chooses other ids",
+                    (unsigned)UIDPOOL_BASE);
     } else {
         if (c->host_gid)
             return plan_error(ret, -EINVAL, "config", "a host gid needs a host uid");

@@ -335,6 +335,8 @@ class TestCallerBudgets(NsboxTestCase):
             p, r = py(code, "-v", f"{d}:/mnt:rw", "--memory", "16m", "--shm-size", "1m",
                       "--tmpfs", "/tmp:size=1m")
             self.assertEqual(r["stdout"].split(), ["16", str(errno.EFBIG)], r)
+            # The file belongs to that run's host uid (each root run has its own): start anew.
+            os.unlink(os.path.join(d, "big"))
             # The control: with --memory unlimited there is no bound.
             p, r = py(code, "-v", f"{d}:/mnt:rw", "--memory", "unlimited", "--shm-size", "1m",
                       "--tmpfs", "/tmp:size=1m")

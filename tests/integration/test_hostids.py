@@ -311,9 +311,10 @@ class TestRootHostIds(NsboxTestCase):
             for pid in processes_with(token):
                 os.kill(pid, signal.SIGKILL)
 
-    def test_in_a_container_without_the_range_the_error_names_host_user(self):
+    def test_in_a_container_without_the_range_nobody_with_a_warning(self):
         # Root of a user namespace that maps host ids 0…65535 only, as a container's does:
-        # nsbox's range cannot be mapped there, and nsbox says what to do instead.
+        # nsbox's range cannot be mapped there, so the sandbox runs as that namespace's nobody,
+        # and nsbox says so and what chooses other ids.
         helper = (
             "import ctypes, os, sys\n"
             "r, w = os.pipe()\n"
@@ -334,13 +335,18 @@ class TestRootHostIds(NsboxTestCase):
             "os.write(w, b'x')\n"
             "sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
         def in_container(*args):
-            return subprocess.run([sys.executable, "-c", helper, NSBOX, "run", *args, "--",
-                                   "true"], capture_output=True, text=True, timeout=60)
-        p = in_container()
-        self.assertOneLineError(p, contains="--host-user")
-        self.assertIn("not mapped in the user namespace nsbox runs in", p.stderr)
-        p = in_container("--host-user", "65534")
-        self.assertEqual(p.returncode, 0, p.stderr)
+            p = subprocess.run([sys.executable, "-c", helper, NSBOX, "run", "--json",
+                                "--cgroup", "off", *args, "--", "true"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout)
+        r = in_container()
+        self.assertEqual((r["host_uid"], r["host_gid"]), (65534, 65534), r)
+        self.assertTrue(any("does not map its id range" in w and "--host-user" in w
+                            for w in r["warnings"]), r["warnings"])
+        r = in_container("--host-user", "1000")
+        self.assertEqual((r["host_uid"], r["host_gid"]), (1000, 1000), r)
+        self.assertFalse(any("does not map its id range" in w for w in r["warnings"]), r)
 
     def test_host_user_chooses_the_ids(self):
         p, r = nsbox_json("--host-user", "4242:4343", "--", "cat", "/proc/self/uid_map",
