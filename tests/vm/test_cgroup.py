@@ -95,6 +95,9 @@ class TestLimits(CgroupTestCase):
         self.assertEqual((r["status"], p.returncode, r["signal"]), ("oom", 137, 9), r)
         self.assertEqual(r["limits"]["memory"]["enforced_by"], "cgroup")
         self.assertGreaterEqual(r["cgroup"]["oom_kills"], 1)
+        # The result says which limit ended the run, in the words the rlimit hosts use too.
+        self.assertEqual((r["limit"]["name"], r["limit"]["enforced_by"]), ("memory", "cgroup"), r)
+        self.assertTrue(r["reason"].startswith("stopped: out of memory (limit 256 MiB"), r)
         peak = r["cgroup"]["memory_peak"]
         self.assertTrue(0.8 * (256 << 20) <= peak <= 1.05 * (256 << 20), f"peak {peak}")
         # The control: without the limit the same allocation succeeds.
@@ -546,8 +549,15 @@ class TestUserManagerScope(CgroupTestCase):
         code = ("import json, nsbox\n"
                 "r = nsbox.run_python_code('print(6 * 7)', timeout=120, cpus=None,\n"
                 "                          extra_args=['--cgroup', 'required'])\n"
+                "oom = nsbox.run_python_code('x = bytearray(1 << 30)', timeout=120, cpus=None,\n"
+                "                            memory='256m', extra_args=['--cgroup', 'required'])\n"
+                "print(json.dumps(oom.as_tool_output()))\n"
                 "print(json.dumps(r.raw))\n")
         p, out, term, subdirs = self.in_terminal_scope("python3", "-c", code)
+        oom_text, _, out = out.partition("\n")
+        # What the model is told of an OOM kill (issue 14's table): the limit, by name and value.
+        self.assertTrue(json.loads(oom_text).startswith("stopped: out of memory (limit 256 MiB"),
+                        (oom_text, p.stderr))
         r = json.loads(out)
         self.assertEqual((r["status"], r["stdout"]), ("exited", "42\n"), (r, p.stderr))
         self.assertEqual(r["limits_enforced_by"], "cgroup", r)
