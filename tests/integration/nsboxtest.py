@@ -6,6 +6,7 @@ own), NSBOX_TESTS_MUST_WORK=1 turns skips into failures (set in CI).
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -60,6 +61,34 @@ def without_fallback_warning(stderr):
     """stderr without the line that says limits fell back to rlimits (hosts without cgroup v2
     delegation print it on every run; tests/integration/test_cgroup.py checks it)."""
     return "".join(l for l in stderr.splitlines(True) if not l.startswith(FALLBACK_WARNING))
+
+
+# Names that tools around nsbox give their temporary directories: Python's tempfile (the Python
+# API's "nsbox-XXXXXXXX", other test suites' "nsbox-lab-XXXXXXXX") and mktemp(1)
+# ("nsbox-vm.XXXXXX"). nsbox itself makes no temporary names on the host.
+_TOOL_TEMP_NAME = re.compile(r"(_[a-z0-9_]{8}|-[a-z0-9_]{8}|\.[A-Za-z0-9]{6})$")
+
+
+def tmp_snapshot():
+    """The names in /tmp now, for new_nsbox_tmp_entries()."""
+    return set(os.listdir("/tmp"))
+
+
+def new_nsbox_tmp_entries(before):
+    """Names in /tmp that are new since `before`, hold "nsbox", belong to this process's uid and
+    are not one of the random temporary names other tools make: what nsbox would have left.
+    Entries of other users, and of other test suites or Python API calls running meanwhile, do
+    not count, so the check holds while other nsbox work goes on (the suite's rule)."""
+    new = set()
+    for name in tmp_snapshot() - before:
+        if "nsbox" not in name or _TOOL_TEMP_NAME.search(name):
+            continue
+        try:
+            if os.lstat(os.path.join("/tmp", name)).st_uid == os.geteuid():
+                new.add(name)
+        except FileNotFoundError:
+            pass
+    return new
 
 
 def processes_with(token):

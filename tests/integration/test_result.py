@@ -36,15 +36,16 @@ class TestReason(NsboxTestCase):
                 self.assertEqual(r["limit"], limit)
 
     def test_cpu_time_under_rlimits_is_the_cpu_limit(self):
-        # cpus 0.5 x timeout 4 = 2 s of CPU time: well before the timeout, so it legitimately
-        # ends a busy loop first; the result calls it the cpu limit, not just a signal.
-        p, r = nsbox_json("--cgroup", "off", "--cpus", "0.5", "--timeout", "4", *BUSY)
+        # cpus 0.25 x timeout 8 = 2 s of CPU time: well before the timeout (a quarter of a core
+        # gets there, also on a loaded host), so it legitimately ends a busy loop first; the
+        # result calls it the cpu limit, not just a signal.
+        p, r = nsbox_json("--cgroup", "off", "--cpus", "0.25", "--timeout", "8", *BUSY)
         self.assertEqual((r["status"], r["signal"], r["exit_code"]),
                          ("signaled", signal.SIGXCPU, 152))
         self.assertEqual(r["limit"], {"name": "cpu", "value": 2, "unit": "cpu_seconds",
                                       "enforced_by": "rlimit", "stopped": True})
         self.assertEqual(r["reason"], "stopped: CPU time limit: the payload used up its 2 s of "
-                         "CPU time (--cpus 0.5 x --timeout 4 s, RLIMIT_CPU under rlimits) and was "
+                         "CPU time (--cpus 0.25 x --timeout 8 s, RLIMIT_CPU under rlimits) and was "
                          "killed by SIGXCPU")
 
     def test_cpu_rlimit_never_races_the_timeout(self):
