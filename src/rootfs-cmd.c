@@ -5,7 +5,9 @@
  *
  * build runs the rootfs-build script (mmdebstrap underneath; installed in LIBEXECDIR/nsbox, the
  * source tree's rootfs/nsbox-rootfs-build when nsbox runs from its build tree) with the profiles
- * of DATADIR/nsbox/profiles, then verifies the tree it made. verify checks a tree from anywhere:
+ * of DATADIR/nsbox/profiles, then verifies the tree it made. $NSBOX_ROOTFS_BUILD_SCRIPT names
+ * another copy of the script (a copied binary, as the tests stage it), which then reads the
+ * profiles beside it. verify checks a tree from anywhere:
  * its ELF files are read, never run, and its programs run only inside a sandbox.
  */
 #include <errno.h>
@@ -254,8 +256,10 @@ static int build(int argc, char **argv)
         {},
     };
     const bool dev = from_build_tree();
-    const char *script = dev ? NSBOX_SOURCE_ROOT "/rootfs/nsbox-rootfs-build"
-                             : NSBOX_LIBEXECDIR "/nsbox/rootfs-build";
+    const char *env_script = getenv("NSBOX_ROOTFS_BUILD_SCRIPT");
+    const char *script = env_script && env_script[0] ? env_script
+                         : dev ? NSBOX_SOURCE_ROOT "/rootfs/nsbox-rootfs-build"
+                               : NSBOX_LIBEXECDIR "/nsbox/rootfs-build";
     const char *profiles = dev ? NSBOX_SOURCE_ROOT "/rootfs/profiles" : NSBOX_DATADIR "/nsbox/profiles";
     const char *args[16];
     size_t n = 0;
@@ -263,8 +267,10 @@ static int build(int argc, char **argv)
     int c, status;
 
     args[n++] = script;
-    args[n++] = "--profiles-dir";
-    args[n++] = profiles;
+    if (script != env_script) {
+        args[n++] = "--profiles-dir";
+        args[n++] = profiles;
+    }
     optind = 1;
     while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
         switch (c) {

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import unittest
 
-from nsboxtest import HERE, NsboxTestCase, nsbox, nsbox_json
+from nsboxtest import HERE, NSBOX, NsboxTestCase, nsbox, nsbox_json
 
 SCIENCE = os.environ.get("NSBOX_ROOTFS_SCIENCE") or os.path.join(
     HERE, "..", "..", "build", "rootfs", "science", "tree")
@@ -220,6 +220,50 @@ class TestVerifyCatchesMissingLibrary(NsboxTestCase):
             self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
             self.assertIn("FAIL  libraries: /usr/bin/python3 needs libz.so.1, which is not in "
                           "the tree", p.stdout)
+            p = nsbox("doctor", "--rootfs", tree, timeout=120)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertIn("FAIL  libraries: /usr/bin/python3 needs libz.so.1", p.stdout)
+
+
+class TestBuildErrors(NsboxTestCase):
+    """What `nsbox rootfs build` says when it cannot build; no mirror is reached."""
+
+    def test_non_debian_host_names_release_and_override(self):
+        # An Ubuntu /etc/os-release in a mount namespace, and a mirror that refuses connections.
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "os-release")
+            with open(fake, "w") as f:
+                f.write('PRETTY_NAME="Ubuntu 24.04 LTS"\nID=ubuntu\nVERSION_CODENAME=noble\n')
+            script = 'mount --bind "$1" /etc/os-release && exec "$0" rootfs build --mirror "$2" "$3"'
+            p = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script,
+                                NSBOX, fake, "http://127.0.0.1:9/debian", os.path.join(d, "tree")],
+                               capture_output=True, text=True, timeout=300)
+            if "unshare failed" in p.stderr or "mount:" in p.stderr:
+                self.skip_or_fail(f"cannot make a mount namespace here: {p.stderr.strip()}")
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("nsbox rootfs build: this host is Ubuntu 24.04 LTS (not Debian): building "
+                          "Debian bookworm; choose another release with --suite", p.stderr)
+            self.assertIn("nsbox rootfs build: mmdebstrap could not build Debian bookworm from "
+                          "http://127.0.0.1:9/debian: check network access to the mirror (--mirror)",
+                          p.stderr)
+            self.assertIn(f"the whole log is {d}/tree.log", p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "tree.new")))
+
+    def test_refuses_a_directory_that_is_not_a_rootfs(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "precious"), "w") as f:
+                f.write("keep me")
+            p = nsbox("rootfs", "build", d)
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("exists and is not an nsbox rootfs: give an empty or new directory", p.stderr)
+            self.assertTrue(os.path.exists(os.path.join(d, "precious")))
+
+    def test_unknown_profile(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = nsbox("rootfs", "build", "--profile", "nosuch", os.path.join(d, "t"))
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("no profile 'nosuch'", p.stderr)
+            self.assertIn("minimal science", p.stderr)
 
 
 if __name__ == "__main__":
