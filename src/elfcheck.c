@@ -368,9 +368,10 @@ static bool in_path_list(const struct tree *t, const char *list, const char *ori
         for (size_t i = 0; i < n && ok; i++) {
             const char *rest = p + i;
             size_t skip = 0;
-            if (strncmp(rest, "$ORIGIN", 7) == 0 && (i + 7 == n || !(rest[7] == '_' || (rest[7] >= 'A' && rest[7] <= 'Z') ||
-                                                       (rest[7] >= 'a' && rest[7] <= 'z') ||
-                                                       (rest[7] >= '0' && rest[7] <= '9'))))
+            if (strncmp(rest, "$ORIGIN", 7) == 0 &&
+                (i + 7 == n ||
+                 !(rest[7] == '_' || (rest[7] >= 'A' && rest[7] <= 'Z') ||
+                   (rest[7] >= 'a' && rest[7] <= 'z') || (rest[7] >= '0' && rest[7] <= '9'))))
                 skip = 7;
             else if (strncmp(rest, "${ORIGIN}", 9) == 0)
                 skip = 9;
@@ -512,8 +513,8 @@ static int walk(struct tree *t, int dfd, char *path, size_t path_len, int depth)
 int elfcheck_tree(int root_fd, elfcheck_missing_fn missing, void *userdata, unsigned *ret_files,
                   unsigned *ret_missing)
 {
-    static const char *const defaults[] = {"/lib/" HOST_TRIPLET, "/usr/lib/" HOST_TRIPLET, "/lib",
-                                           "/usr/lib", "/lib64", "/usr/lib64"};
+    static const char *const defaults[] = {
+        "/lib/" HOST_TRIPLET, "/usr/lib/" HOST_TRIPLET, "/lib", "/usr/lib", "/lib64", "/usr/lib64"};
     struct tree *t = calloc(1, sizeof(*t));
     _cleanup_close_ int cache_fd = -EBADF;
     char path[PATH_MAX] = "";

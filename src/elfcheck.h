@@ -20,9 +20,9 @@ struct elf_info {
     uint16_t machine;        /* e_machine */
     uint16_t type;           /* e_type */
     /* The strings point into the parsed buffer, each checked to end inside the string table. */
-    const char *interp;      /* PT_INTERP, or NULL */
-    const char *rpath;       /* DT_RPATH, or NULL */
-    const char *runpath;     /* DT_RUNPATH, or NULL */
+    const char *interp;  /* PT_INTERP, or NULL */
+    const char *rpath;   /* DT_RPATH, or NULL */
+    const char *runpath; /* DT_RUNPATH, or NULL */
     size_t n_needed;
     const char *needed[ELF_MAX_NEEDED];
 };

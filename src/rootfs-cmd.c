@@ -95,7 +95,8 @@ static const char check_program[] =
     "    import ctypes.util\n"
     "    r = ctypes.util.find_library('c')\n"
     "    if not r:\n"
-    "        raise LookupError(\"ctypes.util.find_library('c') found nothing (no linker cache?)\")\n"
+    "        raise LookupError(\"ctypes.util.find_library('c') found nothing (no linker "
+    "cache?)\")\n"
     "    return r\n"
     "def hosts():\n"
     "    import socket\n"
@@ -145,8 +146,8 @@ static unsigned check_in_sandbox(const char *dir, rootfs_line_fn line, void *use
     if (r.status != NSBOX_STATUS_EXITED || r.exit_code != 0 || !r.out.data) {
         linef(line, userdata, "FAIL", "sandbox on %s: the check program did not run: %s", dir,
               r.status == NSBOX_STATUS_ERROR ? r.error
-              : r.err.data && r.err.data[0] ? r.err.data
-                                              : "no output");
+              : r.err.data && r.err.data[0]  ? r.err.data
+                                             : "no output");
         nsbox_result_free(&r);
         return 1;
     }
@@ -192,17 +193,22 @@ unsigned rootfs_check_tree(const char *dir, rootfs_line_fn line, void *userdata)
     } else if (missing > 0) {
         if (missing > ELF_SHOWN_MAX)
             linef(line, userdata, "FAIL", "libraries: %u more unresolved", missing - ELF_SHOWN_MAX);
-        linef(line, userdata, "fix", "  add the packages that ship them to the profile "
-                                     "(--packages), or make the missing links (alternatives); "
-                                     "then rebuild (nsbox rootfs build)");
+        linef(line, userdata, "fix",
+              "  add the packages that ship them to the profile "
+              "(--packages), or make the missing links (alternatives); "
+              "then rebuild (nsbox rootfs build)");
         failures += missing;
     } else
-        linef(line, userdata, "ok", "libraries: each of %u ELF files finds its shared libraries "
-                                    "in the tree", files);
+        linef(line, userdata, "ok",
+              "libraries: each of %u ELF files finds its shared libraries "
+              "in the tree",
+              files);
     if (fstatat(root_fd, "etc/ld.so.cache", &st, AT_SYMLINK_NOFOLLOW) < 0)
-        linef(line, userdata, "warn", "linker cache: no /etc/ld.so.cache: ctypes.util.find_library "
-                                      "and libraries outside the default directories will not be "
-                                      "found (ldconfig -r %s makes it)", dir);
+        linef(line, userdata, "warn",
+              "linker cache: no /etc/ld.so.cache: ctypes.util.find_library "
+              "and libraries outside the default directories will not be "
+              "found (ldconfig -r %s makes it)",
+              dir);
     failures += check_in_sandbox(dir, line, userdata);
     return failures;
 }
@@ -248,19 +254,17 @@ static void usage(FILE *f)
 static int build(int argc, char **argv)
 {
     static const struct option options[] = {
-        {"profile", required_argument, NULL, 'p'},
-        {"packages", required_argument, NULL, 'P'},
-        {"suite", required_argument, NULL, 's'},
-        {"mirror", required_argument, NULL, 'm'},
-        {"help", no_argument, NULL, 'h'},
-        {},
+        {"profile", required_argument, NULL, 'p'}, {"packages", required_argument, NULL, 'P'},
+        {"suite", required_argument, NULL, 's'},   {"mirror", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},          {},
     };
     const bool dev = from_build_tree();
     const char *env_script = getenv("NSBOX_ROOTFS_BUILD_SCRIPT");
     const char *script = env_script && env_script[0] ? env_script
                          : dev ? NSBOX_SOURCE_ROOT "/rootfs/nsbox-rootfs-build"
                                : NSBOX_LIBEXECDIR "/nsbox/rootfs-build";
-    const char *profiles = dev ? NSBOX_SOURCE_ROOT "/rootfs/profiles" : NSBOX_DATADIR "/nsbox/profiles";
+    const char *profiles =
+        dev ? NSBOX_SOURCE_ROOT "/rootfs/profiles" : NSBOX_DATADIR "/nsbox/profiles";
     const char *args[16];
     size_t n = 0;
     pid_t pid;
@@ -276,8 +280,7 @@ static int build(int argc, char **argv)
         switch (c) {
         case 'p':
             if (strchr(optarg, '/') || optarg[0] == '.' || optarg[0] == '\0') {
-                log_error("--profile: a profile name such as minimal or science, not '%s'",
-                          optarg);
+                log_error("--profile: a profile name such as minimal or science, not '%s'", optarg);
                 return EXIT_USAGE;
             }
             args[n++] = "--profile";
@@ -311,8 +314,7 @@ static int build(int argc, char **argv)
     args[n++] = argv[optind];
     args[n] = NULL;
     if (access(script, X_OK) < 0) {
-        log_error("rootfs build: %s: %s (is nsbox installed completely?)", script,
-                  strerror(errno));
+        log_error("rootfs build: %s: %s (is nsbox installed completely?)", script, strerror(errno));
         return 1;
     }
     (void)fflush(NULL);
@@ -324,12 +326,10 @@ static int build(int argc, char **argv)
     if (pid == 0) {
         (void)setenv("NSBOX_ROOTFS_BUILD_NAME", "nsbox rootfs build", 1);
         execv(script, (char **)args);
-        (void)fprintf(stderr, "nsbox: rootfs build: cannot run %s: %s\n", script,
-                      strerror(errno));
+        (void)fprintf(stderr, "nsbox: rootfs build: cannot run %s: %s\n", script, strerror(errno));
         _exit(127);
     }
-    if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0 || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0)
+    if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return 1; /* the script said why */
     return verify(argv[optind]);
 }
