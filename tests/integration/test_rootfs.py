@@ -243,9 +243,9 @@ class TestBuildErrors(NsboxTestCase):
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertIn("nsbox rootfs build: this host is Ubuntu 24.04 LTS (not Debian): building "
                           "Debian bookworm; choose another release with --suite", p.stderr)
-            self.assertIn("nsbox rootfs build: mmdebstrap could not build Debian bookworm from "
-                          "http://127.0.0.1:9/debian: check network access to the mirror (--mirror)",
-                          p.stderr)
+            self.assertIn("nsbox rootfs build: mmdebstrap could not read Debian bookworm from "
+                          "http://127.0.0.1:9/debian: check network access to the mirror (--mirror) "
+                          "and that the release exists there (--suite)", p.stderr)
             self.assertIn(f"the whole log is {d}/tree.log", p.stderr)
             self.assertFalse(os.path.exists(os.path.join(d, "tree.new")))
 
@@ -257,6 +257,24 @@ class TestBuildErrors(NsboxTestCase):
             self.assertEqual(p.returncode, 1)
             self.assertIn("exists and is not an nsbox rootfs: give an empty or new directory", p.stderr)
             self.assertTrue(os.path.exists(os.path.join(d, "precious")))
+
+    def test_unknown_package_or_no_subordinate_ids(self):
+        # Root reaches the mirror (network, as the rootfs build itself needs) and learns which
+        # package is missing; a user without /etc/subuid ranges learns what to do about that.
+        with tempfile.TemporaryDirectory() as d:
+            p = nsbox("rootfs", "build", "--packages", "nsbox-no-such-package", os.path.join(d, "t"),
+                      timeout=300)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            last = p.stderr.strip().splitlines()[-1]
+            if os.geteuid() == 0:
+                self.assertIn("nsbox rootfs build: Debian ", last)
+                self.assertIn(" has no package nsbox-no-such-package: check the names (--packages)",
+                              last)
+            elif "cannot unpack packages as" not in last:
+                self.skip_or_fail(f"this user may have subordinate ids: {last}")
+            else:
+                self.assertIn("usermod --add-subuids", last)
+            self.assertFalse(os.path.exists(os.path.join(d, "t")))
 
     def test_unknown_profile(self):
         with tempfile.TemporaryDirectory() as d:
