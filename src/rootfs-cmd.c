@@ -265,16 +265,12 @@ static int build(int argc, char **argv)
                                : NSBOX_LIBEXECDIR "/nsbox/rootfs-build";
     const char *profiles =
         dev ? NSBOX_SOURCE_ROOT "/rootfs/profiles" : NSBOX_DATADIR "/nsbox/profiles";
-    const char *args[16];
+    const char *profile = NULL, *packages = NULL, *suite = NULL, *mirror = NULL;
+    const char *args[14];
     size_t n = 0;
     pid_t pid;
     int c, status;
 
-    args[n++] = script;
-    if (script != env_script) {
-        args[n++] = "--profiles-dir";
-        args[n++] = profiles;
-    }
     optind = 1;
     while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
         switch (c) {
@@ -283,20 +279,16 @@ static int build(int argc, char **argv)
                 log_error("--profile: a profile name such as minimal or science, not '%s'", optarg);
                 return EXIT_USAGE;
             }
-            args[n++] = "--profile";
-            args[n++] = optarg;
+            profile = optarg;
             break;
         case 'P':
-            args[n++] = "--packages";
-            args[n++] = optarg;
+            packages = optarg;
             break;
         case 's':
-            args[n++] = "--suite";
-            args[n++] = optarg;
+            suite = optarg;
             break;
         case 'm':
-            args[n++] = "--mirror";
-            args[n++] = optarg;
+            mirror = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -309,6 +301,28 @@ static int build(int argc, char **argv)
     if (optind != argc - 1) {
         log_error("rootfs build: give one DIR, where the tree goes (see nsbox rootfs --help)");
         return EXIT_USAGE;
+    }
+    /* Each option once (the last one given wins), so args[] has a fixed size. */
+    args[n++] = script;
+    if (script != env_script) {
+        args[n++] = "--profiles-dir";
+        args[n++] = profiles;
+    }
+    if (profile) {
+        args[n++] = "--profile";
+        args[n++] = profile;
+    }
+    if (packages) {
+        args[n++] = "--packages";
+        args[n++] = packages;
+    }
+    if (suite) {
+        args[n++] = "--suite";
+        args[n++] = suite;
+    }
+    if (mirror) {
+        args[n++] = "--mirror";
+        args[n++] = mirror;
     }
     args[n++] = "--";
     args[n++] = argv[optind];

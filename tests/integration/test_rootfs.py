@@ -246,8 +246,8 @@ class TestBuildErrors(NsboxTestCase):
             self.assertIn("nsbox rootfs build: mmdebstrap could not read Debian bookworm from "
                           "http://127.0.0.1:9/debian: check network access to the mirror (--mirror) "
                           "and that the release exists there (--suite)", p.stderr)
-            self.assertIn(f"the whole log is {d}/tree.log", p.stderr)
-            self.assertFalse(os.path.exists(os.path.join(d, "tree.new")))
+            self.assertIn(f"the whole log is {d}/tree.nsbox-build.log", p.stderr)
+            self.assertEqual(sorted(os.listdir(d)), ["os-release", "tree.nsbox-build.log"])
 
     def test_refuses_a_directory_that_is_not_a_rootfs(self):
         with tempfile.TemporaryDirectory() as d:
