@@ -36,15 +36,17 @@ struct elf_info {
 int elf_parse(const uint8_t *buf, size_t len, struct elf_info *ret);
 
 /* Called for each library an ELF file cannot resolve: file and lib are paths/names inside the
- * tree (file absolute, as seen inside). Return < 0 to stop the walk with that value. */
+ * tree (file absolute, as seen inside); lib is NULL for a file that is not well-formed (a header,
+ * table or string outside it). Return < 0 to stop the walk with that value. */
 typedef int (*elfcheck_missing_fn)(const char *file, const char *lib, void *userdata);
 
 /*
  * Walk the tree below root_fd (an O_DIRECTORY descriptor; no symlink is followed out of it,
  * openat2(2) RESOLVE_IN_ROOT), check every ELF file of the host's machine, and call missing()
  * for each unresolved DT_NEEDED or PT_INTERP. *ret_files counts the ELF files checked,
- * *ret_missing the unresolved names. Returns 0, or -errno of the walk (a malformed ELF file is
- * reported as missing "(malformed ELF file)", not an error).
+ * *ret_missing the unresolved names and malformed files. Separate debug files (below
+ * /usr/lib/debug, whose segments hold no data) are not checked. Returns 0, or -errno of the
+ * walk (a malformed ELF file is reported, not an error).
  */
 int elfcheck_tree(int root_fd, elfcheck_missing_fn missing, void *userdata, unsigned *ret_files,
                   unsigned *ret_missing);

@@ -68,9 +68,15 @@ static int elf_missing(const char *file, const char *lib, void *userdata)
 {
     struct elf_report *er = userdata;
 
-    if (er->shown++ < ELF_SHOWN_MAX)
+    if (er->shown++ >= ELF_SHOWN_MAX)
+        return 0;
+    if (lib)
         linef(er->line, er->userdata, "FAIL", "libraries: %s needs %s, which is not in the tree",
               file, lib);
+    else
+        linef(er->line, er->userdata, "FAIL",
+              "libraries: %s is a malformed ELF file (a header, table or string lies outside it)",
+              file);
     return 0;
 }
 
