@@ -225,6 +225,22 @@ class TestVerifyCatchesMissingLibrary(NsboxTestCase):
             self.assertIn("FAIL  libraries: /usr/bin/python3 needs libz.so.1", p.stdout)
 
 
+class TestVerifyMalformed(NsboxTestCase):
+    def test_malformed_elf_is_named(self):
+        # An ELF64 header whose program header table lies past the end of the file.
+        import struct
+        header = (b"\x7fELF\x02\x01\x01" + bytes(9) +
+                  struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 4096, 0, 0, 64, 56, 1, 64, 0, 0))
+        with tempfile.TemporaryDirectory() as d:
+            for sub in ("proc", "dev", "tmp", "work", "usr/bin"):
+                os.makedirs(os.path.join(d, sub))
+            with open(os.path.join(d, "usr/bin/broken"), "wb") as f:
+                f.write(header + bytes(64))
+            p = nsbox("rootfs", "verify", d, timeout=120)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertIn("FAIL  libraries: /usr/bin/broken is a malformed ELF file", p.stdout)
+
+
 class TestBuildErrors(NsboxTestCase):
     """What `nsbox rootfs build` says when it cannot build; no mirror is reached."""
 
