@@ -23,6 +23,7 @@
 #include "fileio.h"
 #include "macro.h"
 #include "nsbox.h"
+#include "rootfs-cmd.h"
 
 #include <nettle/sha2.h>
 
@@ -151,8 +152,9 @@ static void check_landlock(struct doctor *d)
         line(d, "info", "Landlock: not available (%s); nsbox does not need it", strerror(errno));
 }
 
-/* Check every file the manifest beside the rootfs lists ("SHA256  ./PATH", as rootfs/build
- * writes it) against its SHA-256. Returns 0 (what holds the count), 1 on a mismatch (what holds
+/* Check every file the manifest beside the rootfs (or, for a tree `nsbox rootfs build` made, in
+ * it: /usr/share/nsbox/manifest) lists ("SHA256  ./PATH", as rootfs-build writes it) against its
+ * SHA-256. Returns 0 (what holds the count), 1 on a mismatch (what holds
  * the path), -ENOENT without a manifest. */
 static int manifest_mismatch(const char *rootfs, char *what, size_t size)
 {
@@ -163,8 +165,11 @@ static int manifest_mismatch(const char *rootfs, char *what, size_t size)
     char path[4200];
 
     (void)snprintf(path, sizeof(path), "%s/../manifest", rootfs);
-    if (read_regular_file(path, 64 << 20, &manifest, &manifest_len) < 0)
-        return -ENOENT;
+    if (read_regular_file(path, 64 << 20, &manifest, &manifest_len) < 0) {
+        (void)snprintf(path, sizeof(path), "%s/usr/share/nsbox/manifest", rootfs);
+        if (read_regular_file(path, 64 << 20, &manifest, &manifest_len) < 0)
+            return -ENOENT;
+    }
     root_fd = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (root_fd < 0)
         return -ENOENT;
@@ -208,6 +213,13 @@ static int manifest_mismatch(const char *rootfs, char *what, size_t size)
     return 0;
 }
 
+/* rootfs_check_tree()'s lines, printed as doctor's (it counts its own failures). */
+static void rootfs_line(void *userdata, const char *verdict, const char *text)
+{
+    (void)userdata;
+    (void)printf("%-5s %s\n", verdict, text);
+}
+
 static void check_rootfs(struct doctor *d, const char *rootfs)
 {
     static const char *const needed[] = {"proc", "dev", "tmp", "work", "usr/bin/python3"};
@@ -231,6 +243,7 @@ static void check_rootfs(struct doctor *d, const char *rootfs)
         line(d, "FAIL", "rootfs %s: differs from its manifest at %s: rebuild it", rootfs, what);
     else
         line(d, "ok", "rootfs %s: complete (no manifest beside it to compare)", rootfs);
+    d->failures += rootfs_check_tree(rootfs, rootfs_line, d);
 }
 
 static void check_run(struct doctor *d, const struct nsbox_config *base)

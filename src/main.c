@@ -24,6 +24,7 @@
 #include "filter.h"
 #include "parse.h"
 #include "policyfile.h"
+#include "rootfs-cmd.h"
 #include "selftest.h"
 
 #define EXIT_NSBOX_FAILURE 125
@@ -129,6 +130,11 @@ static void usage(FILE *f)
           "  selftest [--ablate] [--control] [--json] [--only NAMES] [--rootfs DIR]\n"
           "             attack a sandbox on this host and show each attack blocked (and, with\n"
           "             --ablate, succeeding when its protection is removed)\n"
+          "  rootfs build [--profile minimal|science] [--packages P,...] [--suite S] DIR\n"
+          "             build a root filesystem with mmdebstrap (nsbox rootfs --help)\n"
+          "  rootfs verify DIR\n"
+          "             check that a root filesystem's programs find their libraries and that\n"
+          "             its profile's imports work in a sandbox\n"
           "  policy check FILE\n"
           "             parse and compile a seccomp policy, report its errors and warnings\n"
           "  policy dump [FILE]\n"
@@ -1045,6 +1051,8 @@ int main(int argc, char *argv[])
         return ps_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "kill") == 0)
         return kill_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "rootfs") == 0)
+        return rootfs_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "doctor") == 0) {
         if (argc == 2)
             return doctor_main(NULL);

@@ -11,9 +11,9 @@
  *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
  *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
  *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds ->
- *   hostname -> wipe nsbox's command line from memory -> parent-death signal -> drop every
- *   capability -> no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets'
- *   rlimits -> seccomp filters (handing the listener of
+ *   hostname -> pin to ceil(--cpus) CPUs (cpus.c) -> wipe nsbox's command line from memory ->
+ *   parent-death signal -> drop every capability -> no_new_privs -> new session -> RLIMIT_CORE
+ *   and the per-user budgets' rlimits -> seccomp filters (handing the listener of
  *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals,
  *   report how the payload ended (and how full /dev/shm was), exit (which kills whatever is
  *   left in the pid namespace).
@@ -49,6 +49,7 @@
 #include "caps.h"
 #include "cgroup.h"
 #include "config.h"
+#include "cpus.h"
 #include "fileio.h"
 #include "filter.h"
 #include "idmap.h"
@@ -200,16 +201,24 @@ static size_t path_depth(const char *path)
 }
 
 /* The payload's environment: with env_inherit the caller's environ(7) (entries that are not
- * KEY=VALUE skipped), then the fixed base, then config->env, where a later KEY wins. */
+ * KEY=VALUE skipped), then the fixed base, then config->env, where a later KEY wins. The base
+ * holds the thread counts of the CPUs the sandbox is pinned to (cpus.c), so a -e wins. */
 static int plan_env(struct sandbox *sb, struct nsbox_result *ret)
 {
     /* PYTHONUNBUFFERED: Python writes its output as it prints it, so what a payload printed
      * before a timeout or a kill reaches the result instead of dying in its buffer; `-e
      * PYTHONUNBUFFERED=` (empty: off, python(1)) buffers again. */
-    static const char *const base[] = {"PATH=" SANDBOX_PATH, "HOME=/tmp", "LANG=C.UTF-8",
-                                       "PYTHONUNBUFFERED=1"};
+    char threads[3][48];
+    const char *base[] = {"PATH=" SANDBOX_PATH, "HOME=/tmp", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1",
+                          threads[0], threads[1], threads[2]};
     const struct nsbox_config *c = sb->config;
+    const unsigned ncpus = cpus_count(c->cpus_milli);
+    const size_t n_base = ncpus ? ELEMENTSOF(base) : 4; /* --cpus unlimited: no counts */
     size_t n_inherited = 0, n_extra = 0, n = 0;
+
+    (void)snprintf(threads[0], sizeof(threads[0]), "OPENBLAS_NUM_THREADS=%u", ncpus);
+    (void)snprintf(threads[1], sizeof(threads[1]), "OMP_NUM_THREADS=%u", ncpus);
+    (void)snprintf(threads[2], sizeof(threads[2]), "MKL_NUM_THREADS=%u", ncpus);
 
     if (c->env_inherit)
         while (environ[n_inherited])
@@ -217,15 +226,14 @@ static int plan_env(struct sandbox *sb, struct nsbox_result *ret)
     if (c->env)
         while (c->env[n_extra])
             n_extra++;
-    sb->envp = calloc(n_inherited + ELEMENTSOF(base) + n_extra + 1, sizeof(char *));
+    sb->envp = calloc(n_inherited + n_base + n_extra + 1, sizeof(char *));
     if (!sb->envp)
         return plan_error(ret, -ENOMEM, "environment", "out of memory");
 
-    for (size_t i = 0; i < n_inherited + ELEMENTSOF(base) + n_extra; i++) {
-        const char *kv = i < n_inherited                        ? environ[i]
-                         : i < n_inherited + ELEMENTSOF(base) ? base[i - n_inherited]
-                                                                : c->env[i - n_inherited -
-                                                                         ELEMENTSOF(base)];
+    for (size_t i = 0; i < n_inherited + n_base + n_extra; i++) {
+        const char *kv = i < n_inherited            ? environ[i]
+                         : i < n_inherited + n_base ? base[i - n_inherited]
+                                                    : c->env[i - n_inherited - n_base];
         const char *eq = strchr(kv, '=');
         size_t key_len;
         size_t j;
@@ -357,7 +365,7 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
         st.st_ino == host_root.st_ino)
         return plan_error(ret, -EINVAL, "rootfs",
                           "rootfs '%s' is the host's own root: nsbox needs a separate root "
-                          "filesystem (the built one, or a directory made with rootfs/build)",
+                          "filesystem (the built one, or a directory made with nsbox rootfs build)",
                           sb->rootfs);
     for (size_t i = 0; i < ELEMENTSOF(required); i++)
         if (fstatat(fd, required[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
@@ -1171,6 +1179,11 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 
     if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "sethostname"});
+    /* The CPUs --cpus allows, for init and the payload it forks: plan_env() gave the payload
+     * thread counts of the same number. */
+    r = cpus_pin(cpus_count(sb->config->cpus_milli));
+    if (r < 0)
+        child_fail(fds->report, &(struct step_error){.err = -r, .step = "sched_setaffinity"});
     if (sb->config->network_loopback && !sb->config->network_host) {
         r = loopback_up();
         if (r < 0)

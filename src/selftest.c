@@ -730,7 +730,7 @@ static const struct attack attacks[] = {
      "the code directory is bound read-only (-v DIR:/work)", "-v DIR:/work:rw", NULL, NULL,
      setup_persistence, persistence_succeeded},
     {"env-credentials", "find a secret exported in the caller's environment",
-     "a clean environment (PATH, HOME, LANG and -e only)", "--env-inherit", NULL, NULL, setup_env,
+     "a clean environment (PATH, HOME, LANG, thread counts, -e only)", "--env-inherit", NULL, NULL, setup_env,
      canary_in_output},
     {"inherited-fd", "read a file through a descriptor the caller left open",
      "descriptors above 2 closed before execve", "--keep-fds", NULL, NULL, setup_inherited_fd,

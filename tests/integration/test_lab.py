@@ -173,7 +173,8 @@ class TestLab(NsboxTestCase):
         for v in canaries.values():
             self.assertNotIn(v, r["stdout"])
         names = {l.split("=")[0] for l in r["stdout"].splitlines()}
-        self.assertEqual(names, {"PATH", "HOME", "LANG", "PYTHONUNBUFFERED"})
+        self.assertEqual(names, {"PATH", "HOME", "LANG", "PYTHONUNBUFFERED", "OPENBLAS_NUM_THREADS",
+                                 "OMP_NUM_THREADS", "MKL_NUM_THREADS"})
 
 
 if __name__ == "__main__":

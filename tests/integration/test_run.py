@@ -232,9 +232,11 @@ class TestEnvironmentAndDescriptors(NsboxTestCase):
         p, r = py("import os; print(sorted(os.environ.items()))",
                   "-e", "FOO=bar", "-e", "PASSED_THROUGH", "-e", "HOME=/work", env=env)
         items = dict(eval(r["stdout"]))
+        # The thread counts follow --cpus (default 0.5: one CPU); see test_rootfs.py.
         self.assertEqual(items, {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work",
                                  "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1", "FOO": "bar",
-                                 "PASSED_THROUGH": "yes"})
+                                 "PASSED_THROUGH": "yes", "OPENBLAS_NUM_THREADS": "1",
+                                 "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
 
     def test_only_stdio_descriptors(self):
         r_fd, w_fd = os.pipe()  # inheritable in nsbox: must not reach the payload

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * --cpus as a number of CPUs. A cgroup's cpu.max (or RLIMIT_CPU) limits CPU time, not the
+ * CPUs a program sees: OpenBLAS and OpenMP start a thread per CPU they see, which under a
+ * quota of half a CPU spins (threads waiting on each other in turn) or, under rlimits, burns
+ * the CPU seconds of all of them. The sandbox's init therefore pins itself to ceil(cpus) CPUs
+ * (inherited by the payload over fork(2) and execve(2), sched_setaffinity(2)), and the payload
+ * gets OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and MKL_NUM_THREADS of the same number.
+ */
+#include <errno.h>
+#include <sched.h>
+
+#include "cpus.h"
+#include "macro.h"
+
+unsigned cpus_count(uint64_t cpus_milli)
+{
+    cpu_set_t set;
+    uint64_t want = (cpus_milli + 999) / 1000;
+    int have;
+
+    if (cpus_milli == 0)
+        return 0;
+    CPU_ZERO(&set);
+    have = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    if (have < 1)
+        have = 1;
+    return want < (uint64_t)have ? (unsigned)want : (unsigned)have;
+}
+
+int cpus_pin(unsigned n)
+{
+    cpu_set_t allowed, pinned;
+    unsigned taken = 0;
+
+    if (n == 0)
+        return 0;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+        return negative_errno();
+    CPU_ZERO(&pinned);
+    for (int cpu = 0; cpu < CPU_SETSIZE && taken < n; cpu++)
+        if (CPU_ISSET(cpu, &allowed)) {
+            CPU_SET(cpu, &pinned);
+            taken++;
+        }
+    if (taken == 0)
+        return -EINVAL;
+    return sched_setaffinity(0, sizeof(pinned), &pinned) < 0 ? negative_errno() : 0;
+}
