@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "nsbox.h"
+#include "proxy.h"
 #include "sandbox.h"
 
 enum report_type {
@@ -17,6 +18,7 @@ enum report_type {
     REPORT_EXITED,           /* code: the payload's exit status */
     REPORT_SIGNALED,         /* code: the signal that killed the payload */
     REPORT_LISTENER,         /* code: init's descriptor of the seccomp listener, to take */
+    REPORT_PROXY,            /* code: init's descriptor of the proxy's listening socket */
 };
 
 /* One message from the sandbox. Smaller than PIPE_BUF, so each write(2) is atomic. */
@@ -39,6 +41,7 @@ struct supervise_fds {
     int stdin_dst; /* the supervisor's end of the payload's stdin socket, or -1; closed here */
     int sync;      /* write end of the sync pipe: one byte tells init the listener was taken */
     pid_t init_pid; /* the sandbox's init, as this process sees it */
+    struct proxy *proxy; /* --network allow=: served here (proxy.h), or NULL; not freed here */
 };
 
 /*
