@@ -634,7 +634,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 c->network_host = false;
                 break;
             }
-            r = parse_share(argv, "--network", "none", "none, loopback, allow=HOSTS or host",
+            r = parse_share(argv, "--network", "none", "none, loopback or host, or allow=HOSTS",
                             &c->network_host);
             if (r < 0)
                 return r;

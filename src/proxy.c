@@ -36,8 +36,14 @@
 
 #define BUF_SIZE (16 * 1024)
 #define MAX_ADDRS 8
+/* Slots beyond max_connections, for answering a connection over the limit with a 503. */
+#define OVERFLOW_SLOTS 8
+/* After an answer, what the client still sends is read and dropped for this long (at most
+ * BUF_SIZE x 4 bytes) before the close: closing a socket with unread data sends a reset, which
+ * can destroy the answer before the client reads it (RFC 9112 9.6, "lingering close"). */
+#define LINGER_USEC (2 * 1000000ULL)
 
-enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_ANSWER };
+enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_ANSWER, ST_LINGER };
 
 struct conn {
     enum conn_state state;
@@ -69,9 +75,10 @@ struct proxy {
     struct host_entry *hosts;
     size_t n_hosts;
     size_t max_connections;
+    size_t n_slots; /* max_connections + OVERFLOW_SLOTS */
     uint64_t max_bytes, bytes;
     int listener;
-    struct conn **conns; /* max_connections slots */
+    struct conn **conns; /* n_slots slots */
     struct nsbox_network_report report;
     char allowed_text[512];
 };
@@ -436,7 +443,7 @@ static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
 
 static void cut_all(struct proxy *p, const char *reason)
 {
-    for (size_t i = 0; i < p->max_connections; i++)
+    for (size_t i = 0; i < p->n_slots; i++)
         if (p->conns[i]) {
             conn_note(p, p->conns[i], reason);
             conn_close(p, i);
@@ -485,7 +492,8 @@ int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_
     while (c->network_hosts && c->network_hosts[n_hosts])
         n_hosts++;
     p->hosts = calloc(n_hosts + 1, sizeof(*p->hosts));
-    p->conns = calloc(p->max_connections, sizeof(*p->conns));
+    p->n_slots = p->max_connections + OVERFLOW_SLOTS;
+    p->conns = calloc(p->n_slots, sizeof(*p->conns));
     if (!p->hosts || !p->conns) {
         proxy_free(p);
         return -ENOMEM;
@@ -513,7 +521,7 @@ void proxy_set_listener(struct proxy *p, int listener)
 
 size_t proxy_max_pollfds(const struct proxy *p)
 {
-    return 1 + 2 * p->max_connections;
+    return 1 + 2 * p->n_slots;
 }
 
 static void lower_timeout(int *timeout_ms, uint64_t deadline, uint64_t now)
@@ -531,7 +539,7 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
 
     if (p->listener >= 0)
         fds[n++] = (struct pollfd){.fd = p->listener, .events = POLLIN};
-    for (size_t i = 0; i < p->max_connections; i++) {
+    for (size_t i = 0; i < p->n_slots; i++) {
         struct conn *c = p->conns[i];
         short ce = 0, ue = 0;
         if (!c)
@@ -560,6 +568,9 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
         case ST_ANSWER:
             ce = POLLOUT;
             break;
+        case ST_LINGER:
+            ce = POLLIN;
+            break;
         }
         if (c->client >= 0 && c->state != ST_RESOLVE)
             fds[n++] = (struct pollfd){.fd = c->client, .events = ce};
@@ -573,31 +584,43 @@ static void accept_all(struct proxy *p, uint64_t now)
 {
     for (int k = 0; k < 16; k++) {
         int fd = accept4(p->listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        size_t i;
+        size_t busy = 0, free_slot = SIZE_MAX;
         if (fd < 0)
             return;
-        for (i = 0; i < p->max_connections && p->conns[i]; i++)
-            ;
-        if (i == p->max_connections || p->report.bytes_limit_hit) {
-            static const char busy[] =
-                "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
-            const char *why = p->report.bytes_limit_hit ? "--network-max-bytes reached"
-                                                        : "--network-max-connections reached";
-            if (!p->report.bytes_limit_hit)
+        for (size_t i = 0; i < p->n_slots; i++)
+            if (!p->conns[i])
+                free_slot = free_slot == SIZE_MAX ? i : free_slot;
+            else if (p->conns[i]->state != ST_ANSWER && p->conns[i]->state != ST_LINGER)
+                busy++;
+        if (free_slot == SIZE_MAX) {
+            /* Every slot, the overflow ones too, is taken: no answer. */
+            p->report.connections_limit_hit = true;
+            conn_record(p, NULL, "", 0, false, "--network-max-connections reached");
+            (void)close(fd);
+            continue;
+        }
+        p->conns[free_slot] = calloc(1, sizeof(struct conn));
+        if (!p->conns[free_slot]) {
+            (void)close(fd);
+            continue;
+        }
+        *p->conns[free_slot] = (struct conn){.state = ST_HEAD, .client = fd, .upstream = -1,
+                                             .lookup_fd = -1, .record = SIZE_MAX,
+                                             .deadline = now + PROXY_HEAD_TIMEOUT_USEC};
+        if (busy >= p->max_connections || p->report.bytes_limit_hit) {
+            struct conn *c = p->conns[free_slot];
+            if (p->report.bytes_limit_hit)
+                conn_record(p, c, "", 0, false, "--network-max-bytes reached");
+            else {
                 p->report.connections_limit_hit = true;
-            conn_record(p, NULL, "", 0, false, why);
-            (void)!send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-            (void)close(fd);
-            continue;
+                conn_record(p, c, "", 0, false, "--network-max-connections reached");
+            }
+            conn_answer(p, c, "503 Service Unavailable", "nsbox: the proxy %s (%s)",
+                        p->report.bytes_limit_hit ? "relayed all the bytes it may"
+                                                  : "holds as many connections as it may",
+                        p->report.bytes_limit_hit ? "--network-max-bytes"
+                                                  : "--network-max-connections");
         }
-        p->conns[i] = calloc(1, sizeof(struct conn));
-        if (!p->conns[i]) {
-            (void)close(fd);
-            continue;
-        }
-        *p->conns[i] = (struct conn){.state = ST_HEAD, .client = fd, .upstream = -1,
-                                     .lookup_fd = -1, .record = SIZE_MAX,
-                                     .deadline = now + PROXY_HEAD_TIMEOUT_USEC};
     }
 }
 
@@ -648,7 +671,7 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
 {
     if (p->listener >= 0 && revents_of(fds, n, p->listener))
         accept_all(p, now);
-    for (size_t i = 0; i < p->max_connections; i++) {
+    for (size_t i = 0; i < p->n_slots; i++) {
         struct conn *c = p->conns[i];
         short cr, ur;
         if (!c)
@@ -735,7 +758,25 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
                                  MSG_NOSIGNAL | MSG_DONTWAIT);
                 if (k > 0)
                     c->down_off += (size_t)k;
-                if ((k < 0 && errno != EAGAIN && errno != EINTR) || c->down_off >= c->down_len) {
+                if (k < 0 && errno != EAGAIN && errno != EINTR) {
+                    conn_close(p, i);
+                    continue;
+                }
+                if (c->down_off >= c->down_len) {
+                    (void)shutdown(c->client, SHUT_WR);
+                    c->state = ST_LINGER;
+                    c->deadline = now + LINGER_USEC;
+                    c->up_len = 0;
+                }
+            }
+            break;
+        case ST_LINGER:
+            if (cr) {
+                ssize_t k = recv(c->client, c->up, sizeof(c->up), MSG_DONTWAIT);
+                if (k > 0)
+                    c->up_len += (size_t)k;
+                if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) ||
+                    c->up_len > 4 * sizeof(c->up)) {
                     conn_close(p, i);
                     continue;
                 }
@@ -762,6 +803,7 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
                 conn_close(p, i);
                 break;
             case ST_ANSWER:
+            case ST_LINGER:
                 conn_close(p, i);
                 break;
             }
@@ -772,7 +814,7 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
 void proxy_finish(struct proxy *p, struct nsbox_network_report *ret)
 {
     if (p->conns)
-        for (size_t i = 0; i < p->max_connections; i++)
+        for (size_t i = 0; i < p->n_slots; i++)
             conn_close(p, i);
     *ret = p->report;
 }
@@ -782,7 +824,7 @@ void proxy_free(struct proxy *p)
     if (!p)
         return;
     if (p->conns)
-        for (size_t i = 0; i < p->max_connections; i++)
+        for (size_t i = 0; i < p->n_slots; i++)
             conn_close(p, i);
     if (p->listener >= 0)
         (void)close(p->listener);

@@ -504,9 +504,10 @@ static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
          * (tcp_mem, tcp(7)) is one limit for the whole host. */
         if ((c->network_loopback || network_allow_on(c)) && !c->network_host)
             add_warning(c, ret,
-                        "--network loopback or allow= without a cgroup: socket buffers are outside "
+                        "--network %s without a cgroup: socket buffers are outside "
                         "--memory, so the payload can use up the host's TCP memory (tcp_mem) "
-                        "while it runs; a cgroup leaf counts them");
+                        "while it runs; a cgroup leaf counts them",
+                        c->network_loopback ? "loopback" : "allow=");
     }
     return 0;
 }
