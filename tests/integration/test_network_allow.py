@@ -298,19 +298,6 @@ class TestNetworkAllow(NsboxTestCase):
                               for c in conns],
                              [("up.test", True, 2, 2), ("nope.test", False, 0, 0)])
 
-    def test_payload_cannot_hold_the_listener(self):
-        # Only init held the listening socket, and only until the supervisor took it: the
-        # socket is there (/proc/net/tcp lists the namespace's sockets, listening = 0A), but no
-        # descriptor of the payload refers to it, so the payload can only be its client.
-        code = ("import os\n"
-                "inode = [l.split()[9] for l in open('/proc/net/tcp').readlines()[1:]\n"
-                "         if l.split()[1] == '0100007F:0C38' and l.split()[3] == '0A']\n"
-                "print(len(inode))\n"
-                "mine = [os.readlink('/proc/self/fd/' + f) for f in os.listdir('/proc/self/fd')]\n"
-                "print([m for m in mine if m == 'socket:[%s]' % inode[0]])\n")
-        p, r = py(code, *self.allow("up.test"))
-        self.assertEqual(r["stdout"], "1\n[]\n", r["stderr"])
-
     def test_bad_patterns(self):
         for value in ("allow=", "allow=bad_host!", "allow=*.1.2.3.4", "allow=a.com:0",
                       "allow=a.com:70000", "allow=12345"):
