@@ -572,9 +572,13 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
             ce = POLLIN;
             break;
         }
-        if (c->client >= 0 && c->state != ST_RESOLVE)
+        /* Only a descriptor waited on for something: poll(2) reports POLLHUP and POLLERR
+         * whatever the events, and a peer that hung up while the other side cannot move
+         * would wake the loop at once, again and again. Its end shows at the next read or
+         * write. */
+        if (c->client >= 0 && ce)
             fds[n++] = (struct pollfd){.fd = c->client, .events = ce};
-        if (c->upstream >= 0 && (c->state == ST_CONNECT || c->state == ST_RELAY))
+        if (c->upstream >= 0 && ue)
             fds[n++] = (struct pollfd){.fd = c->upstream, .events = ue};
     }
     return n;
