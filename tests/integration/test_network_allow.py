@@ -292,7 +292,9 @@ class TestNetworkAllow(NsboxTestCase):
                       "python3", "-c", code)
             self.assertEqual(p.returncode, 0, p.stderr)
             with open(log) as f:
-                end = [json.loads(l) for l in f][-1]
+                start, end = [json.loads(l) for l in f]
+            self.assertEqual((start["network"], start["network_allow"]),
+                             ("allow", [f"up.test:{self.up.echo_port}"]))
             conns = end["result"]["network"]["connections"]
             self.assertEqual([(c["host"], c["allowed"], c["bytes_sent"], c["bytes_received"])
                               for c in conns],
