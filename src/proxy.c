@@ -88,15 +88,18 @@ static void conn_record(struct proxy *p, struct conn *c, const char *host, uint1
 {
     struct nsbox_network_report *r = &p->report;
 
-    r->connections_total++;
-    if (!allowed)
-        r->connections_refused++;
     if (c && c->record != SIZE_MAX) {
+        /* Recorded already (counted then): a later word on it. */
         struct nsbox_network_connection *e = &r->connections[c->record];
+        if (e->allowed && !allowed)
+            r->connections_refused++;
         e->allowed = allowed;
         (void)snprintf(e->reason, sizeof(e->reason), "%s", reason);
         return;
     }
+    r->connections_total++;
+    if (!allowed)
+        r->connections_refused++;
     if (r->n_connections == NSBOX_NETWORK_MAX) {
         r->connections_omitted++;
         return;
