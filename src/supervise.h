@@ -2,7 +2,8 @@
 /*
  * The supervisor: the nsbox process outside the sandbox. It waits for the sandbox's init on a
  * pidfd, captures the payload's output, enforces the wall clock, forwards signals and collects
- * the reports the sandbox sends over its report pipe.
+ * the reports the sandbox sends over its report pipe; with --network allow= it also serves the
+ * proxy (proxy.h) in the same poll loop.
  */
 #pragma once
 
