@@ -12,8 +12,8 @@
  *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
  *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds ->
  *   hostname -> lo up (--network loopback, allow=) -> the proxy's listening socket, handed to
- *   the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory -> parent-death signal -> drop every
- *   capability -> no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets'
+ *   the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory ->
+ *   parent-death signal -> drop every capability -> no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets'
  *   rlimits -> seccomp filters (handing the listener of
  *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals,
  *   report how the payload ended (and how full /dev/shm was), exit (which kills whatever is
@@ -1587,8 +1587,12 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
                                      .proxy = proxy};
         r = supervise(c, &sfds, start, ret);
         if (r < 0)
-            (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s",
-                             strerror(-r));
+            (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s%s",
+                             strerror(-r),
+                             proxy && r == -ENOSYS
+                                 ? " (--network allow= takes the proxy's socket from the "
+                                   "sandbox with pidfd_getfd(2), Linux 5.6 or later)"
+                                 : "");
     }
     if (proxy)
         proxy_finish(proxy, &ret->network);

@@ -332,6 +332,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     while (sv.init_running || streams[0].fd >= 0 || streams[1].fd >= 0 || report_fd >= 0) {
         struct pollfd p_small[8], *p = pfds ? pfds : p_small;
         size_t idx_proxy = 0, n_proxy = 0;
+        bool proxy_polled = false;
         int np = 0, idx_pid = -1, idx_sig = -1, idx_rep = -1, idx_stream[2] = {-1, -1};
         int idx_in_src = -1, idx_in_dst = -1, idx_listener = -1;
         int timeout_ms = -1;
@@ -391,6 +392,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         /* The proxy serves while the sandbox runs; once it is gone, nobody is left to talk
          * to (proxy_finish() closes what is open). */
         if (fds->proxy && sv.init_running) {
+            proxy_polled = true;
             idx_proxy = (size_t)np;
             n_proxy = proxy_poll_fill(fds->proxy, p + np, now, &timeout_ms);
             np += (int)n_proxy;
@@ -405,7 +407,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
         if (idx_sig >= 0 && p[idx_sig].revents)
             handle_signals(&sv);
-        if (n_proxy > 0 || (fds->proxy && sv.init_running))
+        if (proxy_polled) /* its deadlines too, when it had no descriptor to wait on */
             proxy_poll_handle(fds->proxy, p + idx_proxy, n_proxy, now_usec());
 
         if (idx_listener >= 0 && p[idx_listener].revents) {
