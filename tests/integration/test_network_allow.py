@@ -251,6 +251,22 @@ class TestNetworkAllow(NsboxTestCase):
         p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}"))
         self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established OK\n", r["stderr"])
 
+    def test_slowloris_is_cut(self):
+        # A head trickled a byte at a time is cut at the head timeout (10 s), whatever it sends.
+        code = CLIENT + ("import time\n"
+                         "s = socket.create_connection((host, int(port)))\n"
+                         "start = time.monotonic()\n"
+                         "try:\n"
+                         "    for b in b'GET http://up.test/' + b'a' * 40:\n"
+                         "        s.sendall(bytes([b])); time.sleep(0.5)\n"
+                         "    print('not cut')\n"
+                         "except OSError:\n"
+                         "    print('cut after', round(time.monotonic() - start))\n")
+        p, r = py(code, *self.allow("up.test"), "--timeout", "60")
+        self.assertIn(r["stdout"], ("cut after 10\n", "cut after 11\n"), r["stderr"])
+        self.assertEqual(r["network"]["connections"][0]["reason"],
+                         "no complete request head in time")
+
     def test_connection_limit(self):
         code = CLIENT + ("held = socket.create_connection((host, int(port)))\n"
                          f"held.sendall(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n')\n"
