@@ -136,6 +136,49 @@ class TestNetworkAllow(NsboxTestCase):
         self.assertEqual(c["bytes_sent"], len("hello tunnel"))
         self.assertEqual(c["bytes_received"], len("HELLO TUNNEL"))
 
+    def test_https_through_https_proxy(self):
+        # A real HTTPS client (urllib, which honours HTTPS_PROXY with CONNECT) reaches an
+        # allowed TLS server: the certificate for up.test is checked end to end, so nsbox
+        # relayed TLS untouched (it could not forge it).
+        import ssl
+        import subprocess
+        d = tempfile.mkdtemp(dir="/tmp")
+        os.chmod(d, 0o755)
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=up.test", "-addext", "subjectAltName=DNS:up.test",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        os.chmod(cert, 0o644)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b"over tls\n"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        port = server.server_address[1]
+        code = ("import ssl, urllib.request\n"
+                "ctx = ssl.create_default_context(cafile='/tmp/cert.pem')\n"
+                f"r = urllib.request.urlopen('https://up.test:{port}/', context=ctx, timeout=20)\n"
+                "print(r.status, r.read().decode(), end='')\n")
+        p, r = py(code, *self.allow(f"up.test:{port}"), "-v", f"{cert}:/tmp/cert.pem")
+        self.assertEqual(r["stdout"], "200 over tls\n", (r["stderr"], r["error"], r["network"]))
+        c = r["network"]["connections"][0]
+        self.assertEqual((c["host"], c["allowed"]), ("up.test", True))
+        self.assertGreater(c["bytes_received"], 500)  # the server's certificate, at least
+
     def test_plain_http_through_http_proxy(self):
         # urllib honours HTTP_PROXY: the request goes out in origin form, with Connection: close
         # and no proxy headers.
