@@ -382,9 +382,9 @@ static bool is_tchar(char c)
 
 bool httphead_is_hop_header(const char *name, size_t name_len)
 {
-    static const char *const hop[] = {"connection", "keep-alive", "proxy-connection",
-                                      "proxy-authorization", "proxy-authenticate", "te",
-                                      "trailer", "upgrade"};
+    static const char *const hop[] = {
+        "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
+        "proxy-authenticate", "te",         "trailer",          "upgrade"};
 
     for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
         if (strlen(hop[i]) == name_len && strncasecmp(hop[i], name, name_len) == 0)
@@ -454,7 +454,8 @@ int httphead_parse(const char *buf, size_t len, struct httphead *ret, const char
         /* CONNECT host:port (RFC 9110 9.3.6): the port is required. */
         const char *colon = memrchr(target, ':', target_len);
         h.kind = HTTPHEAD_CONNECT;
-        if (!colon || (colon > target && colon[-1] != ']' && memchr(target, ':', (size_t)(colon - target))))
+        if (!colon ||
+            (colon > target && colon[-1] != ']' && memchr(target, ':', (size_t)(colon - target))))
             FAIL(-EINVAL, "CONNECT needs host:port");
         if (authority_parse(target, target_len, false, h.host, &h.is_ip, &h.port) < 0 ||
             h.port == 0)
@@ -467,14 +468,13 @@ int httphead_parse(const char *buf, size_t len, struct httphead *ret, const char
         if (target_len < 7 || strncasecmp(target, "http://", 7) != 0)
             FAIL(-EPROTO, "a proxy request needs an absolute http:// URI or CONNECT");
         auth = target + 7;
-        for (auth_end = auth; auth_end < tend && *auth_end != '/' && *auth_end != '?' &&
-                              *auth_end != '#';
+        for (auth_end = auth;
+             auth_end < tend && *auth_end != '/' && *auth_end != '?' && *auth_end != '#';
              auth_end++)
             if (*auth_end == '@')
                 FAIL(-EINVAL, "user information in the URI");
         h.port = 80;
-        if (authority_parse(auth, (size_t)(auth_end - auth), false, h.host, &h.is_ip, &h.port) <
-            0)
+        if (authority_parse(auth, (size_t)(auth_end - auth), false, h.host, &h.is_ip, &h.port) < 0)
             FAIL(-EINVAL, "the URI has no valid host");
         h.path_off = (size_t)(auth_end - buf);
         h.path_len = (size_t)(tend - auth_end);

@@ -159,8 +159,8 @@ static void conn_close(struct proxy *p, size_t i)
 
 /* Answer the client with status and one line, then close (ST_ANSWER). The line names what
  * is allowed, so that a person or a model reading the payload's error can act on it. */
-static void conn_answer(struct proxy *p, struct conn *c, const char *status, const char *fmt,
-                        ...) __attribute__((format(printf, 4, 5)));
+static void conn_answer(struct proxy *p, struct conn *c, const char *status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 static void conn_answer(struct proxy *p, struct conn *c, const char *status, const char *fmt, ...)
 {
     char body[1024];
@@ -229,8 +229,7 @@ static int addr_from_text(const char *text, struct sockaddr_storage *ss)
  * waits on DNS; it writes the addresses to fd and exits. It dies with the supervisor. */
 _noreturn_ static void lookup_child(const char *host, int fd)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = 0};
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = 0};
     struct addrinfo *res = NULL;
     struct sockaddr_storage out[MAX_ADDRS];
     size_t n = 0;
@@ -345,8 +344,8 @@ static void conn_connect_next(struct proxy *p, struct conn *c)
 {
     while (c->next_addr < c->n_addrs) {
         const struct sockaddr_storage *a = &c->addrs[c->next_addr++];
-        socklen_t len = a->ss_family == AF_INET ? sizeof(struct sockaddr_in)
-                                                : sizeof(struct sockaddr_in6);
+        socklen_t len =
+            a->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
         int fd = socket(a->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
         if (fd < 0)
@@ -358,8 +357,8 @@ static void conn_connect_next(struct proxy *p, struct conn *c)
         (void)close(fd);
     }
     conn_note(p, c, "the host did not accept the connection");
-    conn_answer(p, c, "502 Bad Gateway", "nsbox: connecting to %s port %u failed",
-                c->head.host, (unsigned)c->head.port);
+    conn_answer(p, c, "502 Bad Gateway", "nsbox: connecting to %s port %u failed", c->head.host,
+                (unsigned)c->head.port);
 }
 
 /* The head of a plain request as it goes upstream: "METHOD /path HTTP/1.x", the client's
@@ -471,8 +470,8 @@ int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_
     if (!p)
         return -ENOMEM;
     p->listener = -1;
-    p->max_connections = c->network_max_connections ? c->network_max_connections
-                                                    : PROXY_DEFAULT_MAX_CONNECTIONS;
+    p->max_connections =
+        c->network_max_connections ? c->network_max_connections : PROXY_DEFAULT_MAX_CONNECTIONS;
     p->max_bytes = c->network_max_bytes ? c->network_max_bytes : PROXY_DEFAULT_MAX_BYTES;
     p->report.enabled = true;
     for (char *const *s = c->network_allow; s && *s; s++) {
@@ -504,7 +503,8 @@ int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_
     for (size_t i = 0; i < n_hosts; i++) {
         const char *s = c->network_hosts[i], *colon = strchr(s, ':');
         bool is_ip = true;
-        if (!colon || netallow_host_normalise(s, (size_t)(colon - s), p->hosts[i].name, &is_ip) < 0 ||
+        if (!colon ||
+            netallow_host_normalise(s, (size_t)(colon - s), p->hosts[i].name, &is_ip) < 0 ||
             is_ip || addr_from_text(colon + 1, &p->hosts[i].addr) < 0) {
             (void)snprintf(why, why_size, "--add-host: '%s' is not NAME:ADDRESS", s);
             proxy_free(p);
@@ -611,8 +611,11 @@ static void accept_all(struct proxy *p, uint64_t now)
             (void)close(fd);
             continue;
         }
-        *p->conns[free_slot] = (struct conn){.state = ST_HEAD, .client = fd, .upstream = -1,
-                                             .lookup_fd = -1, .record = SIZE_MAX,
+        *p->conns[free_slot] = (struct conn){.state = ST_HEAD,
+                                             .client = fd,
+                                             .upstream = -1,
+                                             .lookup_fd = -1,
+                                             .record = SIZE_MAX,
                                              .deadline = now + PROXY_HEAD_TIMEOUT_USEC};
         if (busy >= p->max_connections || p->report.bytes_limit_hit) {
             struct conn *c = p->conns[free_slot];
@@ -688,8 +691,8 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
         switch (c->state) {
         case ST_HEAD:
             if (cr) {
-                ssize_t k = recv(c->client, c->up + c->up_len, HTTPHEAD_MAX - c->up_len,
-                                 MSG_DONTWAIT);
+                ssize_t k =
+                    recv(c->client, c->up + c->up_len, HTTPHEAD_MAX - c->up_len, MSG_DONTWAIT);
                 if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
                     conn_close(p, i);
                     continue;
@@ -741,8 +744,7 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
                 bool ok = relay_way(p, c->client, c->upstream, cr, ur, c->up, &c->up_len,
                                     &c->up_off, &c->client_eof, &c->up_shut, &c->bytes_up) &&
                           relay_way(p, c->upstream, c->client, ur, cr, c->down, &c->down_len,
-                                    &c->down_off, &c->upstream_eof, &c->down_shut,
-                                    &c->bytes_down);
+                                    &c->down_off, &c->upstream_eof, &c->down_shut, &c->bytes_down);
                 if (!ok) {
                     if (p->report.bytes_limit_hit) {
                         cut_all(p, "cut: --network-max-bytes reached");
@@ -800,9 +802,8 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
             case ST_RESOLVE:
             case ST_CONNECT:
                 conn_note(p, c, "connect timeout");
-                conn_answer(p, c, "504 Gateway Timeout",
-                            "nsbox: %s port %u did not answer in time", c->head.host,
-                            (unsigned)c->head.port);
+                conn_answer(p, c, "504 Gateway Timeout", "nsbox: %s port %u did not answer in time",
+                            c->head.host, (unsigned)c->head.port);
                 c->deadline = now + PROXY_HEAD_TIMEOUT_USEC;
                 break;
             case ST_RELAY:

@@ -36,8 +36,8 @@ Test(netallow, patterns)
         {"a.com:65536", -EINVAL, NULL},
         {"a.com:+1", -EINVAL, NULL},
         {"a.com:", -EINVAL, NULL},
-        {"12345", -EINVAL, NULL},      /* inet_aton() would read it as 0.0.48.57 */
-        {"0x7f.1", -EINVAL, NULL},     /* ... and this as 127.0.0.1 */
+        {"12345", -EINVAL, NULL},  /* inet_aton() would read it as 0.0.48.57 */
+        {"0x7f.1", -EINVAL, NULL}, /* ... and this as 127.0.0.1 */
         {"1.2.3", -EINVAL, NULL},
         {"-a.com", -EINVAL, NULL},
         {"a-.com", -EINVAL, NULL},
@@ -67,7 +67,8 @@ Test(netallow, text)
 {
     struct netallow list = {0};
     unsigned line = 0;
-    static const char good[] = "# the index\npypi.org files.pythonhosted.org\r\n\n  *.a.test:81 # x\n";
+    static const char good[] =
+        "# the index\npypi.org files.pythonhosted.org\r\n\n  *.a.test:81 # x\n";
     static const char bad[] = "pypi.org\n\nnot/valid\n";
     char text[256];
 
@@ -91,15 +92,15 @@ Test(netallow, match)
     static const struct match_case cases[] = {
         {"pypi.org", 443, true},
         {"PYPI.ORG.", 80, true},
-        {"pypi.org", 8080, false},       /* default ports only */
+        {"pypi.org", 8080, false}, /* default ports only */
         {"evilpypi.org", 443, false},
         {"pypi.org.evil.com", 443, false},
         {"files.example.com", 443, true}, /* *.example.com */
         {"a.b.example.com", 443, true},
-        {"example.com", 443, false},      /* the wildcard is below the domain only */
+        {"example.com", 443, false}, /* the wildcard is below the domain only */
         {"badexample.com", 443, false},
         {"files.example.com", 8443, true},
-        {"198.51.100.1", 443, false},     /* an address matches only an address pattern */
+        {"198.51.100.1", 443, false}, /* an address matches only an address pattern */
         {"192.0.2.7", 8080, true},
         {"192.0.2.7", 443, false},
         {"[2001:db8:0::1]", 443, true},
@@ -113,8 +114,8 @@ Test(netallow, match)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char host[NETALLOW_HOST_MAX + 1];
         bool is_ip = false;
-        cr_assert_eq(netallow_host_normalise(cases[i].host, strlen(cases[i].host), host, &is_ip),
-                     0, "%s", cases[i].host);
+        cr_assert_eq(netallow_host_normalise(cases[i].host, strlen(cases[i].host), host, &is_ip), 0,
+                     "%s", cases[i].host);
         cr_expect_eq(netallow_match(&list, host, is_ip, cases[i].port) != NULL, cases[i].allowed,
                      "%s:%u", cases[i].host, (unsigned)cases[i].port);
     }
@@ -127,8 +128,8 @@ static bool public_text(const char *text)
     if (inet_pton(AF_INET, text, &((struct sockaddr_in *)&ss)->sin_addr) == 1)
         ss.ss_family = AF_INET;
     else {
-        cr_assert_eq(inet_pton(AF_INET6, text, &((struct sockaddr_in6 *)&ss)->sin6_addr), 1,
-                     "%s", text);
+        cr_assert_eq(inet_pton(AF_INET6, text, &((struct sockaddr_in6 *)&ss)->sin6_addr), 1, "%s",
+                     text);
         ss.ss_family = AF_INET6;
     }
     return netallow_addr_is_public((struct sockaddr *)&ss);
@@ -137,17 +138,43 @@ static bool public_text(const char *text)
 Test(netallow, public_addresses)
 {
     static const char *const private_ones[] = {
-        "0.0.0.0",     "0.1.2.3",     "10.0.0.1",    "100.64.0.1",  "100.127.255.255",
-        "127.0.0.1",   "127.255.0.1", "169.254.169.254", "172.16.0.1", "172.31.255.255",
-        "192.168.1.1", "192.0.0.8",   "192.0.2.1",   "198.18.0.1",  "198.51.100.2",
-        "203.0.113.3", "224.0.0.1",   "239.255.255.250", "240.0.0.1", "255.255.255.255",
-        "::",          "::1",         "::ffff:127.0.0.1", "::ffff:8.8.8.8", "::127.0.0.1",
-        "fc00::1",     "fd12:3456::1", "fe80::1",    "ff02::1",     "2001::1",
-        "2001:db8::1", "2002:7f00:1::1", "64:ff9b::7f00:1",
+        "0.0.0.0",
+        "0.1.2.3",
+        "10.0.0.1",
+        "100.64.0.1",
+        "100.127.255.255",
+        "127.0.0.1",
+        "127.255.0.1",
+        "169.254.169.254",
+        "172.16.0.1",
+        "172.31.255.255",
+        "192.168.1.1",
+        "192.0.0.8",
+        "192.0.2.1",
+        "198.18.0.1",
+        "198.51.100.2",
+        "203.0.113.3",
+        "224.0.0.1",
+        "239.255.255.250",
+        "240.0.0.1",
+        "255.255.255.255",
+        "::",
+        "::1",
+        "::ffff:127.0.0.1",
+        "::ffff:8.8.8.8",
+        "::127.0.0.1",
+        "fc00::1",
+        "fd12:3456::1",
+        "fe80::1",
+        "ff02::1",
+        "2001::1",
+        "2001:db8::1",
+        "2002:7f00:1::1",
+        "64:ff9b::7f00:1",
     };
     static const char *const public_ones[] = {
-        "1.1.1.1", "8.8.8.8", "100.63.255.255", "100.128.0.1", "172.15.0.1", "172.32.0.1",
-        "151.101.0.223", "2a04:4e42::223", "2606:4700::1111",
+        "1.1.1.1",    "8.8.8.8",       "100.63.255.255", "100.128.0.1",     "172.15.0.1",
+        "172.32.0.1", "151.101.0.223", "2a04:4e42::223", "2606:4700::1111",
     };
     for (size_t i = 0; i < sizeof(private_ones) / sizeof(private_ones[0]); i++)
         cr_expect(!public_text(private_ones[i]), "%s counted as public", private_ones[i]);
@@ -169,8 +196,7 @@ Test(httphead, parse)
         {"CONNECT PyPI.org:443 HTTP/1.1\r\n\r\n", 1, "pypi.org", 443},
         {"CONNECT [2001:db8::1]:443 HTTP/1.1\r\n\r\n", 1, "2001:db8::1", 443},
         {"CONNECT 192.0.2.1:22 HTTP/1.0\r\n\r\n", 1, "192.0.2.1", 22},
-        {"GET http://a.test/x?y HTTP/1.1\r\nHost: a.test\r\nAccept: */*\r\n\r\n", 1, "a.test",
-         80},
+        {"GET http://a.test/x?y HTTP/1.1\r\nHost: a.test\r\nAccept: */*\r\n\r\n", 1, "a.test", 80},
         {"GET http://a.test:8080 HTTP/1.1\r\nHost: A.test:8080\r\n\r\n", 1, "a.test", 8080},
         {"GET http://a.test/ HTTP/1.1\r\nHost: a.test:80\r\n\r\n", 1, "a.test", 80},
         /* Incomplete: more bytes needed. */
