@@ -372,6 +372,16 @@ class TestNetworkAllow(NsboxTestCase):
                                           "true"), contains=f"{f.name}:4:")
         self.assertOneLineError(nsbox("run", "--add-host", "a.test:127.0.0.1", "--", "true"),
                                 contains="--add-host")
+        for host in ("a.test:not-an-address", "1.2.3.4:1.2.3.4", "a.test"):
+            with self.subTest(host=host):
+                self.assertOneLineError(nsbox("run", "--network", "allow=a.test", "--add-host",
+                                              host, "--", "true"), contains="--add-host")
+        for opt, value in (("--network-max-connections", "0"),
+                           ("--network-max-connections", "1025"),
+                           ("--network-max-bytes", "0")):
+            with self.subTest(opt=opt, value=value):
+                self.assertOneLineError(nsbox("run", "--network", "allow=a.test", opt, value,
+                                              "--", "true"), contains=opt)
 
     def test_allow_file(self):
         with tempfile.NamedTemporaryFile("w", suffix=".allow", dir="/tmp") as f:
