@@ -182,14 +182,15 @@ struct nsbox_config {
      * domain), an IPv4 address or an IPv6 one in brackets, each with an optional ":PORT" (else
      * ports 80 and 443). Names are resolved outside, and one that resolves to a loopback,
      * private, link-local or otherwise non-public address is refused (an address pattern or
-     * network_hosts is the caller's word). NULL-terminated, or NULL. Ignored with network_host.
-     * -EINVAL for a bad pattern. README, "Network allowlist". */
+     * network_hosts is the caller's word). NULL-terminated, or NULL. -EINVAL for a bad pattern
+     * and with network_host. README, "Network allowlist". */
     char *const *network_allow;
     /* "NAME:ADDRESS" strings (Docker's --add-host), NULL-terminated, or NULL: the proxy of
-     * network_allow resolves NAME to ADDRESS without asking DNS, whatever range it is in. */
+     * network_allow resolves NAME to ADDRESS without asking DNS, whatever range it is in.
+     * -EINVAL for a bad entry, and without network_allow. */
     char *const *network_hosts;
-    /* Connections the proxy holds open at once (default 32; more are refused with a 503), and
-     * bytes it relays in all, both ways (default 1 GiB; past it
+    /* Connections the proxy holds open at once (default 32, at most 1024 (-EINVAL); more are
+     * answered with a 503), and bytes it relays in all, both ways (default 1 GiB; past it
      * every connection is cut). 0 means the default. */
     uint64_t network_max_connections;
     uint64_t network_max_bytes;
