@@ -413,9 +413,9 @@ static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
         conn_record(p, c, "", 0, false, why);
         if (r == -E2BIG)
             conn_answer(p, c, "431 Request Header Fields Too Large",
-                        "nsbox: %s; the proxy refuses it", why);
+                        "nsbox: request refused: %s", why);
         else
-            conn_answer(p, c, "400 Bad Request", "nsbox: the proxy refuses %s", why);
+            conn_answer(p, c, "400 Bad Request", "nsbox: request refused: %s", why);
         return;
     }
     rule = netallow_match(&p->allow, c->head.host, c->head.is_ip, c->head.port);
