@@ -213,6 +213,17 @@ class TestNetworkAllow(NsboxTestCase):
         self.assertIn(f"nsbox: warning: the network proxy (--network allow) refused 1 connection: "
                       f"other.test:{self.up.echo_port} (not in --network allow)", p.stderr)
 
+    def test_connections_list_is_capped(self):
+        # 70 refused connections: the first 64 listed, the rest counted.
+        code = CLIENT + "for i in range(70):\n    ask(b'CONNECT n%d.test:443 HTTP/1.1\\r\\n\\r\\n' % i)\n"
+        p, r = py(code, *self.allow("up.test"))
+        n = r["network"]
+        self.assertEqual((len(n["connections"]), n["connections_omitted"], n["connections_total"],
+                          n["connections_refused"]), (64, 6, 70, 70), r["stderr"])
+        self.assertEqual(n["connections"][63]["host"], "n63.test")
+        self.assertTrue(any("refused 70 connections" in x and x.endswith(", and more")
+                            for x in r["notes"]), r["notes"])
+
     def test_wildcard_and_default_ports(self):
         # *.domain is below domain only; without :PORT only 80 and 443.
         code = CLIENT + ("for t in (b'a.up.test:443', b'up.test:443', b'a.up.test:8443'):\n"
