@@ -175,6 +175,26 @@ struct nsbox_config {
      * network_host. Docker's --network none has lo up in the same way. */
     bool network_loopback;
 
+    /* Not an opt-out: a non-empty list gives the sandbox the network of network_loopback plus
+     * an HTTP proxy at 127.0.0.1:3128 inside it (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY
+     * set, in both cases), which nsbox runs outside and which reaches only these hosts: each
+     * string is one or more patterns separated by commas, "host", "*.domain" (the names below
+     * domain), an IPv4 address or an IPv6 one in brackets, each with an optional ":PORT" (else
+     * ports 80 and 443). Names are resolved outside, and one that resolves to a loopback,
+     * private, link-local or otherwise non-public address is refused (an address pattern or
+     * network_hosts is the caller's word). NULL-terminated, or NULL. -EINVAL for a bad pattern
+     * and with network_host. README, "Network allowlist". */
+    char *const *network_allow;
+    /* "NAME:ADDRESS" strings (Docker's --add-host), NULL-terminated, or NULL: the proxy of
+     * network_allow resolves NAME to ADDRESS without asking DNS, whatever range it is in.
+     * -EINVAL for a bad entry, and without network_allow. */
+    char *const *network_hosts;
+    /* Connections the proxy holds open at once (default 32, at most 1024 (-EINVAL); more are
+     * answered with a 503), and bytes it relays in all, both ways (default 1 GiB; past it
+     * every connection is cut). 0 means the default. */
+    uint64_t network_max_connections;
+    uint64_t network_max_bytes;
+
     /* A name for the run (Docker's --name), or NULL: [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most
      * NSBOX_NAME_MAX bytes (-EINVAL otherwise). nsbox_run() checks it and reports it in
      * nsbox_result.name; the nsbox command also keeps it unique among the caller's running
@@ -215,6 +235,29 @@ struct nsbox_refused_syscall {
     uint64_t count;
 };
 #define NSBOX_REFUSED_MAX 64
+
+/* One connection the proxy of network_allow took (see nsbox_result.network). */
+struct nsbox_network_connection {
+    char host[254];       /* as the client named it (normalised), or "" if it named none */
+    uint16_t port;
+    bool allowed;         /* the proxy connected it upstream */
+    char reason[96];      /* why it was refused or cut, or "" */
+    uint64_t bytes_sent;  /* from the payload to the host */
+    uint64_t bytes_received;
+};
+#define NSBOX_NETWORK_MAX 64
+
+/* What the proxy of network_allow did; enabled is false without it. */
+struct nsbox_network_report {
+    bool enabled;
+    struct nsbox_network_connection connections[NSBOX_NETWORK_MAX]; /* in order of arrival */
+    size_t n_connections;
+    uint64_t connections_omitted; /* connections past the first NSBOX_NETWORK_MAX */
+    uint64_t connections_total, connections_refused;
+    uint64_t bytes_sent, bytes_received; /* all connections */
+    bool bytes_limit_hit;       /* network_max_bytes was reached: connections were cut */
+    bool connections_limit_hit; /* a connection was refused for network_max_connections */
+};
 
 struct nsbox_limit_report {
     uint64_t value; /* as configured, in the config's units */
@@ -272,6 +315,9 @@ struct nsbox_result {
 
     /* Bytes of output kept per stream (the config's output_limit), for the explanations. */
     uint64_t output_limit;
+
+    /* The proxy of config.network_allow: every connection, allowed or refused. */
+    struct nsbox_network_report network;
 };
 
 /* A limit a run can end by or run into (see nsbox_result_limit()). */

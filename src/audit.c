@@ -259,6 +259,17 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
         (double)c->cpus_milli / 1000.0, "timeout", (double)c->timeout / 1e6, "rootfs",
         c->rootfs ? c->rootfs : nsbox_default_rootfs(), "seccomp",
         c->seccomp_disabled ? "disabled" : c->seccomp_policy ? c->seccomp_policy : "default");
+    /* What the payload may reach: the mode, and the hosts of --network allow=. */
+    if (record) {
+        bool allow = c->network_allow && c->network_allow[0] && !c->network_host;
+        (void)json_object_set_new(record, "network",
+                                  json_string(c->network_host       ? "host"
+                                              : allow               ? "allow"
+                                              : c->network_loopback ? "loopback"
+                                                                    : "none"));
+        (void)json_object_set_new(record, "network_allow",
+                                  allow ? string_array(c->network_allow, -1) : json_null());
+    }
     return append(a, record);
 }
 

@@ -22,6 +22,7 @@
 #include "doctor.h"
 #include "fileio.h"
 #include "filter.h"
+#include "netallow.h"
 #include "parse.h"
 #include "policyfile.h"
 #include "rootfs-cmd.h"
@@ -64,6 +65,19 @@ static void usage_run(FILE *f)
           "  --network none         no network (the default; 'host' is an opt-out)\n"
           "  --network loopback     only lo, up: the program can reach itself over TCP and UDP on\n"
           "                         127.0.0.1 and ::1, nothing else (policy: network.policy)\n"
+          "  --network allow=HOST[,HOST...]\n"
+          "                         only lo, and an HTTP proxy there (HTTP_PROXY and friends\n"
+          "                         set) that reaches only these hosts: 'pypi.org',\n"
+          "                         '*.example.com', an address, each with an optional :PORT\n"
+          "                         (default 80 and 443); repeatable\n"
+          "  --network allow-file=FILE\n"
+          "                         the same, patterns read from FILE (one or more a line, #)\n"
+          "  --add-host NAME:ADDRESS\n"
+          "                         the proxy resolves NAME to ADDRESS (any range)\n"
+          "  --network-max-connections N\n"
+          "                         connections the proxy holds at once (default 32)\n"
+          "  --network-max-bytes SIZE\n"
+          "                         bytes the proxy relays in all (default 1g)\n"
           "  --pid private, --ipc private\n"
           "                         own pid and IPC namespaces (the default; 'host': opt-outs)\n"
           "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
@@ -211,6 +225,9 @@ enum {
     ARG_RESULT_FD,
     ARG_NAME,
     ARG_LABEL,
+    ARG_ADD_HOST,
+    ARG_NETWORK_MAX_CONNECTIONS,
+    ARG_NETWORK_MAX_BYTES,
     ARG_RAW_OUTPUT,
     ARG_HOST_USER,
 };
@@ -230,6 +247,10 @@ struct run_args {
     size_t n_env;
     char **labels; /* NULL-terminated */
     size_t n_labels;
+    char **allow; /* --network allow=: owned strings, NULL-terminated */
+    size_t n_allow;
+    char **hosts; /* --add-host: argv's strings, NULL-terminated */
+    size_t n_hosts;
 };
 
 static void run_args_free(struct run_args *a)
@@ -246,6 +267,10 @@ static void run_args_free(struct run_args *a)
     free(a->tmpfs);
     free(a->env);
     free(a->labels); /* the strings are argv's */
+    for (size_t i = 0; i < a->n_allow; i++)
+        free(a->allow[i]);
+    free(a->allow);
+    free(a->hosts);
     free(a->code);
 }
 
@@ -302,6 +327,74 @@ static const char *shown(const char *value, char *buf, size_t size)
 
 #define BAD_VALUE(opt, value, what)                                                                \
     log_error_errno(-EINVAL, "invalid value '%s' for %s: %s", value, opt, what)
+
+/* --network allow=PATTERNS or allow-file=FILE: check the patterns here, for a message that
+ * names the file's line, and keep them for the config. Returns 0 or -EINVAL after a message. */
+static int add_allow(struct run_args *a, const char *value)
+{
+    struct netallow check = {0};
+    _cleanup_free_ char *text = NULL;
+    char show[256];
+    size_t len = 0;
+    unsigned line = 0;
+    int r;
+
+    if (strncmp(value, "allow=", 6) == 0) {
+        r = netallow_add(&check, value + 6);
+        netallow_free(&check);
+        if (r < 0)
+            return BAD_VALUE("--network", shown(value, show, sizeof(show)),
+                             "expected allow=PATTERN[,PATTERN...], each a host name "
+                             "(pypi.org), *.domain, an IPv4 address or an [IPv6] one, with an "
+                             "optional :PORT");
+        text = strdup(value + 6);
+    } else {
+        const char *path = value + 11;
+        r = read_regular_file(path, 1 << 20, &text, &len);
+        if (r < 0)
+            return log_error_errno(r, "--network allow-file=%s: reading it failed: %m",
+                                   shown(path, show, sizeof(show)));
+        r = netallow_add_text(&check, text, len, &line);
+        netallow_free(&check);
+        if (r < 0)
+            return log_error_errno(-EINVAL, "--network allow-file=%s:%u: not a host name, "
+                                   "*.domain, IPv4 or [IPv6] address with an optional :PORT",
+                                   shown(path, show, sizeof(show)), line);
+        /* One pattern list: lines and spaces become commas, comments go. */
+        {
+            size_t n = 0;
+            bool comment = false;
+            for (size_t i = 0; i < len; i++) {
+                char ch = text[i];
+                if (ch == '#')
+                    comment = true;
+                if (ch == '\n')
+                    comment = false;
+                if (comment || ch == '\r')
+                    continue;
+                if (ch == '\n' || ch == ' ' || ch == '\t')
+                    ch = ',';
+                if (ch == ',' && (n == 0 || text[n - 1] == ','))
+                    continue;
+                text[n++] = ch;
+            }
+            while (n > 0 && text[n - 1] == ',')
+                n--;
+            text[n] = '\0';
+            if (n == 0)
+                return log_error_errno(-EINVAL, "--network allow-file=%s: no pattern in it",
+                                       shown(path, show, sizeof(show)));
+        }
+    }
+    if (!text)
+        log_oom();
+    a->allow = realloc(a->allow, (a->n_allow + 2) * sizeof(*a->allow));
+    if (!a->allow)
+        log_oom();
+    a->allow[a->n_allow++] = TAKE_PTR(text);
+    a->allow[a->n_allow] = NULL;
+    return 0;
+}
 
 /* fd number in value, if it is a descriptor above 2 open for writing: returns it, or -EINVAL. */
 static int result_fd_check(const char *value)
@@ -368,6 +461,9 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"result-fd", required_argument, NULL, ARG_RESULT_FD},
         {"name", required_argument, NULL, ARG_NAME},
         {"label", required_argument, NULL, ARG_LABEL},
+        {"add-host", required_argument, NULL, ARG_ADD_HOST},
+        {"network-max-connections", required_argument, NULL, ARG_NETWORK_MAX_CONNECTIONS},
+        {"network-max-bytes", required_argument, NULL, ARG_NETWORK_MAX_BYTES},
         {"raw-output", no_argument, NULL, ARG_RAW_OUTPUT},
         {"host-user", required_argument, NULL, ARG_HOST_USER},
         {"help", no_argument, NULL, 'h'},
@@ -526,12 +622,26 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 return BAD_VALUE("--output-limit", optarg, "expected bytes, at most 1g");
             break;
         case ARG_NETWORK:
+            if (strncmp(optarg, "allow=", 6) == 0 || strncmp(optarg, "allow-file=", 11) == 0) {
+                r = add_allow(a, optarg);
+                if (r < 0)
+                    return r;
+                c->network_loopback = c->network_host = false;
+                break;
+            }
+            /* Another mode replaces the allowlist, as a later --network wins. */
+            for (size_t i = 0; i < a->n_allow; i++)
+                free(a->allow[i]);
+            a->n_allow = 0;
+            if (a->allow)
+                a->allow[0] = NULL;
             c->network_loopback = strcmp(optarg, "loopback") == 0;
             if (c->network_loopback) {
                 c->network_host = false;
                 break;
             }
-            r = parse_share(argv, "--network", "none", "none, loopback or host", &c->network_host);
+            r = parse_share(argv, "--network", "none", "none, loopback or host, or allow=HOSTS",
+                            &c->network_host);
             if (r < 0)
                 return r;
             break;
@@ -595,6 +705,25 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             a->labels[a->n_labels] = NULL;
             break;
         }
+        case ARG_ADD_HOST:
+            if (!strchr(optarg, ':'))
+                return BAD_VALUE("--add-host", shown(optarg, show, sizeof(show)),
+                                 "expected NAME:ADDRESS, e.g. pypi.example:192.0.2.7");
+            a->hosts = realloc(a->hosts, (a->n_hosts + 2) * sizeof(*a->hosts));
+            if (!a->hosts)
+                log_oom();
+            a->hosts[a->n_hosts++] = optarg;
+            a->hosts[a->n_hosts] = NULL;
+            break;
+        case ARG_NETWORK_MAX_CONNECTIONS:
+            if (parse_count(optarg, 1024, &c->network_max_connections) < 0)
+                return BAD_VALUE("--network-max-connections", optarg,
+                                 "expected a number from 1 to 1024");
+            break;
+        case ARG_NETWORK_MAX_BYTES:
+            if (parse_size(optarg, &c->network_max_bytes) < 0 || c->network_max_bytes == 0)
+                return BAD_VALUE("--network-max-bytes", optarg, "expected bytes above 0, e.g. 100m");
+            break;
         case ARG_LOG_CODE_LIMIT:
             if (parse_size(optarg, &a->log_code_limit) < 0 || a->log_code_limit > CODE_MAX)
                 return BAD_VALUE("--log-code-limit", optarg, "expected bytes, at most 16m");
@@ -657,6 +786,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                                         "the result instead of the output, --result-fd beside it)");
     c->env = a->env;
     c->labels = a->labels;
+    c->network_allow = a->n_allow ? a->allow : NULL;
+    c->network_hosts = a->hosts;
     c->binds = a->binds;
     c->tmpfs = a->tmpfs;
     return 0;

@@ -337,11 +337,68 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
         emit(note, userdata, &count, "the seccomp policy refused: %s%s", list,
              r->refused_other ? ", and others" : "");
     }
+    if (r->network.enabled && r->network.connections_refused > 0) {
+        /* What the proxy of --network allow= refused, so that a caller sees it without the
+         * JSON: the payload's own error may hide it. */
+        char list[1536] = "";
+        size_t n = 0, shown = 0;
+        for (size_t i = 0; i < r->network.n_connections && n < sizeof(list); i++) {
+            const struct nsbox_network_connection *e = &r->network.connections[i];
+            int k;
+            if (e->allowed || shown == 8)
+                continue;
+            k = e->host[0] ? snprintf(list + n, sizeof(list) - n, "%s%s:%u (%s)", shown ? ", " : "",
+                                      e->host, (unsigned)e->port, e->reason)
+                           : snprintf(list + n, sizeof(list) - n, "%s%s", shown ? ", " : "",
+                                      e->reason);
+            n += k > 0 ? (size_t)k : 0;
+            shown++;
+        }
+        emit(note, userdata, &count,
+             "the network proxy (--network allow) refused %llu connection%s: %s%s",
+             (unsigned long long)r->network.connections_refused,
+             r->network.connections_refused == 1 ? "" : "s", list,
+             r->network.connections_refused > shown ? ", and more" : "");
+    }
+    if (r->network.enabled && r->network.bytes_limit_hit)
+        emit(note, userdata, &count,
+             "the network proxy cut the connections at --network-max-bytes (%llu bytes relayed)",
+             (unsigned long long)(r->network.bytes_sent + r->network.bytes_received));
     for (size_t i = 0; i < 2; i++)
         if (streams[i]->truncated)
             emit(note, userdata, &count, "%s truncated: kept %zu of %llu bytes (--output-limit)",
                  names[i], streams[i]->captured, (unsigned long long)streams[i]->total);
     return count;
+}
+
+/* The proxy of --network allow=: each connection (the first NSBOX_NETWORK_MAX), the totals,
+ * the limits hit; null without it. */
+static json_t *network_json(const struct nsbox_network_report *n)
+{
+    json_t *list, *root;
+
+    if (!n->enabled)
+        return json_null();
+    list = json_array();
+    for (size_t i = 0; list && i < n->n_connections; i++) {
+        const struct nsbox_network_connection *e = &n->connections[i];
+        (void)json_array_append_new(
+            list, json_pack("{s:o, s:o, s:b, s:o, s:I, s:I}", "host",
+                            e->host[0] ? json_text(e->host, strlen(e->host)) : json_null(),
+                            "port", e->port ? json_integer(e->port) : json_null(), "allowed",
+                            e->allowed, "reason",
+                            e->reason[0] ? json_text(e->reason, strlen(e->reason)) : json_null(),
+                            "bytes_sent", (json_int_t)e->bytes_sent, "bytes_received",
+                            (json_int_t)e->bytes_received));
+    }
+    root = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "connections",
+                     list ? list : json_null(), "connections_total",
+                     (json_int_t)n->connections_total, "connections_refused",
+                     (json_int_t)n->connections_refused, "connections_omitted",
+                     (json_int_t)n->connections_omitted, "bytes_sent", (json_int_t)n->bytes_sent,
+                     "bytes_received", (json_int_t)n->bytes_received, "bytes_limit_hit",
+                     n->bytes_limit_hit, "connections_limit_hit", n->connections_limit_hit);
+    return root ? root : json_null();
 }
 
 static void note_to_json(const char *sentence, void *userdata)
@@ -544,6 +601,7 @@ json_t *result_to_json_object(const struct nsbox_result *r)
         (void)json_object_set_new(root, "name", r->name[0] ? json_string(r->name) : json_null());
         (void)json_object_set_new(root, "labels", labels ? labels : json_null());
     }
+    (void)json_object_set_new(root, "network", network_json(&r->network));
     (void)json_object_set_new(root, "host_uid",
                               r->host_uid ? json_integer((json_int_t)r->host_uid) : json_null());
     (void)json_object_set_new(root, "host_gid",

@@ -11,9 +11,11 @@
  *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
  *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
  *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds ->
- *   hostname -> pin to ceil(--cpus) CPUs (cpus.c) -> wipe nsbox's command line from memory ->
- *   parent-death signal -> drop every capability -> no_new_privs -> new session -> RLIMIT_CORE
- *   and the per-user budgets' rlimits -> seccomp filters (handing the listener of
+ *   hostname -> pin to ceil(--cpus) CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the
+ *   proxy's listening socket, handed to the supervisor (--network allow=, proxy.h) -> wipe
+ *   nsbox's command line from memory -> parent-death signal -> drop every capability ->
+ *   no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets' rlimits -> seccomp
+ *   filters (handing the listener of
  *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals,
  *   report how the payload ended (and how full /dev/shm was), exit (which kills whatever is
  *   left in the pid namespace).
@@ -35,7 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -57,6 +61,7 @@
 #include "mount.h"
 #include "parse.h"
 #include "policyfile.h"
+#include "proxy.h"
 #include "result.h"
 #include "sandbox.h"
 #include "supervise.h"
@@ -72,6 +77,12 @@
 #define SANDBOX_NAMESPACES                                                                         \
     (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |     \
      CLONE_NEWCGROUP)
+
+/* --network allow=: the proxy's mode (proxy.h). */
+static bool network_allow_on(const struct nsbox_config *c)
+{
+    return c->network_allow && c->network_allow[0] && !c->network_host;
+}
 
 /* The namespaces of this run: all of them, but those the config opted out of. */
 static unsigned long sandbox_namespaces(const struct nsbox_config *c)
@@ -208,12 +219,27 @@ static int plan_env(struct sandbox *sb, struct nsbox_result *ret)
     /* PYTHONUNBUFFERED: Python writes its output as it prints it, so what a payload printed
      * before a timeout or a kill reaches the result instead of dying in its buffer; `-e
      * PYTHONUNBUFFERED=` (empty: off, python(1)) buffers again. */
+    /* --network allow=: the proxy for every scheme, in both spellings (curl reads only
+     * http_proxy in lower case, CGI-minded tools only the upper), and nothing exempt. */
+#define PROXY_URL "http://" PROXY_ADDRESS ":" STRINGIFY(PROXY_PORT)
+    static const char *const proxy_env[] = {
+        "HTTP_PROXY=" PROXY_URL, "HTTPS_PROXY=" PROXY_URL, "ALL_PROXY=" PROXY_URL,
+        "http_proxy=" PROXY_URL, "https_proxy=" PROXY_URL, "all_proxy=" PROXY_URL,
+        "NO_PROXY=", "no_proxy="};
+#undef PROXY_URL
     char threads[3][48];
-    const char *base[] = {"PATH=" SANDBOX_PATH, "HOME=/tmp", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1",
-                          threads[0], threads[1], threads[2]};
+    const char *base[4 + ELEMENTSOF(threads) + ELEMENTSOF(proxy_env)] = {
+        "PATH=" SANDBOX_PATH, "HOME=/tmp", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"};
     const struct nsbox_config *c = sb->config;
     const unsigned ncpus = cpus_count(c->cpus_milli);
-    const size_t n_base = ncpus ? ELEMENTSOF(base) : 4; /* --cpus unlimited: no counts */
+    size_t n_base = 4;
+
+    if (ncpus) /* --cpus unlimited: no counts */
+        for (size_t i = 0; i < ELEMENTSOF(threads); i++)
+            base[n_base++] = threads[i];
+    if (network_allow_on(c))
+        for (size_t i = 0; i < ELEMENTSOF(proxy_env); i++)
+            base[n_base++] = proxy_env[i];
     size_t n_inherited = 0, n_extra = 0, n = 0;
 
     (void)snprintf(threads[0], sizeof(threads[0]), "OPENBLAS_NUM_THREADS=%u", ncpus);
@@ -418,7 +444,8 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
     if (!sb->config->seccomp_policy) {
         /* The built-in ones, compiled at build time. */
         bool notify = filter_notify_supported();
-        if (sb->config->network_host || sb->config->network_loopback)
+        if (sb->config->network_host || sb->config->network_loopback ||
+            network_allow_on(sb->config))
             sb->filter = notify ? filter_network_notify : filter_network;
         else
             sb->filter = notify ? filter_default_notify : filter_default;
@@ -490,11 +517,12 @@ static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
                         reason);
         /* Socket buffers are kernel memory: memory.max counts them, no rlimit does, and TCP's
          * (tcp_mem, tcp(7)) is one limit for the whole host. */
-        if (c->network_loopback && !c->network_host)
+        if ((c->network_loopback || network_allow_on(c)) && !c->network_host)
             add_warning(c, ret,
-                        "--network loopback without a cgroup: socket buffers are outside "
+                        "--network %s without a cgroup: socket buffers are outside "
                         "--memory, so the payload can use up the host's TCP memory (tcp_mem) "
-                        "while it runs; a cgroup leaf counts them");
+                        "while it runs; a cgroup leaf counts them",
+                        c->network_loopback ? "loopback" : "allow=");
     }
     return 0;
 }
@@ -665,6 +693,16 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
         return plan_error(ret, -EINVAL, "config", "tmpfs sizes must be above 0");
     if (c->output_limit > (1ULL << 30))
         return plan_error(ret, -EINVAL, "config", "the output limit must be at most 1 GiB");
+    if (c->network_host && c->network_allow && c->network_allow[0])
+        return plan_error(ret, -EINVAL, "config",
+                          "--network host and --network allow= exclude each other");
+    if (c->network_hosts && c->network_hosts[0] && !network_allow_on(c))
+        return plan_error(ret, -EINVAL, "config",
+                          "--add-host names hosts for the proxy of --network allow=, which is "
+                          "not on");
+    if (c->network_max_connections > 1024)
+        return plan_error(ret, -EINVAL, "config",
+                          "--network-max-connections must be at most 1024");
 
     r = plan_rootfs(sb, ret);
     if (r < 0)
@@ -934,6 +972,23 @@ static int loopback_up(void)
     return 0;
 }
 
+/* The proxy's listening socket (proxy.h), in the sandbox's network namespace: a socket
+ * belongs to the namespace of the process that created it (socket(7)), so the supervisor that
+ * takes it accepts connections made inside. Returns the descriptor or -errno. */
+static int proxy_listen_inside(void)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(PROXY_PORT)};
+    _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return negative_errno();
+    if (inet_pton(AF_INET, PROXY_ADDRESS, &sin.sin_addr) != 1)
+        return -EINVAL;
+    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(fd, 64) < 0)
+        return negative_errno();
+    return TAKE_FD(fd);
+}
+
 /* Zero this process's copy of the command line it was started with (the memory between
  * arg_start and arg_end, fields 48 and 49 of /proc/self/stat, proc(5)): the payload can read
  * /proc/1/cmdline, and nsbox's arguments name host paths and values meant for nsbox. */
@@ -1184,10 +1239,26 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     r = cpus_pin(cpus_count(sb->config->cpus_milli));
     if (r < 0)
         child_fail(fds->report, &(struct step_error){.err = -r, .step = "sched_setaffinity"});
-    if (sb->config->network_loopback && !sb->config->network_host) {
+    if ((sb->config->network_loopback || network_allow_on(sb->config)) &&
+        !sb->config->network_host) {
         r = loopback_up();
         if (r < 0)
             child_fail(fds->report, &(struct step_error){.err = -r, .step = "bring up lo"});
+    }
+    if (network_allow_on(sb->config)) {
+        r = proxy_listen_inside();
+        if (r < 0)
+            child_fail(fds->report, &(struct step_error){.err = -r, .step = "proxy socket",
+                                                         .detail = PROXY_ADDRESS ":" STRINGIFY(
+                                                             PROXY_PORT)});
+        /* The supervisor takes the listening socket with pidfd_getfd(2) (init is dumpable
+         * still, as for the seccomp listener below) and says so on the sync pipe; init's
+         * copy is closed before the payload exists, so the payload is only ever a client. */
+        struct report rep = {.type = REPORT_PROXY, .code = r};
+        report_send(fds->report, &rep);
+        if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
+            _exit(125);
+        (void)close(r);
     }
     r = wipe_own_cmdline();
     if (r < 0)
@@ -1423,6 +1494,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     _cleanup_close_ int pidfd = -EBADF, sigfd = -EBADF;
     sigset_t forward, saved_mask;
     bool mask_changed = false;
+    struct proxy *proxy = NULL;
     uint64_t start;
     int pid, r;
 
@@ -1458,6 +1530,14 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     r = plan(c, &sb, ret);
     if (r < 0)
         goto out;
+    if (network_allow_on(c)) {
+        char why[512] = "";
+        r = proxy_new(c, &proxy, why, sizeof(why));
+        if (r < 0) {
+            (void)plan_error(ret, r, "config", "%s", r == -EINVAL ? why : strerror(-r));
+            goto out;
+        }
+    }
     r = plan_cgroup(c, &sb, &leaf, ret);
     if (r < 0)
         goto out;
@@ -1523,12 +1603,19 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
                                      .err = TAKE_FD(err[0]), .report = TAKE_FD(report[0]),
                                      .signalfd = sigfd, .stdin_src = c->pass_stdin ? 0 : -1,
                                      .sync = sync[1], .init_pid = pid,
-                                     .stdin_dst = in[0] >= 0 ? TAKE_FD(in[0]) : -1};
+                                     .stdin_dst = in[0] >= 0 ? TAKE_FD(in[0]) : -1,
+                                     .proxy = proxy};
         r = supervise(c, &sfds, start, ret);
         if (r < 0)
-            (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s",
-                             strerror(-r));
+            (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s%s",
+                             strerror(-r),
+                             proxy && r == -ENOSYS
+                                 ? " (--network allow= takes the proxy's socket from the "
+                                   "sandbox with pidfd_getfd(2), Linux 5.6 or later)"
+                                 : "");
     }
+    if (proxy)
+        proxy_finish(proxy, &ret->network);
     shm_diagnose(c, ret);
     kill_leftovers(&sb, ret);
     if (sb.in_cgroup) {
@@ -1549,6 +1636,7 @@ out:
     close_pair(in);
     if (mask_changed)
         (void)sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+    proxy_free(proxy);
     sandbox_free(&sb);
     /* Invalid configuration is the caller's error; everything else is reported in *ret. */
     return r == -EINVAL && ret->status == NSBOX_STATUS_ERROR &&

@@ -297,6 +297,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     size_t in_len = 0, in_off = 0;
     bool in_eof = false;
     _cleanup_close_ int listener = -EBADF;
+    _cleanup_free_ struct pollfd *pfds = NULL;
     int r = 0;
 
     for (size_t i = 0; i < 2; i++) {
@@ -321,8 +322,17 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         goto kill;
     }
 
+    if (fds->proxy) {
+        pfds = calloc(8 + proxy_max_pollfds(fds->proxy), sizeof(*pfds));
+        if (!pfds) {
+            r = -ENOMEM;
+            goto kill;
+        }
+    }
     while (sv.init_running || streams[0].fd >= 0 || streams[1].fd >= 0 || report_fd >= 0) {
-        struct pollfd p[8];
+        struct pollfd p_small[8], *p = pfds ? pfds : p_small;
+        size_t idx_proxy = 0, n_proxy = 0;
+        bool proxy_polled = false;
         int np = 0, idx_pid = -1, idx_sig = -1, idx_rep = -1, idx_stream[2] = {-1, -1};
         int idx_in_src = -1, idx_in_dst = -1, idx_listener = -1;
         int timeout_ms = -1;
@@ -379,6 +389,15 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             }
         }
 
+        /* The proxy serves while the sandbox runs; once it is gone, nobody is left to talk
+         * to (proxy_finish() closes what is open). */
+        if (fds->proxy && sv.init_running) {
+            proxy_polled = true;
+            idx_proxy = (size_t)np;
+            n_proxy = proxy_poll_fill(fds->proxy, p + np, now, &timeout_ms);
+            np += (int)n_proxy;
+        }
+
         if (poll(p, (nfds_t)np, timeout_ms) < 0) {
             if (errno == EINTR)
                 continue;
@@ -388,6 +407,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
         if (idx_sig >= 0 && p[idx_sig].revents)
             handle_signals(&sv);
+        if (proxy_polled) /* its deadlines too, when it had no descriptor to wait on */
+            proxy_poll_handle(fds->proxy, p + idx_proxy, n_proxy, now_usec());
 
         if (idx_listener >= 0 && p[idx_listener].revents) {
             if (!(p[idx_listener].revents & POLLIN) ||
@@ -425,7 +446,21 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             ssize_t n = read(report_fd, (char *)&report + report_have, sizeof(report) - report_have);
             if (n > 0) {
                 report_have += (size_t)n;
-                if (report_have == sizeof(report) && report.type == REPORT_LISTENER) {
+                if (report_have == sizeof(report) && report.type == REPORT_PROXY &&
+                    fds->proxy) {
+                    /* Take the proxy's listening socket; init waits for the byte. */
+                    int fd = (int)syscall(SYS_pidfd_getfd, fds->pidfd, report.code, 0);
+                    report_have = 0;
+                    if (fd < 0) {
+                        r = negative_errno();
+                        goto kill;
+                    }
+                    proxy_set_listener(fds->proxy, fd);
+                    if (write(fds->sync, "x", 1) != 1) {
+                        r = negative_errno();
+                        goto kill;
+                    }
+                } else if (report_have == sizeof(report) && report.type == REPORT_LISTENER) {
                     report_have = 0;
                     /* Take init's listener; init waits for the byte on the sync pipe. */
                     listener = (int)syscall(SYS_pidfd_getfd, fds->pidfd, report.code, 0);

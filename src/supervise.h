@@ -2,13 +2,15 @@
 /*
  * The supervisor: the nsbox process outside the sandbox. It waits for the sandbox's init on a
  * pidfd, captures the payload's output, enforces the wall clock, forwards signals and collects
- * the reports the sandbox sends over its report pipe.
+ * the reports the sandbox sends over its report pipe; with --network allow= it also serves the
+ * proxy (proxy.h) in the same poll loop.
  */
 #pragma once
 
 #include <stdint.h>
 
 #include "nsbox.h"
+#include "proxy.h"
 #include "sandbox.h"
 
 enum report_type {
@@ -17,6 +19,7 @@ enum report_type {
     REPORT_EXITED,           /* code: the payload's exit status */
     REPORT_SIGNALED,         /* code: the signal that killed the payload */
     REPORT_LISTENER,         /* code: init's descriptor of the seccomp listener, to take */
+    REPORT_PROXY,            /* code: init's descriptor of the proxy's listening socket */
 };
 
 /* One message from the sandbox. Smaller than PIPE_BUF, so each write(2) is atomic. */
@@ -39,6 +42,7 @@ struct supervise_fds {
     int stdin_dst; /* the supervisor's end of the payload's stdin socket, or -1; closed here */
     int sync;      /* write end of the sync pipe: one byte tells init the listener was taken */
     pid_t init_pid; /* the sandbox's init, as this process sees it */
+    struct proxy *proxy; /* --network allow=: served here (proxy.h), or NULL; not freed here */
 };
 
 /*

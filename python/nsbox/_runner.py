@@ -42,6 +42,8 @@ _CANCEL_GRACE = 5.0
 _Data = Union[str, bytes]
 _Limit = Union[str, int, float, None]
 _Timeout = Union[int, float, None]
+# "none", "loopback", or the hosts of --network allow= ("pypi.org", "*.example.com:8443").
+_Network = Union[str, Sequence[str]]
 _Chunk = Callable[[str], Any]
 
 
@@ -170,16 +172,25 @@ def _nsbox_env(passed: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
 
 def _option_args(timeout: _Timeout, memory: _Limit, cpus: _Limit,
                  pids_limit: _Limit, env: Optional[Mapping[str, str]],
-                 rootfs: Optional[str], output_limit: Optional[int], network: str,
+                 rootfs: Optional[str], output_limit: Optional[int], network: _Network,
                  extra_args: Sequence[str]) -> List[str]:
-    if network not in ("none", "loopback"):
-        raise ValueError(f"network must be 'none' or 'loopback', not {network!r} (the opt-out "
-                         "--network host goes in extra_args, spelled out)")
+    if isinstance(network, str) and network not in ("none", "loopback"):
+        raise ValueError(f"network must be 'none', 'loopback' or a list of hosts to allow, not "
+                         f"{network!r} (the opt-out --network host goes in extra_args, "
+                         "spelled out)")
+    if not isinstance(network, str):
+        hosts = list(network)
+        if not hosts or any(not isinstance(h, str) or not h or "," in h or "\0" in h
+                            for h in hosts):
+            raise ValueError(f"network must list one or more host patterns without commas, "
+                             f"not {network!r}")
     args = ["--timeout", "unlimited" if timeout is None else _number(timeout, "timeout"),
             "--memory", _limit(memory, "memory"),
             "--cpus", _limit(cpus, "cpus"),
             "--pids-limit", _limit(pids_limit, "pids_limit")]
-    if network != "none":
+    if not isinstance(network, str):
+        args += ["--network", "allow=" + ",".join(hosts)]
+    elif network != "none":
         args += ["--network", network]
     if rootfs is not None:
         args += ["--rootfs", os.fspath(rootfs)]
@@ -539,7 +550,7 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
               memory: _Limit, cpus: _Limit, pids_limit: _Limit,
               files: Optional[Mapping[str, _Data]], stdin: Optional[_Data],
               env: Optional[Mapping[str, str]], nsbox: Optional[str], rootfs: Optional[str],
-              output_limit: Optional[int], network: str, extra_args: Sequence[str],
+              output_limit: Optional[int], network: _Network, extra_args: Sequence[str],
               log: Optional[str]) -> Iterator[Tuple[str, List[str], Optional[bytes]]]:
     """Check the arguments, write the files, and yield (nsbox binary, options, stdin for
     nsbox); the files are removed afterwards."""
@@ -586,7 +597,7 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
 def _run(program: List[str], code: Optional[bytes], timeout: _Timeout, memory: _Limit,
          cpus: _Limit, pids_limit: _Limit, files: Optional[Mapping[str, _Data]],
          stdin: Optional[_Data], env: Optional[Mapping[str, str]], nsbox: Optional[str],
-         rootfs: Optional[str], output_limit: Optional[int], network: str,
+         rootfs: Optional[str], output_limit: Optional[int], network: _Network,
          extra_args: Sequence[str], log: Optional[str], on_stdout: Optional[_Chunk],
          on_stderr: Optional[_Chunk]) -> Result:
     with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
@@ -602,7 +613,7 @@ async def _arun(program: List[str], code: Optional[bytes], timeout: _Timeout, me
                 cpus: _Limit, pids_limit: _Limit, files: Optional[Mapping[str, _Data]],
                 stdin: Optional[_Data], env: Optional[Mapping[str, str]],
                 nsbox: Optional[str], rootfs: Optional[str], output_limit: Optional[int],
-                network: str, extra_args: Sequence[str], log: Optional[str],
+                network: _Network, extra_args: Sequence[str], log: Optional[str],
                 on_stdout: Optional[_Chunk], on_stderr: Optional[_Chunk]) -> Result:
     with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
                    rootfs, output_limit, network, extra_args, log) as (binary, options, data):
@@ -625,7 +636,7 @@ def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
         files: Optional[Mapping[str, _Data]] = None, *,
         stdin: Optional[_Data] = None, env: Optional[Mapping[str, str]] = None,
         nsbox: Optional[str] = None, rootfs: Optional[str] = None,
-        output_limit: Optional[int] = None, network: str = "none",
+        output_limit: Optional[int] = None, network: _Network = "none",
         extra_args: Sequence[str] = (), log: Optional[str] = None,
         on_stdout: Optional[_Chunk] = None, on_stderr: Optional[_Chunk] = None) -> Result:
     """Run a program in a fresh nsbox sandbox and return its :class:`Result`.
@@ -646,7 +657,7 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
                     files: Optional[Mapping[str, _Data]] = None, *,
                     stdin: Optional[_Data] = None, env: Optional[Mapping[str, str]] = None,
                     nsbox: Optional[str] = None, rootfs: Optional[str] = None,
-                    output_limit: Optional[int] = None, network: str = "none",
+                    output_limit: Optional[int] = None, network: _Network = "none",
                     extra_args: Sequence[str] = (), log: Optional[str] = None,
                     on_stdout: Optional[_Chunk] = None,
                     on_stderr: Optional[_Chunk] = None) -> Result:
@@ -675,9 +686,14 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
         nsbox: path of the nsbox binary; default ``$NSBOX``, else ``nsbox`` on PATH.
         rootfs: root filesystem (``--rootfs``); default ``$NSBOX_ROOTFS``, else nsbox's own.
         output_limit: bytes of output kept per stream (nsbox's default: 4000).
-        network: ``"none"`` (no network at all) or ``"loopback"`` (``--network loopback``:
+        network: ``"none"`` (no network at all), ``"loopback"`` (``--network loopback``:
             only ``lo``, so the code can serve and connect to itself on 127.0.0.1 and ::1,
-            and reach nothing else).
+            and reach nothing else), or a list of hosts, e.g. ``["pypi.org",
+            "files.pythonhosted.org"]`` (``--network allow=``: only an HTTP proxy that nsbox
+            runs outside, named by ``HTTP_PROXY`` and ``HTTPS_PROXY``, which reaches these
+            hosts on ports 80 and 443 and nothing else; ``"*.example.com"`` for the names
+            below a domain, ``":PORT"`` for another port). The Result's ``network`` lists
+            the connections.
         extra_args: further ``nsbox run`` options, e.g. ``["--cgroup", "required"]``.
         log: the audit log nsbox appends a record to before and after the run (``--log``);
             default ``$NSBOX_LOG``; ``""`` for none. A run that cannot be logged does not
@@ -709,7 +725,7 @@ async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "25
                files: Optional[Mapping[str, _Data]] = None, *,
                stdin: Optional[_Data] = None, env: Optional[Mapping[str, str]] = None,
                nsbox: Optional[str] = None, rootfs: Optional[str] = None,
-               output_limit: Optional[int] = None, network: str = "none",
+               output_limit: Optional[int] = None, network: _Network = "none",
                extra_args: Sequence[str] = (), log: Optional[str] = None,
                on_stdout: Optional[_Chunk] = None,
                on_stderr: Optional[_Chunk] = None) -> Result:
@@ -731,7 +747,7 @@ async def arun_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit =
                            stdin: Optional[_Data] = None,
                            env: Optional[Mapping[str, str]] = None,
                            nsbox: Optional[str] = None, rootfs: Optional[str] = None,
-                           output_limit: Optional[int] = None, network: str = "none",
+                           output_limit: Optional[int] = None, network: _Network = "none",
                            extra_args: Sequence[str] = (), log: Optional[str] = None,
                            on_stdout: Optional[_Chunk] = None,
                            on_stderr: Optional[_Chunk] = None) -> Result:

@@ -60,6 +60,10 @@ class Result:
             running on past it).
         notes: nsbox's further sentences about the run (a memory hint for a crash under
             rlimits, forks refused, system calls refused, truncated streams).
+        network: with ``network=[hosts]``, what nsbox's proxy did: ``{"connections": [{"host",
+            "port", "allowed", "reason", "bytes_sent", "bytes_received"}, ...],
+            "connections_total", "connections_refused", "bytes_sent", "bytes_received",
+            "bytes_limit_hit", "connections_limit_hit", ...}``; None otherwise.
         raw: the whole parsed JSON object.
         nsbox_stderr: nsbox's own stderr (e.g. its warning that limits fell back to rlimits);
             empty for runs with ``on_stdout``/``on_stderr``, where everything nsbox says is in
@@ -84,6 +88,7 @@ class Result:
     reason: str = ""
     limit: Optional[Dict[str, Any]] = None
     notes: List[str] = field(default_factory=list)
+    network: Optional[Dict[str, Any]] = None
 
     @classmethod
     def from_json(cls, raw: Dict[str, Any], nsbox_stderr: str = "") -> "Result":
@@ -113,6 +118,7 @@ class Result:
             reason=str(raw.get("reason") or ""),
             limit=limit,
             notes=[str(n) for n in raw.get("notes") or []],
+            network=raw.get("network"),
             raw=raw,
             nsbox_stderr=nsbox_stderr,
         )

@@ -333,6 +333,29 @@ class TestRun(SandboxTestCase):
         with self.assertRaises(ValueError):
             self.code(source, network="host")
 
+    def test_network_allow_list(self):
+        # network=[hosts]: --network allow=. A server of this test on the host's 127.0.0.1,
+        # allowed by address (names resolving to loopback are refused): reached through the
+        # proxy, and the connection is in the Result; a name not listed gets a 403.
+        import http.server
+        server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+        server.RequestHandlerClass.log_message = lambda *a: None
+        port = server.server_address[1]
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        source = ("import urllib.request, urllib.error\n"
+                  f"print(urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=20).status)\n"
+                  "try:\n    urllib.request.urlopen('http://example.org/', timeout=20)\n"
+                  "except urllib.error.HTTPError as e:\n    print(e.code)\n")
+        r = self.code(source, network=[f"127.0.0.1:{port}"])
+        self.assertEqual((r.status, r.stdout), ("exited", "200\n403\n"), r.stderr)
+        self.assertEqual([(c["host"], c["allowed"]) for c in r.network["connections"]],
+                         [("127.0.0.1", True), ("example.org", False)])
+        for bad in ([], ["a,b"], [""], "pypi.org"):
+            with self.assertRaises(ValueError):
+                self.code(source, network=bad)
+
 
 class TestToolOutput(SandboxTestCase):
     """The text a model gets, exactly, for each row of issue 14's table and a few more."""

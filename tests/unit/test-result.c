@@ -472,3 +472,51 @@ Test(result, host_ids)
     cr_expect_eq(json_integer_value(json_object_get(j, "host_gid")), 2113929218);
     json_decref(j);
 }
+
+Test(explain, network_refusals_and_cut_in_notes_and_json)
+{
+    char out[] = "", err[] = "";
+    static struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .output_limit = 10,
+        .network = {
+            .enabled = true,
+            .connections = {{"pypi.org", 443, true, "", 10, 20000},
+                            {"evil.example", 443, false, "not in --network allow", 0, 0},
+                            {"", 0, false, "more than one Host header", 0, 0}},
+            .n_connections = 3,
+            .connections_total = 3,
+            .connections_refused = 2,
+            .bytes_sent = 10,
+            .bytes_received = 20000,
+            .bytes_limit_hit = true,
+        },
+    };
+    json_t *notes = json_array(), *j, *want, *net;
+
+    r.out = (struct nsbox_stream){.data = out};
+    r.err = (struct nsbox_stream){.data = err};
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 2);
+    want = json_pack("[s, s]",
+                     "the network proxy (--network allow) refused 2 connections: "
+                     "evil.example:443 (not in --network allow), more than one Host header",
+                     "the network proxy cut the connections at --network-max-bytes (20010 bytes "
+                     "relayed)");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    j = encode(&r);
+    net = json_object_get(j, "network");
+    cr_expect_eq(json_integer_value(json_object_get(net, "connections_refused")), 2);
+    cr_expect(json_is_true(json_object_get(net, "bytes_limit_hit")));
+    cr_expect(json_equal_new(json_array_get(json_object_get(net, "connections"), 2),
+                             json_pack("{s:n, s:n, s:b, s:s, s:i, s:i}", "host", "port",
+                                       "allowed", 0, "reason", "more than one Host header",
+                                       "bytes_sent", 0, "bytes_received", 0)));
+    json_decref(notes);
+    json_decref(want);
+    json_decref(j);
+    /* Without --network allow=: null. */
+    r.network.enabled = false;
+    j = encode(&r);
+    cr_expect(json_is_null(json_object_get(j, "network")));
+    json_decref(j);
+}

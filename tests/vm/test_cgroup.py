@@ -159,6 +159,50 @@ class TestLimits(CgroupTestCase):
         print(f"\n  (TCP memory grew by {in_cgroup >> 20} MiB in a cgroup, {by_rlimit >> 20} MiB "
               "under rlimits)", file=sys.stderr, flush=True)
 
+    def test_network_allow_in_a_cgroup(self):
+        # --network allow= on a cgroup host, as root and as an ordinary user with a delegated
+        # cgroup: the payload reaches an allowed echo server on the VM's 127.0.0.1 through the
+        # proxy, the run holds its limits in a leaf (so no socket-buffer warning), and the leaf
+        # goes with the run (tearDown).
+        import socket
+        import threading
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        self.addCleanup(srv.close)
+        port = srv.getsockname()[1]
+
+        def echo():
+            while True:
+                try:
+                    c, _ = srv.accept()
+                except OSError:
+                    return
+                with c:
+                    c.sendall(c.recv(64).upper())
+        threading.Thread(target=echo, daemon=True).start()
+        code = ("import os, socket\n"
+                "s = socket.create_connection(('127.0.0.1', 3128), timeout=60)\n"
+                f"s.sendall(b'CONNECT up.test:{port} HTTP/1.1\\r\\n\\r\\n')\n"
+                "head = b''\n"
+                "while not head.endswith(b'\\r\\n\\r\\n'): head += s.recv(1)\n"
+                "s.sendall(b'vm'); print(head.split(b' ')[1].decode(), s.recv(64).decode())\n")
+        deleg = make_cgroup("deleg-" + secrets.token_hex(4), owner=65534)
+        self.addCleanup(remove_cgroup, deleg)
+        shell = ["sh", "-c", f'echo $$ > {deleg}/cgroup.procs && exec "$@"', "sh"]
+        for prefix in ((), (*shell, *SETPRIV)):
+            with self.subTest(user="root" if not prefix else "65534"):
+                p, r = nsbox_json("--cgroup", "required", *FAST, "--network",
+                                  f"allow=up.test:{port}", "--add-host", "up.test:127.0.0.1",
+                                  "--", "python3", "-c", code, prefix=prefix)
+                self.assertEqual((r["status"], r["stdout"]), ("exited", "200 VM\n"),
+                                 (r, p.stderr))
+                self.assertEqual(r["limits_enforced_by"], "cgroup")
+                self.assertEqual([w for w in r["warnings"] if "network" in w], [])
+                c = r["network"]["connections"][0]
+                self.assertEqual((c["host"], c["allowed"], c["bytes_sent"]),
+                                 ("up.test", True, 2))
+
     def test_fork_bomb_is_contained(self):
         token = "bomb-" + secrets.token_hex(6)
         p, r = nsbox_json("--pids-limit", "64", *FAST, "--code",

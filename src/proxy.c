@@ -1,0 +1,843 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The HTTP proxy of `--network allow=` (see proxy.h). One connection goes through:
+ *
+ *   HEAD     read the request head (at most HTTPHEAD_MAX bytes, PROXY_HEAD_TIMEOUT_USEC)
+ *            -> parse (netallow.c) -> match the allowlist: a refusal is an ANSWER
+ *   RESOLVE  --add-host, an address pattern, or a forked child's getaddrinfo(3); a name whose
+ *            addresses are not all public is refused (ANSWER)
+ *   CONNECT  non-blocking connect(2) to each address in turn (PROXY_CONNECT_TIMEOUT_USEC for
+ *            the lookup and the connects together); none answers: a 502 ANSWER
+ *   RELAY    CONNECT: "200" to the client, then bytes both ways, untouched. A plain request:
+ *            its head rewritten (origin-form target, hop-by-hop headers dropped,
+ *            "Connection: close", so one request per connection and the host decided once),
+ *            then bytes both ways. Cut after PROXY_IDLE_TIMEOUT_USEC of silence, or when the
+ *            run's byte budget is spent.
+ *   ANSWER   write a short error response, then close.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "proxy.h"
+#include "syscalls.h"
+
+#define BUF_SIZE (16 * 1024)
+#define MAX_ADDRS 8
+/* Slots beyond max_connections, for answering a connection over the limit with a 503. */
+#define OVERFLOW_SLOTS 8
+/* After an answer, what the client still sends is read and dropped for this long (at most
+ * BUF_SIZE x 4 bytes) before the close: closing a socket with unread data sends a reset, which
+ * can destroy the answer before the client reads it (RFC 9112 9.6, "lingering close"). */
+#define LINGER_USEC (2 * 1000000ULL)
+
+enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_ANSWER, ST_LINGER };
+
+struct conn {
+    enum conn_state state;
+    int client, upstream;
+    char up[BUF_SIZE]; /* from the client to the host */
+    char down[BUF_SIZE];
+    size_t up_len, up_off, down_len, down_off;
+    bool client_eof, upstream_eof, up_shut, down_shut;
+    uint64_t deadline;
+    struct httphead head;
+    /* The lookup: a child writing struct sockaddr_storage values to a pipe. */
+    pid_t lookup_pid;
+    int lookup_fd;
+    size_t lookup_have; /* bytes of addrs[] read */
+    struct sockaddr_storage addrs[MAX_ADDRS];
+    size_t n_addrs, next_addr;
+    bool explicit_addr; /* the caller gave the address: no range check */
+    size_t record;      /* index in report.connections, or SIZE_MAX */
+    uint64_t bytes_up, bytes_down;
+};
+
+struct host_entry {
+    char name[NETALLOW_HOST_MAX + 1];
+    struct sockaddr_storage addr;
+};
+
+struct proxy {
+    struct netallow allow;
+    struct host_entry *hosts;
+    size_t n_hosts;
+    size_t max_connections;
+    size_t n_slots; /* max_connections + OVERFLOW_SLOTS */
+    uint64_t max_bytes, bytes;
+    int listener;
+    struct conn **conns; /* n_slots slots */
+    struct nsbox_network_report report;
+    char allowed_text[512];
+};
+
+static void conn_record(struct proxy *p, struct conn *c, const char *host, uint16_t port,
+                        bool allowed, const char *reason)
+{
+    struct nsbox_network_report *r = &p->report;
+
+    if (c && c->record != SIZE_MAX) {
+        /* Recorded already (counted then): a later word on it. */
+        struct nsbox_network_connection *e = &r->connections[c->record];
+        if (e->allowed && !allowed)
+            r->connections_refused++;
+        e->allowed = allowed;
+        (void)snprintf(e->reason, sizeof(e->reason), "%s", reason);
+        return;
+    }
+    r->connections_total++;
+    if (!allowed)
+        r->connections_refused++;
+    if (r->n_connections == NSBOX_NETWORK_MAX) {
+        r->connections_omitted++;
+        return;
+    }
+    struct nsbox_network_connection *e = &r->connections[r->n_connections];
+    *e = (struct nsbox_network_connection){.port = port, .allowed = allowed};
+    (void)snprintf(e->host, sizeof(e->host), "%s", host);
+    (void)snprintf(e->reason, sizeof(e->reason), "%s", reason);
+    if (c)
+        c->record = r->n_connections;
+    r->n_connections++;
+}
+
+/* A refusal or cut after the record was made: say why, once. */
+static void conn_note(struct proxy *p, struct conn *c, const char *reason)
+{
+    if (c->record != SIZE_MAX && !p->report.connections[c->record].reason[0])
+        (void)snprintf(p->report.connections[c->record].reason,
+                       sizeof(p->report.connections[c->record].reason), "%s", reason);
+}
+
+static void lookup_stop(struct conn *c)
+{
+    if (c->lookup_fd >= 0) {
+        (void)close(c->lookup_fd);
+        c->lookup_fd = -1;
+    }
+    if (c->lookup_pid > 0) {
+        /* The child may still wait on DNS: end it, and reap it (it is ours, and its end is
+         * near: SIGKILL cannot be blocked). */
+        (void)kill(c->lookup_pid, SIGKILL);
+        (void)RETRY_EINTR(waitpid(c->lookup_pid, NULL, 0));
+        c->lookup_pid = 0;
+    }
+}
+
+static void conn_close(struct proxy *p, size_t i)
+{
+    struct conn *c = p->conns[i];
+
+    if (!c)
+        return;
+    lookup_stop(c);
+    if (c->client >= 0)
+        (void)close(c->client);
+    if (c->upstream >= 0)
+        (void)close(c->upstream);
+    if (c->record != SIZE_MAX) {
+        p->report.connections[c->record].bytes_sent = c->bytes_up;
+        p->report.connections[c->record].bytes_received = c->bytes_down;
+    }
+    p->report.bytes_sent += c->bytes_up;
+    p->report.bytes_received += c->bytes_down;
+    free(c);
+    p->conns[i] = NULL;
+}
+
+/* Answer the client with status and one line, then close (ST_ANSWER). The line names what
+ * is allowed, so that a person or a model reading the payload's error can act on it. */
+static void conn_answer(struct proxy *p, struct conn *c, const char *status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void conn_answer(struct proxy *p, struct conn *c, const char *status, const char *fmt, ...)
+{
+    char body[1024];
+    va_list ap;
+    int n;
+
+    (void)p;
+    va_start(ap, fmt);
+    (void)vsnprintf(body, sizeof(body) - 1, fmt, ap);
+    va_end(ap);
+    strcat(body, "\n");
+    n = snprintf(c->down, sizeof(c->down),
+                 "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
+                 "Content-Length: %zu\r\n\r\n%s",
+                 status, strlen(body), body);
+    c->down_len = n > 0 && (size_t)n < sizeof(c->down) ? (size_t)n : 0;
+    c->down_off = 0;
+    lookup_stop(c);
+    if (c->upstream >= 0) {
+        (void)close(c->upstream);
+        c->upstream = -1;
+    }
+    c->state = ST_ANSWER;
+}
+
+static const struct host_entry *hosts_find(const struct proxy *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_hosts; i++)
+        if (strcmp(p->hosts[i].name, name) == 0)
+            return &p->hosts[i];
+    return NULL;
+}
+
+static void set_port(struct sockaddr_storage *ss, uint16_t port)
+{
+    if (ss->ss_family == AF_INET)
+        ((struct sockaddr_in *)ss)->sin_port = htons(port);
+    else
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+}
+
+static void addr_text(const struct sockaddr_storage *ss, char *buf, size_t size)
+{
+    const void *a = ss->ss_family == AF_INET
+                        ? (const void *)&((const struct sockaddr_in *)ss)->sin_addr
+                        : (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+    if (!inet_ntop(ss->ss_family, a, buf, (socklen_t)size))
+        (void)snprintf(buf, size, "?");
+}
+
+static int addr_from_text(const char *text, struct sockaddr_storage *ss)
+{
+    *ss = (struct sockaddr_storage){0};
+    if (inet_pton(AF_INET, text, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
+        ss->ss_family = AF_INET;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, text, &((struct sockaddr_in6 *)ss)->sin6_addr) == 1) {
+        ss->ss_family = AF_INET6;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+/* The lookup child: getaddrinfo(3) in a process of its own, so that the supervisor never
+ * waits on DNS; it writes the addresses to fd and exits. It dies with the supervisor. */
+_noreturn_ static void lookup_child(const char *host, int fd)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = 0};
+    struct addrinfo *res = NULL;
+    struct sockaddr_storage out[MAX_ADDRS];
+    size_t n = 0;
+
+    (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    /* Not the proxy's sockets: the child must not keep a connection open after the proxy
+     * closed it. */
+    if (fd != 3 && dup3(fd, 3, O_CLOEXEC) < 0)
+        _exit(1);
+    fd = 3;
+    (void)sys_close_range(4, ~0U, 0);
+    if (getaddrinfo(host, NULL, &hints, &res) == 0) {
+        for (struct addrinfo *ai = res; ai && n < MAX_ADDRS; ai = ai->ai_next)
+            if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
+                ai->ai_addrlen <= sizeof(out[0])) {
+                memset(&out[n], 0, sizeof(out[n]));
+                memcpy(&out[n++], ai->ai_addr, ai->ai_addrlen);
+            }
+        freeaddrinfo(res);
+    }
+    if (n > 0)
+        (void)!write(fd, out, n * sizeof(out[0])); /* less than PIPE_BUF: one write */
+    _exit(0);
+}
+
+static void conn_connect_next(struct proxy *p, struct conn *c);
+
+/* The addresses are known: check them, then connect. */
+static void conn_resolved(struct proxy *p, struct conn *c)
+{
+    char text[INET6_ADDRSTRLEN];
+
+    if (c->n_addrs == 0) {
+        conn_note(p, c, "the name did not resolve");
+        if (c->record != SIZE_MAX)
+            p->report.connections[c->record].allowed = false;
+        p->report.connections_refused++;
+        conn_answer(p, c, "502 Bad Gateway", "nsbox: %s did not resolve to an address",
+                    c->head.host);
+        return;
+    }
+    /* Every address, not the first: a name with one public and one private address would
+     * otherwise reach the private one when the first does not answer. */
+    for (size_t i = 0; i < c->n_addrs && !c->explicit_addr; i++)
+        if (!netallow_addr_is_public((const struct sockaddr *)&c->addrs[i])) {
+            char reason[96];
+            addr_text(&c->addrs[i], text, sizeof(text));
+            (void)snprintf(reason, sizeof(reason), "resolves to non-public address %s", text);
+            conn_note(p, c, reason);
+            if (c->record != SIZE_MAX)
+                p->report.connections[c->record].allowed = false;
+            p->report.connections_refused++;
+            conn_answer(p, c, "403 Forbidden",
+                        "nsbox: %s resolves to %s, a loopback, private or link-local address, "
+                        "which --network allow refuses for a name (an address pattern allows "
+                        "an address)",
+                        c->head.host, text);
+            return;
+        }
+    for (size_t i = 0; i < c->n_addrs; i++)
+        set_port(&c->addrs[i], c->head.port);
+    c->state = ST_CONNECT;
+    c->next_addr = 0;
+    conn_connect_next(p, c);
+}
+
+static void conn_start_lookup(struct proxy *p, struct conn *c)
+{
+    const struct host_entry *h;
+    int fds[2];
+    pid_t pid;
+
+    c->state = ST_RESOLVE;
+    if (c->head.is_ip) {
+        c->explicit_addr = true;
+        c->n_addrs = addr_from_text(c->head.host, &c->addrs[0]) == 0 ? 1 : 0;
+        conn_resolved(p, c);
+        return;
+    }
+    h = hosts_find(p, c->head.host);
+    if (h) {
+        c->explicit_addr = true;
+        c->addrs[0] = h->addr;
+        c->n_addrs = 1;
+        conn_resolved(p, c);
+        return;
+    }
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        conn_note(p, c, "the proxy could not look the name up");
+        conn_answer(p, c, "502 Bad Gateway", "nsbox: looking up %s failed: %s", c->head.host,
+                    strerror(errno));
+        return;
+    }
+    pid = fork();
+    if (pid < 0) {
+        (void)close(fds[0]);
+        (void)close(fds[1]);
+        conn_note(p, c, "the proxy could not look the name up");
+        conn_answer(p, c, "502 Bad Gateway", "nsbox: looking up %s failed: %s", c->head.host,
+                    strerror(errno));
+        return;
+    }
+    if (pid == 0)
+        lookup_child(c->head.host, fds[1]);
+    (void)close(fds[1]);
+    (void)fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    c->lookup_pid = pid;
+    c->lookup_fd = fds[0];
+}
+
+static void conn_connect_next(struct proxy *p, struct conn *c)
+{
+    while (c->next_addr < c->n_addrs) {
+        const struct sockaddr_storage *a = &c->addrs[c->next_addr++];
+        socklen_t len =
+            a->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+        int fd = socket(a->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+        if (fd < 0)
+            continue;
+        if (connect(fd, (const struct sockaddr *)a, len) == 0 || errno == EINPROGRESS) {
+            c->upstream = fd;
+            return;
+        }
+        (void)close(fd);
+    }
+    conn_note(p, c, "the host did not accept the connection");
+    conn_answer(p, c, "502 Bad Gateway", "nsbox: connecting to %s port %u failed", c->head.host,
+                (unsigned)c->head.port);
+}
+
+/* The head of a plain request as it goes upstream: "METHOD /path HTTP/1.x", the client's
+ * headers but the hop-by-hop ones, "Connection: close"; then what the client sent after the
+ * head. In place in c->up. */
+static int conn_rewrite(struct conn *c)
+{
+    char out[HTTPHEAD_MAX + 128];
+    const struct httphead *h = &c->head;
+    const char *p, *end = c->up + h->head_len - 2;
+    size_t n = 0, rest = c->up_len - h->head_len;
+    int k;
+
+    k = snprintf(out, sizeof(out), "%.*s %s%.*s%.*s\r\n", (int)h->method_len, c->up,
+                 h->path_len && c->up[h->path_off] == '/' ? "" : "/", (int)h->path_len,
+                 c->up + h->path_off, 9, c->up + h->version_off);
+    if (k < 0 || (size_t)k >= sizeof(out))
+        return -E2BIG;
+    n = (size_t)k;
+    p = (const char *)memchr(c->up, '\n', h->head_len) + 1;
+    while (p < end) {
+        const char *le = (const char *)memchr(p, '\n', (size_t)(end - p + 2)) + 1;
+        const char *colon = memchr(p, ':', (size_t)(le - p));
+        if (!httphead_is_hop_header(p, (size_t)(colon - p))) {
+            if (n + (size_t)(le - p) >= sizeof(out))
+                return -E2BIG;
+            memcpy(out + n, p, (size_t)(le - p));
+            n += (size_t)(le - p);
+        }
+        p = le;
+    }
+    k = snprintf(out + n, sizeof(out) - n, "Connection: close\r\n\r\n");
+    if (k < 0 || (size_t)k >= sizeof(out) - n || n + (size_t)k + rest > sizeof(c->up))
+        return -E2BIG;
+    n += (size_t)k;
+    memmove(c->up + n, c->up + h->head_len, rest);
+    memcpy(c->up, out, n);
+    c->up_len = n + rest;
+    c->up_off = 0;
+    return 0;
+}
+
+static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
+{
+    const char *why = "";
+    const struct netallow_rule *rule;
+    int r = httphead_parse(c->up, c->up_len, &c->head, &why);
+
+    if (r == 0)
+        return;
+    if (r < 0) {
+        conn_record(p, c, "", 0, false, why);
+        if (r == -E2BIG)
+            conn_answer(p, c, "431 Request Header Fields Too Large",
+                        "nsbox: request refused: %s", why);
+        else
+            conn_answer(p, c, "400 Bad Request", "nsbox: request refused: %s", why);
+        return;
+    }
+    rule = netallow_match(&p->allow, c->head.host, c->head.is_ip, c->head.port);
+    if (!rule) {
+        conn_record(p, c, c->head.host, c->head.port, false, "not in --network allow");
+        conn_answer(p, c, "403 Forbidden",
+                    "nsbox: %s port %u is not in --network allow (allowed: %s)", c->head.host,
+                    (unsigned)c->head.port, p->allowed_text);
+        return;
+    }
+    conn_record(p, c, c->head.host, c->head.port, true, "");
+    if (c->head.kind == HTTPHEAD_CONNECT) {
+        /* Bytes after a CONNECT head are the start of the tunnel (a TLS ClientHello sent
+         * early): kept, to go upstream. */
+        memmove(c->up, c->up + c->head.head_len, c->up_len - c->head.head_len);
+        c->up_len -= c->head.head_len;
+        c->up_off = 0;
+    } else if (conn_rewrite(c) < 0) {
+        conn_note(p, c, "the request head is too long to forward");
+        conn_answer(p, c, "431 Request Header Fields Too Large",
+                    "nsbox: the request head is too long to forward");
+        return;
+    }
+    c->deadline = now + PROXY_CONNECT_TIMEOUT_USEC;
+    conn_start_lookup(p, c);
+}
+
+static void cut_all(struct proxy *p, const char *reason)
+{
+    for (size_t i = 0; i < p->n_slots; i++)
+        if (p->conns[i]) {
+            conn_note(p, p->conns[i], reason);
+            conn_close(p, i);
+        }
+}
+
+/* Count n relayed bytes against the run's budget; false when it is spent. */
+static bool budget(struct proxy *p, size_t n)
+{
+    p->bytes += n;
+    if (p->bytes <= p->max_bytes)
+        return true;
+    p->report.bytes_limit_hit = true;
+    return false;
+}
+
+int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_t why_size)
+{
+    struct proxy *p = calloc(1, sizeof(*p));
+    size_t n_hosts = 0;
+
+    if (!p)
+        return -ENOMEM;
+    p->listener = -1;
+    p->max_connections =
+        c->network_max_connections ? c->network_max_connections : PROXY_DEFAULT_MAX_CONNECTIONS;
+    p->max_bytes = c->network_max_bytes ? c->network_max_bytes : PROXY_DEFAULT_MAX_BYTES;
+    p->report.enabled = true;
+    for (char *const *s = c->network_allow; s && *s; s++) {
+        int r = netallow_add(&p->allow, *s);
+        if (r < 0) {
+            (void)snprintf(why, why_size,
+                           "--network allow: '%s' is not a list of host, *.domain, IPv4 or "
+                           "[IPv6] address patterns with an optional :PORT",
+                           *s);
+            proxy_free(p);
+            return r;
+        }
+    }
+    if (p->allow.n == 0) {
+        (void)snprintf(why, why_size, "--network allow: no pattern given");
+        proxy_free(p);
+        return -EINVAL;
+    }
+    netallow_describe(&p->allow, p->allowed_text, sizeof(p->allowed_text));
+    while (c->network_hosts && c->network_hosts[n_hosts])
+        n_hosts++;
+    p->hosts = calloc(n_hosts + 1, sizeof(*p->hosts));
+    p->n_slots = p->max_connections + OVERFLOW_SLOTS;
+    p->conns = calloc(p->n_slots, sizeof(*p->conns));
+    if (!p->hosts || !p->conns) {
+        proxy_free(p);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n_hosts; i++) {
+        const char *s = c->network_hosts[i], *colon = strchr(s, ':');
+        bool is_ip = true;
+        if (!colon ||
+            netallow_host_normalise(s, (size_t)(colon - s), p->hosts[i].name, &is_ip) < 0 ||
+            is_ip || addr_from_text(colon + 1, &p->hosts[i].addr) < 0) {
+            (void)snprintf(why, why_size, "--add-host: '%s' is not NAME:ADDRESS", s);
+            proxy_free(p);
+            return -EINVAL;
+        }
+    }
+    p->n_hosts = n_hosts;
+    *ret = p;
+    return 0;
+}
+
+void proxy_set_listener(struct proxy *p, int listener)
+{
+    p->listener = listener;
+    (void)fcntl(listener, F_SETFL, O_NONBLOCK);
+}
+
+size_t proxy_max_pollfds(const struct proxy *p)
+{
+    return 1 + 2 * p->n_slots;
+}
+
+static void lower_timeout(int *timeout_ms, uint64_t deadline, uint64_t now)
+{
+    uint64_t ms = deadline > now ? (deadline - now + 999) / 1000 : 0;
+    if (ms > 60000)
+        ms = 60000;
+    if (*timeout_ms < 0 || (int)ms < *timeout_ms)
+        *timeout_ms = (int)ms;
+}
+
+size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *timeout_ms)
+{
+    size_t n = 0;
+
+    if (p->listener >= 0)
+        fds[n++] = (struct pollfd){.fd = p->listener, .events = POLLIN};
+    for (size_t i = 0; i < p->n_slots; i++) {
+        struct conn *c = p->conns[i];
+        short ce = 0, ue = 0;
+        if (!c)
+            continue;
+        lower_timeout(timeout_ms, c->deadline, now);
+        switch (c->state) {
+        case ST_HEAD:
+            ce = POLLIN;
+            break;
+        case ST_RESOLVE:
+            fds[n++] = (struct pollfd){.fd = c->lookup_fd, .events = POLLIN};
+            break;
+        case ST_CONNECT:
+            ue = POLLOUT;
+            break;
+        case ST_RELAY:
+            if (c->up_off < c->up_len)
+                ue |= POLLOUT;
+            else if (!c->client_eof)
+                ce |= POLLIN;
+            if (c->down_off < c->down_len)
+                ce |= POLLOUT;
+            else if (!c->upstream_eof)
+                ue |= POLLIN;
+            break;
+        case ST_ANSWER:
+            ce = POLLOUT;
+            break;
+        case ST_LINGER:
+            ce = POLLIN;
+            break;
+        }
+        /* Only a descriptor waited on for something: poll(2) reports POLLHUP and POLLERR
+         * whatever the events, and a peer that hung up while the other side cannot move
+         * would wake the loop at once, again and again. Its end shows at the next read or
+         * write. */
+        if (c->client >= 0 && ce)
+            fds[n++] = (struct pollfd){.fd = c->client, .events = ce};
+        if (c->upstream >= 0 && ue)
+            fds[n++] = (struct pollfd){.fd = c->upstream, .events = ue};
+    }
+    return n;
+}
+
+static void accept_all(struct proxy *p, uint64_t now)
+{
+    for (int k = 0; k < 16; k++) {
+        int fd = accept4(p->listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        size_t busy = 0, free_slot = SIZE_MAX;
+        if (fd < 0)
+            return;
+        for (size_t i = 0; i < p->n_slots; i++)
+            if (!p->conns[i])
+                free_slot = free_slot == SIZE_MAX ? i : free_slot;
+            else if (p->conns[i]->state != ST_ANSWER && p->conns[i]->state != ST_LINGER)
+                busy++;
+        if (free_slot == SIZE_MAX) {
+            /* Every slot, the overflow ones too, is taken: no answer. */
+            p->report.connections_limit_hit = true;
+            conn_record(p, NULL, "", 0, false, "--network-max-connections reached");
+            (void)close(fd);
+            continue;
+        }
+        p->conns[free_slot] = calloc(1, sizeof(struct conn));
+        if (!p->conns[free_slot]) {
+            (void)close(fd);
+            continue;
+        }
+        *p->conns[free_slot] = (struct conn){.state = ST_HEAD,
+                                             .client = fd,
+                                             .upstream = -1,
+                                             .lookup_fd = -1,
+                                             .record = SIZE_MAX,
+                                             .deadline = now + PROXY_HEAD_TIMEOUT_USEC};
+        if (busy >= p->max_connections || p->report.bytes_limit_hit) {
+            struct conn *c = p->conns[free_slot];
+            if (p->report.bytes_limit_hit)
+                conn_record(p, c, "", 0, false, "--network-max-bytes reached");
+            else {
+                p->report.connections_limit_hit = true;
+                conn_record(p, c, "", 0, false, "--network-max-connections reached");
+            }
+            conn_answer(p, c, "503 Service Unavailable", "nsbox: the proxy %s (%s)",
+                        p->report.bytes_limit_hit ? "relayed all the bytes it may"
+                                                  : "holds as many connections as it may",
+                        p->report.bytes_limit_hit ? "--network-max-bytes"
+                                                  : "--network-max-connections");
+        }
+    }
+}
+
+/* Move bytes one way: read from `from` into buf when it is empty, write to `to` what it holds.
+ * Returns false when the connection must be cut (an error, or the budget spent). */
+static bool relay_way(struct proxy *p, int from, int to, short rev_from, short rev_to, char *buf,
+                      size_t *len, size_t *off, bool *eof, bool *shut, uint64_t *count)
+{
+    if ((rev_from & (POLLIN | POLLHUP | POLLERR)) && *len == 0 && !*eof) {
+        ssize_t n = recv(from, buf, BUF_SIZE, MSG_DONTWAIT);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return false;
+        if (n == 0)
+            *eof = true;
+        if (n > 0) {
+            *len = (size_t)n;
+            *off = 0;
+            *count += (uint64_t)n;
+            if (!budget(p, (size_t)n))
+                return false;
+        }
+    }
+    if ((rev_to & (POLLOUT | POLLERR | POLLHUP)) && *off < *len) {
+        ssize_t n = send(to, buf + *off, *len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return false;
+        if (n > 0)
+            *off += (size_t)n;
+    }
+    if (*off == *len)
+        *len = *off = 0;
+    if (*eof && *len == 0 && !*shut) {
+        (void)shutdown(to, SHUT_WR);
+        *shut = true;
+    }
+    return true;
+}
+
+static short revents_of(const struct pollfd *fds, size_t n, int fd)
+{
+    for (size_t i = 0; fd >= 0 && i < n; i++)
+        if (fds[i].fd == fd)
+            return fds[i].revents;
+    return 0;
+}
+
+void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint64_t now)
+{
+    if (p->listener >= 0 && revents_of(fds, n, p->listener))
+        accept_all(p, now);
+    for (size_t i = 0; i < p->n_slots; i++) {
+        struct conn *c = p->conns[i];
+        short cr, ur;
+        if (!c)
+            continue;
+        cr = revents_of(fds, n, c->client);
+        ur = revents_of(fds, n, c->upstream);
+        switch (c->state) {
+        case ST_HEAD:
+            if (cr) {
+                ssize_t k =
+                    recv(c->client, c->up + c->up_len, HTTPHEAD_MAX - c->up_len, MSG_DONTWAIT);
+                if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+                    conn_close(p, i);
+                    continue;
+                }
+                if (k > 0) {
+                    c->up_len += (size_t)k;
+                    conn_head(p, c, now);
+                }
+            }
+            break;
+        case ST_RESOLVE:
+            if (revents_of(fds, n, c->lookup_fd)) {
+                ssize_t k = read(c->lookup_fd, (char *)c->addrs + c->lookup_have,
+                                 sizeof(c->addrs) - c->lookup_have);
+                if (k > 0)
+                    c->lookup_have += (size_t)k;
+                else if (k == 0 || (errno != EAGAIN && errno != EINTR)) {
+                    lookup_stop(c);
+                    c->n_addrs = c->lookup_have / sizeof(c->addrs[0]);
+                    conn_resolved(p, c);
+                }
+            }
+            break;
+        case ST_CONNECT:
+            if (ur) {
+                int err = 0;
+                socklen_t len = sizeof(err);
+                if (getsockopt(c->upstream, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                    err = errno;
+                if (err) {
+                    (void)close(c->upstream);
+                    c->upstream = -1;
+                    conn_connect_next(p, c);
+                    break;
+                }
+                c->state = ST_RELAY;
+                c->deadline = now + PROXY_IDLE_TIMEOUT_USEC;
+                if (c->head.kind == HTTPHEAD_CONNECT) {
+                    static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+                    memcpy(c->down, ok, sizeof(ok) - 1);
+                    c->down_len = sizeof(ok) - 1;
+                    c->down_off = 0;
+                }
+            }
+            break;
+        case ST_RELAY:
+            if (cr || ur) {
+                size_t up_before = c->bytes_up, down_before = c->bytes_down;
+                bool ok = relay_way(p, c->client, c->upstream, cr, ur, c->up, &c->up_len,
+                                    &c->up_off, &c->client_eof, &c->up_shut, &c->bytes_up) &&
+                          relay_way(p, c->upstream, c->client, ur, cr, c->down, &c->down_len,
+                                    &c->down_off, &c->upstream_eof, &c->down_shut, &c->bytes_down);
+                if (!ok) {
+                    if (p->report.bytes_limit_hit) {
+                        cut_all(p, "cut: --network-max-bytes reached");
+                        return;
+                    }
+                    conn_close(p, i);
+                    continue;
+                }
+                if (c->bytes_up != up_before || c->bytes_down != down_before)
+                    c->deadline = now + PROXY_IDLE_TIMEOUT_USEC;
+                if (c->up_shut && c->down_shut) {
+                    conn_close(p, i);
+                    continue;
+                }
+            }
+            break;
+        case ST_ANSWER:
+            if (cr) {
+                ssize_t k = send(c->client, c->down + c->down_off, c->down_len - c->down_off,
+                                 MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (k > 0)
+                    c->down_off += (size_t)k;
+                if (k < 0 && errno != EAGAIN && errno != EINTR) {
+                    conn_close(p, i);
+                    continue;
+                }
+                if (c->down_off >= c->down_len) {
+                    (void)shutdown(c->client, SHUT_WR);
+                    c->state = ST_LINGER;
+                    c->deadline = now + LINGER_USEC;
+                    c->up_len = 0;
+                }
+            }
+            break;
+        case ST_LINGER:
+            if (cr) {
+                ssize_t k = recv(c->client, c->up, sizeof(c->up), MSG_DONTWAIT);
+                if (k > 0)
+                    c->up_len += (size_t)k;
+                if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) ||
+                    c->up_len > 4 * sizeof(c->up)) {
+                    conn_close(p, i);
+                    continue;
+                }
+            }
+            break;
+        }
+        c = p->conns[i];
+        if (c && c->deadline && now >= c->deadline) {
+            switch (c->state) {
+            case ST_HEAD:
+                conn_record(p, c, "", 0, false, "no complete request head in time");
+                conn_close(p, i);
+                break;
+            case ST_RESOLVE:
+            case ST_CONNECT:
+                conn_note(p, c, "connect timeout");
+                conn_answer(p, c, "504 Gateway Timeout", "nsbox: %s port %u did not answer in time",
+                            c->head.host, (unsigned)c->head.port);
+                c->deadline = now + PROXY_HEAD_TIMEOUT_USEC;
+                break;
+            case ST_RELAY:
+                conn_note(p, c, "cut: idle timeout");
+                conn_close(p, i);
+                break;
+            case ST_ANSWER:
+            case ST_LINGER:
+                conn_close(p, i);
+                break;
+            }
+        }
+    }
+}
+
+void proxy_finish(struct proxy *p, struct nsbox_network_report *ret)
+{
+    if (p->conns)
+        for (size_t i = 0; i < p->n_slots; i++)
+            conn_close(p, i);
+    *ret = p->report;
+}
+
+void proxy_free(struct proxy *p)
+{
+    if (!p)
+        return;
+    if (p->conns)
+        for (size_t i = 0; i < p->n_slots; i++)
+            conn_close(p, i);
+    if (p->listener >= 0)
+        (void)close(p->listener);
+    netallow_free(&p->allow);
+    free(p->hosts);
+    free(p->conns);
+    free(p);
+}

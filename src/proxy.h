@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The HTTP proxy of `--network allow=`, run by the supervisor outside the sandbox.
+ *
+ * The sandbox's init creates a listening TCP socket on 127.0.0.1:3128 in the sandbox's network
+ * namespace (which has only lo) and the supervisor takes it with pidfd_getfd(2) before any
+ * untrusted code runs; init then closes its copy, so the payload can only connect to it. The
+ * supervisor accepts there, and opens the upstream connections in its own (the host's) network
+ * namespace: a socket belongs to the namespace it was created in, wherever its descriptor goes
+ * (socket(7), network_namespaces(7)). Decisions are by the name the client asks for (CONNECT's
+ * target, or a plain request's absolute URI, which must agree with Host:), names are resolved
+ * outside (a forked child per lookup runs getaddrinfo(3), so the supervisor never blocks),
+ * TLS is relayed untouched.
+ *
+ * Single-threaded and non-blocking: supervise.c's poll loop asks for the descriptors
+ * (proxy_poll_fill()) and hands back what poll(2) said (proxy_poll_handle()). Memory is
+ * bounded: at most max_connections connections with two 16 KiB buffers each.
+ */
+#pragma once
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netallow.h"
+#include "nsbox.h"
+
+/* Where the proxy listens inside the sandbox. */
+#define PROXY_ADDRESS "127.0.0.1"
+#define PROXY_PORT 3128
+
+/* Defaults of nsbox_config.network_max_connections and network_max_bytes. */
+#define PROXY_DEFAULT_MAX_CONNECTIONS 32
+#define PROXY_DEFAULT_MAX_BYTES (1ULL << 30)
+
+/* How long a client has to send its request head, a connection upstream to be made (name
+ * lookup included), and a relayed connection may stay silent both ways (microseconds). */
+#define PROXY_HEAD_TIMEOUT_USEC (10 * 1000000ULL)
+#define PROXY_CONNECT_TIMEOUT_USEC (10 * 1000000ULL)
+#define PROXY_IDLE_TIMEOUT_USEC (120 * 1000000ULL)
+
+struct proxy;
+
+/* A proxy for config c (network_allow, network_hosts, the limits). Checks the patterns and the
+ * hosts: on -EINVAL, why[why_size] says which is wrong. Returns 0 or -errno (-ENOMEM). */
+int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_t why_size);
+
+/* Serve on listener (a listening TCP socket, taken: closed by proxy_free()). */
+void proxy_set_listener(struct proxy *p, int listener);
+
+/* How many pollfd entries proxy_poll_fill() may use. */
+size_t proxy_max_pollfds(const struct proxy *p);
+
+/* Fill fds[] with what the proxy waits for; lower *timeout_ms (-1: none) to its next deadline.
+ * Returns the number of entries. */
+size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *timeout_ms);
+
+/* Act on what poll(2) returned for the entries proxy_poll_fill() filled, and on the deadlines
+ * that passed. */
+void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint64_t now);
+
+/* Close every connection (the sandbox ended) and write the report into *ret. */
+void proxy_finish(struct proxy *p, struct nsbox_network_report *ret);
+
+/* Close everything, kill and reap the lookups still running, free. Safe on NULL. */
+void proxy_free(struct proxy *p);

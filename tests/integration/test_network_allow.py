@@ -1,0 +1,409 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""--network allow=: the payload reaches the allowed hosts through nsbox's proxy, and nothing
+else, whether or not it honours the proxy variables.
+
+The upstreams are servers of this test on the host's 127.0.0.1: a small HTTP server and a
+TCP echo (uppercase) server that CONNECT tunnels reach. Test names resolve to 127.0.0.1 through
+--add-host (the caller's word, so a loopback address is allowed for them)."""
+import http.server
+import json
+import os
+import socket
+import tempfile
+import threading
+import unittest
+
+from nsboxtest import NsboxTestCase, nsbox, nsbox_json
+
+
+def py(code, *opts, **kw):
+    return nsbox_json(*opts, "--", "python3", "-c", code, **kw)
+
+
+class Upstreams:
+    """An HTTP server and an echo server on 127.0.0.1, each on a port of its own."""
+
+    def __init__(self):
+        self.requests = []  # (request line, headers as a list of (name, value))
+        upstreams = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                upstreams.requests.append((self.requestline, list(self.headers.items())))
+                size = int(self.path.split("size=")[1]) if "size=" in self.path else 0
+                body = b"hello from upstream\n" + b"x" * size
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        self.http_port = self.http.server_address[1]
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.echo = socket.socket()
+        self.echo.bind(("127.0.0.1", 0))
+        self.echo.listen(16)
+        self.echo_port = self.echo.getsockname()[1]
+        threading.Thread(target=self._echo, daemon=True).start()
+
+    def _echo(self):
+        while True:
+            try:
+                c, _ = self.echo.accept()
+            except OSError:
+                return
+
+            def serve(c=c):
+                with c:
+                    while True:
+                        data = c.recv(4096)
+                        if not data:
+                            return
+                        c.sendall(data.upper())
+            threading.Thread(target=serve, daemon=True).start()
+
+    def close(self):
+        self.http.shutdown()
+        self.http.server_close()
+        self.echo.close()
+
+
+# Inside: talk to the proxy named by the environment, as a client that writes its own requests.
+CLIENT = r'''
+import os, socket, sys
+proxy = os.environ["HTTPS_PROXY"]
+assert proxy == os.environ["https_proxy"] == os.environ["HTTP_PROXY"], proxy
+host, port = proxy.split("//")[1].rsplit(":", 1)
+def ask(raw, then=b""):
+    s = socket.create_connection((host, int(port)), timeout=20)
+    s.sendall(raw)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = s.recv(1)
+        if not d:
+            break
+        head += d
+    status = head.split(b"\r\n")[0].decode()
+    body = b""
+    if then:
+        s.sendall(then)
+        while len(body) < len(then):
+            d = s.recv(4096)
+            if not d:
+                break
+            body += d
+    else:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            body += d
+    s.close()
+    return status, body.decode(errors="replace")
+'''
+
+
+class TestNetworkAllow(NsboxTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.up = Upstreams()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.up.close()
+
+    def allow(self, *patterns):
+        return ["--network", "allow=" + ",".join(patterns), "--add-host", "up.test:127.0.0.1",
+                "--add-host", "other.test:127.0.0.1"]
+
+    def test_connect_through_https_proxy(self):
+        # An allowed name through CONNECT, the tunnel relayed both ways.
+        code = CLIENT + (f"print(*ask(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n"
+                         f"Host: up.test:{self.up.echo_port}\\r\\n\\r\\n', b'hello tunnel'))")
+        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}"))
+        self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established HELLO TUNNEL\n",
+                         r["stderr"])
+        n = r["network"]
+        self.assertEqual(n["connections_total"], 1)
+        self.assertEqual(n["connections_refused"], 0)
+        c = n["connections"][0]
+        self.assertEqual((c["host"], c["port"], c["allowed"]),
+                         ("up.test", self.up.echo_port, True))
+        self.assertEqual(c["bytes_sent"], len("hello tunnel"))
+        self.assertEqual(c["bytes_received"], len("HELLO TUNNEL"))
+
+    def test_https_through_https_proxy(self):
+        # A real HTTPS client (urllib, which honours HTTPS_PROXY with CONNECT) reaches an
+        # allowed TLS server: the certificate for up.test is checked end to end, so nsbox
+        # relayed TLS untouched (it could not forge it).
+        import ssl
+        import subprocess
+        d = tempfile.mkdtemp(dir="/tmp")
+        os.chmod(d, 0o755)
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=up.test", "-addext", "subjectAltName=DNS:up.test",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        os.chmod(cert, 0o644)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b"over tls\n"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        port = server.server_address[1]
+        code = ("import ssl, urllib.request\n"
+                "ctx = ssl.create_default_context(cafile='/tmp/cert.pem')\n"
+                f"r = urllib.request.urlopen('https://up.test:{port}/', context=ctx, timeout=20)\n"
+                "print(r.status, r.read().decode(), end='')\n")
+        p, r = py(code, *self.allow(f"up.test:{port}"), "-v", f"{cert}:/tmp/cert.pem")
+        self.assertEqual(r["stdout"], "200 over tls\n", (r["stderr"], r["error"], r["network"]))
+        c = r["network"]["connections"][0]
+        self.assertEqual((c["host"], c["allowed"]), ("up.test", True))
+        self.assertGreater(c["bytes_received"], 500)  # the server's certificate, at least
+
+    def test_plain_http_through_http_proxy(self):
+        # urllib honours HTTP_PROXY: the request goes out in origin form, with Connection: close
+        # and no proxy headers.
+        before = len(self.up.requests)
+        code = ("import urllib.request\n"
+                f"r = urllib.request.urlopen('http://up.test:{self.up.http_port}/x?y=1', timeout=20)\n"
+                "print(r.status, r.read().decode(), end='')\n")
+        p, r = py(code, *self.allow(f"up.test:{self.up.http_port}"))
+        self.assertEqual(r["stdout"], "200 hello from upstream\n", r["stderr"])
+        self.assertEqual(len(self.up.requests), before + 1)
+        line, headers = self.up.requests[-1]
+        self.assertEqual(line, "GET /x?y=1 HTTP/1.1")
+        names = {k.lower(): v for k, v in headers}
+        self.assertEqual(names["host"], f"up.test:{self.up.http_port}")
+        self.assertEqual(names["connection"], "close")
+        self.assertNotIn("proxy-connection", names)
+
+    def test_denied_name_gets_403_and_is_reported(self):
+        code = CLIENT + (f"print(*ask(b'CONNECT other.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n'))")
+        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}", "*.example.org"))
+        self.assertTrue(r["stdout"].startswith("HTTP/1.1 403 Forbidden nsbox: other.test port "
+                                               f"{self.up.echo_port} is not in --network allow "
+                                               f"(allowed: up.test:{self.up.echo_port}, "
+                                               "*.example.org)"), r["stdout"])
+        c = r["network"]["connections"][0]
+        self.assertEqual((c["host"], c["allowed"], c["reason"]),
+                         ("other.test", False, "not in --network allow"))
+        self.assertEqual(r["network"]["connections_refused"], 1)
+        self.assertTrue(any("refused 1 connection: other.test" in n for n in r["notes"]), r["notes"])
+        # Without --json: the refusal on nsbox's stderr too.
+        p = nsbox("run", *self.allow(f"up.test:{self.up.echo_port}"), "--", "python3", "-c", code)
+        self.assertIn(f"nsbox: warning: the network proxy (--network allow) refused 1 connection: "
+                      f"other.test:{self.up.echo_port} (not in --network allow)", p.stderr)
+
+    def test_connections_list_is_capped(self):
+        # 70 refused connections: the first 64 listed, the rest counted.
+        code = CLIENT + "for i in range(70):\n    ask(b'CONNECT n%d.test:443 HTTP/1.1\\r\\n\\r\\n' % i)\n"
+        p, r = py(code, *self.allow("up.test"))
+        n = r["network"]
+        self.assertEqual((len(n["connections"]), n["connections_omitted"], n["connections_total"],
+                          n["connections_refused"]), (64, 6, 70, 70), r["stderr"])
+        self.assertEqual(n["connections"][63]["host"], "n63.test")
+        self.assertTrue(any("refused 70 connections" in x and x.endswith(", and more")
+                            for x in r["notes"]), r["notes"])
+
+    def test_wildcard_and_default_ports(self):
+        # *.domain is below domain only; without :PORT only 80 and 443.
+        code = CLIENT + ("for t in (b'a.up.test:443', b'up.test:443', b'a.up.test:8443'):\n"
+                         "    print(ask(b'CONNECT ' + t + b' HTTP/1.1\\r\\n\\r\\n')[0])\n")
+        p, r = py(code, "--network", "allow=*.up.test", "--add-host", "a.up.test:127.0.0.1")
+        # a.up.test:443 is allowed: nothing listens on the host's 443 (502), the others 403.
+        self.assertEqual(r["stdout"].splitlines()[1:], ["HTTP/1.1 403 Forbidden"] * 2, r["stdout"])
+        self.assertIn(r["stdout"].splitlines()[0], ("HTTP/1.1 502 Bad Gateway",
+                                                    "HTTP/1.1 200 Connection established"))
+
+    def test_direct_connect_fails(self):
+        # A payload that ignores the proxy variables reaches nothing: the sandbox's network has
+        # only lo, and nothing of the host's 127.0.0.1 is there.
+        code = ("import socket\n"
+                f"for addr in (('127.0.0.1', {self.up.http_port}), ('10.0.0.1', 80), ('1.1.1.1', 443)):\n"
+                "    try:\n"
+                "        socket.create_connection(addr, timeout=5); print('reached')\n"
+                "    except OSError as e:\n"
+                "        print(type(e).__name__, e.errno)\n")
+        p, r = py(code, *self.allow(f"up.test:{self.up.http_port}"))
+        self.assertEqual(r["stdout"].splitlines(),
+                         ["ConnectionRefusedError 111", "OSError 101", "OSError 101"], r["stderr"])
+        # The control: the host's network (an opt-out) reaches the server.
+        p, r = py(code, "--network", "host")
+        self.assertEqual(r["stdout"].splitlines()[0], "reached", r["stderr"])
+
+    def test_name_resolving_to_loopback_refused(self):
+        # "localhost" resolves (outside, by getaddrinfo) to a loopback address: refused for a
+        # name, though the pattern allows it ...
+        code = CLIENT + (f"print(*ask(b'CONNECT localhost:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'x'))")
+        p, r = py(code, "--network", f"allow=localhost:{self.up.echo_port}")
+        self.assertTrue(r["stdout"].startswith("HTTP/1.1 403 Forbidden"), r["stdout"])
+        self.assertIn("resolves to", r["stdout"])
+        c = r["network"]["connections"][0]
+        self.assertFalse(c["allowed"])
+        self.assertTrue(c["reason"].startswith("resolves to non-public address"), c)
+        # ... and the same name given an address by the caller goes through (the control).
+        p, r = py(code, "--network", f"allow=localhost:{self.up.echo_port}",
+                  "--add-host", "localhost:127.0.0.1")
+        self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established X\n", r["stdout"])
+
+    def test_ip_literal_not_listed_refused(self):
+        code = CLIENT + (f"print(*ask(b'CONNECT 127.0.0.1:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'ip'))")
+        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}"))
+        self.assertTrue(r["stdout"].startswith("HTTP/1.1 403 Forbidden"), r["stdout"])
+        # An address the caller listed is reached, loopback or not (the control).
+        p, r = py(code, "--network", f"allow=127.0.0.1:{self.up.echo_port}")
+        self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established IP\n", r["stdout"])
+
+    def test_header_tricks_refused(self):
+        port = self.up.http_port
+        before = len(self.up.requests)
+        code = CLIENT + (
+            f"print(ask(b'GET http://up.test:{port}/ HTTP/1.1\\r\\nHost: up.test:{port}\\r\\n"
+            f"Host: other.test\\r\\n\\r\\n')[0])\n"
+            f"print(ask(b'GET http://up.test:{port}/ HTTP/1.1\\r\\nHost: other.test:{port}\\r\\n\\r\\n')[0])\n"
+            f"print(ask(b'GET /x HTTP/1.1\\r\\nHost: up.test:{port}\\r\\n\\r\\n')[0])\n"
+            f"print(ask(b'GET http://up.test:{port}/' + b'a' * 9000 + b' HTTP/1.1\\r\\n\\r\\n')[0])\n"
+            f"print(ask(b'GET http://up.test:{port}/ HTTP/1.1\\r\\nHost: up.test:{port}\\r\\n"
+            f" folded\\r\\n\\r\\n')[0])\n"
+            f"print(ask(b'GET http://up.test:{port}/ HTTP/1.1\\r\\nHost: up.test:{port}\\r\\n\\r\\n')[0])\n")
+        p, r = py(code, *self.allow(f"up.test:{port}", f"other.test:{port}"))
+        self.assertEqual(r["stdout"].splitlines(),
+                         ["HTTP/1.1 400 Bad Request"] * 3 +
+                         ["HTTP/1.1 431 Request Header Fields Too Large",
+                          "HTTP/1.1 400 Bad Request", "HTTP/1.0 200 OK"], r["stderr"])  # http.server: 1.0
+        # Only the last, well-formed one reached the server.
+        self.assertEqual(len(self.up.requests), before + 1)
+        reasons = [c["reason"] for c in r["network"]["connections"]]
+        self.assertEqual(reasons[:2], ["more than one Host header",
+                                       "the Host header names another host or port than the "
+                                       "request target"])
+
+    def test_stalled_client_does_not_block_others(self):
+        # A client that connects and sends nothing (slowloris) holds one slot; others go on.
+        code = CLIENT + ("idle = socket.create_connection((host, int(port)))\n"
+                         "idle.sendall(b'GET http://up')\n"
+                         f"print(*ask(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'ok'))\n")
+        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}"))
+        self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established OK\n", r["stderr"])
+
+    def test_slowloris_is_cut(self):
+        # A head trickled a byte at a time is cut at the head timeout (10 s), whatever it sends.
+        code = CLIENT + ("import time\n"
+                         "s = socket.create_connection((host, int(port)))\n"
+                         "start = time.monotonic()\n"
+                         "try:\n"
+                         "    for b in b'GET http://up.test/' + b'a' * 40:\n"
+                         "        s.sendall(bytes([b])); time.sleep(0.5)\n"
+                         "    print('not cut')\n"
+                         "except OSError:\n"
+                         "    print('cut after', round(time.monotonic() - start))\n")
+        p, r = py(code, *self.allow("up.test"), "--timeout", "60")
+        self.assertIn(r["stdout"], ("cut after 10\n", "cut after 11\n"), r["stderr"])
+        self.assertEqual(r["network"]["connections"][0]["reason"],
+                         "no complete request head in time")
+
+    def test_connection_limit(self):
+        code = CLIENT + ("held = socket.create_connection((host, int(port)))\n"
+                         f"held.sendall(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n')\n"
+                         "print(held.recv(100).split(b'\\r\\n')[0].decode())\n"
+                         f"print(ask(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n')[0])\n")
+        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}"),
+                  "--network-max-connections", "1")
+        self.assertEqual(r["stdout"].splitlines(),
+                         ["HTTP/1.1 200 Connection established",
+                          "HTTP/1.1 503 Service Unavailable"], r["stderr"])
+        self.assertTrue(r["network"]["connections_limit_hit"])
+        self.assertEqual(r["network"]["connections"][1]["reason"],
+                         "--network-max-connections reached")
+
+    def test_byte_limit(self):
+        code = ("import urllib.request\n"
+                "try:\n"
+                f"    r = urllib.request.urlopen('http://up.test:{self.up.http_port}/?size=1000000', timeout=20)\n"
+                "    print(len(r.read()))\n"
+                "except Exception as e:\n"
+                "    print(type(e).__name__)\n")
+        p, r = py(code, *self.allow(f"up.test:{self.up.http_port}"),
+                  "--network-max-bytes", "64k")
+        self.assertNotEqual(r["stdout"], "1000020\n", r["stderr"])
+        self.assertTrue(r["network"]["bytes_limit_hit"])
+        self.assertLessEqual(r["network"]["bytes_received"], 64 * 1024 + 16 * 1024)
+        self.assertTrue(any("--network-max-bytes" in n for n in r["notes"]), r["notes"])
+        # The control: without the limit the whole body comes through.
+        p, r = py(code, *self.allow(f"up.test:{self.up.http_port}"))
+        self.assertEqual(r["stdout"], "1000020\n", r["stderr"])
+        self.assertFalse(r["network"]["bytes_limit_hit"])
+
+    def test_audit_records_connections(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "audit.log")
+            code = CLIENT + (f"ask(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'ab')\n"
+                             f"ask(b'CONNECT nope.test:443 HTTP/1.1\\r\\n\\r\\n')\n")
+            p = nsbox("run", "--log", log, *self.allow(f"up.test:{self.up.echo_port}"), "--",
+                      "python3", "-c", code)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(log) as f:
+                start, end = [json.loads(l) for l in f]
+            self.assertEqual((start["network"], start["network_allow"]),
+                             ("allow", [f"up.test:{self.up.echo_port}"]))
+            conns = end["result"]["network"]["connections"]
+            self.assertEqual([(c["host"], c["allowed"], c["bytes_sent"], c["bytes_received"])
+                              for c in conns],
+                             [("up.test", True, 2, 2), ("nope.test", False, 0, 0)])
+
+    def test_bad_patterns(self):
+        for value in ("allow=", "allow=bad_host!", "allow=*.1.2.3.4", "allow=a.com:0",
+                      "allow=a.com:70000", "allow=12345"):
+            with self.subTest(value=value):
+                self.assertOneLineError(nsbox("run", "--network", value, "--", "true"),
+                                        contains="--network")
+        with tempfile.NamedTemporaryFile("w", suffix=".allow") as f:
+            f.write("# the index\npypi.org files.pythonhosted.org\n\nnot/valid\n")
+            f.flush()
+            self.assertOneLineError(nsbox("run", "--network", "allow-file=" + f.name, "--",
+                                          "true"), contains=f"{f.name}:4:")
+        self.assertOneLineError(nsbox("run", "--add-host", "a.test:127.0.0.1", "--", "true"),
+                                contains="--add-host")
+        for host in ("a.test:not-an-address", "1.2.3.4:1.2.3.4", "a.test"):
+            with self.subTest(host=host):
+                self.assertOneLineError(nsbox("run", "--network", "allow=a.test", "--add-host",
+                                              host, "--", "true"), contains="--add-host")
+        for opt, value in (("--network-max-connections", "0"),
+                           ("--network-max-connections", "1025"),
+                           ("--network-max-bytes", "0")):
+            with self.subTest(opt=opt, value=value):
+                self.assertOneLineError(nsbox("run", "--network", "allow=a.test", opt, value,
+                                              "--", "true"), contains=opt)
+
+    def test_allow_file(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".allow", dir="/tmp") as f:
+            os.chmod(f.name, 0o644)
+            f.write(f"# upstreams\nup.test:{self.up.echo_port}  # the echo\n")
+            f.flush()
+            code = CLIENT + (f"print(*ask(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'f'))")
+            p, r = py(code, "--network", "allow-file=" + f.name,
+                      "--add-host", "up.test:127.0.0.1")
+            self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established F\n", r["stderr"])
+
+
+if __name__ == "__main__":
+    unittest.main()
