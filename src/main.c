@@ -928,7 +928,8 @@ static int run_main(int argc, char *argv[])
         return EXIT_NSBOX_FAILURE;
     }
     if (r < 0)
-        log_warning("'nsbox ps' and 'nsbox kill' will not see this run: %s", strerror(-r));
+        log_warning("'nsbox ps' and 'nsbox kill' will not see this run: %s",
+                    why[0] ? why : strerror(-r));
 
     /* The audit record is written before the payload starts; a run that cannot be recorded
      * does not start. */
