@@ -141,8 +141,9 @@ struct nsbox_config {
     void (*warn)(const char *message, void *userdata);
     void *warn_userdata;
 
-    /* true: while nsbox_run() runs, SIGINT, SIGTERM and SIGHUP are blocked in the calling
-     * thread and forwarded to the payload (SIGUSR1 kills the sandbox: NSBOX_STATUS_KILLED); a second one, or the payload ignoring the first for
+    /* true: while nsbox_run() runs, SIGINT, SIGTERM, SIGHUP and every other signal that would
+     * end the process (supervise_signal_set()) are blocked in the calling thread and forwarded
+     * to the payload (SIGINT and SIGHUP as they are, the others as SIGTERM) (SIGUSR1 kills the sandbox: NSBOX_STATUS_KILLED); a second one, or the payload ignoring the first for
      * 5 s, kills the sandbox. false (the default): the caller's signal handling is untouched. */
     bool forward_signals;
 

@@ -25,6 +25,7 @@
 #include "parse.h"
 #include "policyfile.h"
 #include "selftest.h"
+#include "supervise.h"
 
 #define EXIT_NSBOX_FAILURE 125
 
@@ -143,14 +144,11 @@ static void usage(FILE *f)
           f);
 }
 
-/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`); see block_run_signals(). */
+/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`; supervise.h says which and why);
+ * see block_run_signals(). */
 static void run_signals(sigset_t *set)
 {
-    sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGTERM);
-    sigaddset(set, SIGHUP);
-    sigaddset(set, SIGUSR1);
+    supervise_signal_set(set);
 }
 
 static int load_code(const char *path, char **ret, size_t *ret_size)

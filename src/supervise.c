@@ -66,14 +66,29 @@ struct supervisor {
     bool init_running;
     bool killed_by_request; /* SIGUSR1 (`nsbox kill`) while the sandbox ran */
     bool stop;              /* a signal came after the sandbox ended: stop draining */
-    int forwarded;          /* SIGINT/SIGTERM/SIGHUP received while the sandbox ran */
+    int forwarded;          /* signals but SIGUSR1 received while the sandbox ran */
     uint64_t kill_at;       /* when to kill the sandbox (monotonic usec), UINT64_MAX: never */
 };
 
+void supervise_signal_set(sigset_t *set)
+{
+    static const int terminating[] = {SIGHUP,  SIGINT,    SIGQUIT, SIGUSR1, SIGUSR2,
+                                      SIGALRM, SIGTERM,   SIGSTKFLT, SIGXCPU, SIGXFSZ,
+                                      SIGVTALRM, SIGPROF, SIGIO,   SIGPWR};
+
+    sigemptyset(set);
+    for (size_t i = 0; i < ELEMENTSOF(terminating); i++)
+        sigaddset(set, terminating[i]);
+    /* The real-time signals glibc leaves to programs (below SIGRTMIN are its own). */
+    for (int s = SIGRTMIN; s <= SIGRTMAX; s++)
+        sigaddset(set, s);
+}
+
 /* Act on every signal waiting on the signalfd. SIGUSR1 (`nsbox kill`) kills the sandbox at
- * once; the first SIGINT/SIGTERM/SIGHUP is forwarded (init passes it on to the payload's process
- * group) with SIGNAL_GRACE_USEC to end, a second kills. After the sandbox ended, any of them
- * ends the drain. */
+ * once; the first other one is forwarded (init passes it on to the payload's process group:
+ * SIGINT, SIGTERM and SIGHUP as they are, any other as SIGTERM, the signal init forwards) with
+ * SIGNAL_GRACE_USEC to end, a second kills. After the sandbox ended, any of them ends the
+ * drain. */
 static void handle_signals(struct supervisor *sv)
 {
     struct signalfd_siginfo si;
@@ -87,7 +102,11 @@ static void handle_signals(struct supervisor *sv)
             sv->killed_by_request = true;
             sv->kill_at = 0;
         } else if (sv->forwarded++ == 0) {
-            (void)sys_pidfd_send_signal(sv->fds->pidfd, (int)si.ssi_signo);
+            int sig = (int)si.ssi_signo;
+
+            if (sig != SIGINT && sig != SIGHUP)
+                sig = SIGTERM;
+            (void)sys_pidfd_send_signal(sv->fds->pidfd, sig);
             uint64_t grace = now_usec() + SIGNAL_GRACE_USEC;
             if (grace < sv->kill_at)
                 sv->kill_at = grace;

@@ -179,6 +179,37 @@ class TestSignals(NsboxTestCase):
     def test_sigterm_at_start_up(self):
         self.assert_signal_at_start_gives_a_result(signal.SIGTERM, "signaled", 128 + 15)
 
+    def test_other_signals_at_start_up_end_like_sigterm(self):
+        # Any signal whose default action would end nsbox (a stray SIGUSR2, SIGALRM, a
+        # real-time signal) ends the run as SIGTERM does: a result, an audit "end" record, no
+        # registry record left.
+        for sig in (signal.SIGUSR2, signal.SIGALRM, signal.SIGQUIT, signal.SIGPWR,
+                    signal.SIGRTMIN + 3):
+            with self.subTest(signal=sig):
+                self.assert_signal_at_start_gives_a_result(sig, "signaled", 128 + 15, trials=3)
+
+    def test_payload_signalling_nsbox_under_pid_host(self):
+        # --pid host: the payload sees nsbox and (rootless: the same host uid) can signal it.
+        # With a signal nsbox did not handle, nsbox ended with no result and no "end" record.
+        env = private_env(self)
+        log = os.path.join(env["XDG_RUNTIME_DIR"], "audit.log")
+        code = ("import os, time\n"
+                "init = os.getppid()\n"
+                "sup = int(open(f'/proc/{init}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+                "os.kill(sup, 12)  # SIGUSR2\n"
+                "time.sleep(5)\n")
+        p = subprocess.run([NSBOX, "run", "--json", "--log", log, "--cgroup", "off",
+                            "--pid", "host", "--", "python3", "-c", code],
+                           capture_output=True, text=True, env=env, timeout=30)
+        if os.getuid() == 0:
+            # Root's payload is another host uid: its kill() is refused (EPERM), the payload
+            # dies of the exception, and the run ends with its exit status.
+            self.assertEqual(json.loads(p.stdout)["status"], "exited", p.stderr)
+        else:
+            self.assertEqual(p.returncode, 128 + 15, p.stderr)
+            self.assertEqual(json.loads(p.stdout)["status"], "signaled")
+        self.assertEqual([rec["event"] for rec in records(log)], ["start", "end"])
+
     def test_ctrl_c_while_waiting_for_code_on_stdin(self):
         # Nothing of the run exists yet: SIGINT ends nsbox as it would any program, instead of
         # waiting for the input to end and then starting a run only to interrupt it.
