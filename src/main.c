@@ -976,10 +976,12 @@ static int run_main(int argc, char *argv[])
         if (!root)
             log_oom();
         if (a.json) {
-            if (json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0)
+            (void)fflush(stdout);
+            if (result_json_dump_fd(root, JSON_COMPACT | JSON_REAL_PRECISION(6),
+                                    STDOUT_FILENO) < 0)
                 status = EXIT_NSBOX_FAILURE;
             (void)putchar('\n');
-        } else if (json_dumpfd(root, json_fd, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0 ||
+        } else if (result_json_dump_fd(root, JSON_COMPACT | JSON_REAL_PRECISION(6), json_fd) < 0 ||
                    write_result(json_fd, "") < 0)
             status = EXIT_NSBOX_FAILURE;
         json_decref(root);

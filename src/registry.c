@@ -20,6 +20,7 @@
 #include "parse.h"
 #include "registry.h"
 #include "result.h"
+#include "termsafe.h"
 
 int run_id_new(char ret[33])
 {
@@ -446,12 +447,12 @@ static int print_entry(const struct entry *e, void *userdata)
     json_t *command = json_object_get(e->record, "command");
     json_t *limits = json_object_get(e->record, "limits");
     long age = (long)(time(NULL) - json_integer_value(json_object_get(e->record, "started")));
-    char line[200] = "";
+    char line[200] = "", shown[4 * sizeof(line)];
 
     if (!filters_match(ps->filters, e))
         return 0;
     if (ps->json) {
-        char *text = json_dumps(e->record, JSON_COMPACT);
+        char *text = json_dump_exact(e->record, JSON_COMPACT);
         if (text)
             (void)printf("%s\n", text);
         free(text);
@@ -463,11 +464,14 @@ static int print_entry(const struct entry *e, void *userdata)
         (void)snprintf(line + n, sizeof(line) - n, "%s%s", n ? " " : "",
                        json_string_value(json_array_get(command, i)) ?: "");
     }
+    /* The command is the caller's argv: a control sequence or a newline in it must not act on
+     * the terminal nor break the table (termsafe.h). */
+    (void)termsafe_escape_line(line, strlen(line), shown, sizeof(shown));
     (void)printf("%-32s %7d %6lds %8lldM %5lld %5.2f  %-16s %s\n", e->run_id, e->pid, age,
                  (long long)json_integer_value(json_object_get(limits, "memory")) >> 20,
                  (long long)json_integer_value(json_object_get(limits, "pids")),
                  json_real_value(json_object_get(limits, "cpus")), e->name[0] ? e->name : "-",
-                 line);
+                 shown);
     return 0;
 }
 

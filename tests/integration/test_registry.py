@@ -288,6 +288,29 @@ class TestNamesAndLabels(NsboxTestCase):
             self.assertIn("python3 <stdin>", table)
             self.assertEqual(nsbox("kill", "--label", f"t={tag}").returncode, 0)
 
+    def test_ps_escapes_the_command_for_the_terminal(self):
+        # The COMMAND column is the caller's argv (code on the command line, perhaps a model's):
+        # an OSC 52 clipboard write, a title, a C1 CSI, a right-to-left override and a newline
+        # in it are shown escaped, and the run stays on one line of the table.
+        tag = secrets.token_hex(4)
+        code = ("import time\n#\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\u009b6n\u202e\n"
+                "time.sleep(60)")
+        self.popen("--label", f"t={tag}", "--", "python3", "-c", code)
+        self.assertTrue(wait_until(lambda: len(self.ps(f"label=t={tag}")) == 1, timeout=10))
+        table = nsbox("ps", "--filter", f"label=t={tag}").stdout
+        self.assertNotIn("\x1b", table)
+        self.assertNotIn("\u009b", table)
+        self.assertNotIn("\u202e", table)
+        self.assertIn("python3 -c import time\\x0a#\\x1b]52;c;cHduZWQ=\\x07\\x1b]0;pwned\\x07"
+                      "\\xc2\\x9b6n\\xe2\\x80\\xae\\x0atime.sleep(60)", table)
+        self.assertEqual(len(table.splitlines()), 2)  # the header and the run
+        # ps --json: the value whole, the hidden characters as \u escapes.
+        raw = nsbox("ps", "--json", "--filter", f"label=t={tag}").stdout
+        self.assertNotIn("\u009b", raw)
+        self.assertIn("\\u009b6n\\u202e", raw)
+        self.assertEqual(json.loads(raw)["command"][2], code)
+        self.assertEqual(nsbox("kill", "--label", f"t={tag}").returncode, 0)
+
     def test_a_plain_run_has_no_name(self):
         p = nsbox("run", "--json", "--", "true")
         r = json.loads(p.stdout)
@@ -295,13 +318,14 @@ class TestNamesAndLabels(NsboxTestCase):
 
 
 def registry_dir():
-    """registry.c's choice: $XDG_RUNTIME_DIR/nsbox if it is ours, else /run/user/UID/nsbox if
-    ours, else /tmp/nsbox-UID."""
+    """registry.c's choice: $XDG_RUNTIME_DIR/nsbox if it is ours and closed to others, else
+    /run/user/UID/nsbox if so, else root's /run/nsbox/registry, another's /tmp/nsbox-UID."""
     uid = os.getuid()
     for base in (os.environ.get("XDG_RUNTIME_DIR"), f"/run/user/{uid}"):
-        if base and base.startswith("/") and os.path.isdir(base) and os.stat(base).st_uid == uid:
+        if (base and base.startswith("/") and os.path.isdir(base) and not os.path.islink(base)
+                and os.stat(base).st_uid == uid and not os.stat(base).st_mode & 0o022):
             return f"{base}/nsbox"
-    return f"/tmp/nsbox-{uid}"
+    return "/run/nsbox/registry" if uid == 0 else f"/tmp/nsbox-{uid}"
 
 
 def record_files(token):
