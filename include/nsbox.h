@@ -240,11 +240,14 @@ struct nsbox_result {
     /* The system calls the policy refused with EPERM, in the order first seen, when the kernel
      * lets nsbox watch them (SECCOMP_RET_USER_NOTIF and pidfd_getfd(2), Linux 5.6); refusals
      * by a policy's "... if" lines and ENOSYS answers are not recorded. refused_other counts
-     * the refusals of system calls past the first NSBOX_REFUSED_MAX. */
+     * the refusals of system calls past the first NSBOX_REFUSED_MAX. refused_throttled: the
+     * program made refused calls faster than the supervisor answers them (a burst of 1000,
+     * then 1000 a second), so some of its calls waited for their EPERM. */
     bool seccomp_reporting;
     struct nsbox_refused_syscall refused[NSBOX_REFUSED_MAX];
     size_t n_refused;
     uint64_t refused_other;
+    bool refused_throttled;
 
     /* Lines of warnings for the caller, '\n'-separated (unknown system calls in a user's
      * policy, which are skipped), or "". */

@@ -349,6 +349,10 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
         emit(note, userdata, &count, "the seccomp policy refused: %s%s", list,
              r->refused_other ? ", and others" : "");
     }
+    if (r->refused_throttled)
+        emit(note, userdata, &count, "the program made refused system calls faster than nsbox "
+             "answers them (1000 a second after the first 1000), so those calls waited for their "
+             "EPERM (a loop on a refused call runs at that pace)");
     for (size_t i = 0; i < 2; i++)
         if (streams[i]->truncated)
             emit(note, userdata, &count, "%s truncated: kept %zu of %llu bytes (--output-limit)",

@@ -224,5 +224,51 @@ class TestSignals(NsboxTestCase):
         self.assertEqual(proc.wait(timeout=5), -signal.SIGINT)
 
 
+class TestRefusalFlood(NsboxTestCase):
+    """Each refused system call is a seccomp notification the supervisor answers, outside every
+    limit of the sandbox: a payload that loops on one must not make it burn a CPU."""
+
+    FLOOD = ("import ctypes, os, sys, time\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "t = time.monotonic(); n = 0\n"
+             "while n < int(sys.argv[1]) and time.monotonic() - t < float(sys.argv[2]):\n"
+             "    libc.syscall(165, 0, 0, 0, 0, 0)  # mount(2): refused\n"
+             "    n += 1\n"
+             "print(n, time.monotonic() - t)\n")
+
+    def test_refused_calls_are_paced(self):
+        # 3000 refused calls: 1000 answered at once, then 1000 a second, so they take about 2 s
+        # (without the pace, a fraction of a second), and the result says why.
+        p = subprocess.run([NSBOX, "run", "--json", "--cgroup", "off", "--timeout", "20", "--",
+                            "python3", "-c", self.FLOOD, "3000", "15"],
+                           capture_output=True, text=True, env=private_env(self), timeout=60)
+        r = json.loads(p.stdout)
+        if not r.get("seccomp_refused"):
+            self.skipTest("no seccomp notifications on this kernel (refused calls unrecorded)")
+        n, seconds = r["stdout"].split()
+        self.assertEqual(int(n), 3000, r)
+        self.assertGreater(float(seconds), 1.5, r)
+        self.assertEqual(r["seccomp_refused"], [{"syscall": "mount", "count": 3000}])
+        self.assertTrue(any("faster than nsbox answers them" in note for note in r["notes"]), r)
+
+    def test_supervisor_cpu_stays_small_under_a_flood(self):
+        # Four processes loop on a refused call for 4 s; the supervisor's own CPU time (utime
+        # and stime of its /proc/PID/stat, its children not counted) after 3 s stays small.
+        # (Before the pace: about 0.4 CPU, over a second of CPU time here.)
+        code = "import os\nfor _ in range(3):\n    if os.fork() == 0: break\n" + self.FLOOD
+        proc = subprocess.Popen([NSBOX, "run", "--cgroup", "off", "--timeout", "20", "--",
+                                 "python3", "-c", code, "100000000", "4"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=private_env(self))
+        try:
+            time.sleep(3)
+            with open(f"/proc/{proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        finally:
+            proc.wait(timeout=30)
+        self.assertLess(cpu, 0.3, f"the supervisor used {cpu} s of CPU in 3 s")
+
+
 if __name__ == "__main__":
     unittest.main()
