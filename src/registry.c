@@ -516,7 +516,8 @@ struct kill_context {
     size_t n_labels;
     enum kill_match how;
     unsigned matched[MATCH_ALL + 1], failed;
-    bool dry_run; /* only count the matches */
+    bool dry_run;          /* only count the matches */
+    char prefix_match[40]; /* the dry run's run id that the prefix named */
 };
 
 static bool kill_matches(const struct kill_context *k, const struct entry *e, enum kill_match how)
@@ -540,8 +541,11 @@ static int kill_entry(const struct entry *e, void *userdata)
 
     if (k->dry_run) {
         for (enum kill_match how = MATCH_PREFIX; how <= MATCH_ALL; how++)
-            if ((how == MATCH_ALL) == !k->target && kill_matches(k, e, how))
+            if ((how == MATCH_ALL) == !k->target && kill_matches(k, e, how)) {
                 k->matched[how]++;
+                if (how == MATCH_PREFIX)
+                    (void)snprintf(k->prefix_match, sizeof(k->prefix_match), "%s", e->run_id);
+            }
         return 0;
     }
     if (!kill_matches(k, e, k->how))
@@ -587,6 +591,12 @@ int registry_kill(const char *target, char *const labels[], size_t n_labels)
             log_error("'%s' names %u running sandboxes: give more of the run id", target,
                       k.matched[MATCH_PREFIX]);
             return 1;
+        }
+        /* The kill pass kills the run the prefix named in the dry run, by its whole id: not a
+         * run started meanwhile whose id has the same prefix. */
+        if (k.how == MATCH_PREFIX && k.matched[MATCH_PREFIX] == 1) {
+            k.target = k.prefix_match;
+            k.how = MATCH_ID;
         }
         memset(k.matched, 0, sizeof(k.matched));
         k.dry_run = false;
