@@ -141,8 +141,9 @@ struct nsbox_config {
     void (*warn)(const char *message, void *userdata);
     void *warn_userdata;
 
-    /* true: while nsbox_run() runs, SIGINT, SIGTERM and SIGHUP are blocked in the calling
-     * thread and forwarded to the payload (SIGUSR1 kills the sandbox: NSBOX_STATUS_KILLED); a second one, or the payload ignoring the first for
+    /* true: while nsbox_run() runs, SIGINT, SIGTERM, SIGHUP and every other signal that would
+     * end the process (supervise_signal_set()) are blocked in the calling thread and forwarded
+     * to the payload (SIGINT and SIGHUP as they are, the others as SIGTERM) (SIGUSR1 kills the sandbox: NSBOX_STATUS_KILLED); a second one, or the payload ignoring the first for
      * 5 s, kills the sandbox. false (the default): the caller's signal handling is untouched. */
     bool forward_signals;
 
@@ -282,11 +283,14 @@ struct nsbox_result {
     /* The system calls the policy refused with EPERM, in the order first seen, when the kernel
      * lets nsbox watch them (SECCOMP_RET_USER_NOTIF and pidfd_getfd(2), Linux 5.6); refusals
      * by a policy's "... if" lines and ENOSYS answers are not recorded. refused_other counts
-     * the refusals of system calls past the first NSBOX_REFUSED_MAX. */
+     * the refusals of system calls past the first NSBOX_REFUSED_MAX. refused_throttled: the
+     * program made refused calls faster than the supervisor answers them (a burst of 1000,
+     * then 1000 a second), so some of its calls waited for their EPERM. */
     bool seccomp_reporting;
     struct nsbox_refused_syscall refused[NSBOX_REFUSED_MAX];
     size_t n_refused;
     uint64_t refused_other;
+    bool refused_throttled;
 
     /* Lines of warnings for the caller, '\n'-separated (unknown system calls in a user's
      * policy, which are skipped), or "". */

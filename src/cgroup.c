@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -242,6 +243,10 @@ static void undo_supervisor_leaf(int own_fd, bool created)
 
 static const char *delegation_hint(void)
 {
+    if (geteuid() == 0)
+        return "run nsbox in a delegated cgroup (e.g. systemd-run --scope -p Delegate=yes "
+               "nsbox ..., or Delegate=yes in its service), or give --cgroup-parent a cgroup for "
+               "nsbox's leaves";
     return "run nsbox in a delegated cgroup (e.g. systemd-run --user --scope -p Delegate=yes "
            "nsbox ...), give --cgroup-parent a subtree you own, or run it as root";
 }
@@ -250,6 +255,34 @@ static const char *delegation_hint(void)
 static bool writable_at(int dirfd, const char *name)
 {
     return faccessat(dirfd, name, W_OK, AT_EACCESS) == 0;
+}
+
+/*
+ * Whether root may treat its own cgroup as its to divide: the root cgroup (of the hierarchy or
+ * of a cgroup namespace: nobody else manages it), or one its manager delegated. systemd marks a
+ * unit's cgroup with Delegate=yes with the xattr trusted.delegate=1 (only a process with
+ * CAP_SYS_ADMIN can set trusted.*), and with user.delegate=1 as well (systemd's "Control Group
+ * APIs and Delegation", https://systemd.io/CGROUP_DELEGATION/; since v251). Any other cgroup
+ * belongs to a manager's unit (a service's, a session's scope): enabling controllers there and
+ * moving nsbox into a child would break the rule that a unit's processes live in its cgroup,
+ * and leave the unit unable to start a process there again (the review of 1bd8bde: a service's
+ * cgroup). An ordinary user needs no such test: cgroupfs lets it write only where a delegation
+ * gave it the files.
+ */
+static bool root_may_use(int dirfd, bool is_root_cgroup)
+{
+    char value[8];
+    ssize_t n;
+
+    if (is_root_cgroup)
+        return true;
+    n = fgetxattr(dirfd, "trusted.delegate", value, sizeof(value) - 1);
+    if (n < 0)
+        n = fgetxattr(dirfd, "user.delegate", value, sizeof(value) - 1);
+    if (n <= 0)
+        return false;
+    value[n] = '\0';
+    return strcmp(value, "1") == 0;
 }
 
 /* Where a leaf may go, and what nsbox may do there to make one. */
@@ -287,6 +320,12 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
                            strerror(errno));
         return reasonf(reason, size, 0, "cannot open cgroup %s: %s", parent, strerror(errno));
     }
+
+    if (kind == PARENT_OWN && geteuid() == 0 && !root_may_use(parent_fd, is_root))
+        return reasonf(reason, size, 0,
+                       "cgroup %s is not delegated to nsbox (no trusted.delegate, systemd's "
+                       "mark of Delegate=yes)",
+                       parent);
 
     wanted_controllers(c, want, sizeof(want));
     if (read_file_at(parent_fd, "cgroup.controllers", controllers, sizeof(controllers)) < 0)

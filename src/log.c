@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "termsafe.h"
 
 static char last_error[1024];
 static bool quiet;
@@ -32,7 +33,7 @@ const char *log_last_error(void)
 
 static void log_v(const char *prefix, int r, const char *fmt, va_list ap)
 {
-    char buf[1024];
+    char buf[1024], shown[4 * sizeof(buf)];
 
     /* %m takes its text from errno: give it the error being reported. */
     if (r < 0)
@@ -42,11 +43,16 @@ static void log_v(const char *prefix, int r, const char *fmt, va_list ap)
         (void)snprintf(last_error, sizeof(last_error), "%s", buf);
     if (quiet)
         return;
+    /* A message quotes what others chose (argv, paths, a payload's values): its control and
+     * hidden characters are shown escaped and its newlines too (termsafe.h), so that it can
+     * neither act on a terminal nor start a line of its own. (last_error, for the JSON result,
+     * keeps the text: JSON escapes it.) */
+    (void)termsafe_escape_line(buf, strlen(buf), shown, sizeof(shown));
     /* One record, one write, so concurrent writers do not interleave inside a line. On a
      * terminal "nsbox:" is bold: the payload's output cannot be (its ESC is shown escaped,
      * termsafe.h), so its lines cannot pass for nsbox's. */
     (void)fprintf(stderr, "%snsbox:%s %s%s\n", isatty(STDERR_FILENO) ? "\033[1m" : "",
-                  isatty(STDERR_FILENO) ? "\033[0m" : "", prefix, buf);
+                  isatty(STDERR_FILENO) ? "\033[0m" : "", prefix, shown);
 }
 
 void log_error(const char *fmt, ...)

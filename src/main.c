@@ -27,6 +27,7 @@
 #include "policyfile.h"
 #include "rootfs-cmd.h"
 #include "selftest.h"
+#include "supervise.h"
 
 #define EXIT_NSBOX_FAILURE 125
 
@@ -51,6 +52,9 @@ static void usage_run(FILE *f)
           "                         a tmpfs at DST (default /tmp:size=16m), noexec unless exec\n"
           "  --shm-size SIZE        size of /dev/shm (default 16m)\n"
           "  -e, --env KEY=VALUE    add to the environment (KEY alone: take it from nsbox's)\n"
+          "  --env-file FILE        add the KEY=VALUE lines of FILE (# comments, KEY alone as -e)\n"
+          "  --env-fd N             add the KEY=VALUE records read from descriptor N, each ended\n"
+          "                         by a NUL byte (values may hold newlines; nothing on disk)\n"
           "  -u, --user UID[:GID]   ids inside the sandbox (default 65534:65534)\n"
           "  --host-user UID[:GID]  root only: the host ids the sandbox maps to (default: ids of\n"
           "                         the run's own from nsbox's range; see the result's host_uid)\n"
@@ -160,14 +164,11 @@ static void usage(FILE *f)
           f);
 }
 
-/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`); see block_run_signals(). */
+/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`; supervise.h says which and why);
+ * see block_run_signals(). */
 static void run_signals(sigset_t *set)
 {
-    sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGTERM);
-    sigaddset(set, SIGHUP);
-    sigaddset(set, SIGUSR1);
+    supervise_signal_set(set);
 }
 
 static int load_code(const char *path, char **ret, size_t *ret_size)
@@ -230,6 +231,8 @@ enum {
     ARG_NETWORK_MAX_BYTES,
     ARG_RAW_OUTPUT,
     ARG_HOST_USER,
+    ARG_ENV_FILE,
+    ARG_ENV_FD,
 };
 
 struct run_args {
@@ -429,6 +432,126 @@ static int parse_result_fd(const char *value)
     return fd;
 }
 
+/* Append one KEY=VALUE entry (malloc()ed; owned by a from now on) to the payload's
+ * environment. */
+static void env_append(struct run_args *a, char *entry)
+{
+    a->env = realloc(a->env, (a->n_env + 2) * sizeof(char *));
+    if (!a->env)
+        log_oom();
+    a->env[a->n_env++] = entry;
+    a->env[a->n_env] = NULL;
+}
+
+/* -e's value, or a line of --env-file: KEY=VALUE, or KEY alone, which takes KEY's value from
+ * nsbox's environment (Docker's -e KEY; nothing when it is unset). Returns 0 or -EINVAL. */
+static int env_add(struct run_args *a, const char *spec)
+{
+    const char *eq = strchr(spec, '=');
+    const char *v = NULL;
+    char *entry = NULL;
+
+    if (!env_name_is_valid(spec, eq ? (size_t)(eq - spec) : strlen(spec)))
+        return -EINVAL;
+    if (eq)
+        entry = xstrdup(spec);
+    else {
+        v = getenv(spec);
+        if (!v)
+            return 0;
+        entry = xmalloc(strlen(spec) + strlen(v) + 2);
+        (void)sprintf(entry, "%s=%s", spec, v);
+    }
+    env_append(a, entry);
+    return 0;
+}
+
+/* Most bytes --env-file and --env-fd read: more than execve(2) takes in an environment on a
+ * default 8 MiB stack (a quarter of it), so no working environment is refused. */
+#define ENV_INPUT_MAX (2U << 20)
+
+/*
+ * --env-file FILE: Docker's format. Lines of KEY=VALUE, the value taken as it is (no quotes,
+ * no escapes, to the end of the line); KEY alone passes nsbox's own as -e KEY does; blank
+ * lines and lines starting with '#' are skipped, as is white space before KEY. A value cannot
+ * hold a newline: --env-fd can. Returns 0, or -errno after a one-line error with file:line.
+ */
+static int parse_env_file(struct run_args *a, const char *path)
+{
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0, line = 0;
+    char shown_buf[64];
+    int r;
+
+    r = read_regular_file(path, ENV_INPUT_MAX, &buf, &len);
+    if (r == -EFBIG)
+        return log_error_errno(r, "--env-file %s: larger than %u bytes",
+                               shown(path, shown_buf, sizeof(shown_buf)), ENV_INPUT_MAX);
+    if (r < 0)
+        return log_error_errno(r, "--env-file %s: %m", shown(path, shown_buf, sizeof(shown_buf)));
+    if (memchr(buf, '\0', len))
+        return log_error_errno(-EINVAL, "--env-file %s: contains a NUL byte (for values with "
+                               "any bytes, use --env-fd)", shown(path, shown_buf, sizeof(shown_buf)));
+    for (char *p = buf, *next = NULL; p < buf + len; p = next) {
+        char *nl = memchr(p, '\n', (size_t)(buf + len - p));
+
+        next = nl ? nl + 1 : buf + len;
+        if (nl)
+            *nl = '\0';
+        line++;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '\0' || *p == '#')
+            continue;
+        if (strcspn(p, " \t=") < strcspn(p, "=") || env_add(a, p) < 0)
+            return log_error_errno(-EINVAL, "--env-file %s:%zu: expected KEY=VALUE or KEY",
+                                   shown(path, shown_buf, sizeof(shown_buf)), line);
+    }
+    return 0;
+}
+
+/*
+ * --env-fd N: KEY=VALUE records each ended by a NUL byte, read to the end of descriptor N (a
+ * pipe or a memfd), which is then closed. The value is any bytes but NUL, newlines included,
+ * and never touches a disk or a command line: the Python API passes its env= this way, so that
+ * variables meant for the program never become nsbox's own environment (LD_PRELOAD in nsbox's
+ * environment would run code in nsbox, on the host). Returns 0, or -errno after a one-line
+ * error.
+ */
+static int parse_env_fd(struct run_args *a, const char *value)
+{
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0, record = 0;
+    char *end = NULL;
+    long fd;
+    int r;
+
+    errno = 0;
+    fd = strtol(value, &end, 10);
+    if (errno || end == value || *end || fd < 3 || fd > INT_MAX ||
+        fcntl((int)fd, F_GETFD) < 0)
+        return BAD_VALUE("--env-fd", value, "expected an open descriptor above 2, e.g. 3");
+    r = read_fd_all((int)fd, ENV_INPUT_MAX, &buf, &len);
+    (void)close((int)fd); /* read once; never handed on (not even by --keep-fds) */
+    if (r == -EFBIG)
+        return log_error_errno(r, "--env-fd %ld: more than %u bytes", fd, ENV_INPUT_MAX);
+    if (r < 0)
+        return log_error_errno(r, "--env-fd %ld: %m", fd);
+    for (char *p = buf; p < buf + len; p += strlen(p) + 1) {
+        const char *eq = strchr(p, '=');
+
+        record++;
+        if (p + strlen(p) == buf + len)
+            return log_error_errno(-EINVAL, "--env-fd %ld: record %zu is not ended by a NUL byte",
+                                   fd, record);
+        if (!eq || !env_name_is_valid(p, (size_t)(eq - p)))
+            return log_error_errno(-EINVAL, "--env-fd %ld: record %zu: expected KEY=VALUE", fd,
+                                   record);
+        env_append(a, xstrdup(p));
+    }
+    return 0;
+}
+
 static int parse_run_args(int argc, char *argv[], struct run_args *a)
 {
     static const struct option options[] = {
@@ -438,6 +561,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"tmpfs", required_argument, NULL, ARG_TMPFS},
         {"shm-size", required_argument, NULL, ARG_SHM_SIZE},
         {"env", required_argument, NULL, 'e'},
+        {"env-file", required_argument, NULL, ARG_ENV_FILE},
+        {"env-fd", required_argument, NULL, ARG_ENV_FD},
         {"user", required_argument, NULL, 'u'},
         {"memory", required_argument, NULL, 'm'},
         {"pids-limit", required_argument, NULL, ARG_PIDS_LIMIT},
@@ -552,29 +677,20 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             if (parse_size(optarg, &c->shm_size) < 0 || c->shm_size == 0)
                 return BAD_VALUE("--shm-size", optarg, "expected a size such as 16m");
             break;
-        case 'e': {
-            const char *eq = strchr(optarg, '=');
-            char *entry;
-
-            if (!env_name_is_valid(optarg, eq ? (size_t)(eq - optarg) : strlen(optarg)))
+        case 'e':
+            if (env_add(a, optarg) < 0)
                 return BAD_VALUE("--env", optarg, "expected KEY=VALUE or KEY");
-            if (eq)
-                entry = xstrdup(optarg);
-            else {
-                /* An explicit pass-through of one variable, as Docker's -e KEY. */
-                const char *v = getenv(optarg);
-                if (!v)
-                    break;
-                entry = xmalloc(strlen(optarg) + strlen(v) + 2);
-                (void)sprintf(entry, "%s=%s", optarg, v);
-            }
-            a->env = realloc(a->env, (a->n_env + 2) * sizeof(char *));
-            if (!a->env)
-                log_oom();
-            a->env[a->n_env++] = entry;
-            a->env[a->n_env] = NULL;
             break;
-        }
+        case ARG_ENV_FILE:
+            r = parse_env_file(a, optarg);
+            if (r < 0)
+                return r;
+            break;
+        case ARG_ENV_FD:
+            r = parse_env_fd(a, optarg);
+            if (r < 0)
+                return r;
+            break;
         case 'u':
             if (parse_user(optarg, &c->uid, &c->gid) < 0)
                 return BAD_VALUE("--user", optarg, "expected UID[:GID], numeric");
@@ -947,7 +1063,8 @@ static int run_main(int argc, char *argv[])
         return EXIT_NSBOX_FAILURE;
     }
     if (r < 0)
-        log_warning("'nsbox ps' and 'nsbox kill' will not see this run: %s", strerror(-r));
+        log_warning("'nsbox ps' and 'nsbox kill' will not see this run: %s",
+                    why[0] ? why : strerror(-r));
 
     /* The audit record is written before the payload starts; a run that cannot be recorded
      * does not start. */
@@ -996,10 +1113,12 @@ static int run_main(int argc, char *argv[])
         if (!root)
             log_oom();
         if (a.json) {
-            if (json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0)
+            (void)fflush(stdout);
+            if (result_json_dump_fd(root, JSON_COMPACT | JSON_REAL_PRECISION(6),
+                                    STDOUT_FILENO) < 0)
                 status = EXIT_NSBOX_FAILURE;
             (void)putchar('\n');
-        } else if (json_dumpfd(root, json_fd, JSON_COMPACT | JSON_REAL_PRECISION(6)) < 0 ||
+        } else if (result_json_dump_fd(root, JSON_COMPACT | JSON_REAL_PRECISION(6), json_fd) < 0 ||
                    write_result(json_fd, "") < 0)
             status = EXIT_NSBOX_FAILURE;
         json_decref(root);

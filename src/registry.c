@@ -20,6 +20,7 @@
 #include "parse.h"
 #include "registry.h"
 #include "result.h"
+#include "termsafe.h"
 
 int run_id_new(char ret[33])
 {
@@ -32,27 +33,65 @@ int run_id_new(char ret[33])
     return 0;
 }
 
-/* The registry directory, created if needed; refused unless it is a real directory of ours
- * with mode 0700 (another user could otherwise plant records, or read ours). */
+/* Why registry_dir() last refused the directory, in words for the user ("" if it did not). */
+static char dir_problem[400];
+
+/* A directory only its owner, uid, can write in: a place where no other user can have made
+ * the registry directory first. */
+static bool owned_and_closed(const char *path, uid_t uid)
+{
+    struct stat st;
+
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
+           !(st.st_mode & 022);
+}
+
+/*
+ * The registry directory, created if needed: $XDG_RUNTIME_DIR/nsbox, else
+ * /run/user/UID/nsbox (each only if that directory is the caller's and closed to others),
+ * else for root /run/nsbox/registry (beside the uid pool, where only root can write), else
+ * /tmp/nsbox-UID. That last name is predictable in a directory everyone can write: another
+ * user can make it first (a squat that would hide this user's runs from ps and kill, or plant
+ * records). So it is refused unless it is a real directory (not a symlink: lstat) of the
+ * caller's with mode 0700, with the squatter named in dir_problem and the fix: a
+ * XDG_RUNTIME_DIR of one's own. Returns 0, -EPERM (dir_problem says why), or -errno.
+ */
 static int registry_dir(char *buf, size_t size)
 {
     const char *xdg = getenv("XDG_RUNTIME_DIR");
+    uid_t uid = getuid();
     struct stat st;
     char run_user[64];
 
-    (void)snprintf(run_user, sizeof(run_user), "/run/user/%u", (unsigned)getuid());
-    if (xdg && xdg[0] == '/' && stat(xdg, &st) == 0 && st.st_uid == getuid())
+    dir_problem[0] = '\0';
+    (void)snprintf(run_user, sizeof(run_user), "/run/user/%u", (unsigned)uid);
+    if (xdg && xdg[0] == '/' && owned_and_closed(xdg, uid))
         (void)snprintf(buf, size, "%s/nsbox", xdg);
-    else if (stat(run_user, &st) == 0 && st.st_uid == getuid())
+    else if (owned_and_closed(run_user, uid))
         (void)snprintf(buf, size, "%s/nsbox", run_user);
-    else
-        (void)snprintf(buf, size, "/tmp/nsbox-%u", (unsigned)getuid());
+    else if (uid == 0) {
+        if (mkdir("/run/nsbox", 0700) < 0 && errno != EEXIST)
+            return negative_errno();
+        if (!owned_and_closed("/run/nsbox", 0))
+            return -EPERM;
+        (void)snprintf(buf, size, "/run/nsbox/registry");
+    } else
+        (void)snprintf(buf, size, "/tmp/nsbox-%u", (unsigned)uid);
     if (mkdir(buf, 0700) < 0 && errno != EEXIST)
         return negative_errno();
     if (lstat(buf, &st) < 0)
         return negative_errno();
-    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
+    if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077)) {
+        (void)snprintf(dir_problem, sizeof(dir_problem),
+                       "the registry of running sandboxes, %s, is not a directory of yours "
+                       "with mode 0700 (it is %s of uid %u, mode %04o: another user may have "
+                       "made it first); set XDG_RUNTIME_DIR to a directory of your own with "
+                       "mode 0700 to keep the registry there",
+                       buf, S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symlink"
+                                                                                      : "a file",
+                       (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
         return -EPERM;
+    }
     return 0;
 }
 
@@ -233,8 +272,10 @@ int registry_add(const char *run_id, int argc, char *const argv[], const struct 
     *ret = (struct registry_run){0};
     why[0] = '\0';
     r = registry_dir(dir, sizeof(dir));
-    if (r < 0)
+    if (r < 0) {
+        (void)snprintf(why, why_size, "%s", dir_problem);
         return r;
+    }
     /* The records of an nsbox that was SIGKILLed go with the next run, as its cgroup leaf does. */
     (void)for_each_entry(keep_entry, NULL);
     for (int i = 0; argv_json && i < argc; i++)
@@ -406,12 +447,12 @@ static int print_entry(const struct entry *e, void *userdata)
     json_t *command = json_object_get(e->record, "command");
     json_t *limits = json_object_get(e->record, "limits");
     long age = (long)(time(NULL) - json_integer_value(json_object_get(e->record, "started")));
-    char line[200] = "";
+    char line[200] = "", shown[4 * sizeof(line)];
 
     if (!filters_match(ps->filters, e))
         return 0;
     if (ps->json) {
-        char *text = json_dumps(e->record, JSON_COMPACT);
+        char *text = json_dump_exact(e->record, JSON_COMPACT);
         if (text)
             (void)printf("%s\n", text);
         free(text);
@@ -423,11 +464,14 @@ static int print_entry(const struct entry *e, void *userdata)
         (void)snprintf(line + n, sizeof(line) - n, "%s%s", n ? " " : "",
                        json_string_value(json_array_get(command, i)) ?: "");
     }
+    /* The command is the caller's argv: a control sequence or a newline in it must not act on
+     * the terminal nor break the table (termsafe.h). */
+    (void)termsafe_escape_line(line, strlen(line), shown, sizeof(shown));
     (void)printf("%-32s %7d %6lds %8lldM %5lld %5.2f  %-16s %s\n", e->run_id, e->pid, age,
                  (long long)json_integer_value(json_object_get(limits, "memory")) >> 20,
                  (long long)json_integer_value(json_object_get(limits, "pids")),
                  json_real_value(json_object_get(limits, "cpus")), e->name[0] ? e->name : "-",
-                 line);
+                 shown);
     return 0;
 }
 
@@ -446,6 +490,10 @@ int registry_ps(bool json, char *const filters[], size_t n_filters)
                      "PIDS", "CPUS", "NAME", "COMMAND");
     r = for_each_entry(print_entry, &ps);
     filters_free(&f);
+    if (r < 0 && dir_problem[0]) {
+        log_error("%s", dir_problem);
+        return 125;
+    }
     if (r < 0) {
         log_error_errno(r, "cannot read the registry of running sandboxes: %m");
         return 125;
@@ -468,7 +516,8 @@ struct kill_context {
     size_t n_labels;
     enum kill_match how;
     unsigned matched[MATCH_ALL + 1], failed;
-    bool dry_run; /* only count the matches */
+    bool dry_run;          /* only count the matches */
+    char prefix_match[40]; /* the dry run's run id that the prefix named */
 };
 
 static bool kill_matches(const struct kill_context *k, const struct entry *e, enum kill_match how)
@@ -492,8 +541,11 @@ static int kill_entry(const struct entry *e, void *userdata)
 
     if (k->dry_run) {
         for (enum kill_match how = MATCH_PREFIX; how <= MATCH_ALL; how++)
-            if ((how == MATCH_ALL) == !k->target && kill_matches(k, e, how))
+            if ((how == MATCH_ALL) == !k->target && kill_matches(k, e, how)) {
                 k->matched[how]++;
+                if (how == MATCH_PREFIX)
+                    (void)snprintf(k->prefix_match, sizeof(k->prefix_match), "%s", e->run_id);
+            }
         return 0;
     }
     if (!kill_matches(k, e, k->how))
@@ -540,9 +592,19 @@ int registry_kill(const char *target, char *const labels[], size_t n_labels)
                       k.matched[MATCH_PREFIX]);
             return 1;
         }
+        /* The kill pass kills the run the prefix named in the dry run, by its whole id: not a
+         * run started meanwhile whose id has the same prefix. */
+        if (k.how == MATCH_PREFIX && k.matched[MATCH_PREFIX] == 1) {
+            k.target = k.prefix_match;
+            k.how = MATCH_ID;
+        }
         memset(k.matched, 0, sizeof(k.matched));
         k.dry_run = false;
         r = for_each_entry(kill_entry, &k);
+    }
+    if (r < 0 && dir_problem[0]) {
+        log_error("%s", dir_problem);
+        return 125;
     }
     if (r < 0) {
         log_error_errno(r, "cannot read the registry of running sandboxes: %m");

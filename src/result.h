@@ -33,13 +33,21 @@ json_t *result_to_json_object(const struct nsbox_result *r);
 /* json_dumps() into a buffer of the exact size, with one byte to spare after the NUL-terminated
  * text (for a newline): jansson's own buffer grows by doubling with a copy each time, which at
  * the size of a result with a large --output-limit holds up to three times the text at once.
- * Returns a malloc()ed string, or NULL when out of memory. */
+ * DEL, the C1 controls, U+2028, U+2029 and the format characters (utf8_hidden()) are written
+ * as \uXXXX escapes, which jansson writes raw: the same JSON value, but nothing a terminal
+ * acts on, nor text hidden or reordered when the JSON is shown. Returns a malloc()ed string,
+ * or NULL when out of memory. */
 char *json_dump_exact(const json_t *j, size_t flags);
+
+/* json_dumpfd() with json_dump_exact()'s escapes, streamed (no copy of the text in memory).
+ * Returns 0, or -EIO when jansson or write(2) failed. */
+int result_json_dump_fd(const json_t *j, size_t flags, int fd);
 
 /* The JSON string of a captured stream (without its quotes) is at most this many times
  * --output-limit bytes (README, "JSON result"): text of newlines, quotes and backslashes, each
- * escaped with two characters, fits whole; other control characters (\u00XX, 6 bytes) and
- * bytes that are not UTF-8 (U+FFFD, 3 bytes) end the kept text sooner. */
+ * escaped with two characters, fits whole; other control characters and hidden characters
+ * (\u00XX, 6 bytes; 12 for a hidden one above U+FFFF) and bytes that are not UTF-8 (U+FFFD,
+ * 3 bytes) end the kept text sooner. */
 #define JSON_OUTPUT_FACTOR 2
 
 /* The size of captured output's JSON string, counted as it arrives, so that capture stops

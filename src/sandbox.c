@@ -1510,11 +1510,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
      * on once the sandbox exists (SIGUSR1 kills it at once, the others are forwarded), so every
      * signal ends in a result. */
     if (c->forward_signals) {
-        sigemptyset(&forward);
-        sigaddset(&forward, SIGINT);
-        sigaddset(&forward, SIGTERM);
-        sigaddset(&forward, SIGHUP);
-        sigaddset(&forward, SIGUSR1); /* `nsbox kill` */
+        supervise_signal_set(&forward); /* SIGUSR1 among them: `nsbox kill` */
         if (sigprocmask(SIG_BLOCK, &forward, &saved_mask) < 0) {
             r = plan_error(ret, negative_errno(), "signals", "blocking signals failed: %m");
             goto out;

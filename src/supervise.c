@@ -33,6 +33,19 @@
  * killed; a second signal kills at once. */
 #define SIGNAL_GRACE_USEC (5 * 1000000ULL)
 
+/*
+ * Each system call the policy refuses is a seccomp user notification that this process,
+ * outside every limit of the sandbox, receives and answers (two ioctls and a wake-up): a
+ * payload looping on a refused call would make it burn most of a CPU. So answers are paced by
+ * a generic cell rate algorithm: a burst of NOTIF_BURST at once, then one every
+ * NOTIF_INTERVAL_USEC; in between the listener is not polled, and a caller waits in the kernel
+ * for its answer (seccomp_unotify(2): the wait is killable, so the timeout and `nsbox kill`
+ * still end it). The waiting is the payload's, not the supervisor's. An ordinary program makes
+ * a few refused calls in all, never 1000 a second.
+ */
+#define NOTIF_BURST 1000
+#define NOTIF_INTERVAL_USEC 1000 /* 1000 answers a second */
+
 /* How long nsbox keeps reading the output pipes once the sandbox's init has exited. In a pid
  * namespace of its own every writer is dead by then (the kernel killed and reaped the rest of
  * the namespace before init's pidfd became readable), so what the payload wrote is already in
@@ -66,14 +79,38 @@ struct supervisor {
     bool init_running;
     bool killed_by_request; /* SIGUSR1 (`nsbox kill`) while the sandbox ran */
     bool stop;              /* a signal came after the sandbox ended: stop draining */
-    int forwarded;          /* SIGINT/SIGTERM/SIGHUP received while the sandbox ran */
+    int forwarded;          /* signals but SIGUSR1 received while the sandbox ran */
     uint64_t kill_at;       /* when to kill the sandbox (monotonic usec), UINT64_MAX: never */
+    uint64_t notif_at;      /* when the next notification may be answered (see NOTIF_BURST) */
+    /* Which entry of the result's refused[] a system call counts in (-1: refused_other), so
+     * that a notification costs no name lookup and no malloc once its number was seen. */
+    struct {
+        uint32_t arch;
+        int nr;
+        int idx;
+    } seen[NSBOX_REFUSED_MAX + 16];
+    size_t n_seen;
 };
 
+void supervise_signal_set(sigset_t *set)
+{
+    static const int terminating[] = {SIGHUP,  SIGINT,    SIGQUIT, SIGUSR1, SIGUSR2,
+                                      SIGALRM, SIGTERM,   SIGSTKFLT, SIGXCPU, SIGXFSZ,
+                                      SIGVTALRM, SIGPROF, SIGIO,   SIGPWR};
+
+    sigemptyset(set);
+    for (size_t i = 0; i < ELEMENTSOF(terminating); i++)
+        sigaddset(set, terminating[i]);
+    /* The real-time signals glibc leaves to programs (below SIGRTMIN are its own). */
+    for (int s = SIGRTMIN; s <= SIGRTMAX; s++)
+        sigaddset(set, s);
+}
+
 /* Act on every signal waiting on the signalfd. SIGUSR1 (`nsbox kill`) kills the sandbox at
- * once; the first SIGINT/SIGTERM/SIGHUP is forwarded (init passes it on to the payload's process
- * group) with SIGNAL_GRACE_USEC to end, a second kills. After the sandbox ended, any of them
- * ends the drain. */
+ * once; the first other one is forwarded (init passes it on to the payload's process group:
+ * SIGINT, SIGTERM and SIGHUP as they are, any other as SIGTERM, the signal init forwards) with
+ * SIGNAL_GRACE_USEC to end, a second kills. After the sandbox ended, any of them ends the
+ * drain. */
 static void handle_signals(struct supervisor *sv)
 {
     struct signalfd_siginfo si;
@@ -87,7 +124,11 @@ static void handle_signals(struct supervisor *sv)
             sv->killed_by_request = true;
             sv->kill_at = 0;
         } else if (sv->forwarded++ == 0) {
-            (void)sys_pidfd_send_signal(sv->fds->pidfd, (int)si.ssi_signo);
+            int sig = (int)si.ssi_signo;
+
+            if (sig != SIGINT && sig != SIGHUP)
+                sig = SIGTERM;
+            (void)sys_pidfd_send_signal(sv->fds->pidfd, sig);
             uint64_t grace = now_usec() + SIGNAL_GRACE_USEC;
             if (grace < sv->kill_at)
                 sv->kill_at = grace;
@@ -215,37 +256,62 @@ static void stream_finish(struct supervisor *sv, struct stream_state *st, char *
     stream_close(sv, st);
 }
 
-static void record_refusal(struct nsbox_result *ret, uint32_t arch, int nr)
+static void record_refusal(struct supervisor *sv, struct nsbox_result *ret, uint32_t arch, int nr)
 {
     char name[sizeof(ret->refused[0].name)];
-    char *resolved = seccomp_syscall_resolve_num_arch(arch, nr);
+    char *resolved = NULL;
+    int idx = -1;
 
+    for (size_t i = 0; i < sv->n_seen; i++)
+        if (sv->seen[i].arch == arch && sv->seen[i].nr == nr) {
+            if (sv->seen[i].idx < 0)
+                ret->refused_other++;
+            else
+                ret->refused[sv->seen[i].idx].count++;
+            return;
+        }
+    resolved = seccomp_syscall_resolve_num_arch(arch, nr);
     if (resolved)
         (void)snprintf(name, sizeof(name), "%s", resolved);
     else
         (void)snprintf(name, sizeof(name), "nr:%d", nr);
     free(resolved);
-    for (size_t i = 0; i < ret->n_refused; i++)
-        if (strcmp(ret->refused[i].name, name) == 0) {
-            ret->refused[i].count++;
-            return;
-        }
-    if (ret->n_refused == NSBOX_REFUSED_MAX) {
-        ret->refused_other++;
-        return;
+    for (size_t i = 0; i < ret->n_refused && idx < 0; i++)
+        if (strcmp(ret->refused[i].name, name) == 0)
+            idx = (int)i; /* the same name on another architecture */
+    if (idx < 0 && ret->n_refused < NSBOX_REFUSED_MAX) {
+        idx = (int)ret->n_refused++;
+        memcpy(ret->refused[idx].name, name, sizeof(name));
+        ret->refused[idx].count = 0;
     }
-    memcpy(ret->refused[ret->n_refused].name, name, sizeof(name));
-    ret->refused[ret->n_refused++].count = 1;
+    if (idx < 0)
+        ret->refused_other++;
+    else
+        ret->refused[idx].count++;
+    if (sv->n_seen < ELEMENTSOF(sv->seen))
+        sv->seen[sv->n_seen++] = (typeof(sv->seen[0])){.arch = arch, .nr = nr, .idx = idx};
+}
+
+/* Whether a notification waits on the listener (a poll that does not wait). */
+static bool listener_has_waiting(int listener)
+{
+    struct pollfd p = {.fd = listener, .events = POLLIN};
+
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
 /* Answer one notification of the listener: init's own calls go through (it is nsbox's code,
  * and the policy is the payload's), everything else is refused with EPERM and recorded.
  * (seccomp_unotify(2).) Returns false when the listener is done (no more filter users). */
-static bool answer_notification(int listener, pid_t init_pid, struct nsbox_result *ret)
+static bool answer_notification(struct supervisor *sv, int listener, pid_t init_pid,
+                                struct nsbox_result *ret)
 {
     struct seccomp_notif req;
     struct seccomp_notif_resp resp;
+    uint64_t now = now_usec(), earliest = now - NOTIF_BURST * NOTIF_INTERVAL_USEC;
 
+    /* The pace (NOTIF_BURST): a quiet spell earns a burst, never more. */
+    sv->notif_at = (sv->notif_at > earliest ? sv->notif_at : earliest) + NOTIF_INTERVAL_USEC;
     memset(&req, 0, sizeof(req)); /* the kernel requires it zeroed */
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
         return errno == EINTR || errno == ENOENT; /* ENOENT: the caller died meanwhile */
@@ -254,7 +320,7 @@ static bool answer_notification(int listener, pid_t init_pid, struct nsbox_resul
         resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
     else {
         resp.error = -EPERM;
-        record_refusal(ret, req.data.arch, req.data.nr);
+        record_refusal(sv, ret, req.data.arch, req.data.nr);
     }
     (void)ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
     return true;
@@ -370,9 +436,16 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             idx_rep = np;
             p[np++] = (struct pollfd){.fd = report_fd, .events = POLLIN};
         }
-        if (listener >= 0) {
+        if (listener >= 0 && now >= sv.notif_at) {
             idx_listener = np;
             p[np++] = (struct pollfd){.fd = listener, .events = POLLIN};
+        } else if (listener >= 0) {
+            /* Paced (NOTIF_BURST): look again when the next answer is due. */
+            uint64_t ms = (sv.notif_at - now + 999) / 1000;
+            if (timeout_ms < 0 || (uint64_t)timeout_ms > ms)
+                timeout_ms = (int)ms;
+            if (!ret->refused_throttled && listener_has_waiting(listener))
+                ret->refused_throttled = true;
         }
         if (fds->stdin_dst >= 0 && sv.init_running) {
             if (in_off < in_len) {
@@ -412,7 +485,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
         if (idx_listener >= 0 && p[idx_listener].revents) {
             if (!(p[idx_listener].revents & POLLIN) ||
-                !answer_notification(listener, fds->init_pid, ret)) {
+                !answer_notification(&sv, listener, fds->init_pid, ret)) {
                 (void)close(listener);
                 listener = -EBADF;
             }

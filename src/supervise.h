@@ -7,11 +7,24 @@
  */
 #pragma once
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "nsbox.h"
 #include "proxy.h"
 #include "sandbox.h"
+
+/*
+ * The signals `nsbox run` acts on: every one whose default action would end nsbox (signal(7))
+ * and that another process can send, but SIGPIPE (ignored: a closed stdout must not end the
+ * run) and the ones the kernel sends for nsbox's own faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ * SIGTRAP, SIGSYS, SIGABRT: blocking those would not stop them, abort(3) unblocks its own).
+ * SIGUSR1 is `nsbox kill`; SIGINT, SIGTERM and SIGHUP are forwarded to the payload; every other
+ * one counts as SIGTERM, so that no signal ends nsbox without a result, an audit "end" record
+ * and the sandbox torn down. Blocked from run_main()'s start to its exit and read on a
+ * signalfd; the payload starts with none blocked.
+ */
+void supervise_signal_set(sigset_t *set);
 
 enum report_type {
     REPORT_SETUP_FAILED = 1, /* error: a setup step in the sandbox failed */
@@ -37,7 +50,7 @@ struct supervise_fds {
     int out;      /* read ends of the payload's stdout and stderr pipes, closed here */
     int err;
     int report;   /* read end of the report pipe, closed here */
-    int signalfd; /* SIGINT/SIGTERM/SIGHUP when forwarding signals, else -1; not closed here */
+    int signalfd; /* supervise_signal_set()'s when forwarding signals, else -1; not closed here */
     int stdin_src; /* the caller's stdin to relay to the payload, or -1; not closed here */
     int stdin_dst; /* the supervisor's end of the payload's stdin socket, or -1; closed here */
     int sync;      /* write end of the sync pipe: one byte tells init the listener was taken */

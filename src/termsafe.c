@@ -18,30 +18,11 @@ static size_t put_hex(char *out, unsigned char c)
     return 4;
 }
 
-/* Code points shown escaped although they are well-formed: C1 controls, the line and paragraph
- * separators, the bidirectional formatting characters (Unicode's UAX #9, table 1). */
-static bool hidden_code_point(uint32_t cp)
-{
-    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
-           (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
-static uint32_t decode(const unsigned char *s, int len)
-{
-    switch (len) {
-    case 2:
-        return (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
-    case 3:
-        return (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
-    default:
-        return 0x10000; /* 4 bytes: none of the hidden ones */
-    }
-}
-
 /* Escape s[0..n) to out + *o. Stops before a part that the bytes after s decide (a CR, an
  * unfinished UTF-8 character, a beginning of "nsbox:") unless final. Returns the bytes of s
  * consumed. */
-static size_t escape_run(const unsigned char *s, size_t n, bool final, char *out, size_t *o)
+static size_t escape_run(const unsigned char *s, size_t n, bool final, bool line, char *out,
+                         size_t *o)
 {
     size_t i = 0;
 
@@ -50,7 +31,7 @@ static size_t escape_run(const unsigned char *s, size_t n, bool final, char *out
         size_t rest = n - i;
         int len;
 
-        if (c == 'n') {
+        if (c == 'n' && !line) {
             size_t k = rest < WORD_LEN ? rest : WORD_LEN;
             if (memcmp(s + i, WORD, k) == 0) {
                 if (k == WORD_LEN) {
@@ -63,7 +44,7 @@ static size_t escape_run(const unsigned char *s, size_t n, bool final, char *out
                     break;
             }
         }
-        if (c == '\r') {
+        if (c == '\r' && !line) {
             if (rest < 2 && !final)
                 break;
             if (rest >= 2 && s[i + 1] == '\n') {
@@ -76,12 +57,12 @@ static size_t escape_run(const unsigned char *s, size_t n, bool final, char *out
             }
             continue;
         }
-        if (c == '\t' || c == '\n' || (c >= 0x20 && c < 0x7f)) {
+        if (c == '\t' || (c == '\n' && !line) || (c >= 0x20 && c < 0x7f)) {
             out[(*o)++] = (char)c;
             i++;
             continue;
         }
-        if (c < 0x80) { /* the other C0 controls, DEL */
+        if (c < 0x80) { /* the other C0 controls (in a line, newline and CR too), DEL */
             *o += put_hex(out + *o, c);
             i++;
             continue;
@@ -94,7 +75,7 @@ static size_t escape_run(const unsigned char *s, size_t n, bool final, char *out
             i++;
             continue;
         }
-        if (hidden_code_point(decode(s + i, len)))
+        if (utf8_hidden(utf8_decode(s + i, len)))
             for (int k = 0; k < len; k++)
                 *o += put_hex(out + *o, s[i + (size_t)k]);
         else {
@@ -118,7 +99,7 @@ size_t termsafe_escape(struct termsafe *t, const char *in, size_t n, char *out)
 
         memcpy(tmp, t->held, t->n_held);
         memcpy(tmp + t->n_held, u, take);
-        c = escape_run(tmp, total, false, out, &o);
+        c = escape_run(tmp, total, false, false, out, &o);
         if (c < t->n_held) {
             /* Still undecided: then all of the input was taken. */
             memmove(t->held, tmp + c, total - c);
@@ -128,7 +109,7 @@ size_t termsafe_escape(struct termsafe *t, const char *in, size_t n, char *out)
         used = c - t->n_held;
         t->n_held = 0;
     }
-    c = escape_run(u + used, n - used, false, out, &o);
+    c = escape_run(u + used, n - used, false, false, out, &o);
     used += c;
     memcpy(t->held, u + used, n - used);
     t->n_held = n - used;
@@ -139,7 +120,30 @@ size_t termsafe_finish(struct termsafe *t, char *out)
 {
     size_t o = 0;
 
-    (void)escape_run(t->held, t->n_held, true, out, &o);
+    (void)escape_run(t->held, t->n_held, true, false, out, &o);
     t->n_held = 0;
+    return o;
+}
+
+size_t termsafe_escape_line(const char *in, size_t n, char *out, size_t size)
+{
+    size_t o = 0, i = 0;
+
+    if (size == 0)
+        return 0;
+    /* In pieces that fit: a piece of k bytes writes at most 4 * k. */
+    while (i < n && size - 1 - o >= 4 * 4) {
+        size_t k = (size - 1 - o) / 4;
+        size_t used;
+
+        if (k > n - i)
+            k = n - i;
+        /* A piece must not split a UTF-8 character: end it before an unfinished one. */
+        used = escape_run((const unsigned char *)in + i, k, k == n - i, true, out, &o);
+        if (used == 0)
+            used = escape_run((const unsigned char *)in + i, k, true, true, out, &o);
+        i += used;
+    }
+    out[o] = '\0';
     return o;
 }

@@ -11,11 +11,14 @@
  *     overwrite itself, or nsbox's next line), except in CR LF, which shows as a plain newline;
  *   - bytes that are not UTF-8 (a terminal in a legacy 8-bit mode takes 0x9b as CSI);
  *   - C1 controls written as UTF-8 (U+0080-U+009F: xterm, for one, acts on them), the line and
- *     paragraph separators and the bidirectional formatting characters (U+061C, U+200E,
- *     U+200F, U+202A-U+202E, U+2066-U+2069), which can make text read in another order than
- *     it was written.
+ *     paragraph separators and the format characters (Unicode category Cf: the bidirectional
+ *     controls, which can make text read in another order than it was written, and the
+ *     invisible ones, zero-width space, word joiner, BOM, soft hyphen...), utf8_hidden().
  * And "nsbox:" anywhere in the output is shown as TERMSAFE_MARK "nsbox:", so that no line the
- * payload writes reads as one of nsbox's own, wherever its lines break on the screen.
+ * payload writes reads as one of nsbox's own, wherever its lines break on the screen. That mark
+ * is a courtesy: the proof of a line of nsbox's own is its bold "nsbox:" on a terminal
+ * (log.c), which no output can make, since its ESC is shown escaped; a look-alike made of
+ * other letters (Cyrillic, fullwidth) is not marked, and shows in the payload's plain type.
  *
  * Escaping works across read() boundaries: a UTF-8 character, a CR LF or an "nsbox:" split
  * between two calls is held back until the next call (at most a few bytes) or
@@ -47,3 +50,10 @@ size_t termsafe_escape(struct termsafe *t, const char *in, size_t n, char *out);
  * character as its bytes, a lone CR as \x0d), to out (room for TERMSAFE_MAX_OUT(0) bytes).
  * Returns the bytes written; t is then empty. */
 size_t termsafe_finish(struct termsafe *t, char *out);
+
+/* One line of text for a terminal that nsbox writes itself, quoting what others chose (argv,
+ * paths, the payload's values): in[0..n) escaped as termsafe_escape() does, and newlines and
+ * carriage returns too, so that the text stays on its line; no mark before "nsbox:". Writes at
+ * most size - 1 bytes and a NUL to out, cutting the text (never inside an escape) where it does
+ * not fit. Returns the bytes written, NUL not counted. */
+size_t termsafe_escape_line(const char *in, size_t n, char *out, size_t size);

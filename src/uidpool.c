@@ -54,6 +54,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -106,10 +107,54 @@ static int id_in_user_db(unsigned id)
     return 0;
 }
 
+int uidpool_subid_covers(const char *text, unsigned id)
+{
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        const char *colon = strchr(p, ':'), *nl = strchr(p, '\n');
+        unsigned long start, count;
+        char *end = NULL;
+
+        if (!colon || (nl && colon > nl))
+            continue;
+        errno = 0;
+        start = strtoul(colon + 1, &end, 10);
+        if (errno || end == colon + 1 || *end != ':')
+            continue;
+        count = strtoul(end + 1, &end, 10);
+        if (errno || (*end && *end != '\n' && *end != ' ' && *end != '\t'))
+            continue;
+        if (id >= start && id - start < count)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether /etc/subuid or /etc/subgid hands id out (uidpool_subid_covers()); a file that does
+ * not exist hands out nothing. Read per slot tried, which is once in an ordinary run (the
+ * files are a line per user). Returns 1, 0, or -errno when a file exists but cannot be read. */
+static int id_in_subid_files(unsigned id)
+{
+    static const char *const files[] = {"/etc/subuid", "/etc/subgid"};
+
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        int r = read_regular_file(files[i], 1 << 20, &text, &len);
+
+        if (r == -ENOENT)
+            continue;
+        if (r < 0)
+            return r;
+        if (uidpool_subid_covers(text, id))
+            return 1;
+    }
+    return 0;
+}
+
 struct take {
     int fd;
     unsigned busy;  /* slots locked by other runs */
-    unsigned named; /* slots whose id a passwd or group entry names */
+    unsigned named; /* slots whose id a passwd or group entry, or a subordinate range, names */
 };
 
 static int slot_lock(int fd, unsigned slot, short type)
@@ -160,6 +205,8 @@ static int take_slot(unsigned slot, void *userdata)
     /* Locked first, then looked up: the lookup is the slower step, and it is only done for a
      * slot this run can have. */
     r = id_in_user_db(UIDPOOL_BASE + slot);
+    if (r == 0)
+        r = id_in_subid_files(UIDPOOL_BASE + slot);
     if (r == 0)
         r = sweep_if_marked(t->fd, slot);
     if (r == 0)
@@ -228,7 +275,7 @@ int uidpool_acquire(uid_t *ret_id, int *ret_lock_fd, char *detail, size_t detail
     if (r == -EBUSY)
         (void)snprintf(detail, detail_size,
                        "no free id in %u…%u: %u held by running sandboxes, %u named by passwd "
-                       "or group entries",
+                       "or group entries or /etc/subuid, /etc/subgid ranges",
                        UIDPOOL_BASE, UIDPOOL_BASE + UIDPOOL_SIZE - 1, t.busy, t.named);
     else if (r < 0)
         (void)snprintf(detail, detail_size,

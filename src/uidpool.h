@@ -57,6 +57,14 @@ int uidpool_mark(int lock_fd, uid_t id, bool may_have_processes);
 int uidpool_map_covers(const char *map, unsigned id);
 
 /*
+ * Pure: whether the text of /etc/subuid or /etc/subgid (subuid(5): lines "NAME:START:COUNT",
+ * NAME a login or a uid) hands id to someone as a subordinate id, for their own user
+ * namespaces (newuidmap(1)): a sandbox's uid there would share it with that user's
+ * containers. Lines that do not parse (comments, blank lines) are skipped. Returns 1 or 0.
+ */
+int uidpool_subid_covers(const char *text, unsigned id);
+
+/*
  * Whether the user namespace of this process maps id: map_path is "/proc/self/uid_map" or
  * "/proc/self/gid_map". Returns 1 or 0, or -errno when the file cannot be read.
  */

@@ -156,18 +156,49 @@ def _write_files(root: str, files: Mapping[str, _Data]) -> None:
             raise ValueError(f"cannot create file {name!r}: {e}") from e
 
 
-def _nsbox_env(passed: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+def _nsbox_env() -> Dict[str, str]:
     """The environment nsbox itself runs with: PATH, NSBOX_ROOTFS if set, XDG_RUNTIME_DIR and
     DBUS_SESSION_BUS_ADDRESS if set (where nsbox finds the systemd user manager that gives it
-    a delegated cgroup for the limits, and keeps its `nsbox ps` record), and the variables
-    meant for the program (passed on with `-e KEY`, so their values never appear on nsbox's
-    command line). Nothing else: no credentials of the caller."""
+    a delegated cgroup for the limits, and keeps its `nsbox ps` record). Nothing else: no
+    credentials of the caller, and never the variables meant for the program (those travel on
+    a descriptor, see _env_fd: LD_PRELOAD meant for the program would run in nsbox itself)."""
     env = {"PATH": os.environ.get("PATH") or os.defpath}
     for key in ("NSBOX_ROOTFS", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"):
         if os.environ.get(key):
             env[key] = os.environ[key]
-    env.update(passed or {})
     return env
+
+
+def _env_records(env: Optional[Mapping[str, str]]) -> bytes:
+    """The program's variables as ``nsbox run --env-fd`` reads them: KEY=VALUE records, each
+    ended by a NUL byte."""
+    records = bytearray()
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise ValueError(f"invalid environment variable name {key!r}")
+        if not isinstance(value, str) or "\0" in value:
+            raise ValueError(f"environment variable {key!r} needs a str value without NUL")
+        records += f"{key}={value}".encode("utf-8", "surrogateescape") + b"\0"
+    return bytes(records)
+
+
+@contextlib.contextmanager
+def _env_fd(records: bytes) -> Iterator[Optional[int]]:
+    """A descriptor to read records from, for ``--env-fd``: a memfd (memory only, so the
+    values touch neither a disk nor a command line), rewound; None if there are none. Closed
+    on leaving (nsbox has read it by then)."""
+    if not records:
+        yield None
+        return
+    fd = os.memfd_create("nsbox-env", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(records)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _option_args(timeout: _Timeout, memory: _Limit, cpus: _Limit,
@@ -196,14 +227,8 @@ def _option_args(timeout: _Timeout, memory: _Limit, cpus: _Limit,
         args += ["--rootfs", os.fspath(rootfs)]
     if output_limit is not None:
         args += ["--output-limit", _number(output_limit, "output_limit")]
-    for key, value in (env or {}).items():
-        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
-            raise ValueError(f"invalid environment variable name {key!r}")
-        if key.startswith("NSBOX_"):
-            raise ValueError(f"{key!r}: NSBOX_* variables configure nsbox itself")
-        if not isinstance(value, str) or "\0" in value:
-            raise ValueError(f"environment variable {key!r} needs a str value without NUL")
-        args += ["-e", key]  # the value travels in nsbox's environment, not its argv
+    # Checked here, before anything runs; _prepared sends them on --env-fd's descriptor.
+    _env_records(env)
     if isinstance(extra_args, (str, bytes)):
         raise TypeError("extra_args must be a sequence of strings, not a string")
     args += [str(a) for a in extra_args]
@@ -337,21 +362,21 @@ def _communicate(proc: "subprocess.Popen[bytes]", stdin_data: Optional[bytes],
                 f.close()
 
 
-def _popen(cmd: List[str], stdin_data: Optional[bytes], passed_env: Optional[Mapping[str, str]],
+def _popen(cmd: List[str], stdin_data: Optional[bytes], env_fd: Optional[int],
            pass_fds: Tuple[int, ...] = ()) -> "subprocess.Popen[bytes]":
     try:
         return subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_nsbox_env(passed_env),
-            close_fds=True, pass_fds=pass_fds)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_nsbox_env(),
+            close_fds=True, pass_fds=pass_fds + ((env_fd,) if env_fd is not None else ()))
     except OSError as e:
         raise _start_error(cmd, e) from e
 
 
 def _execute(cmd: List[str], stdin_data: Optional[bytes], timeout: _Timeout,
-             passed_env: Optional[Mapping[str, str]] = None) -> Result:
+             env_fd: Optional[int] = None) -> Result:
     """Run ``nsbox run --json ...`` and parse what it prints."""
-    proc = _popen(cmd, stdin_data, passed_env)
+    proc = _popen(cmd, stdin_data, env_fd)
     got: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
     returncode = _communicate(proc, stdin_data, timeout,
                               {proc.stdout: "stdout", proc.stderr: "stderr"},
@@ -378,13 +403,13 @@ class _Streams:
 
 def _execute_streaming(binary: str, options: List[str], program: List[str],
                        stdin_data: Optional[bytes], timeout: _Timeout,
-                       passed_env: Optional[Mapping[str, str]], streams: _Streams) -> Result:
+                       env_fd: Optional[int], streams: _Streams) -> Result:
     """Run ``nsbox run --result-fd N ...``, pass the output to the callbacks as it arrives,
     parse the result from the pipe."""
     result_r, result_w = os.pipe()
     cmd = [binary, "run", "--result-fd", str(result_w), *options, "--", *program]
     try:
-        proc = _popen(cmd, stdin_data, passed_env, (result_w,))
+        proc = _popen(cmd, stdin_data, env_fd, (result_w,))
     except BaseException:
         os.close(result_r)
         raise
@@ -507,12 +532,12 @@ async def _acommunicate(proc: "subprocess.Popen[bytes]", stdin_data: Optional[by
 
 async def _aexecute(binary: str, options: List[str], program: List[str],
                     stdin_data: Optional[bytes], timeout: _Timeout,
-                    passed_env: Optional[Mapping[str, str]],
+                    env_fd: Optional[int],
                     streams: Optional[_Streams]) -> Result:
     """The asyncio form of _execute (streams None) and _execute_streaming."""
     if streams is None:
         cmd = [binary, "run", "--json", *options, "--", *program]
-        proc = _popen(cmd, stdin_data, passed_env)
+        proc = _popen(cmd, stdin_data, env_fd)
         got: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         returncode = await _acommunicate(proc, stdin_data, timeout,
                                          {proc.stdout: "stdout", proc.stderr: "stderr"},
@@ -523,7 +548,7 @@ async def _aexecute(binary: str, options: List[str], program: List[str],
     result_r, result_w = os.pipe()
     cmd = [binary, "run", "--result-fd", str(result_w), *options, "--", *program]
     try:
-        proc = _popen(cmd, stdin_data, passed_env, (result_w,))
+        proc = _popen(cmd, stdin_data, env_fd, (result_w,))
     except BaseException:
         os.close(result_r)
         raise
@@ -551,9 +576,9 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
               files: Optional[Mapping[str, _Data]], stdin: Optional[_Data],
               env: Optional[Mapping[str, str]], nsbox: Optional[str], rootfs: Optional[str],
               output_limit: Optional[int], network: _Network, extra_args: Sequence[str],
-              log: Optional[str]) -> Iterator[Tuple[str, List[str], Optional[bytes]]]:
+              log: Optional[str]) -> Iterator[Tuple[str, List[str], Optional[bytes], Optional[int]]]:
     """Check the arguments, write the files, and yield (nsbox binary, options, stdin for
-    nsbox); the files are removed afterwards."""
+    nsbox, the descriptor to pass for --env-fd or None); the files are removed afterwards."""
     options = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
                            network, extra_args)
     # The audit log (nsbox's --log, by default $NSBOX_LOG): nsbox itself runs with a cleared
@@ -588,7 +613,10 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
                 options += ["--code", main, "--stdin"]
         elif stdin_data is not None:
             options += ["--stdin"]
-        yield binary, options, payload_stdin
+        with _env_fd(_env_records(env)) as env_fd:
+            if env_fd is not None:
+                options += ["--env-fd", str(env_fd)]
+            yield binary, options, payload_stdin, env_fd
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -601,11 +629,12 @@ def _run(program: List[str], code: Optional[bytes], timeout: _Timeout, memory: _
          extra_args: Sequence[str], log: Optional[str], on_stdout: Optional[_Chunk],
          on_stderr: Optional[_Chunk]) -> Result:
     with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
-                   rootfs, output_limit, network, extra_args, log) as (binary, options, data):
+                   rootfs, output_limit, network, extra_args, log) as (binary, options, data,
+                                                             env_fd):
         if on_stdout is None and on_stderr is None:
             return _execute([binary, "run", "--json", *options, "--", *program], data, timeout,
-                            env)
-        return _execute_streaming(binary, options, program, data, timeout, env,
+                            env_fd)
+        return _execute_streaming(binary, options, program, data, timeout, env_fd,
                                   _Streams(on_stdout, on_stderr))
 
 
@@ -616,10 +645,11 @@ async def _arun(program: List[str], code: Optional[bytes], timeout: _Timeout, me
                 network: _Network, extra_args: Sequence[str], log: Optional[str],
                 on_stdout: Optional[_Chunk], on_stderr: Optional[_Chunk]) -> Result:
     with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
-                   rootfs, output_limit, network, extra_args, log) as (binary, options, data):
+                   rootfs, output_limit, network, extra_args, log) as (binary, options, data,
+                                                             env_fd):
         streams = None if on_stdout is None and on_stderr is None else _Streams(on_stdout,
                                                                                  on_stderr)
-        return await _aexecute(binary, options, program, data, timeout, env, streams)
+        return await _aexecute(binary, options, program, data, timeout, env_fd, streams)
 
 
 def _program(argv: Sequence[str]) -> List[str]:
@@ -681,8 +711,9 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
             ``/work/files/NAME`` (names may contain ``/`` for subdirectories, never ``..``
             or a leading ``/``).
         stdin: data for the program's stdin (str or bytes); by default stdin is empty.
-        env: extra environment variables for the program. They reach nsbox through its
-            environment (``-e KEY``), never its command line, which other users can read.
+        env: extra environment variables for the program. They reach nsbox on a descriptor
+            (``--env-fd``, a memfd), never its command line, which other users can read, nor
+            nsbox's own environment (LD_PRELOAD, say, is for the program only).
         nsbox: path of the nsbox binary; default ``$NSBOX``, else ``nsbox`` on PATH.
         rootfs: root filesystem (``--rootfs``); default ``$NSBOX_ROOTFS``, else nsbox's own.
         output_limit: bytes of output kept per stream (nsbox's default: 4000).

@@ -285,6 +285,13 @@ class TestRun(SandboxTestCase):
         self.assertTrue(r.ok, r.stderr)
         self.assertEqual(r.stdout, "hello sandbox /tmp\n")
 
+    def test_env_values_with_any_text(self):
+        # Through --env-fd's NUL-ended records: newlines, '=' and non-ASCII arrive as given.
+        value = "line one\nline=two\n\u00e9\u6f22"
+        r = self.code("import os; print(repr(os.environ['MULTI']))", env={"MULTI": value})
+        self.assertTrue(r.ok, r.stderr)
+        self.assertEqual(r.stdout, repr(value) + "\n")
+
     def test_unlimited(self):
         r = self.code("print(1)", memory=None, cpus=None, pids_limit=None)
         self.assertTrue(r.ok, r.stderr)
@@ -819,6 +826,35 @@ class TestWithoutSandbox(unittest.TestCase):
             nsbox.run_python_code("pass", files={"a": 1}, nsbox=sys.executable)
         with self.assertRaises(TypeError):
             nsbox.run_python_code("pass", extra_args="--no-seccomp", nsbox=sys.executable)
+
+    def test_program_env_is_not_nsboxs_environment(self):
+        # env= is for the program: in nsbox's own environment on the host, LD_PRELOAD would
+        # load a library into nsbox (as the caller, before any sandbox exists), GLIBC_TUNABLES
+        # would tune its libc, XDG_RUNTIME_DIR would move its registry. It travels on the
+        # --env-fd descriptor instead; nsbox's environment keeps the caller's own values.
+        passed = {"LD_PRELOAD": "/nonexistent/evil.so", "LD_LIBRARY_PATH": "/nonexistent",
+                  "GLIBC_TUNABLES": "glibc.malloc.check=3", "XDG_RUNTIME_DIR": "/nonexistent",
+                  "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "MULTI": "a\nb"}
+        with tempfile.TemporaryDirectory() as d, \
+                mock.patch.dict(os.environ, {"XDG_RUNTIME_DIR": d}):
+            fake = fake_nsbox(d, f"""env > {d}/env
+while [ $# -gt 0 ]; do
+    [ "$1" = --env-fd ] && eval "cat <&$2" > {d}/records
+    shift
+done
+echo 'not json'
+""")
+            with self.assertRaises(nsbox.NsboxError):
+                nsbox.run_python_code("pass", env=passed, nsbox=fake)
+            with open(os.path.join(d, "env")) as f:
+                own = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+            records = Path(d, "records").read_bytes() if Path(d, "records").exists() else b""
+        for key in ("LD_PRELOAD", "LD_LIBRARY_PATH", "GLIBC_TUNABLES",
+                    "DBUS_SESSION_BUS_ADDRESS"):
+            self.assertNotIn(key, own)
+        self.assertEqual(own.get("XDG_RUNTIME_DIR"), d)  # the caller's, not the program's
+        self.assertEqual(records, b"".join(f"{k}={v}".encode() + b"\0"
+                                           for k, v in passed.items()))
 
     def test_number_format(self):
         self.assertEqual(_runner._number(10, "t"), "10")

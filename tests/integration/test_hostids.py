@@ -207,22 +207,48 @@ class TestRootHostIds(NsboxTestCase):
         self.assertOneLineError(p, contains="--host-user")
         self.assertIn("no free id", p.stderr)
 
-    def _run_with_user_db(self, passwd_extra, group_extra, keep):
-        """nsbox run in a mount namespace whose /etc/passwd and /etc/group have extra lines,
-        with only the slots in keep free."""
+    def _run_with_user_db(self, passwd_extra, group_extra, keep, subuid=None, subgid=None):
+        """nsbox run in a mount namespace whose /etc/passwd and /etc/group have extra lines
+        (and /etc/subuid, /etc/subgid the given text), with only the slots in keep free."""
         if not shutil.which("unshare") or os.path.exists("/var/run/nscd/socket"):
             self.skip_or_fail("needs unshare(1) and no nscd (which would answer from its cache)")
+        files = {"passwd": passwd_extra, "group": group_extra}
+        for name, text in (("subuid", subuid), ("subgid", subgid)):
+            if text is not None:
+                if not os.path.exists(f"/etc/{name}"):
+                    self.skipTest(f"no /etc/{name} to bind over")
+                files[name] = text
         with tempfile.TemporaryDirectory() as d:
-            for name, extra in (("passwd", passwd_extra), ("group", group_extra)):
-                with open(f"/etc/{name}") as src, open(f"{d}/{name}", "w") as dst:
-                    dst.write(src.read() + extra)
+            binds = []
+            for name, extra in files.items():
+                with open(f"{d}/{name}", "w") as dst:
+                    if name in ("passwd", "group"):
+                        with open(f"/etc/{name}") as src:
+                            dst.write(src.read())
+                    dst.write(extra)
                 os.chmod(f"{d}/{name}", 0o644)
+                binds.append(f'mount --bind "$1/{name}" /etc/{name}')
             with PoolHolder(keep=keep):
                 return subprocess.run(
                     ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-                     'mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/group" /etc/group'
-                     ' && shift && exec "$@"', "sh", d, NSBOX, "run", "--json", "--",
-                     "true"], capture_output=True, text=True, timeout=60)
+                     " && ".join(binds) + ' && shift && exec "$@"', "sh", d, NSBOX, "run",
+                     "--json", "--", "true"], capture_output=True, text=True, timeout=60)
+
+    def test_ids_in_subordinate_ranges_are_skipped(self):
+        # An id /etc/subuid or /etc/subgid hands to a user for their containers (newuidmap)
+        # is not a run's: the run would share it with them.
+        slot, = free_slots(1)
+        uid = BASE + slot
+        for subuid, subgid in ((f"alice:{uid - 5}:10\n", ""), ("", f"1000:{uid}:1\n")):
+            with self.subTest(subuid=subuid, subgid=subgid):
+                p = self._run_with_user_db("", "", keep={slot}, subuid=subuid, subgid=subgid)
+                self.assertOneLineError(p, contains="1 named by passwd or group entries or "
+                                                    "/etc/subuid, /etc/subgid ranges")
+        # The control: the same slot, in no range, is taken.
+        p = self._run_with_user_db("", "", keep={slot}, subuid="alice:100000:65536\n",
+                                   subgid="")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["host_uid"], uid)
 
     def test_ids_named_by_passwd_or_group_are_skipped(self):
         slot, = free_slots(1)

@@ -140,6 +140,72 @@ class TestTerminal(NsboxTestCase):
         r = json.loads(p.stdout)
         self.assertEqual(r["stdout"], ATTACK_STDOUT.decode())
 
+    def test_json_escapes_hidden_characters(self):
+        # C1 controls (an OSC 52 clipboard write and a title as U+009D ... U+009C), a CSI query,
+        # DEL, the line separator, a right-to-left override, a zero-width space and a BOM: in
+        # the JSON text each is a \u escape, on a terminal or not; the value is unchanged.
+        text = ("\u009d52;c;cHduZWQ=\u009c\u009d0;pwned\u009c\u009b6n\x7f\u2028\u202eevil"
+                "\u200bnsbox:\ufeff caf\u00e9\n")
+        code = f"import sys; sys.stdout.write({text!r}); sys.stderr.write({text!r})"
+        p = subprocess.run([NSBOX, "run", "--json", "--cgroup", "off", "--", "python3", "-c",
+                            code], capture_output=True, timeout=30)
+        code_tty, out = run_on_terminal("run", "--json", "--cgroup", "off", "--", "python3",
+                                        "-c", code)
+        self.assertEqual(code_tty, 0, out)
+        for raw in (p.stdout, out):
+            for hidden in ("\u009d", "\u009c", "\u009b", "\x7f", "\u2028", "\u202e",
+                           "\u200b", "\ufeff"):
+                self.assertNotIn(hidden.encode(), raw)
+            self.assertIn(b"\\u009d52;c;cHduZWQ=\\u009c", raw)
+            self.assertIn(b"\\u007f\\u2028\\u202eevil\\u200bnsbox:\\ufeff caf\xc3\xa9", raw)
+        r = json.loads(p.stdout)
+        self.assertEqual((r["stdout"], r["stderr"]), (text, text))
+        # The --result-fd form too.
+        rfd, wfd = os.pipe()
+        try:
+            q = subprocess.run([NSBOX, "run", "--result-fd", str(wfd), "--cgroup", "off", "--",
+                                "python3", "-c", code], capture_output=True, timeout=30,
+                               pass_fds=(wfd,))
+            os.close(wfd)
+            wfd = -1
+            with os.fdopen(rfd, "rb") as f:
+                rfd = -1
+                result = f.read()
+        finally:
+            for fd in (rfd, wfd):
+                if fd >= 0:
+                    os.close(fd)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertNotIn("\u009d".encode(), result)
+        self.assertEqual(json.loads(result)["stdout"], text)
+
+    def test_nsbox_s_own_lines_escape_what_they_quote(self):
+        # A program name (the caller's argv: perhaps model-written) in nsbox's own error line:
+        # its control sequences are shown escaped, its newline cannot start a line of its own.
+        name = "x\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\nnsbox: all good \u202e\u200b"
+        code, out = run_on_terminal("run", "--cgroup", "off", "--", name)
+        self.assertEqual(code, 127, out)
+        self.assertNotIn(b"\x1b]", out)
+        self.assertNotIn("\u202e".encode(), out)
+        self.assertIn(b"x\\x1b]52;c;cHduZWQ=\\x07\\x1b]0;pwned\\x07\\x0ansbox: all good "
+                      b"\\xe2\\x80\\xae\\xe2\\x80\\x8b", out)
+        # Every line on the terminal is one of nsbox's own, each starting bold.
+        for line in out.rstrip(b"\r\n").split(b"\n"):
+            self.assertTrue(line.startswith(b"\x1b[1mnsbox:\x1b[0m "), line)
+
+    def test_format_characters_cannot_hide_an_nsbox_line(self):
+        # Look-alikes of "nsbox:" made with invisible format characters show them escaped;
+        # nsbox's own lines are the bold ones (README: the payload cannot make bold).
+        code = ("print('ns\\u200bbox: a'); print('\\u2060nsbox: b'); print('\\ufeffnsbox: c'); "
+                "print('ns\\u00adbox: d')")
+        code_tty, out = run_on_terminal("run", "--cgroup", "off", "--", "python3", "-c", code)
+        self.assertEqual(code_tty, 0, out)
+        self.assertIn(b"ns\\xe2\\x80\\x8bbox: a", out)
+        self.assertIn(b"\\xe2\\x81\\xa0[program] nsbox: b", out)
+        self.assertIn(b"\\xef\\xbb\\xbf[program] nsbox: c", out)
+        self.assertIn(b"ns\\xc2\\xadbox: d", out)
+        self.assertNotIn(b"\x1b[1m", out)
+
 
 if __name__ == "__main__":
     unittest.main()

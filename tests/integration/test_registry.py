@@ -288,6 +288,29 @@ class TestNamesAndLabels(NsboxTestCase):
             self.assertIn("python3 <stdin>", table)
             self.assertEqual(nsbox("kill", "--label", f"t={tag}").returncode, 0)
 
+    def test_ps_escapes_the_command_for_the_terminal(self):
+        # The COMMAND column is the caller's argv (code on the command line, perhaps a model's):
+        # an OSC 52 clipboard write, a title, a C1 CSI, a right-to-left override and a newline
+        # in it are shown escaped, and the run stays on one line of the table.
+        tag = secrets.token_hex(4)
+        code = ("import time\n#\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\u009b6n\u202e\n"
+                "time.sleep(60)")
+        self.popen("--label", f"t={tag}", "--", "python3", "-c", code)
+        self.assertTrue(wait_until(lambda: len(self.ps(f"label=t={tag}")) == 1, timeout=10))
+        table = nsbox("ps", "--filter", f"label=t={tag}").stdout
+        self.assertNotIn("\x1b", table)
+        self.assertNotIn("\u009b", table)
+        self.assertNotIn("\u202e", table)
+        self.assertIn("python3 -c import time\\x0a#\\x1b]52;c;cHduZWQ=\\x07\\x1b]0;pwned\\x07"
+                      "\\xc2\\x9b6n\\xe2\\x80\\xae\\x0atime.sleep(60)", table)
+        self.assertEqual(len(table.splitlines()), 2)  # the header and the run
+        # ps --json: the value whole, the hidden characters as \u escapes.
+        raw = nsbox("ps", "--json", "--filter", f"label=t={tag}").stdout
+        self.assertNotIn("\u009b", raw)
+        self.assertIn("\\u009b6n\\u202e", raw)
+        self.assertEqual(json.loads(raw)["command"][2], code)
+        self.assertEqual(nsbox("kill", "--label", f"t={tag}").returncode, 0)
+
     def test_a_plain_run_has_no_name(self):
         p = nsbox("run", "--json", "--", "true")
         r = json.loads(p.stdout)
@@ -295,13 +318,14 @@ class TestNamesAndLabels(NsboxTestCase):
 
 
 def registry_dir():
-    """registry.c's choice: $XDG_RUNTIME_DIR/nsbox if it is ours, else /run/user/UID/nsbox if
-    ours, else /tmp/nsbox-UID."""
+    """registry.c's choice: $XDG_RUNTIME_DIR/nsbox if it is ours and closed to others, else
+    /run/user/UID/nsbox if so, else root's /run/nsbox/registry, another's /tmp/nsbox-UID."""
     uid = os.getuid()
     for base in (os.environ.get("XDG_RUNTIME_DIR"), f"/run/user/{uid}"):
-        if base and base.startswith("/") and os.path.isdir(base) and os.stat(base).st_uid == uid:
+        if (base and base.startswith("/") and os.path.isdir(base) and not os.path.islink(base)
+                and os.stat(base).st_uid == uid and not os.stat(base).st_mode & 0o022):
             return f"{base}/nsbox"
-    return f"/tmp/nsbox-{uid}"
+    return "/run/nsbox/registry" if uid == 0 else f"/tmp/nsbox-{uid}"
 
 
 def record_files(token):
@@ -317,3 +341,99 @@ def record_files(token):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _without_runtime_dir():
+    """The environment of a caller without XDG_RUNTIME_DIR (cron, a service, su -)."""
+    return {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+
+
+class TestRegistryPlace(NsboxTestCase):
+    """Where the registry is when XDG_RUNTIME_DIR and /run/user/UID are missing: never a
+    directory another user could have made first."""
+
+    def test_a_fallback_that_is_not_a_private_directory_is_refused_in_words(self):
+        uid = os.getuid()
+        if uid == 0:
+            self.skipTest("root's fallback is /run/nsbox/registry (test_root_fallback_...)")
+        fallback = f"/tmp/nsbox-{uid}"
+        if os.path.lexists(fallback) or os.path.exists(f"/run/user/{uid}"):
+            self.skipTest(f"{fallback} or /run/user/{uid} exists already")
+        with tempfile.TemporaryDirectory() as target:
+            os.symlink(target, fallback)  # as another user's squat would point somewhere
+            try:
+                p = nsbox("ps", env=_without_runtime_dir())
+                run = nsbox("run", "--name", "squatted", "--", "true",
+                            env=_without_runtime_dir())
+            finally:
+                os.unlink(fallback)
+        for q in (p, run):
+            self.assertEqual(q.returncode, 125, q.stderr)
+            self.assertIn(f"{fallback}, is not a directory of yours with mode 0700 (it is a "
+                          f"symlink of uid {uid}", q.stderr)
+            self.assertIn("set XDG_RUNTIME_DIR", q.stderr)
+
+    def _as_uid(self, uid, *args, env=None):
+        return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                               *args], capture_output=True, text=True, env=env, cwd="/",
+                              timeout=60)
+
+    def test_a_squat_by_another_user_is_refused_naming_the_squatter(self):
+        # 65534 makes /tmp/nsbox-VICTIM first; the victim's ps and named runs are refused with
+        # the squatter's uid and the fix, not a bare "Operation not permitted".
+        if os.getuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("needs root (and setpriv) to act as two other users")
+        victim = 61000 + secrets.randbelow(1000)
+        fallback = f"/tmp/nsbox-{victim}"
+        if os.path.lexists(fallback) or os.path.exists(f"/run/user/{victim}"):
+            self.skipTest(f"{fallback} exists already")
+        self.assertEqual(self._as_uid(65534, "mkdir", "-m", "0700", fallback).returncode, 0)
+        env = {"PATH": "/usr/bin:/bin", "NSBOX_ROOTFS": os.environ.get("NSBOX_ROOTFS", "")}
+        try:
+            ps = self._as_uid(victim, NSBOX, "ps", env=env)
+            run = self._as_uid(victim, NSBOX, "run", "--cgroup", "off", "--name", "n1", "--",
+                               "true", env=env)
+        finally:
+            os.rmdir(fallback)
+        for q in (ps, run):
+            self.assertEqual(q.returncode, 125, q.stderr)
+            self.assertIn(f"{fallback}, is not a directory of yours with mode 0700 (it is a "
+                          "directory of uid 65534", q.stderr)
+            self.assertIn("set XDG_RUNTIME_DIR", q.stderr)
+
+    def test_root_fallback_is_run_nsbox_not_tmp(self):
+        # Root without XDG_RUNTIME_DIR keeps its registry in /run/nsbox/registry, where only
+        # root can write: a squatted /tmp/nsbox-0 changes nothing.
+        if os.getuid() != 0 or not shutil.which("setpriv"):
+            self.skipTest("root's fallback; needs setpriv to squat as 65534")
+        if os.path.exists("/run/user/0"):
+            self.skipTest("/run/user/0 exists: root's registry is there")
+        saved = None
+        if os.path.lexists("/tmp/nsbox-0"):  # root's old fallback: set aside meanwhile
+            saved = tempfile.mkdtemp(prefix="nsbox-0-saved-")
+            os.rename("/tmp/nsbox-0", os.path.join(saved, "d"))
+        try:
+            self._root_fallback_with_tmp_squatted()
+        finally:
+            if saved:
+                os.rename(os.path.join(saved, "d"), "/tmp/nsbox-0")
+                os.rmdir(saved)
+
+    def _root_fallback_with_tmp_squatted(self):
+        self.assertEqual(self._as_uid(65534, "mkdir", "-m", "0700", "/tmp/nsbox-0").returncode, 0)
+        name = "rootfallback-" + secrets.token_hex(4)
+        env = _without_runtime_dir()
+        proc = subprocess.Popen([NSBOX, "run", "--name", name, "--", "sleep", "30"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertTrue(wait_until(lambda: name in nsbox("ps", env=env).stdout, timeout=15),
+                            nsbox("ps", env=env).stderr)
+            self.assertTrue(os.path.exists("/run/nsbox/registry"))
+            self.assertEqual(nsbox("kill", name, env=env).returncode, 0)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stderr.close()
+            os.rmdir("/tmp/nsbox-0")

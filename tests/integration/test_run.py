@@ -238,6 +238,46 @@ class TestEnvironmentAndDescriptors(NsboxTestCase):
                                  "PASSED_THROUGH": "yes", "OPENBLAS_NUM_THREADS": "1",
                                  "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
 
+    def test_env_file_and_env_fd(self):
+        # --env-file: Docker's KEY=VALUE lines; --env-fd: NUL-ended records on a descriptor,
+        # whose values may hold newlines, read once and closed (the payload never gets it,
+        # even with --keep-fds). A later entry wins, as with -e.
+        code = ("import os; print(sorted((k, v) for k, v in os.environ.items() "
+                "if k in ('A', 'B', 'C', 'MULTI', 'PASSED')))")
+        env = dict(os.environ, PASSED="from nsbox")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "env")
+            with open(path, "w") as f:
+                f.write("# a comment\n\nA=1\n  B=two words = ok\nPASSED\nC=from file\n")
+            os.chmod(d, 0o755)
+            os.chmod(path, 0o644)
+            r_fd, w_fd = os.pipe()
+            os.write(w_fd, b"MULTI=line 1\nline 2\0C=from fd\0")
+            os.close(w_fd)
+            try:
+                p, r = py(code, "--env-file", path, f"--env-fd={r_fd}", "--keep-fds",
+                          env=env, pass_fds=(r_fd,))
+            finally:
+                os.close(r_fd)
+            self.assertEqual(eval(r["stdout"]), [("A", "1"), ("B", "two words = ok"),
+                                                 ("C", "from fd"),
+                                                 ("MULTI", "line 1\nline 2"),
+                                                 ("PASSED", "from nsbox")], p.stderr)
+            with open(path, "w") as f:
+                f.write("A=1\nBAD KEY=x\n")
+            p = nsbox("run", "--env-file", path, "--", "true")
+            self.assertEqual(p.returncode, 125)
+            self.assertIn(f"--env-file {path}:2: expected KEY=VALUE or KEY", p.stderr)
+        r_fd, w_fd = os.pipe()
+        os.write(w_fd, b"A=1\0NOT-ENDED=x")
+        os.close(w_fd)
+        try:
+            p = nsbox("run", "--env-fd", str(r_fd), "--", "true", pass_fds=(r_fd,))
+        finally:
+            os.close(r_fd)
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("record 2 is not ended by a NUL byte", p.stderr)
+
     def test_only_stdio_descriptors(self):
         r_fd, w_fd = os.pipe()  # inheritable in nsbox: must not reach the payload
         os.set_inheritable(r_fd, True)

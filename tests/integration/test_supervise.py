@@ -179,6 +179,37 @@ class TestSignals(NsboxTestCase):
     def test_sigterm_at_start_up(self):
         self.assert_signal_at_start_gives_a_result(signal.SIGTERM, "signaled", 128 + 15)
 
+    def test_other_signals_at_start_up_end_like_sigterm(self):
+        # Any signal whose default action would end nsbox (a stray SIGUSR2, SIGALRM, a
+        # real-time signal) ends the run as SIGTERM does: a result, an audit "end" record, no
+        # registry record left.
+        for sig in (signal.SIGUSR2, signal.SIGALRM, signal.SIGQUIT, signal.SIGPWR,
+                    signal.SIGRTMIN + 3):
+            with self.subTest(signal=sig):
+                self.assert_signal_at_start_gives_a_result(sig, "signaled", 128 + 15, trials=3)
+
+    def test_payload_signalling_nsbox_under_pid_host(self):
+        # --pid host: the payload sees nsbox and (rootless: the same host uid) can signal it.
+        # With a signal nsbox did not handle, nsbox ended with no result and no "end" record.
+        env = private_env(self)
+        log = os.path.join(env["XDG_RUNTIME_DIR"], "audit.log")
+        code = ("import os, time\n"
+                "init = os.getppid()\n"
+                "sup = int(open(f'/proc/{init}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+                "os.kill(sup, 12)  # SIGUSR2\n"
+                "time.sleep(5)\n")
+        p = subprocess.run([NSBOX, "run", "--json", "--log", log, "--cgroup", "off",
+                            "--pid", "host", "--", "python3", "-c", code],
+                           capture_output=True, text=True, env=env, timeout=30)
+        if os.getuid() == 0:
+            # Root's payload is another host uid: its kill() is refused (EPERM), the payload
+            # dies of the exception, and the run ends with its exit status.
+            self.assertEqual(json.loads(p.stdout)["status"], "exited", p.stderr)
+        else:
+            self.assertEqual(p.returncode, 128 + 15, p.stderr)
+            self.assertEqual(json.loads(p.stdout)["status"], "signaled")
+        self.assertEqual([rec["event"] for rec in records(log)], ["start", "end"])
+
     def test_ctrl_c_while_waiting_for_code_on_stdin(self):
         # Nothing of the run exists yet: SIGINT ends nsbox as it would any program, instead of
         # waiting for the input to end and then starting a run only to interrupt it.
@@ -191,6 +222,52 @@ class TestSignals(NsboxTestCase):
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
         self.assertEqual(proc.wait(timeout=5), -signal.SIGINT)
+
+
+class TestRefusalFlood(NsboxTestCase):
+    """Each refused system call is a seccomp notification the supervisor answers, outside every
+    limit of the sandbox: a payload that loops on one must not make it burn a CPU."""
+
+    FLOOD = ("import ctypes, os, sys, time\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "t = time.monotonic(); n = 0\n"
+             "while n < int(sys.argv[1]) and time.monotonic() - t < float(sys.argv[2]):\n"
+             "    libc.syscall(165, 0, 0, 0, 0, 0)  # mount(2): refused\n"
+             "    n += 1\n"
+             "print(n, time.monotonic() - t)\n")
+
+    def test_refused_calls_are_paced(self):
+        # 3000 refused calls: 1000 answered at once, then 1000 a second, so they take about 2 s
+        # (without the pace, a fraction of a second), and the result says why.
+        p = subprocess.run([NSBOX, "run", "--json", "--cgroup", "off", "--timeout", "20", "--",
+                            "python3", "-c", self.FLOOD, "3000", "15"],
+                           capture_output=True, text=True, env=private_env(self), timeout=60)
+        r = json.loads(p.stdout)
+        if not r.get("seccomp_refused"):
+            self.skipTest("no seccomp notifications on this kernel (refused calls unrecorded)")
+        n, seconds = r["stdout"].split()
+        self.assertEqual(int(n), 3000, r)
+        self.assertGreater(float(seconds), 1.5, r)
+        self.assertEqual(r["seccomp_refused"], [{"syscall": "mount", "count": 3000}])
+        self.assertTrue(any("faster than nsbox answers them" in note for note in r["notes"]), r)
+
+    def test_supervisor_cpu_stays_small_under_a_flood(self):
+        # Four processes loop on a refused call for 4 s; the supervisor's own CPU time (utime
+        # and stime of its /proc/PID/stat, its children not counted) after 3 s stays small.
+        # (Before the pace: about 0.4 CPU, over a second of CPU time here.)
+        code = "import os\nfor _ in range(3):\n    if os.fork() == 0: break\n" + self.FLOOD
+        proc = subprocess.Popen([NSBOX, "run", "--cgroup", "off", "--timeout", "20", "--",
+                                 "python3", "-c", code, "100000000", "4"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=private_env(self))
+        try:
+            time.sleep(3)
+            with open(f"/proc/{proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        finally:
+            proc.wait(timeout=30)
+        self.assertLess(cpu, 0.3, f"the supervisor used {cpu} s of CPU in 3 s")
 
 
 if __name__ == "__main__":

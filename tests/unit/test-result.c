@@ -339,7 +339,8 @@ Test(explain, cgroup_oom_and_pids_in_json)
     json_decref(j);
 }
 
-/* Bytes of the JSON string jansson writes for s[0..n), quotes not counted. */
+/* Bytes of the JSON string nsbox writes for s[0..n) (json_dump_exact(): jansson's, with the
+ * hidden characters escaped), quotes not counted. */
 static size_t json_size(const char *s, size_t n)
 {
     json_t *j = json_text(s, n);
@@ -347,7 +348,7 @@ static size_t json_size(const char *s, size_t n)
     size_t len;
 
     cr_assert_not_null(j);
-    text = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+    text = json_dump_exact(j, JSON_ENCODE_ANY | JSON_COMPACT);
     cr_assert_not_null(text);
     len = strlen(text) - 2;
     free(text);
@@ -423,7 +424,8 @@ Test(json_meter, never_passes_the_bound)
 {
     static const char alphabet[][4] = {"a", "\n", "\"", "\x01", "\x1b", "\x7f", "\xc3", "\xa9",
                                        "\xe2", "\x82", "\xac", "\xf0", "\x9f", "\xff", "\xed",
-                                       "\xa0", "\0"};
+                                       "\xa0", "\0", "\xc2", "\x9d", "\x80", "\x8b",
+                                       "\xf3", "\xa0", "\x81"};
     char s[512];
 
     srand(7);
@@ -454,6 +456,36 @@ Test(json_dump, exact_buffer_matches_json_dumps)
     free(want);
     free(got);
     json_decref(j);
+}
+
+Test(json_dump, hidden_characters_are_escaped_value_unchanged)
+{
+    /* DEL, C1 CSI and OSC, the line separator, a right-to-left override, a zero-width space, a
+     * BOM and U+E0001 (a tag, above U+FFFF: a surrogate pair); visible non-ASCII stays. */
+    const char *s = "a\x7f\xc2\x9b\xc2\x9d\xe2\x80\xa8\xe2\x80\xae\xe2\x80\x8b\xef\xbb\xbf"
+                    "\xf3\xa0\x80\x81\xc3\xa9\xe2\x82\xac";
+    json_t *j = json_pack("{s:s}", "k", s), *back;
+    char *got = json_dump_exact(j, JSON_COMPACT);
+
+    cr_assert_not_null(got);
+    cr_expect_str_eq(got, "{\"k\":\"a\\u007f\\u009b\\u009d\\u2028\\u202e\\u200b\\ufeff"
+                          "\\udb40\\udc01\xc3\xa9\xe2\x82\xac\"}");
+    back = json_loads(got, 0, NULL);
+    cr_assert_not_null(back);
+    cr_expect_str_eq(json_string_value(json_object_get(back, "k")), s);
+    cr_expect_eq(json_size(s, strlen(s)), strlen(got) - strlen("{\"k\":\"\"}"));
+    free(got);
+    json_decref(back);
+    json_decref(j);
+}
+
+Test(json_meter, hidden_characters_cost_their_escapes)
+{
+    /* U+009D: 2 bytes become 6; U+E0001: 4 bytes become 12; DEL: 1 becomes 6. */
+    cr_expect_eq(meter_feed("\xc2\x9d\xc2\x9d", 4, 4, 11), 2);
+    cr_expect_eq(meter_feed("\xf3\xa0\x80\x81", 4, 4, 11), 0);
+    cr_expect_eq(meter_feed("\xf3\xa0\x80\x81", 4, 1, 12), 4);
+    cr_expect_eq(meter_feed("\x7f\x7f", 2, 2, 11), 1);
 }
 
 Test(result, host_ids)

@@ -43,6 +43,12 @@ static const struct {
     /* right-to-left override, line separator */
     {"\xe2\x80\xae:xobsn", "\\xe2\\x80\\xae:xobsn"},
     {"a\xe2\x80\xa8" "b", "a\\xe2\\x80\\xa8b"},
+    /* format characters (Cf): zero-width space, word joiner, BOM, soft hyphen, a tag */
+    {"ns\xe2\x80\x8b" "box:", "ns\\xe2\\x80\\x8bbox:"},
+    {"\xe2\x81\xa0nsbox:", "\\xe2\\x81\\xa0[program] nsbox:"},
+    {"\xef\xbb\xbfx", "\\xef\\xbb\\xbfx"},
+    {"ns\xc2\xad" "box", "ns\\xc2\\xadbox"},
+    {"\xf3\xa0\x80\x81", "\\xf3\\xa0\\x80\\x81"},
     /* CR LF is a newline; a lone CR or backspace would overwrite what is on the line */
     {"a\r\nb", "a\r\nb"},
     {"a\rb", "a\\x0db"},
@@ -132,4 +138,17 @@ Test(termsafe, random_output_is_inert)
         free(out);
         free(whole);
     }
+}
+
+Test(termsafe, a_line_keeps_to_its_line)
+{
+    char out[64];
+    const char *in = "a\nnsbox: b\r\n\x1b[2J\xc2\x9b\xe2\x80\x8b\xc3\xa9\t";
+
+    cr_expect_eq(termsafe_escape_line(in, strlen(in), out, sizeof(out)), strlen(out));
+    cr_expect_str_eq(out, "a\\x0ansbox: b\\x0d\\x0a\\x1b[2J\\xc2\\x9b\\xe2\\x80\\x8b\xc3\xa9\t");
+    /* Cut where it does not fit, never inside an escape or a character. */
+    cr_expect_eq(termsafe_escape_line("\x01\x01\x01\x01\x01", 5, out, 18), 16);
+    cr_expect_str_eq(out, "\\x01\\x01\\x01\\x01");
+    cr_expect_eq(termsafe_escape_line("ab", 2, out, 1), 0);
 }

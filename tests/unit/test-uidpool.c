@@ -98,3 +98,19 @@ Test(uidpool, map_covers)
     cr_expect_eq(uidpool_map_covers("0 0\n", 0), -EINVAL);
     cr_expect_eq(uidpool_map_covers("0 0 1 junk\n", 5), -EINVAL);
 }
+
+Test(uidpool, subid_covers)
+{
+    const char *text = "alice:100000:65536\n# a comment\n\n1001:2113929216:16\nbob:x:5\n"
+                       "carol:2113933000:1000";
+
+    cr_expect_eq(uidpool_subid_covers(text, 100000), 1);
+    cr_expect_eq(uidpool_subid_covers(text, 165535), 1);
+    cr_expect_eq(uidpool_subid_covers(text, 165536), 0);
+    cr_expect_eq(uidpool_subid_covers(text, UIDPOOL_BASE), 1);
+    cr_expect_eq(uidpool_subid_covers(text, UIDPOOL_BASE + 15), 1);
+    cr_expect_eq(uidpool_subid_covers(text, UIDPOOL_BASE + 16), 0);
+    cr_expect_eq(uidpool_subid_covers(text, 2113933999), 1); /* last line, no newline */
+    cr_expect_eq(uidpool_subid_covers(text, 5), 0);          /* bob's line does not parse */
+    cr_expect_eq(uidpool_subid_covers("", 100000), 0);
+}

@@ -277,6 +277,51 @@ class TestTeardown(CgroupTestCase):
 
 
 class TestPlacement(CgroupTestCase):
+    def service_run(self, cgroup, *args):
+        """Root's nsbox alone in cgroup, as `ExecStart=nsbox run ...` of a service: the shell
+        that moved itself there execs nsbox. Returns (process, JSON result)."""
+        p = subprocess.run(["sh", "-c", f'echo $$ > {cgroup}/cgroup.procs && exec "$@"', "sh",
+                            NSBOX, "run", "--json", *args], capture_output=True, text=True,
+                           timeout=300, env={"PATH": "/usr/bin:/bin", "NSBOX_ROOTFS": ROOTFS})
+        try:
+            return p, json.loads(p.stdout)
+        except ValueError:
+            raise AssertionError(f"no JSON: rc={p.returncode} {p.stdout!r} {p.stderr!r}")
+
+    def test_root_leaves_a_service_cgroup_that_is_not_delegated_alone(self):
+        # The review's layout: a service's cgroup (svc.service), not delegated, nsbox alone in
+        # it. nsbox used to enable controllers there and move itself into nsbox-supervisor,
+        # which it left behind: the service could not start a process in its own cgroup again
+        # (EBUSY, "no internal processes"). Now it falls back to rlimits and says why.
+        svc = os.path.join(CG, f"svc-{secrets.token_hex(4)}.service")
+        os.mkdir(svc)
+        self.addCleanup(remove_cgroup, svc)
+        p, r = self.service_run(svc, *FAST, "--", "true")
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
+        self.assertIn(f"cgroup {svc[len(CG):]} is not delegated to nsbox (no trusted.delegate",
+                      r["limits_note"])
+        self.assertIn(f"cgroup {svc[len(CG):]} is not delegated", p.stderr)
+        self.assertIn("systemd-run --scope -p Delegate=yes", r["limits_note"])
+        self.assertEqual(read_text(f"{svc}/cgroup.subtree_control").split(), [])
+        self.assertEqual(glob.glob(f"{svc}/*/"), [])
+        # The service can still start a process in its cgroup.
+        q = subprocess.run(["sh", "-c", f"echo $$ > {svc}/cgroup.procs"], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        p, r = self.service_run(svc, "--cgroup", "required", *FAST, "--", "true")
+        self.assertEqual((p.returncode, r["error"]["step"]), (125, "cgroup"), r)
+
+    def test_root_uses_a_delegated_service_cgroup(self):
+        # The same with Delegate=yes (systemd's mark, trusted.delegate=1): nsbox moves itself
+        # into nsbox-supervisor, enables the controllers and makes its leaf there.
+        svc = os.path.join(CG, f"svc-{secrets.token_hex(4)}.service")
+        os.mkdir(svc)
+        self.addCleanup(remove_cgroup, svc)
+        os.setxattr(svc, "trusted.delegate", b"1")
+        p, r = self.service_run(svc, "--cgroup", "required", *FAST, "--", "true")
+        self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "cgroup"), (r, p.stderr))
+        self.assertTrue(r["cgroup"]["path"].startswith(svc[len(CG):] + "/nsbox-run-"), r)
+
     def test_cgroup_parent(self):
         parent = make_cgroup("runs-" + secrets.token_hex(4))
         self.addCleanup(remove_cgroup, parent)
@@ -391,11 +436,13 @@ class TestPlacement(CgroupTestCase):
         self.assertIn(f"cgroup {at} holds other processes", r["error"]["message"])
         self.assertIn("no user bus", r["error"]["message"])
         self.assertEqual(subdirs, [])
-        # Root in a cgroup of its own that holds its shell: the same, and no walk up (root owns
-        # every cgroup, so ownership does not show where a delegation ends).
+        # Root in a cgroup delegated to it (trusted.delegate=1, as systemd marks Delegate=yes)
+        # that holds its shell: the same, and no walk up (root owns every cgroup, so ownership
+        # does not show where a delegation ends).
         mine = os.path.join(CG, "mine-" + secrets.token_hex(4))
         os.mkdir(mine)
         self.addCleanup(os.rmdir, mine)
+        os.setxattr(mine, "trusted.delegate", b"1")
         p, r, subdirs = self.shell_in(mine, *FAST, "--", "true", as_user=False)
         self.assertEqual((r["status"], r["limits_enforced_by"]), ("exited", "rlimit"), r)
         self.assertIn(f"cgroup {mine[len(CG):]} holds other processes", r["limits_note"])
