@@ -159,9 +159,14 @@ static int export(const char *name, const char *dir)
         goto out;
     }
     r = copy_packer_new(mem, &caps, &p, why, sizeof(why));
-    if (r >= 0)
-        r = copy_pack(p, &(struct copy_source){.src_fd = ws.dir_fd, .prefix = "", .shown = ws.path},
-                      true, why, sizeof(why));
+    if (r >= 0) {
+        _cleanup_close_ int work =
+            openat(ws.dir_fd, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (work >= 0)
+            r = copy_pack(p, &(struct copy_source){.src_fd = work, .prefix = "",
+                                                   .shown = ws.path},
+                          true, why, sizeof(why));
+    }
     if (p) {
         int k = copy_packer_finish(p, NULL, why, sizeof(why));
         r = r < 0 ? r : k;

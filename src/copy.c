@@ -199,7 +199,8 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
     char path[PATH_MAX + 1];
     int r;
 
-    if (snprintf(name + len, name_size - len, "/%s", entry) >= (int)(name_size - len))
+    if (snprintf(name + len, name_size - len, "%s%s", len ? "/" : "", entry) >=
+        (int)(name_size - len))
         return skip(p, name, "name too long", why, why_size);
     (void)snprintf(path, sizeof(path), "%s/%s", shown, entry);
     if (has_control(entry)) {
