@@ -556,7 +556,8 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
     binary = find_nsbox(nsbox)
     # A private directory (0700, mkdtemp's mode) for the code and the files: nobody else on
     # the host may read them while the run lasts. The code file is read by nsbox itself, as the
-    # caller (0600); the files are bound into the sandbox (modes: _modes()).
+    # caller (0600); so are the files, which nsbox copies into the sandbox's /work (--copy-in:
+    # never a bind, so the sandbox cannot reach this directory).
     tmp: Optional[str] = None
     try:
         if files is not None or (code is not None and stdin_data is not None):
@@ -564,7 +565,7 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
         if files is not None:
             files_dir = os.path.join(tmp, "files")
             _write_files(files_dir, files)
-            options += ["-v", f"{files_dir}:{FILES_DIR}:ro"]
+            options += ["--copy-in", f"{files_dir}:{FILES_DIR}"]
         payload_stdin = stdin_data
         if code is not None:
             if stdin_data is None:
@@ -666,7 +667,7 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
             None for no limit.
         cpus: CPU limit (``0.5`` is half a CPU); None for no limit.
         pids_limit: process limit; None for no limit.
-        files: ``{relative_name: str | bytes}``; the code sees them read-only as
+        files: ``{relative_name: str | bytes}``; copied into the sandbox (never bound) as
             ``/work/files/NAME`` (names may contain ``/`` for subdirectories, never ``..``
             or a leading ``/``).
         stdin: data for the program's stdin (str or bytes); by default stdin is empty.
