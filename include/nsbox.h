@@ -343,6 +343,7 @@ struct nsbox_result {
     /* Copy-out (config.copy_out, config.workspace): what was copied and what was not.
      * copy_out_done: the copy was taken (the payload ended by itself). copy_out_complete: every
      * file was copied; false when anything was skipped. Owned (nsbox_result_free()). */
+    bool copy_out_asked; /* config.copy_out or config.workspace was given */
     bool copy_out_done, copy_out_complete;
     struct nsbox_copied_file *copied;
     size_t n_copied;

@@ -549,7 +549,8 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
         if (t->indexed) {
             char *slash = strchr(name, '/'), *end = NULL;
             unsigned long i = strtoul(name, &end, 10);
-            if (end == name || (*end != '/' && *end != '\0') || i >= t->n_roots) {
+            if (name[0] < '0' || name[0] > '9' || end == name ||
+                (*end != '/' && *end != '\0') || i >= t->n_roots) {
                 r = fail(why, why_size, -EINVAL, "the copy stream has an invalid name");
                 goto out;
             }

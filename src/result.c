@@ -355,7 +355,7 @@ static json_t *copy_out_json(const struct nsbox_result *r)
 {
     json_t *copied, *skipped;
 
-    if (!r->copy_out_done && !r->n_copied && !r->n_skipped)
+    if (!r->copy_out_asked)
         return json_null();
     copied = json_array();
     skipped = json_array();

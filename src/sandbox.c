@@ -823,6 +823,7 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
 
     if (c->n_copy_out || c->workspace) {
         size_t n = c->n_copy_out + (c->workspace ? 1 : 0);
+        ret->copy_out_asked = true;
         sb->out_fds = calloc(n, sizeof(int));
         sb->out_host_paths = calloc(n, sizeof(char *));
         sb->out_shown = calloc(n, sizeof(char *));
@@ -1406,6 +1407,7 @@ static uint64_t sandbox_fsize(const struct sandbox *sb)
     if (c->memory == 0)
         return RLIM_INFINITY;
     max = c->memory > max ? c->memory : max;
+    max = c->workdir_size + c->code_size > max ? c->workdir_size + c->code_size : max;
     for (size_t i = 0; i < sb->n_mounts; i++)
         if (sb->mounts[i].is_tmpfs && sb->mounts[i].size > max)
             max = sb->mounts[i].size;

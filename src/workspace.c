@@ -105,10 +105,11 @@ int workspace_open(const char *name, bool create, struct workspace *ws, char *wh
     int r;
 
     *ws = (struct workspace){.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF};
-    if (!run_name_is_valid(name))
+    if (!run_name_is_valid(name) ||
+        (strlen(name) > 5 && strcmp(name + strlen(name) - 5, ".lock") == 0))
         return fail(why, why_size, -EINVAL,
                     "invalid workspace name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most "
-                    "%d bytes",
+                    "%d bytes, not ending in .lock",
                     name, NSBOX_NAME_MAX);
     (void)snprintf(ws->name, sizeof(ws->name), "%s", name);
     r = workspace_base_open(create, ws->path, sizeof(ws->path), why, why_size);

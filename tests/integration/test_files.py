@@ -99,6 +99,29 @@ class TestCopy(NsboxTestCase):
         self.assertEqual(sorted(os.listdir(self.tmp.name)), ["out"])
 
 
+    def test_copy_out_never_writes_through_a_symlink_in_hostdir(self):
+        """HOSTDIR/o is a symlink to a victim directory and HOSTDIR/f a symlink to a victim
+        file (as a sandbox given HOSTDIR through a :rw bind could plant them): the copy fails
+        rather than write there."""
+        out = os.path.join(self.tmp.name, "out")
+        victim = os.path.join(self.tmp.name, "victim")
+        os.makedirs(out)
+        os.makedirs(victim)
+        with open(os.path.join(victim, "file"), "w") as f:
+            f.write("precious")
+        os.symlink(victim, os.path.join(out, "o"))
+        os.symlink(os.path.join(victim, "file"), os.path.join(out, "f"))
+        for src, code in (("/work/o", "import os; os.mkdir('o'); open('o/x','w').write('evil')"),
+                          ("/work/f", "open('f','w').write('evil')")):
+            p, r = py(code, "--copy-out", f"{src}:{out}")
+            self.assertEqual(r["exit_code"], 0, r["stderr"])
+            self.assertFalse(r["copy_out"]["done"], src)
+            self.assertTrue(any("copy-out failed" in w for w in r["warnings"]), r["warnings"])
+        self.assertEqual(sorted(os.listdir(victim)), ["file"])
+        with open(os.path.join(victim, "file")) as f:
+            self.assertEqual(f.read(), "precious")
+
+
 class TestWorkspace(NsboxTestCase):
     def setUp(self):
         self.state = tempfile.TemporaryDirectory()
