@@ -43,6 +43,7 @@ _Data = Union[str, bytes]
 _Limit = Union[str, int, float, None]
 _Timeout = Union[int, float, None]
 _Chunk = Callable[[str], Any]
+_CopyOut = Union[None, str, Sequence[str]]
 
 
 def find_nsbox(nsbox: Optional[str] = None) -> str:
@@ -113,15 +114,10 @@ def _check_file_name(name: str) -> List[str]:
 
 def _modes() -> Tuple[int, int]:
     """The modes of the directories and files that ``files`` makes, below a 0700 directory of
-    the caller's that nobody else can enter.
-
-    An ordinary user's sandbox runs as that user: 0700 and 0600. Root's runs as another host
-    uid (the host's nobody), which reaches the bound directory through the bind, never through
-    the 0700 directory above it: it needs the bits for others, 0755 and 0644, and the 0700
-    directory keeps every other host user out all the same.
-    """
-    return (0o755, 0o644) if os.geteuid() == 0 else (0o700, 0o600)
-
+    the caller's: 0700 and 0600. nsbox reads them as the caller and copies them into the
+    sandbox (``--copy-in``), so not even root's sandboxes, which run as another host uid, need
+    to reach them."""
+    return (0o700, 0o600)
 
 def _write_file(path: str, data: bytes, mode: int = 0o600) -> None:
     """Create path (which must not exist) with exactly mode, whatever the umask."""
@@ -540,9 +536,12 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
               files: Optional[Mapping[str, _Data]], stdin: Optional[_Data],
               env: Optional[Mapping[str, str]], nsbox: Optional[str], rootfs: Optional[str],
               output_limit: Optional[int], network: str, extra_args: Sequence[str],
-              log: Optional[str]) -> Iterator[Tuple[str, List[str], Optional[bytes]]]:
+              log: Optional[str], copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None,
+              workspace: Optional[str] = None
+              ) -> Iterator[Tuple[str, List[str], Optional[bytes]]]:
     """Check the arguments, write the files, and yield (nsbox binary, options, stdin for
-    nsbox); the files are removed afterwards."""
+    nsbox); the files are removed afterwards (and so is what was copied out, unless into
+    copy_out_dir)."""
     options = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
                            network, extra_args)
     # The audit log (nsbox's --log, by default $NSBOX_LOG): nsbox itself runs with a cleared
@@ -553,6 +552,19 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
     stdin_data = None if stdin is None else _as_bytes(stdin, "stdin")
     if files is not None and not isinstance(files, _MappingABC):
         raise TypeError("files must be a dict {relative_name: str | bytes}")
+    if isinstance(copy_out, str):
+        copy_out = [copy_out]
+    copy_out = list(copy_out or [])
+    for path in copy_out:
+        if not isinstance(path, str) or not path.startswith("/") or ":" in path:
+            raise ValueError(f"copy_out path {path!r} must be an absolute path in the sandbox "
+                             "(e.g. '/work/plot.png' or '/work'), without ':'")
+    if copy_out_dir is not None and not copy_out:
+        raise ValueError("copy_out_dir needs copy_out: the sandbox paths to copy out")
+    if workspace is not None:
+        if not isinstance(workspace, str) or not workspace:
+            raise TypeError("workspace must be a non-empty str (the workspace's name)")
+        options += ["--workspace", workspace]
     binary = find_nsbox(nsbox)
     # A private directory (0700, mkdtemp's mode) for the code and the files: nobody else on
     # the host may read them while the run lasts. The code file is read by nsbox itself, as the
@@ -560,8 +572,16 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
     # never a bind, so the sandbox cannot reach this directory).
     tmp: Optional[str] = None
     try:
-        if files is not None or (code is not None and stdin_data is not None):
+        if files is not None or copy_out or (code is not None and stdin_data is not None):
             tmp = tempfile.mkdtemp(prefix="nsbox-")
+        if copy_out:
+            # Into copy_out_dir, else a directory of ours that is gone when the run is over
+            # (Result.files holds the bytes by then). nsbox writes there through descriptors
+            # only, never through a symlink.
+            out_dir = os.path.abspath(os.fspath(copy_out_dir)) if copy_out_dir is not None \
+                else os.path.join(tmp, "out")
+            for path in copy_out:
+                options += ["--copy-out", f"{path}:{out_dir}"]
         if files is not None:
             files_dir = os.path.join(tmp, "files")
             _write_files(files_dir, files)
@@ -589,14 +609,19 @@ def _run(program: List[str], code: Optional[bytes], timeout: _Timeout, memory: _
          stdin: Optional[_Data], env: Optional[Mapping[str, str]], nsbox: Optional[str],
          rootfs: Optional[str], output_limit: Optional[int], network: str,
          extra_args: Sequence[str], log: Optional[str], on_stdout: Optional[_Chunk],
-         on_stderr: Optional[_Chunk]) -> Result:
+         on_stderr: Optional[_Chunk], copy_out: _CopyOut = None,
+         copy_out_dir: Optional[str] = None, workspace: Optional[str] = None) -> Result:
     with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
-                   rootfs, output_limit, network, extra_args, log) as (binary, options, data):
+                   rootfs, output_limit, network, extra_args, log, copy_out, copy_out_dir,
+                   workspace) as (binary, options, data):
+        env = _workspace_env(env, workspace)
         if on_stdout is None and on_stderr is None:
-            return _execute([binary, "run", "--json", *options, "--", *program], data, timeout,
-                            env)
-        return _execute_streaming(binary, options, program, data, timeout, env,
-                                  _Streams(on_stdout, on_stderr))
+            result = _execute([binary, "run", "--json", *options, "--", *program], data,
+                              timeout, env)
+        else:
+            result = _execute_streaming(binary, options, program, data, timeout, env,
+                                        _Streams(on_stdout, on_stderr))
+        return _collect_files(result)
 
 
 async def _arun(program: List[str], code: Optional[bytes], timeout: _Timeout, memory: _Limit,
@@ -604,12 +629,45 @@ async def _arun(program: List[str], code: Optional[bytes], timeout: _Timeout, me
                 stdin: Optional[_Data], env: Optional[Mapping[str, str]],
                 nsbox: Optional[str], rootfs: Optional[str], output_limit: Optional[int],
                 network: str, extra_args: Sequence[str], log: Optional[str],
-                on_stdout: Optional[_Chunk], on_stderr: Optional[_Chunk]) -> Result:
+                on_stdout: Optional[_Chunk], on_stderr: Optional[_Chunk],
+                copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None,
+                workspace: Optional[str] = None) -> Result:
     with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
-                   rootfs, output_limit, network, extra_args, log) as (binary, options, data):
+                   rootfs, output_limit, network, extra_args, log, copy_out, copy_out_dir,
+                   workspace) as (binary, options, data):
         streams = None if on_stdout is None and on_stderr is None else _Streams(on_stdout,
                                                                                  on_stderr)
-        return await _aexecute(binary, options, program, data, timeout, env, streams)
+        return _collect_files(await _aexecute(binary, options, program, data, timeout,
+                                              _workspace_env(env, workspace), streams))
+
+
+def _workspace_env(env: Optional[Mapping[str, str]],
+                   workspace: Optional[str]) -> Optional[Mapping[str, str]]:
+    """With a workspace, nsbox needs to know where the caller's state directory is
+    ($XDG_STATE_HOME, else ~/.local/state): given to nsbox in XDG_STATE_HOME, and not to the
+    program (only the keys of ``env`` become ``-e KEY``)."""
+    if workspace is None:
+        return env
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not state.startswith("/"):
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return {**(env or {}), "XDG_STATE_HOME": state}
+
+
+def _collect_files(result: Result) -> Result:
+    """Fill result.files from what nsbox copied out: {sandbox path: bytes}. Each file is read
+    from where nsbox wrote it (a directory of ours or the caller's copy_out_dir), refusing a
+    symlink."""
+    copy_out = result.raw.get("copy_out") or {}
+    result.copy_out = copy_out or None
+    for entry in copy_out.get("copied") or []:
+        host_path = entry.get("host_path")
+        if not host_path:
+            continue
+        fd = os.open(host_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            result.files[str(entry["path"])] = f.read()
+    return result
 
 
 def _program(argv: Sequence[str]) -> List[str]:
@@ -628,7 +686,9 @@ def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
         nsbox: Optional[str] = None, rootfs: Optional[str] = None,
         output_limit: Optional[int] = None, network: str = "none",
         extra_args: Sequence[str] = (), log: Optional[str] = None,
-        on_stdout: Optional[_Chunk] = None, on_stderr: Optional[_Chunk] = None) -> Result:
+        on_stdout: Optional[_Chunk] = None, on_stderr: Optional[_Chunk] = None,
+        copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None,
+        workspace: Optional[str] = None) -> Result:
     """Run a program in a fresh nsbox sandbox and return its :class:`Result`.
 
     ``argv[0]`` is looked up in the sandbox's PATH inside the rootfs (``/usr/bin/python3``
@@ -639,7 +699,8 @@ def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
     ValueError/TypeError for invalid arguments.
     """
     return _run(_program(argv), None, timeout, memory, cpus, pids_limit, files, stdin, env,
-                nsbox, rootfs, output_limit, network, extra_args, log, on_stdout, on_stderr)
+                nsbox, rootfs, output_limit, network, extra_args, log, on_stdout, on_stderr,
+                copy_out, copy_out_dir, workspace)
 
 
 def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m",
@@ -650,7 +711,9 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
                     output_limit: Optional[int] = None, network: str = "none",
                     extra_args: Sequence[str] = (), log: Optional[str] = None,
                     on_stdout: Optional[_Chunk] = None,
-                    on_stderr: Optional[_Chunk] = None) -> Result:
+                    on_stderr: Optional[_Chunk] = None, copy_out: _CopyOut = None,
+                    copy_out_dir: Optional[str] = None,
+                    workspace: Optional[str] = None) -> Result:
     """Run Python source in a fresh nsbox sandbox and return its :class:`Result`.
 
     The code runs as ``python3 /work/main.py`` with ``/work`` as its working directory, as an
@@ -688,6 +751,18 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
             bytes per stream, in the calling thread. The Result holds the same text. nsbox's
             own messages are then only in the Result (``nsbox_stderr`` is empty). An
             exception raised by a callback kills the run and propagates.
+        copy_out: a sandbox path, or a list of them (``"/work/plot.png"``, ``"/work/out"``),
+            copied out when the program has ended by itself (``--copy-out``; a directory
+            recursively, regular files and directories only, within 64 MiB and 1000 files:
+            ``extra_args=["--copy-out-max-bytes", "256m"]`` raises the caps). The files are in
+            ``Result.files`` as ``{sandbox path: bytes}``; what was skipped, and why, in
+            ``Result.copy_out["skipped"]``.
+        copy_out_dir: where on the host the copies go (made if missing), to keep them; by
+            default a private temporary directory, removed after the run.
+        workspace: the name of a workspace (``--workspace``): ``/work`` starts with the files
+            the last run on it left there and is saved back when the program ends by itself,
+            so the steps of an agent share files without any host directory given to the
+            sandbox. One run at a time per workspace (NsboxError otherwise).
 
     Returns:
         a :class:`Result`; the payload's own failures (exception, exit status, signal,
@@ -702,7 +777,7 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
     """
     return _run([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files, stdin,
                 env, nsbox, rootfs, output_limit, network, extra_args, log, on_stdout,
-                on_stderr)
+                on_stderr, copy_out, copy_out_dir, workspace)
 
 
 async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
@@ -713,7 +788,8 @@ async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "25
                output_limit: Optional[int] = None, network: str = "none",
                extra_args: Sequence[str] = (), log: Optional[str] = None,
                on_stdout: Optional[_Chunk] = None,
-               on_stderr: Optional[_Chunk] = None) -> Result:
+               on_stderr: Optional[_Chunk] = None, copy_out: _CopyOut = None,
+               copy_out_dir: Optional[str] = None, workspace: Optional[str] = None) -> Result:
     """:func:`run` for asyncio: ``result = await nsbox.arun([...])``.
 
     nsbox's pipes and its exit (a pidfd) are watched by the running event loop (no threads);
@@ -723,7 +799,7 @@ async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "25
     """
     return await _arun(_program(argv), None, timeout, memory, cpus, pids_limit, files, stdin,
                        env, nsbox, rootfs, output_limit, network, extra_args, log, on_stdout,
-                       on_stderr)
+                       on_stderr, copy_out, copy_out_dir, workspace)
 
 
 async def arun_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m",
@@ -735,11 +811,13 @@ async def arun_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit =
                            output_limit: Optional[int] = None, network: str = "none",
                            extra_args: Sequence[str] = (), log: Optional[str] = None,
                            on_stdout: Optional[_Chunk] = None,
-                           on_stderr: Optional[_Chunk] = None) -> Result:
+                           on_stderr: Optional[_Chunk] = None, copy_out: _CopyOut = None,
+                           copy_out_dir: Optional[str] = None,
+                           workspace: Optional[str] = None) -> Result:
     """:func:`run_python_code` for asyncio: ``result = await nsbox.arun_python_code(code)``.
 
     As :func:`arun`; arguments, result and errors are those of :func:`run_python_code`.
     """
     return await _arun([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files,
                        stdin, env, nsbox, rootfs, output_limit, network, extra_args, log,
-                       on_stdout, on_stderr)
+                       on_stdout, on_stderr, copy_out, copy_out_dir, workspace)

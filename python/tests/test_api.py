@@ -249,12 +249,46 @@ class TestRun(SandboxTestCase):
             r = future.result()
         self.assertEqual(r.stdout, "S F\n", r.stderr)
         self.assertEqual((seen[""], seen["main.py"]), (0o700, 0o600))
-        if os.geteuid() == 0:
-            self.assertEqual((seen["files"], seen["files/sub"], seen["files/sub/f"]),
-                             (0o755, 0o755, 0o644))
-        else:
-            self.assertEqual((seen["files"], seen["files/sub"], seen["files/sub/f"]),
-                             (0o700, 0o700, 0o600))
+        # Copied in by nsbox as the caller (--copy-in): private even in root's runs.
+        self.assertEqual((seen["files"], seen["files/sub"], seen["files/sub/f"]),
+                         (0o700, 0o700, 0o600))
+
+    def test_copy_out_returns_files(self):
+        r = self.code("""
+            import os
+            os.makedirs('out/sub')
+            open('out/plot.png', 'wb').write(bytes(range(256)))
+            open('out/sub/data.csv', 'w').write('a,b')
+            os.symlink('/etc/shadow', 'out/link')
+            """, copy_out="/work/out")
+        self.assertTrue(r.ok, r.stderr)
+        self.assertEqual(r.files, {"/work/out/plot.png": bytes(range(256)),
+                                   "/work/out/sub/data.csv": b"a,b"})
+        self.assertEqual([(s["path"], s["reason"]) for s in r.copy_out["skipped"]],
+                         [("/work/out/link", "symlink (never followed)")])
+        self.assertIn("not copied out: /work/out/link (symlink (never followed))",
+                      r.as_tool_output())
+
+    def test_copy_out_dir_keeps_the_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = self.code("open('r.txt', 'w').write('kept')", copy_out="/work/r.txt",
+                          copy_out_dir=d)
+            self.assertTrue(r.ok, r.stderr)
+            with open(os.path.join(d, "r.txt")) as f:
+                self.assertEqual(f.read(), "kept")
+            self.assertEqual(r.files, {"/work/r.txt": b"kept"})
+
+    def test_workspace_keeps_files_between_runs(self):
+        with tempfile.TemporaryDirectory() as state, \
+                mock.patch.dict(os.environ, {"XDG_STATE_HOME": state}):
+            r = self.code("open('step.txt', 'w').write('one')", workspace="t1")
+            self.assertTrue(r.ok, r.stderr)
+            r = self.code("print(open('step.txt').read())", workspace="t1")
+            self.assertEqual(r.stdout, "one\n", r.stderr)
+
+    def test_copy_out_bad_path(self):
+        with self.assertRaises(ValueError):
+            self.code("pass", copy_out="work/x")
 
     def test_empty_files_dict(self):
         r = self.code("import os; print(os.listdir('/work/files'))", files={})
@@ -674,20 +708,15 @@ class TestAttacks(SandboxTestCase):
         self.assertLess(r.wall_time, 10)
 
     def test_persist(self):
+        # /work and /tmp are writable (issue #17), but die with the run: nothing a run
+        # writes is there for the next one (workspace= is the opt-in for that).
         r = self.code("""
-            try:
-                with open('/work/persisted.txt', 'w') as f:
-                    f.write('x')
-                print('PERSISTED')
-            except OSError as e:
-                print('blocked', e.errno)
+            with open('/work/persisted.txt', 'w') as f:
+                f.write('x')
             with open('/tmp/scratch.txt', 'w') as f:
                 f.write('x')
             """)
         self.assertTrue(r.ok, r.stderr)
-        self.assertNotIn("PERSISTED", r.stdout)
-        self.assertIn("blocked", r.stdout)
-        # /tmp is writable, but dies with the run.
         r = self.code("import os; print(os.path.exists('/tmp/scratch.txt'), "
                       "os.path.exists('/work/persisted.txt'))")
         self.assertEqual(r.stdout, "False False\n")
