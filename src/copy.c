@@ -155,9 +155,13 @@ static int pack_file(struct copy_packer *p, int fd, const struct stat *st, const
     int r;
 
     if (p->caps.max_files && p->stats.files >= p->caps.max_files)
-        return skip(p, name, "over --copy-out-max-files", why, why_size);
+        return p->caps.fail ? fail(why, why_size, -EFBIG, "more than %llu files",
+                                   (unsigned long long)p->caps.max_files)
+                            : skip(p, name, "over --copy-out-max-files", why, why_size);
     if (p->caps.max_bytes && left > p->caps.max_bytes - p->stats.bytes)
-        return skip(p, name, "over --copy-out-max-bytes", why, why_size);
+        return p->caps.fail ? fail(why, why_size, -EFBIG, "more than %llu bytes",
+                                   (unsigned long long)p->caps.max_bytes)
+                            : skip(p, name, "over --copy-out-max-bytes", why, why_size);
     r = put_header(p, name, AE_IFREG, copy_mode(st), st->st_size, NULL, why, why_size);
     if (r < 0)
         return r;

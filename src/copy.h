@@ -28,6 +28,8 @@
 struct copy_caps {
     uint64_t max_bytes;
     uint64_t max_files;
+    bool fail; /* packing: a cap hit ends the stream with -EFBIG (copy-in), rather than
+                * skipping the file (copy-out) */
 };
 
 /* What a packing walk saw. */

@@ -721,7 +721,7 @@ static int open_copy_out_dir(const char *path, struct nsbox_result *ret)
 static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
 {
     const struct nsbox_config *c = sb->config;
-    struct copy_caps in_caps = {.max_bytes = c->workdir_size};
+    struct copy_caps in_caps = {.max_bytes = c->workdir_size, .fail = true};
     struct copy_packer *p = NULL;
     struct copy_stats stats;
     char why[512] = "";
@@ -810,9 +810,6 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
         p = NULL;
         if (r < 0)
             return plan_error(ret, r, "copy-in", "%s", why);
-        if (in_caps.max_bytes && stats.bytes > in_caps.max_bytes)
-            return plan_error(ret, -EFBIG, "copy-in", "the files to copy in are larger than the "
-                              "sandbox's tmpfs mounts (--workdir-size, --tmpfs)");
         if (stats.skipped)
             add_warning(c, ret,
                         "copy-in: %llu entr%s not copied (only regular files and directories "
@@ -875,7 +872,13 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
     return 0;
 
 in_fail:
-    (void)plan_error(ret, r, "copy-in", "%s", why);
+    if (r == -EFBIG)
+        (void)plan_error(ret, r, "copy-in",
+                         "the files to copy in are larger than the sandbox's tmpfs mounts can "
+                         "hold (%s; raise --workdir-size or the --tmpfs size)",
+                         why);
+    else
+        (void)plan_error(ret, r, "copy-in", "%s", why);
 in_fail_reported:
     if (p)
         (void)copy_packer_finish(p, NULL, why, sizeof(why));

@@ -57,6 +57,15 @@ class TestCopy(NsboxTestCase):
                   ".hexdigest())", "--copy-in", f"{src}:/work/in/blob.bin")
         self.assertEqual(r["stdout"].strip(), hashlib.sha256(data).hexdigest(), r["stderr"])
 
+    def test_copy_in_larger_than_the_sandbox_can_hold_is_refused(self):
+        src = os.path.join(self.tmp.name, "big")
+        with open(src, "wb") as f:
+            f.truncate(40 << 20)
+        p = nsbox("run", "--workdir-size", "1m", "--copy-in", f"{src}:/work/big", "--", "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("files to copy in are larger", p.stderr)
+        self.assertIn("--workdir-size", p.stderr)
+
     def test_copy_in_refuses_a_symlink(self):
         # A link in a directory another uid can write: never followed (root's links in
         # root-only directories are, as for -v sources).
