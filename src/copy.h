@@ -24,6 +24,11 @@
 
 #include "nsbox.h"
 
+/* Load libarchive (dlopen) if it is not yet: the functions below do so themselves; the
+ * supervisor calls it before the sandbox exists, whose init cannot load it any more. Returns
+ * 0, or -EOPNOTSUPP with why[] filled. */
+int copy_load(char *why, size_t why_size);
+
 /* Caps of one copy (bytes and regular files in all); 0 = none. */
 struct copy_caps {
     uint64_t max_bytes;

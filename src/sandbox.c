@@ -745,6 +745,13 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
         if (sb->mounts[i].is_tmpfs)
             in_caps.max_bytes += sb->mounts[i].size;
 
+    if (!c->n_copy_in && !c->n_copy_out && !c->workspace)
+        return 0;
+    /* Now, while host libraries are reachable: init uses it inside (copy.h). */
+    r = copy_load(why, sizeof(why));
+    if (r < 0)
+        return plan_error(ret, r, "copy", "%s", why);
+
     if (c->workspace) {
         r = workspace_open(c->workspace, true, &sb->ws, why, sizeof(why));
         if (r < 0)
