@@ -18,6 +18,7 @@
 
 #include "copy.h"
 #include "macro.h"
+#include "parse.h"
 
 /* The pax key that carries why an entry was not copied (an extended attribute, for libarchive:
  * written as a LIBARCHIVE.xattr record, read back as one). */
@@ -172,32 +173,6 @@ int copy_load(char *why, size_t why_size)
 #define archive_write_new ar.p_write_new
 #define archive_write_open_fd ar.p_write_open_fd
 #define archive_write_set_format_pax ar.p_write_set_format_pax
-
-bool copy_name_is_valid(const char *name)
-{
-    const char *p = name;
-
-    if (!name || !*name || *name == '/' || strlen(name) >= PATH_MAX)
-        return false;
-    for (const char *c = name; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            return false;
-    while (*p) {
-        const char *slash = strchr(p, '/');
-        size_t n = slash ? (size_t)(slash - p) : strlen(p);
-        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
-            return false;
-        if (n > NAME_MAX)
-            return false;
-        p += n;
-        if (*p == '/') {
-            p++;
-            if (!*p)
-                return false; /* a trailing '/' */
-        }
-    }
-    return true;
-}
 
 static bool has_control(const char *s)
 {

@@ -100,7 +100,3 @@ int copy_open_nofollow(const char *path);
 /* Remove dirfd/name and everything below it, never following a symlink. Returns 0 or -errno;
  * a missing name is 0. */
 int copy_remove_tree(int dirfd, const char *name);
-
-/* Whether name is a valid entry name (relative, no empty, "." or ".." component, no control
- * character, at most PATH_MAX bytes). Pure. */
-bool copy_name_is_valid(const char *name);
