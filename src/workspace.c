@@ -121,16 +121,13 @@ int workspace_open(const char *name, bool create, struct workspace *ws, char *wh
     strcat(ws->path, "/");
     strcat(ws->path, name);
 
+    if (!create && fstatat(ws->base_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+        return fail(why, why_size, -ENOENT, "no workspace '%s' (nsbox workspace ls lists them)",
+                    name);
     /* The lock first: whoever holds it owns NAME and its staging directory. */
     (void)snprintf(lock_name, sizeof(lock_name), "%s.lock", name);
     ws->lock_fd = openat(ws->base_fd, lock_name,
-                         O_RDWR | (create ? O_CREAT : 0) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                         0600);
-    if (ws->lock_fd < 0 && errno == ENOENT && !create) {
-        /* A workspace made elsewhere without a lock file is still one. */
-        ws->lock_fd = openat(ws->base_fd, lock_name,
-                             O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-    }
+                         O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     if (ws->lock_fd < 0)
         return fail(why, why_size, -errno, "cannot open the lock of workspace %s: %m", ws->path);
     if (fstat(ws->lock_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())

@@ -143,6 +143,38 @@ class TestWorkspace(NsboxTestCase):
         p, r = py("print(open('step1.csv').read())", "--workspace", "w1", env=self.env)
         self.assertEqual(r["stdout"].strip(), "x,y", r["stderr"])
 
+    def test_workspace_over_a_cap_is_not_saved(self):
+        p, r = py("open('keep.txt','w').write('v1')", "--workspace", "w5", env=self.env)
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        p, r = py("import os\nos.remove('keep.txt')\n"
+                  "for i in range(10): open(f'f{i}','w').close()",
+                  "--workspace", "w5", "--copy-out-max-files", "5", env=self.env)
+        self.assertFalse(r["workspace"]["saved"])
+        self.assertTrue(any("was not saved" in w for w in r["warnings"]), r["warnings"])
+        p, r = py("import os; print(sorted(os.listdir('.')))", "--workspace", "w5",
+                  env=self.env)
+        self.assertEqual(r["stdout"].strip(), "['keep.txt']", r["stderr"])
+
+    def test_workspace_subcommands(self):
+        p, r = py("import os; os.mkdir('d'); open('d/a.txt','w').write('abc')",
+                  "--workspace", "w6", env=self.env)
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        p = nsbox("workspace", "ls", env=self.env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stdout, r"(?m)^w6\s+3\s+1$")
+        with tempfile.TemporaryDirectory() as d:
+            p = nsbox("workspace", "export", "w6", os.path.join(d, "x"), env=self.env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(os.path.join(d, "x", "d", "a.txt")) as f:
+                self.assertEqual(f.read(), "abc")
+        p = nsbox("workspace", "rm", "w6", env=self.env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("w6", nsbox("workspace", "ls", env=self.env).stdout)
+        p = nsbox("workspace", "rm", "w6", env=self.env)
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("no workspace 'w6'", p.stderr)
+        self.assertEqual(os.listdir(os.path.join(self.state.name, "nsbox", "workspaces")), [])
+
     def test_setuid_bit_does_not_survive(self):
         p, r = py("import os; open('s','w').close(); os.chmod('s', 0o6755)",
                   "--no-seccomp", "--workspace", "w2", env=self.env)
