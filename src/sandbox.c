@@ -1485,7 +1485,9 @@ static int sandbox_copy_in(struct sandbox *sb, struct step_error *e)
     sb->copy_in_fd = -EBADF;
     if (r < 0)
         return step_fail(e, r, "copy-in", "%s%s", why,
-                         r == -ENOSPC ? " (raise --workdir-size or the --tmpfs size)" : "");
+                         r == -ENOSPC   ? "; raise --workdir-size or the --tmpfs size"
+                         : r == -EROFS ? "; copy below /work, /tmp or another writable mount"
+                                       : "");
     return 0;
 }
 
