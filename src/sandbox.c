@@ -770,7 +770,13 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
             /* The workspace holds what /work held: NAME/work (none yet on first use). */
             _cleanup_close_ int wfd =
                 openat(sb->ws.dir_fd, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            struct copy_source src = {.src_fd = wfd, .prefix = "work", .shown = sb->ws.path};
+            char shown[sizeof(sb->ws.path) + 16], main_py[sizeof(shown) + 16];
+            struct copy_source src = {.src_fd = wfd, .prefix = "work", .shown = shown};
+            (void)snprintf(shown, sizeof(shown), "%s/work", sb->ws.path);
+            (void)snprintf(main_py, sizeof(main_py), "%s/main.py", shown);
+            /* Saved by a run without --code: --code's own main.py is the one (read-only). */
+            if (c->code)
+                src.exclude = main_py;
             if (wfd < 0 && errno != ENOENT) {
                 r = plan_error(ret, negative_errno(), "workspace", "%s/work: %m", sb->ws.path);
                 goto in_fail_reported;

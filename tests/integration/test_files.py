@@ -175,6 +175,15 @@ class TestWorkspace(NsboxTestCase):
         self.assertIn("no workspace 'w6'", p.stderr)
         self.assertEqual(os.listdir(os.path.join(self.state.name, "nsbox", "workspaces")), [])
 
+    def test_main_py_of_a_run_without_code_does_not_hide_the_code(self):
+        p, r = py("open('main.py','w').write('print(1)')", "--workspace", "w7", env=self.env)
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            f.write("print(2)")
+            f.flush()
+            p, r = nsbox_json("--workspace", "w7", "--code", f.name, env=self.env)
+        self.assertEqual(r["stdout"], "2\n", r)
+
     def test_setuid_bit_does_not_survive(self):
         p, r = py("import os; open('s','w').close(); os.chmod('s', 0o6755)",
                   "--no-seccomp", "--workspace", "w2", env=self.env)
