@@ -3,20 +3,22 @@
  * The one file that knows the order of the steps.
  *
  * Supervisor (the caller's process, outside):
- *   validate and plan -> compile the seccomp filter -> pipes -> clone3(new user, pid, net,
+ *   validate and plan (the copy-in stream packed, copy-out directories and the workspace
+ *   opened) -> compile the seccomp filter -> pipes -> clone3(new user, pid, net,
  *   mount, ipc, uts and cgroup namespaces) -> write uid_map/gid_map -> release the child ->
- *   supervise (supervise.c) -> result.
+ *   supervise (supervise.c) -> unpack the copy-out stream, save the workspace -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
  *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
  *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
  *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds ->
- *   hostname -> wipe nsbox's command line from memory -> parent-death signal -> drop every
+ *   copy-in (copy.c) -> -w -> hostname -> wipe nsbox's command line from memory -> parent-death signal -> drop every
  *   capability -> no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets'
  *   rlimits -> seccomp filters (handing the listener of
- *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals,
- *   report how the payload ended (and how full /dev/shm was), exit (which kills whatever is
- *   left in the pid namespace).
+ *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals;
+ *   when the payload has ended, with copy-out: kill everything else and write the copy-out
+ *   stream -> report how the payload ended (and how full /dev/shm and /work were), exit (which
+ *   kills whatever is left in the pid namespace).
  *
  * Payload (PID 2), born under the filters:
  *   stdio -> close every other fd -> default signals -> rlimits -> execve.
