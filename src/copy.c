@@ -343,6 +343,14 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
             r = skip(p, name, "too deep", why, why_size);
             goto out;
         }
+        if (p->caps.max_files && p->stats.dirs >= p->caps.max_files) {
+            r = p->caps.fail ? fail(why, why_size, -EFBIG, "more than %llu directories",
+                                    (unsigned long long)p->caps.max_files)
+                             : skip(p, name, "over --copy-out-max-files (directories)", why,
+                                    why_size);
+            goto out;
+        }
+        p->stats.dirs++;
         fd = openat(dfd, entry, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
             r = skip(p, name, errno == EACCES ? "unreadable (permission denied)" : "cannot be read",

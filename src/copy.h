@@ -40,6 +40,8 @@ struct copy_caps {
 /* What a packing walk saw. */
 struct copy_stats {
     uint64_t bytes, files;  /* copied */
+    uint64_t dirs;          /* copied (each at most max_files too: a stream of empty
+                             * directories is not free either) */
     uint64_t skipped;       /* skipped entries in all */
     uint64_t skipped_listed; /* of those, written into the stream (at most NSBOX_SKIPPED_MAX) */
 };

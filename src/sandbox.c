@@ -746,6 +746,8 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
     for (size_t i = 0; i < sb->n_mounts; i++)
         if (sb->mounts[i].is_tmpfs)
             in_caps.max_bytes += sb->mounts[i].size;
+    /* ... and so is the number of files: a tmpfs holds one inode per KiB (mount.c). */
+    in_caps.max_files = in_caps.max_bytes / 1024;
 
     if (!c->n_copy_in && !c->n_copy_out && !c->workspace)
         return 0;
