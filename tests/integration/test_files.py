@@ -155,6 +155,16 @@ class TestWorkspace(NsboxTestCase):
                   env=self.env)
         self.assertEqual(r["stdout"].strip(), "['keep.txt']", r["stderr"])
 
+    def test_workspace_after_a_timeout_is_as_before(self):
+        p, r = py("open('keep.txt','w').write('v1')", "--workspace", "w8", env=self.env)
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        p, r = py("import time\nopen('keep.txt','w').write('v2')\ntime.sleep(30)",
+                  "--workspace", "w8", "--timeout", "1", env=self.env)
+        self.assertEqual(r["status"], "timeout")
+        self.assertFalse(r["workspace"]["saved"])
+        p, r = py("print(open('keep.txt').read())", "--workspace", "w8", env=self.env)
+        self.assertEqual(r["stdout"].strip(), "v1", r["stderr"])
+
     def test_workspace_subcommands(self):
         p, r = py("import os; os.mkdir('d'); open('d/a.txt','w').write('abc')",
                   "--workspace", "w6", env=self.env)
