@@ -217,14 +217,19 @@ class TestWorkspace(NsboxTestCase):
     def test_workspace_of_another_uid_is_refused(self):
         base = os.path.join(self.state.name, "nsbox", "workspaces")
         os.makedirs(base, mode=0o700)
-        os.chown(self.state.name, 65534 if os.geteuid() == 0 else os.geteuid(), -1)
-        if os.geteuid() != 0:
-            self.skipTest("needs a directory of another uid")
-        os.chown(base, 65534, 65534)
+        if os.geteuid() == 0:
+            # A workspaces directory of another uid (as root: the host's nobody).
+            os.chown(base, 65534, 65534)
+            p = nsbox("run", "--workspace", "w4", "--", "true", env=self.env)
+            self.assertEqual(p.returncode, 125)
+            self.assertIn("not to you", p.stderr)
+            os.chown(base, 0, 0)
+        # Either way: one that another uid may write into (where it could plant files).
+        os.chmod(base, 0o777)
         p = nsbox("run", "--workspace", "w4", "--", "true", env=self.env)
         self.assertEqual(p.returncode, 125)
-        self.assertIn("not to you", p.stderr)
-
+        self.assertIn("writable by group or others", p.stderr)
+        self.assertEqual(os.listdir(base), [])
 
 if __name__ == "__main__":
     unittest.main()
