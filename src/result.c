@@ -509,6 +509,13 @@ json_t *result_to_json_object(const struct nsbox_result *r)
         r->timeout.value ? json_real((double)r->timeout.value / 1e6) : json_null(),
         "enforced_by", r->timeout.value ? "supervisor" : "none", "output", "bytes",
         (json_int_t)r->output_limit, "enforced_by", "supervisor");
+    /* The size of /work: the tmpfs itself refuses writes past it (ENOSPC). */
+    if (limits)
+        (void)json_object_set_new(
+            limits, "workdir",
+            json_pack("{s:o, s:s}", "bytes",
+                      r->workdir_size ? json_integer((json_int_t)r->workdir_size) : json_null(),
+                      "enforced_by", r->workdir_size ? "tmpfs" : "none"));
 
     root = json_pack("{s:s, s:i, s:o, s:f, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:o, s:s, s:s?}",
                      "status", nsbox_status_to_string(r->status), "exit_code",

@@ -1803,7 +1803,6 @@ static void kill_leftovers(const struct sandbox *sb, struct nsbox_result *ret)
 
 static void work_diagnose(const struct nsbox_config *c, struct nsbox_result *ret)
 {
-    ret->workdir_size = c->workdir_size;
     if (ret->work_used == 0 || ret->work_free >= WORK_FULL_SLACK)
         return;
     ret->work_full = true;
@@ -1905,6 +1904,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
         .cpus = {c->cpus_milli, NSBOX_ENFORCER_NONE},
         .timeout = {c->timeout, NSBOX_ENFORCER_NONE},
         .output_limit = c->output_limit,
+        .workdir_size = c->workdir_size,
     };
 
     /* Signals first: one that comes while the run is planned waits in the signalfd and is acted

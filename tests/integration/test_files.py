@@ -39,6 +39,7 @@ class TestWorkdir(NsboxTestCase):
                   "except OSError as e: print(errno.errorcode[e.errno])", "--workdir-size", "2m")
         self.assertEqual(r["stdout"].strip(), "ENOSPC", r["stderr"])
         self.assertTrue(r["workdir"]["full"])
+        self.assertEqual(r["limits"]["workdir"], {"bytes": 2 << 20, "enforced_by": "tmpfs"})
         self.assertTrue(any("--workdir-size" in w for w in r["warnings"]))
 
 
