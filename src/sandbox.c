@@ -1152,9 +1152,11 @@ static void init_copy_out(const struct sandbox *sb, int out_fd, struct report *r
     char why[256];
     int r;
 
-    (void)kill(-1, SIGKILL);
-    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-        ;
+    /* Again before each wait: a fork in flight cannot leave a child unsignalled (copy_process()
+     * restarts a fork with a fatal signal pending; this is the belt to those braces). */
+    do
+        (void)kill(-1, SIGKILL);
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR);
     /* The stream is a file of this process's: RLIMIT_FSIZE applies, and its SIGXFSZ would end
      * init; EFBIG is reported instead. */
     (void)signal(SIGXFSZ, SIG_IGN);
