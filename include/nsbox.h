@@ -54,6 +54,15 @@ struct nsbox_bind {
     bool writable;      /* false: read-only (the default) */
 };
 
+/* One copy between the host and the sandbox (`--copy-in HOST:SANDBOX`,
+ * `--copy-out SANDBOX:HOSTDIR`). */
+struct nsbox_copy {
+    const char *host;    /* copy-in: the file or directory to copy (absolute); copy-out: the
+                          * directory the copies go to (absolute; made if missing) */
+    const char *sandbox; /* absolute path inside the sandbox: copy-in, where the copy goes;
+                          * copy-out, the file or directory to copy */
+};
+
 /* One tmpfs inside the sandbox (`--tmpfs PATH:size=16m`). */
 struct nsbox_tmpfs {
     const char *target; /* absolute path inside the sandbox */
@@ -207,6 +216,42 @@ struct nsbox_config {
      * Reported in nsbox_result.labels; `nsbox ps --filter label=` and `nsbox kill --label`
      * select runs by them. */
     char *const *labels;
+
+    /* The working directory: /work is a tmpfs of workdir_size bytes (default 64 MiB; the
+     * code's own size is added to it), writable by the payload, nosuid, nodev, noexec, holding
+     * the code as the read-only /work/main.py. workdir (Docker's -w), or NULL for /work: the
+     * payload's working directory, made (mode 0755) if missing, where the sandbox can write. */
+    uint64_t workdir_size;
+    const char *workdir;
+
+    /* Files copied into the sandbox before the payload starts (never bound): each host path is
+     * opened by nsbox refusing symlinks as -v sources do (only root's, in directories only root
+     * can write, are followed); a directory is copied recursively, regular files and
+     * directories only, without setuid, setgid or sticky bits. The copies land below writable
+     * places of the sandbox (/work, /tmp, a tmpfs), owned by the payload's uid. */
+    const struct nsbox_copy *copy_in;
+    size_t n_copy_in;
+    /* Files copied out of the sandbox after the payload has ended (and everything else in the
+     * sandbox has been killed), before it is torn down; not after a timeout, a kill or a setup
+     * failure. Regular files and directories only (symlinks, devices, FIFOs and sockets are
+     * skipped and listed in the result), at most copy_out_max_files files (default 1000) and
+     * copy_out_max_bytes bytes (default 64 MiB) in all: a file past a cap is skipped and listed,
+     * and nsbox_result.copy_out_complete is false. Written below each host directory through
+     * descriptors only (O_NOFOLLOW, no path the sandbox made is ever followed), mode 0644 or
+     * 0755, never setuid. Needs the pid namespace (not with pid_host). */
+    const struct nsbox_copy *copy_out;
+    size_t n_copy_out;
+    uint64_t copy_out_max_bytes;
+    uint64_t copy_out_max_files;
+
+    /* A workspace (README, "Workspaces"): a directory nsbox keeps for the caller below
+     * $XDG_STATE_HOME/nsbox/workspaces/NAME (default ~/.local/state), made 0700 on first use.
+     * Its files are copied into /work before the payload starts and /work is copied back into
+     * it when the payload has ended, with the copy-out caps; a run that hits a cap, times out or
+     * is killed leaves the workspace as it was (a warning says so). One run at a time: a second
+     * run on a workspace in use fails (step "workspace"). NAME is [a-zA-Z0-9][a-zA-Z0-9_.-]*,
+     * at most NSBOX_NAME_MAX bytes. NULL: none. */
+    const char *workspace;
 };
 
 enum nsbox_status {
@@ -259,6 +304,21 @@ struct nsbox_network_report {
     bool bytes_limit_hit;       /* network_max_bytes was reached: connections were cut */
     bool connections_limit_hit; /* a connection was refused for network_max_connections */
 };
+
+/* A file copied out of the sandbox (see nsbox_config.copy_out). */
+struct nsbox_copied_file {
+    char *path;      /* inside the sandbox, absolute */
+    char *host_path; /* where it was written on the host; NULL for a workspace's files */
+    uint64_t size;   /* bytes */
+    char sha256[65]; /* lowercase hex */
+};
+
+/* Something not copied out, and why ("symlink", "fifo", "over --copy-out-max-bytes", ...). */
+struct nsbox_skipped_file {
+    char *path;
+    char *reason;
+};
+#define NSBOX_SKIPPED_MAX 100
 
 struct nsbox_limit_report {
     uint64_t value; /* as configured, in the config's units */
@@ -322,6 +382,26 @@ struct nsbox_result {
 
     /* The proxy of config.network_allow: every connection, allowed or refused. */
     struct nsbox_network_report network;
+    /* Bytes used and free in the /work tmpfs when the payload ended (0 and 0 if unknown);
+     * work_full: less than a page was free, so the payload's writes there may have failed with
+     * ENOSPC (a warning names --workdir-size). */
+    uint64_t work_used, work_free;
+    bool work_full;
+    uint64_t workdir_size; /* bytes, as configured */
+
+    /* Copy-out (config.copy_out, config.workspace): what was copied and what was not.
+     * copy_out_done: the copy was taken (the payload ended by itself). copy_out_complete: every
+     * file was copied; false when anything was skipped. Owned (nsbox_result_free()). */
+    bool copy_out_asked; /* config.copy_out or config.workspace was given */
+    bool copy_out_done, copy_out_complete;
+    struct nsbox_copied_file *copied;
+    size_t n_copied;
+    struct nsbox_skipped_file *skipped;
+    size_t n_skipped;
+    uint64_t skipped_more; /* skipped entries past the NSBOX_SKIPPED_MAX listed */
+    /* The workspace used, or "", and whether it was saved. */
+    char workspace[NSBOX_NAME_MAX + 1];
+    bool workspace_saved;
 };
 
 /* A limit a run can end by or run into (see nsbox_result_limit()). */

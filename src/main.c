@@ -28,6 +28,7 @@
 #include "rootfs-cmd.h"
 #include "selftest.h"
 #include "supervise.h"
+#include "cmd-workspace.h"
 
 #define EXIT_NSBOX_FAILURE 125
 
@@ -51,6 +52,18 @@ static void usage_run(FILE *f)
           "  --tmpfs DST[:size=SIZE,mode=OCTAL,exec]\n"
           "                         a tmpfs at DST (default /tmp:size=16m), noexec unless exec\n"
           "  --shm-size SIZE        size of /dev/shm (default 16m)\n"
+          "  -w, --workdir DIR      the payload's working directory (default /work), made if\n"
+          "                         missing where the sandbox can write\n"
+          "  --workdir-size SIZE    size of the writable /work tmpfs (default 64m)\n"
+          "  --copy-in HOST:SANDBOX copy a host file or directory in before the payload starts\n"
+          "                         (repeatable; regular files and directories only)\n"
+          "  --copy-out SANDBOX:HOSTDIR\n"
+          "                         copy a file or directory out into HOSTDIR when the payload\n"
+          "                         has ended (repeatable; listed in the JSON result)\n"
+          "  --copy-out-max-bytes SIZE, --copy-out-max-files N\n"
+          "                         caps of what is copied out (default 64m and 1000)\n"
+          "  --workspace NAME       keep /work between runs in the workspace NAME (copied in at\n"
+          "                         the start, back at the end; see 'nsbox workspace')\n"
           "  -e, --env KEY=VALUE    add to the environment (KEY alone: take it from nsbox's)\n"
           "  --env-file FILE        add the KEY=VALUE lines of FILE (# comments, KEY alone as -e)\n"
           "  --env-fd N             add the KEY=VALUE records read from descriptor N, each ended\n"
@@ -139,6 +152,8 @@ static void usage(FILE *f)
           "\n"
           "Commands:\n"
           "  run        run a program or Python code in a sandbox (nsbox run --help)\n"
+          "  workspace ls | rm NAME | export NAME DIR\n"
+          "             list, remove or copy out this user's workspaces\n"
           "  ps [--json] [--filter name=REGEX|id=PREFIX|label=KEY[=VALUE]]...\n"
           "             list this user's running sandboxes\n"
           "  kill RUN-ID|NAME | --all | --label KEY[=VALUE]...\n"
@@ -233,6 +248,12 @@ enum {
     ARG_HOST_USER,
     ARG_ENV_FILE,
     ARG_ENV_FD,
+    ARG_WORKDIR_SIZE,
+    ARG_COPY_IN,
+    ARG_COPY_OUT,
+    ARG_COPY_OUT_MAX_BYTES,
+    ARG_COPY_OUT_MAX_FILES,
+    ARG_WORKSPACE,
 };
 
 struct run_args {
@@ -254,6 +275,7 @@ struct run_args {
     size_t n_allow;
     char **hosts; /* --add-host: argv's strings, NULL-terminated */
     size_t n_hosts;
+    struct nsbox_copy *copy_in, *copy_out;
 };
 
 static void run_args_free(struct run_args *a)
@@ -266,6 +288,12 @@ static void run_args_free(struct run_args *a)
         free((char *)a->tmpfs[i].target);
     for (size_t i = 0; i < a->n_env; i++)
         free(a->env[i]);
+    for (size_t i = 0; i < a->config.n_copy_in; i++)
+        free((char *)a->copy_in[i].host);
+    for (size_t i = 0; i < a->config.n_copy_out; i++)
+        free((char *)a->copy_out[i].host);
+    free(a->copy_in);
+    free(a->copy_out);
     free(a->binds);
     free(a->tmpfs);
     free(a->env);
@@ -591,6 +619,13 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"network-max-bytes", required_argument, NULL, ARG_NETWORK_MAX_BYTES},
         {"raw-output", no_argument, NULL, ARG_RAW_OUTPUT},
         {"host-user", required_argument, NULL, ARG_HOST_USER},
+        {"workdir", required_argument, NULL, 'w'},
+        {"workdir-size", required_argument, NULL, ARG_WORKDIR_SIZE},
+        {"copy-in", required_argument, NULL, ARG_COPY_IN},
+        {"copy-out", required_argument, NULL, ARG_COPY_OUT},
+        {"copy-out-max-bytes", required_argument, NULL, ARG_COPY_OUT_MAX_BYTES},
+        {"copy-out-max-files", required_argument, NULL, ARG_COPY_OUT_MAX_FILES},
+        {"workspace", required_argument, NULL, ARG_WORKSPACE},
         {"help", no_argument, NULL, 'h'},
         {},
     };
@@ -601,7 +636,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
     /* '+': stop at PROGRAM, so its own options are left alone. ':' and opterr = 0: nsbox
      * words its own one-line errors. */
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "+:v:e:u:m:ih", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:v:e:u:m:w:ih", options, NULL)) != -1) {
         switch (opt) {
         case ARG_CODE:
             a->code_path = optarg;
@@ -799,6 +834,70 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_LOG:
             a->log_path = optarg;
             break;
+        case 'w':
+            c->workdir = optarg;
+            break;
+        case ARG_WORKDIR_SIZE:
+            if (parse_size(optarg, &c->workdir_size) < 0 || c->workdir_size == 0)
+                return BAD_VALUE("--workdir-size", optarg, "expected a size such as 64m");
+            break;
+        case ARG_COPY_IN:
+        case ARG_COPY_OUT: {
+            bool in = opt == ARG_COPY_IN;
+            /* HOST:SANDBOX or SANDBOX:HOSTDIR; a host path is made absolute from the current
+             * directory, as -v's; nothing is resolved here (plan_copies()). */
+            const char *colon = strchr(optarg, ':');
+            const char *host = in ? optarg : colon ? colon + 1 : NULL;
+            size_t host_len = in && colon ? (size_t)(colon - optarg) : host ? strlen(host) : 0;
+            char resolved[PATH_MAX], cwd[PATH_MAX], *arg = optarg;
+            struct nsbox_copy **list = in ? &a->copy_in : &a->copy_out;
+            size_t *n = in ? &c->n_copy_in : &c->n_copy_out;
+            char *sandbox;
+
+            if (!colon || host_len == 0 || (in ? !colon[1] : colon == optarg) ||
+                (in ? colon[1] != '/' : optarg[0] != '/'))
+                return BAD_VALUE(in ? "--copy-in" : "--copy-out", optarg,
+                                 in ? "expected HOSTPATH:SANDBOXPATH with an absolute "
+                                      "SANDBOXPATH"
+                                    : "expected SANDBOXPATH:HOSTDIR with an absolute "
+                                      "SANDBOXPATH");
+            if (host[0] == '/')
+                r = snprintf(resolved, sizeof(resolved), "%.*s", (int)host_len, host);
+            else if (getcwd(cwd, sizeof(cwd)))
+                r = snprintf(resolved, sizeof(resolved), "%s/%.*s", cwd, (int)host_len, host);
+            else
+                return log_error_errno(negative_errno(), "%s: %m", optarg);
+            if (r < 0 || (size_t)r >= sizeof(resolved))
+                return BAD_VALUE(in ? "--copy-in" : "--copy-out", optarg, "the path is too long");
+            sandbox = in ? arg + (colon - optarg) + 1 : arg;
+            if (!in)
+                arg[colon - optarg] = '\0'; /* optarg is argv's, ours to cut */
+            *list = realloc(*list, (*n + 1) * sizeof(**list));
+            if (!*list)
+                log_oom();
+            (*list)[(*n)++] = (struct nsbox_copy){.host = xstrdup(resolved), .sandbox = sandbox};
+            break;
+        }
+        case ARG_COPY_OUT_MAX_BYTES:
+            if (parse_size(optarg, &c->copy_out_max_bytes) < 0 || c->copy_out_max_bytes == 0)
+                return BAD_VALUE("--copy-out-max-bytes", optarg, "expected a size such as 64m");
+            break;
+        case ARG_COPY_OUT_MAX_FILES: {
+            char *end = NULL;
+            errno = 0;
+            c->copy_out_max_files = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || c->copy_out_max_files == 0 ||
+                optarg[0] == '-')
+                return BAD_VALUE("--copy-out-max-files", optarg, "expected a number above 0");
+            break;
+        }
+        case ARG_WORKSPACE:
+            if (!run_name_is_valid(optarg))
+                return BAD_VALUE("--workspace", shown(optarg, show, sizeof(show)),
+                                 "expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most "
+                                 STRINGIFY(NSBOX_NAME_MAX) " bytes");
+            c->workspace = optarg;
+            break;
         case ARG_NAME:
             if (!run_name_is_valid(optarg))
                 return BAD_VALUE("--name", shown(optarg, show, sizeof(show)),
@@ -906,6 +1005,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
     c->network_hosts = a->hosts;
     c->binds = a->binds;
     c->tmpfs = a->tmpfs;
+    c->copy_in = a->copy_in;
+    c->copy_out = a->copy_out;
     return 0;
 }
 
@@ -1297,6 +1398,8 @@ int main(int argc, char *argv[])
         return policy_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "selftest") == 0)
         return selftest_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "workspace") == 0)
+        return workspace_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "ps") == 0)
         return ps_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "kill") == 0)

@@ -294,8 +294,8 @@ static int ensure_mount_point(const char *target, bool is_dir, struct step_error
     }
     if (r == -EROFS)
         return step_fail(e, r, "mount point",
-                         "%s does not exist in the read-only rootfs; mount points outside /tmp "
-                         "and /work must exist in the rootfs",
+                         "%s does not exist in the read-only rootfs; only below /tmp, /work and "
+                         "other writable mounts can nsbox make it",
                          target);
     if (r < 0)
         return step_fail(e, r, "mount point", "%s", target);
@@ -368,9 +368,12 @@ static int populate_work(const struct sandbox *sb, struct step_error *e)
     _cleanup_close_ int fd = -EBADF;
     int r;
 
-    /* noexec: python3 reads main.py; nothing here is a program to run. */
-    r = mount_tmpfs("/work", MS_NOSUID | MS_NODEV | MS_NOEXEC, c->code_size + WORK_TMPFS_SLACK,
-                    0755);
+    /* The payload's working directory, writable: a tmpfs of --workdir-size (plus room for the
+     * code, which is not the payload's to use up). Owned by the sandbox's uid, as init has
+     * switched ids by now. noexec, as the other writable mounts: nothing written here runs as a
+     * program (python3 reads main.py). */
+    r = mount_tmpfs("/work", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                    c->workdir_size + c->code_size + WORK_TMPFS_SLACK, 0755);
     if (r < 0)
         return step_fail(e, r, "mount /work", NULL);
     if (!c->code)
@@ -382,12 +385,21 @@ static int populate_work(const struct sandbox *sb, struct step_error *e)
     r = write_all(fd, c->code, c->code_size);
     if (r < 0)
         return step_fail(e, r, "write /work/main.py", NULL);
+    /* The payload owns the file (same uid) and could chmod and rewrite it; bound read-only on
+     * itself, a write, chmod or truncate gets EROFS, and as a mount point it cannot be
+     * unlinked or renamed over (EBUSY, do_unlinkat()/do_renameat2() refuse mount points). */
+    if (mount("/work/main.py", "/work/main.py", NULL, MS_BIND, NULL) < 0)
+        return step_fail(e, negative_errno(), "bind /work/main.py read-only", NULL);
+    r = set_mount_attr(AT_FDCWD, "/work/main.py", 0,
+                       MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                           MOUNT_ATTR_NOEXEC);
+    if (r < 0)
+        return step_fail(e, r, "bind /work/main.py read-only", NULL);
     return 0;
 }
 
 int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step_error *e)
 {
-    _cleanup_close_ int work_fd = -EBADF;
     int r;
 
     /* Modes below are exactly what is written. */
@@ -399,11 +411,6 @@ int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step
     r = populate_work(sb, e);
     if (r < 0)
         return r;
-    /* Holds on to the /work tmpfs itself, so the seal below reaches it even when a bind is
-     * mounted over /work. */
-    work_fd = open("/work", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (work_fd < 0)
-        return step_fail(e, negative_errno(), "open /work", NULL);
 
     /* sb->mounts is sorted parents-first, so a mount below another target lands on top of it. */
     for (size_t i = 0; i < sb->n_mounts; i++) {
@@ -427,13 +434,26 @@ int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step
         }
     }
 
-    /* Sealed last, non-recursively: mount points could be made below /work until now, and
-     * writable binds there stay writable. */
-    r = set_mount_attr(work_fd, "", AT_EMPTY_PATH, MOUNT_ATTR_RDONLY);
-    if (r < 0)
-        return step_fail(e, r, "make /work read-only", NULL);
-
     if (chdir("/work") < 0)
         return step_fail(e, negative_errno(), "chdir /work", NULL);
+    return 0;
+}
+
+int mount_enter_workdir(const struct sandbox *sb, struct step_error *e)
+{
+    const char *dir = sb->config->workdir;
+    int r;
+
+    if (!dir)
+        return 0;
+    /* Made like a mount point: never through a symlink (one planted in a writable bind by an
+     * earlier run), and only where the sandbox can write. */
+    r = ensure_mount_point(dir, true, e);
+    if (r < 0) {
+        (void)snprintf(e->step, sizeof(e->step), "workdir");
+        return r;
+    }
+    if (chdir(dir) < 0)
+        return step_fail(e, negative_errno(), "workdir", "-w %s", dir);
     return 0;
 }

@@ -28,8 +28,12 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
  * host path is reachable any more. Leaves the working directory at "/". */
 int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e);
 
-/* Mount a minimal read-only /dev,
- * the tmpfs mounts, a read-only /work holding main.py when code is given, and the -v binds;
- * then chdir("/work"). Must run with the sandbox's final credentials so that created files are
+/* Mount a minimal read-only /dev, the tmpfs mounts, the writable /work tmpfs (with a read-only
+ * main.py when code is given), and the -v binds; then chdir("/work"). Must run with the sandbox's final credentials so that created files are
  * owned by mapped ids. Consumes (closes) the fds mount_clone_sources() made. */
 int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step_error *e);
+
+/* chdir(2) to config->workdir (-w), made first (mode 0755, parents too) if it is missing, which
+ * only works below a writable mount; a symlink on the way is refused (-ELOOP). No-op without
+ * -w. Returns 0 or -errno, with *e filled. */
+int mount_enter_workdir(const struct sandbox *sb, struct step_error *e);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -332,5 +333,31 @@ bool label_is_valid(const char *label, size_t *ret_key_len)
     if (value_len > LABEL_VALUE_MAX)
         return false;
     *ret_key_len = key_len;
+    return true;
+}
+
+bool copy_name_is_valid(const char *name)
+{
+    const char *p = name;
+
+    if (!name || !*name || *name == '/' || strlen(name) >= PATH_MAX)
+        return false;
+    for (const char *c = name; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            return false;
+    while (*p) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+            return false;
+        if (n > NAME_MAX)
+            return false;
+        p += n;
+        if (*p == '/') {
+            p++;
+            if (!*p)
+                return false; /* a trailing '/' */
+        }
+    }
     return true;
 }

@@ -422,6 +422,36 @@ static void note_to_json(const char *sentence, void *userdata)
     (void)json_array_append_new((json_t *)userdata, json_text(sentence, strlen(sentence)));
 }
 
+/* What was copied out, and what not and why; null when nothing was to be copied. Names are
+ * the sandbox's: shown through json_text(), like the output. */
+static json_t *copy_out_json(const struct nsbox_result *r)
+{
+    json_t *copied, *skipped;
+
+    if (!r->copy_out_asked)
+        return json_null();
+    copied = json_array();
+    skipped = json_array();
+    for (size_t i = 0; i < r->n_copied; i++) {
+        const struct nsbox_copied_file *f = &r->copied[i];
+        (void)json_array_append_new(
+            copied, json_pack("{s:o, s:o, s:I, s:s}", "path", json_text(f->path, strlen(f->path)),
+                              "host_path",
+                              f->host_path ? json_text(f->host_path, strlen(f->host_path))
+                                           : json_null(),
+                              "size", (json_int_t)f->size, "sha256", f->sha256));
+    }
+    for (size_t i = 0; i < r->n_skipped; i++)
+        (void)json_array_append_new(
+            skipped, json_pack("{s:o, s:o}", "path",
+                               json_text(r->skipped[i].path, strlen(r->skipped[i].path)),
+                               "reason",
+                               json_text(r->skipped[i].reason, strlen(r->skipped[i].reason))));
+    return json_pack("{s:b, s:b, s:o, s:o, s:I}", "done", r->copy_out_done, "complete",
+                     r->copy_out_complete, "copied", copied, "skipped", skipped,
+                     "skipped_unlisted", (json_int_t)r->skipped_more);
+}
+
 /* The "limit" object of the JSON result: which limit ended the run (or was run into), or null. */
 static json_t *limit_json(const struct nsbox_result *r)
 {
@@ -670,6 +700,13 @@ json_t *result_to_json_object(const struct nsbox_result *r)
         r->timeout.value ? json_real((double)r->timeout.value / 1e6) : json_null(),
         "enforced_by", r->timeout.value ? "supervisor" : "none", "output", "bytes",
         (json_int_t)r->output_limit, "enforced_by", "supervisor");
+    /* The size of /work: the tmpfs itself refuses writes past it (ENOSPC). */
+    if (limits)
+        (void)json_object_set_new(
+            limits, "workdir",
+            json_pack("{s:o, s:s}", "bytes",
+                      r->workdir_size ? json_integer((json_int_t)r->workdir_size) : json_null(),
+                      "enforced_by", r->workdir_size ? "tmpfs" : "none"));
 
     root = json_pack("{s:s, s:i, s:o, s:f, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:o, s:s, s:s?}",
                      "status", nsbox_status_to_string(r->status), "exit_code",
@@ -751,5 +788,16 @@ json_t *result_to_json_object(const struct nsbox_result *r)
                       (json_int_t)r->cgroup.cpu_system));
     else
         (void)json_object_set_new(root, "cgroup", json_null());
+    (void)json_object_set_new(root, "workdir",
+                              r->work_used || r->work_free
+                                  ? json_pack("{s:I, s:I, s:b}", "used",
+                                              (json_int_t)r->work_used, "free",
+                                              (json_int_t)r->work_free, "full", r->work_full)
+                                  : json_null());
+    (void)json_object_set_new(root, "copy_out", copy_out_json(r));
+    (void)json_object_set_new(root, "workspace",
+                              r->workspace[0] ? json_pack("{s:s, s:b}", "name", r->workspace,
+                                                          "saved", r->workspace_saved)
+                                              : json_null());
     return root;
 }

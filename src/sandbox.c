@@ -3,22 +3,24 @@
  * The one file that knows the order of the steps.
  *
  * Supervisor (the caller's process, outside):
- *   validate and plan -> compile the seccomp filter -> pipes -> clone3(new user, pid, net,
+ *   validate and plan (the copy-in stream packed, copy-out directories and the workspace
+ *   opened) -> compile the seccomp filter -> pipes -> clone3(new user, pid, net,
  *   mount, ipc, uts and cgroup namespaces) -> write uid_map/gid_map -> release the child ->
- *   supervise (supervise.c) -> result.
+ *   supervise (supervise.c) -> unpack the copy-out stream, save the workspace -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
  *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
  *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
  *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds ->
- *   hostname -> pin to ceil(--cpus) CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the
- *   proxy's listening socket, handed to the supervisor (--network allow=, proxy.h) -> wipe
- *   nsbox's command line from memory -> parent-death signal -> drop every capability ->
- *   no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets' rlimits -> seccomp
- *   filters (handing the listener of
- *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals,
- *   report how the payload ended (and how full /dev/shm was), exit (which kills whatever is
- *   left in the pid namespace).
+ *   copy-in (copy.c) -> -w -> hostname -> pin to ceil(--cpus) CPUs (cpus.c) -> lo up (--network
+ *   loopback, allow=) -> the proxy's listening socket, handed to the supervisor (--network
+ *   allow=, proxy.h) -> wipe nsbox's command line from memory -> parent-death signal -> drop
+ *   every capability -> no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets'
+ *   rlimits -> seccomp filters (handing the listener of
+ *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals;
+ *   when the payload has ended, with copy-out: kill everything else and write the copy-out
+ *   stream -> report how the payload ended (and how full /dev/shm and /work were), exit (which
+ *   kills whatever is left in the pid namespace).
  *
  * Payload (PID 2), born under the filters:
  *   stdio -> close every other fd -> default signals -> rlimits -> execve.
@@ -41,6 +43,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -54,6 +57,7 @@
 #include "cgroup.h"
 #include "config.h"
 #include "cpus.h"
+#include "copy.h"
 #include "fileio.h"
 #include "filter.h"
 #include "idmap.h"
@@ -123,6 +127,9 @@ void nsbox_config_init(struct nsbox_config *c)
         .output_limit = 4000,
         .tmp_size = 16ULL << 20,
         .shm_size = 16ULL << 20,
+        .workdir_size = 64ULL << 20,
+        .copy_out_max_bytes = 64ULL << 20,
+        .copy_out_max_files = 1000,
         .stdout_fd = -1,
         .stderr_fd = -1,
     };
@@ -156,6 +163,19 @@ void nsbox_result_free(struct nsbox_result *r)
             free(*l);
     free(r->labels);
     r->labels = NULL;
+    for (size_t i = 0; r->copied && i < r->n_copied; i++) {
+        free(r->copied[i].path);
+        free(r->copied[i].host_path);
+    }
+    free(r->copied);
+    r->copied = NULL;
+    for (size_t i = 0; r->skipped && i < r->n_skipped; i++) {
+        free(r->skipped[i].path);
+        free(r->skipped[i].reason);
+    }
+    free(r->skipped);
+    r->skipped = NULL;
+    r->n_copied = r->n_skipped = 0;
 }
 
 static int plan_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
@@ -192,6 +212,24 @@ static void sandbox_free(struct sandbox *sb)
         free(sb->mounts[i].source_owned);
     free(sb->mounts);
     filter_free(&sb->filter);
+    if (sb->copy_in_fd >= 0)
+        (void)close(sb->copy_in_fd);
+    if (sb->copy_out_fd >= 0)
+        (void)close(sb->copy_out_fd);
+    sb->copy_in_fd = sb->copy_out_fd = -EBADF;
+    for (size_t i = 0; sb->out_fds && i < sb->n_out; i++)
+        if (sb->out_fds[i] >= 0)
+            (void)close(sb->out_fds[i]);
+    free(sb->out_fds);
+    free(sb->out_host_paths);
+    for (size_t i = 0; sb->out_shown && i < sb->n_out; i++)
+        free((char *)sb->out_shown[i]);
+    free(sb->out_shown);
+    sb->out_fds = NULL;
+    sb->out_host_paths = sb->out_shown = NULL;
+    if (sb->ws.base_fd >= 0 && sb->ws_staging[0])
+        (void)copy_remove_tree(sb->ws.base_fd, sb->ws_staging);
+    workspace_close(&sb->ws);
     if (sb->host_ids_lock >= 0)
         (void)close(sb->host_ids_lock); /* the host ids go back to the pool */
     sb->host_ids_lock = -EBADF;
@@ -671,12 +709,243 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
     return 0;
 }
 
+/* A sandbox path for --copy-in, --copy-out, -w: absolute, no "." or "..", not in /proc or /dev. */
+static int check_sandbox_path(const char *path, const char *what, struct nsbox_result *ret)
+{
+    if (!path_is_safe_target(path) || strcmp(path, "/") == 0)
+        return plan_error(ret, -EINVAL, "config",
+                          "%s '%s' must be an absolute path inside the sandbox, not '/', without "
+                          "'.' or '..'",
+                          what, path ? path : "");
+    if (path_is_at_or_below(path, "/proc") || path_is_at_or_below(path, "/dev"))
+        return plan_error(ret, -EINVAL, "config", "%s '%s': /proc and /dev are nsbox's", what,
+                          path);
+    return 0;
+}
+
+/* Open a host directory for copy-out, made (0755) when missing; never through a symlink but
+ * root's (path_open_nofollow()). */
+static int open_copy_out_dir(const char *path, struct nsbox_result *ret)
+{
+    char walked[PATH_MAX];
+    struct stat st;
+    int fd;
+
+    if (!path || path[0] != '/')
+        return plan_error(ret, -EINVAL, "config", "--copy-out host directory '%s' is not an "
+                          "absolute path", path ? path : "");
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return plan_error(ret, negative_errno(), "copy-out",
+                          "cannot make the --copy-out directory '%s': %m", path);
+    fd = path_open_nofollow(path, true, walked, sizeof(walked));
+    if (fd == -ELOOP)
+        return plan_error(ret, fd, "copy-out",
+                          "--copy-out %s: '%s' is a symlink, and nsbox follows only root's "
+                          "symlinks in directories only root can write: name the real directory",
+                          path, walked);
+    if (fd < 0)
+        return plan_error(ret, fd, "copy-out", "--copy-out directory '%s': %s", path,
+                          strerror(-fd));
+    if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        (void)close(fd);
+        return plan_error(ret, -ENOTDIR, "copy-out", "--copy-out '%s' is not a directory", path);
+    }
+    return fd;
+}
+
+/* Pack what goes in (--copy-in, the workspace) into a memfd for init to unpack, and open where
+ * what comes out goes. All host paths are opened here, as the caller, refusing symlinks as -v
+ * does; the sandbox never sees a host path. */
+static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
+{
+    const struct nsbox_config *c = sb->config;
+    struct copy_caps in_caps = {.max_bytes = c->workdir_size, .fail = true};
+    struct copy_packer *p = NULL;
+    struct copy_stats stats;
+    char why[512] = "";
+    int r;
+
+    if (c->workdir && (r = check_sandbox_path(c->workdir, "-w", ret)) < 0)
+        return r;
+    if (c->workdir_size == 0)
+        return plan_error(ret, -EINVAL, "config", "--workdir-size must be above 0");
+    if ((c->n_copy_out || c->workspace) && c->pid_host)
+        return plan_error(ret, -EINVAL, "config",
+                          "--copy-out and --workspace need the sandbox's own pid namespace (not "
+                          "--pid host): the copy is taken when every process of the sandbox is "
+                          "gone, which only a pid namespace makes sure of");
+    if ((c->n_copy_out || c->workspace) && (c->copy_out_max_bytes == 0 ||
+                                            c->copy_out_max_files == 0))
+        return plan_error(ret, -EINVAL, "config",
+                          "--copy-out-max-bytes and --copy-out-max-files must be above 0");
+    /* What goes in is bounded by what the sandbox's tmpfs mounts can hold. */
+    for (size_t i = 0; i < sb->n_mounts; i++)
+        if (sb->mounts[i].is_tmpfs)
+            in_caps.max_bytes += sb->mounts[i].size;
+    /* ... and so is the number of files: a tmpfs holds one inode per KiB (mount.c). */
+    in_caps.max_files = in_caps.max_bytes / 1024;
+
+    if (!c->n_copy_in && !c->n_copy_out && !c->workspace)
+        return 0;
+    /* Now, while host libraries are reachable: init uses it inside (copy.h). */
+    r = copy_load(why, sizeof(why));
+    if (r < 0)
+        return plan_error(ret, r, "copy", "%s", why);
+
+    if (c->workspace) {
+        r = workspace_open(c->workspace, true, &sb->ws, why, sizeof(why));
+        if (r < 0)
+            return plan_error(ret, r, "workspace", "%s", why);
+        (void)snprintf(ret->workspace, sizeof(ret->workspace), "%s", c->workspace);
+    }
+
+    if (c->n_copy_in || c->workspace) {
+        sb->copy_in_fd = memfd_create("nsbox-copy-in", MFD_CLOEXEC);
+        if (sb->copy_in_fd < 0)
+            return plan_error(ret, negative_errno(), "copy-in", "memfd_create: %m");
+        r = copy_packer_new(sb->copy_in_fd, &in_caps, &p, why, sizeof(why));
+        if (r < 0)
+            return plan_error(ret, r, "copy-in", "%s", why);
+        if (c->workspace) {
+            /* The workspace holds what /work held: NAME/work (none yet on first use). */
+            _cleanup_close_ int wfd =
+                openat(sb->ws.dir_fd, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            char shown[sizeof(sb->ws.path) + 16], main_py[sizeof(shown) + 16];
+            struct copy_source src = {.src_fd = wfd, .prefix = "work", .shown = shown};
+            (void)snprintf(shown, sizeof(shown), "%s/work", sb->ws.path);
+            (void)snprintf(main_py, sizeof(main_py), "%s/main.py", shown);
+            /* Saved by a run without --code: --code's own main.py is the one (read-only). */
+            if (c->code)
+                src.exclude = main_py;
+            if (wfd < 0 && errno != ENOENT) {
+                r = plan_error(ret, negative_errno(), "workspace", "%s/work: %m", sb->ws.path);
+                goto in_fail_reported;
+            }
+            r = wfd < 0 ? 0 : copy_pack(p, &src, false, why, sizeof(why));
+            if (r < 0)
+                goto in_fail;
+        }
+        for (size_t i = 0; i < c->n_copy_in; i++) {
+            const struct nsbox_copy *cp = &c->copy_in[i];
+            char walked[PATH_MAX];
+            _cleanup_close_ int fd = -EBADF;
+            struct copy_source src;
+
+            r = check_sandbox_path(cp->sandbox, "--copy-in target", ret);
+            if (r < 0)
+                goto in_fail_reported;
+            if (!cp->host || cp->host[0] != '/') {
+                r = plan_error(ret, -EINVAL, "config", "--copy-in source '%s' is not an "
+                               "absolute path", cp->host ? cp->host : "");
+                goto in_fail_reported;
+            }
+            fd = path_open_nofollow(cp->host, true, walked, sizeof(walked));
+            if (fd == -ELOOP) {
+                r = plan_error(ret, fd, "copy-in",
+                               "--copy-in %s: '%s' is a symlink, and nsbox follows only root's "
+                               "symlinks in directories only root can write: name the path it "
+                               "points to",
+                               cp->host, walked);
+                goto in_fail_reported;
+            }
+            if (fd < 0) {
+                r = plan_error(ret, fd, "copy-in", "--copy-in source '%s': %s", cp->host,
+                               strerror(-fd));
+                goto in_fail_reported;
+            }
+            src = (struct copy_source){.src_fd = fd, .prefix = cp->sandbox + 1,
+                                       .shown = cp->host};
+            r = copy_pack(p, &src, false, why, sizeof(why));
+            if (r < 0)
+                goto in_fail;
+        }
+        r = copy_packer_finish(p, &stats, why, sizeof(why));
+        p = NULL;
+        if (r < 0)
+            return plan_error(ret, r, "copy-in", "%s", why);
+        if (stats.skipped)
+            add_warning(c, ret,
+                        "copy-in: %llu entr%s not copied (only regular files and directories "
+                        "are: symlinks, devices, FIFOs and sockets are left out, and so are "
+                        "files past the room of the sandbox's tmpfs mounts)",
+                        (unsigned long long)stats.skipped, stats.skipped == 1 ? "y was" : "ies were");
+    }
+
+    if (c->n_copy_out || c->workspace) {
+        size_t n = c->n_copy_out + (c->workspace ? 1 : 0);
+        ret->copy_out_asked = true;
+        sb->out_fds = calloc(n, sizeof(int));
+        sb->out_host_paths = calloc(n, sizeof(char *));
+        sb->out_shown = calloc(n, sizeof(char *));
+        if (!sb->out_fds || !sb->out_host_paths || !sb->out_shown)
+            return plan_error(ret, -ENOMEM, "copy-out", "out of memory");
+        for (size_t i = 0; i < n; i++)
+            sb->out_fds[i] = -EBADF;
+        sb->n_out = n;
+        for (size_t i = 0; i < c->n_copy_out; i++) {
+            r = check_sandbox_path(c->copy_out[i].sandbox, "--copy-out source", ret);
+            if (r < 0)
+                return r;
+            r = open_copy_out_dir(c->copy_out[i].host, ret);
+            if (r < 0)
+                return r;
+            sb->out_fds[i] = r;
+            sb->out_host_paths[i] = c->copy_out[i].host;
+            /* Owned: init wipes the memory of nsbox's argv, where the option's value lives. */
+            sb->out_shown[i] = strdup(c->copy_out[i].sandbox);
+            if (!sb->out_shown[i])
+                return plan_error(ret, -ENOMEM, "copy-out", "out of memory");
+        }
+        if (c->workspace) {
+            /* A fresh staging directory: what a run copies back lands there, and replaces the
+             * workspace only when complete (workspace_commit()). Ours under the lock. */
+            (void)snprintf(sb->ws_staging, sizeof(sb->ws_staging), ".%s.new", c->workspace);
+            r = copy_remove_tree(sb->ws.base_fd, sb->ws_staging);
+            if (r >= 0 && mkdirat(sb->ws.base_fd, sb->ws_staging, 0700) < 0)
+                r = negative_errno();
+            if (r >= 0) {
+                r = openat(sb->ws.base_fd, sb->ws_staging,
+                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (r < 0)
+                    r = negative_errno();
+            }
+            if (r < 0)
+                return plan_error(ret, r, "workspace",
+                                  "cannot make the staging directory of workspace %s: %s",
+                                  sb->ws.path, strerror(-r));
+            sb->out_fds[n - 1] = r;
+            sb->out_shown[n - 1] = strdup("/work");
+            if (!sb->out_shown[n - 1])
+                return plan_error(ret, -ENOMEM, "workspace", "out of memory");
+        }
+        sb->copy_out_fd = memfd_create("nsbox-copy-out", MFD_CLOEXEC);
+        if (sb->copy_out_fd < 0)
+            return plan_error(ret, negative_errno(), "copy-out", "memfd_create: %m");
+    }
+    return 0;
+
+in_fail:
+    if (r == -EFBIG)
+        (void)plan_error(ret, r, "copy-in",
+                         "the files to copy in are larger than the sandbox's tmpfs mounts can "
+                         "hold (%s; raise --workdir-size or the --tmpfs size)",
+                         why);
+    else
+        (void)plan_error(ret, r, "copy-in", "%s", why);
+in_fail_reported:
+    if (p)
+        (void)copy_packer_finish(p, NULL, why, sizeof(why));
+    return r;
+}
+
 static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
 {
     size_t n_args = 0;
     int r;
 
-    *sb = (struct sandbox){.config = c, .host_ids_lock = -EBADF};
+    *sb = (struct sandbox){.config = c, .host_ids_lock = -EBADF, .copy_in_fd = -EBADF,
+                           .copy_out_fd = -EBADF,
+                           .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
     sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
     r = plan_identity(c, ret);
     if (r < 0)
@@ -725,6 +994,9 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     if (r < 0)
         return r;
     r = plan_mounts(sb, ret);
+    if (r < 0)
+        return r;
+    r = plan_copies(sb, ret);
     if (r < 0)
         return r;
 
@@ -898,9 +1170,6 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int in_fd, int out
     _exit(rep.code);
 }
 
-/* PID 1: reap everything, forward SIGINT/SIGTERM/SIGHUP to the payload's process group, and
- * leave with the payload. The kernel then kills all that remains in the pid namespace
- * (pid_namespaces(7)), so nothing the payload started outlives it. */
 /* How full /dev/shm is (shm_fd, opened by init before the payload existed, so no path the
  * payload could change is followed), for the report of how the payload ended. */
 static void report_shm_usage(int shm_fd, struct report *rep)
@@ -913,7 +1182,79 @@ static void report_shm_usage(int shm_fd, struct report *rep)
     }
 }
 
-_noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report_fd, int shm_fd)
+/* Copy-out, by init once the payload has ended: first every other process of the sandbox is
+ * killed and reaped (kill(2) with -1 from a pid namespace's init reaches all of them and not
+ * itself, pid_namespaces(7)), so nothing changes the tree while it is read and nothing is left
+ * to race a check. Then each --copy-out source, and /work for a workspace, is packed into the
+ * memfd at out_fd (copy.h), within the caps. Init is under the seccomp filters by now, as the
+ * sandbox's uid: what the payload made unreadable is skipped. */
+static void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep)
+{
+    const struct nsbox_config *c = sb->config;
+    struct copy_caps caps = {.max_bytes = c->copy_out_max_bytes,
+                             .max_files = c->copy_out_max_files};
+    struct copy_packer *p = NULL;
+    struct copy_stats stats = {0};
+    char why[256];
+    int r;
+
+    /* Again before each wait: a fork in flight cannot leave a child unsignalled (copy_process()
+     * restarts a fork with a fatal signal pending; this is the belt to those braces). */
+    do
+        (void)kill(-1, SIGKILL);
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR);
+    /* The stream is a file of this process's: RLIMIT_FSIZE applies, and its SIGXFSZ would end
+     * init; EFBIG is reported instead. */
+    (void)signal(SIGXFSZ, SIG_IGN);
+    rep->copy_taken = true;
+    r = copy_packer_new(out_fd, &caps, &p, why, sizeof(why));
+    for (size_t i = 0; r >= 0 && i < sb->n_out; i++) {
+        /* sb's copy: the config's strings may be in nsbox's argv, wiped by now. */
+        const char *path = sb->out_shown[i];
+        const char *base = strrchr(path, '/') + 1;
+        char prefix[PATH_MAX];
+        struct stat st;
+        /* Entries are named "i/BASENAME/...": a directory lands in HOSTDIR as a directory of
+         * its name, as with docker cp into an existing directory. */
+        int fd = copy_open_nofollow(path);
+
+        (void)snprintf(prefix, sizeof(prefix), "%zu/%s", i, base);
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
+            (void)close(fd);
+            fd = -1;
+            errno = ELOOP;
+        }
+        if (fd < 0 || fstat(fd, &st) < 0) {
+            /* Listed like any skipped entry, named by the source itself. */
+            r = copy_pack_skipped(p, prefix,
+                                  errno == ELOOP || errno == ENOTDIR ? "symlink (never followed)"
+                                  : errno == ENOENT                ? "does not exist"
+                                                                   : "cannot be read",
+                                  why, sizeof(why));
+            if (fd >= 0)
+                (void)close(fd);
+            continue;
+        }
+        r = copy_pack(p, &(struct copy_source){.src_fd = fd, .prefix = prefix, .shown = path,
+                                               .exclude = i >= c->n_copy_out && c->code
+                                                              ? "/work/main.py"
+                                                              : NULL},
+                      true, why, sizeof(why));
+        (void)close(fd);
+    }
+    if (p) {
+        int k = copy_packer_finish(p, &stats, why, sizeof(why));
+        r = r < 0 ? r : k;
+    }
+    rep->copy_err = r < 0 ? -r : 0;
+    rep->copy_unlisted = stats.skipped - stats.skipped_listed;
+}
+
+/* PID 1: reap everything, forward SIGINT/SIGTERM/SIGHUP to the payload's process group, and
+ * leave with the payload (after the copy-out, if any). The kernel then kills all that remains
+ * in the pid namespace (pid_namespaces(7)), so nothing the payload started outlives it. */
+_noreturn_ static void init_loop(const struct sandbox *sb, pid_t payload, const sigset_t *mask,
+                                 int report_fd, int shm_fd, int work_fd, int copy_out_fd)
 {
     for (;;) {
         siginfo_t si;
@@ -939,6 +1280,15 @@ _noreturn_ static void init_loop(pid_t payload, const sigset_t *mask, int report
                                  .code = WIFSIGNALED(status) ? WTERMSIG(status)
                                                              : WEXITSTATUS(status)};
             report_shm_usage(shm_fd, &rep);
+            {
+                struct statfs st;
+                if (fstatfs(work_fd, &st) == 0) {
+                    rep.work_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
+                    rep.work_free = (uint64_t)st.f_bfree * (uint64_t)st.f_bsize;
+                }
+            }
+            if (copy_out_fd >= 0)
+                init_copy_out(sb, copy_out_fd, &rep);
             report_send(report_fd, &rep);
             _exit(0);
         }
@@ -1142,6 +1492,7 @@ static uint64_t sandbox_fsize(const struct sandbox *sb)
     if (c->memory == 0)
         return RLIM_INFINITY;
     max = c->memory > max ? c->memory : max;
+    max = c->workdir_size + c->code_size > max ? c->workdir_size + c->code_size : max;
     for (size_t i = 0; i < sb->n_mounts; i++)
         if (sb->mounts[i].is_tmpfs && sb->mounts[i].size > max)
             max = sb->mounts[i].size;
@@ -1186,6 +1537,35 @@ static int sandbox_budgets(const struct sandbox *sb, struct step_error *e)
     return 0;
 }
 
+/* Unpack the copy-in stream below the sandbox's "/", as the sandbox's uid, before the payload
+ * exists: made only where the sandbox can write (EROFS elsewhere), never through a symlink. */
+static int sandbox_copy_in(struct sandbox *sb, struct step_error *e)
+{
+    struct copy_caps caps = {0};
+    _cleanup_close_ int root = -EBADF;
+    int root_fds[1];
+    char why[256];
+    int r;
+
+    if (sb->copy_in_fd < 0)
+        return 0;
+    root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return step_fail(e, negative_errno(), "copy-in", "open /");
+    root_fds[0] = root;
+    r = copy_unpack(sb->copy_in_fd, &(struct copy_target){.root_fds = root_fds, .n_roots = 1,
+                                                          .shown_prefix = "/"},
+                    &caps, NULL, why, sizeof(why));
+    (void)close(sb->copy_in_fd);
+    sb->copy_in_fd = -EBADF;
+    if (r < 0)
+        return step_fail(e, r, "copy-in", "%s%s", why,
+                         r == -ENOSPC   ? "; raise --workdir-size or the --tmpfs size"
+                         : r == -EROFS ? "; copy below /work, /tmp or another writable mount"
+                                       : "");
+    return 0;
+}
+
 _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 {
     int dev_fds[MOUNT_N_DEVICES];
@@ -1193,7 +1573,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     struct pollfd pfd;
     sigset_t mask;
     pid_t payload, init_pid;
-    int shm_fd;
+    int shm_fd, work_fd;
     char byte;
     int r;
 
@@ -1229,6 +1609,12 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         child_fail(fds->report, &(struct step_error){.err = -r, .step = "switch ids"});
 
     r = mount_populate(sb, dev_fds, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
+    r = sandbox_copy_in(sb, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
+    r = mount_enter_workdir(sb, &e);
     if (r < 0)
         child_fail(fds->report, &e);
 
@@ -1327,13 +1713,26 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
 
-    /* Kept by init (at fd 4) to say, when the payload ends, whether /dev/shm was full. Above
-     * fd 4 for now, so that moving the report pipe to 3 cannot close it. */
+    /* Kept by init (at fd 4) to say, when the payload ends, whether /dev/shm was full; and
+     * /work (at fd 5) likewise. Above fd 6 for now, so that moving the report pipe to 3 cannot
+     * close them. The copy-out memfd goes to fd 6. */
     r = open("/dev/shm", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    shm_fd = r < 0 ? -1 : fcntl(r, F_DUPFD_CLOEXEC, 5);
+    shm_fd = r < 0 ? -1 : fcntl(r, F_DUPFD_CLOEXEC, 7);
     if (shm_fd < 0)
         child_fail(fds->report, &(struct step_error){.err = errno, .step = "open /dev/shm"});
     (void)close(r);
+    r = open("/work", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    work_fd = r < 0 ? -1 : fcntl(r, F_DUPFD_CLOEXEC, 7);
+    if (work_fd < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "open /work"});
+    (void)close(r);
+    if (sb->copy_out_fd >= 0) {
+        r = fcntl(sb->copy_out_fd, F_DUPFD_CLOEXEC, 7);
+        if (r < 0)
+            child_fail(fds->report, &(struct step_error){.err = errno, .step = "copy-out"});
+        (void)close(sb->copy_out_fd);
+        sb->copy_out_fd = r;
+    }
 
     init_pid = getpid();
     payload = fork();
@@ -1356,11 +1755,12 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     /* Init keeps only the report pipe: not the caller's stdio, not the payload's pipes. */
     if (fds->report != 3 && dup3(fds->report, 3, O_CLOEXEC) < 0)
         _exit(125);
-    if (dup3(shm_fd, 4, O_CLOEXEC) < 0)
+    if (dup3(shm_fd, 4, O_CLOEXEC) < 0 || dup3(work_fd, 5, O_CLOEXEC) < 0 ||
+        (sb->copy_out_fd >= 0 && dup3(sb->copy_out_fd, 6, O_CLOEXEC) < 0))
         _exit(125);
     (void)sys_close_range(0, 2, 0);
-    (void)sys_close_range(5, ~0U, 0);
-    init_loop(payload, &mask, 3, 4);
+    (void)sys_close_range(sb->copy_out_fd >= 0 ? 7 : 6, ~0U, 0);
+    init_loop(sb, payload, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1);
 }
 
 /* ---- the supervisor ----------------------------------------------------------------------- */
@@ -1484,6 +1884,93 @@ static void kill_leftovers(const struct sandbox *sb, struct nsbox_result *ret)
                     strerror(-r), (unsigned)sb->host_uid);
 }
 
+/* Less than this free in /work: the payload's writes there may have met ENOSPC. */
+#define WORK_FULL_SLACK (64 * 1024)
+
+static void work_diagnose(const struct nsbox_config *c, struct nsbox_result *ret)
+{
+    if (ret->work_used == 0 || ret->work_free >= WORK_FULL_SLACK)
+        return;
+    ret->work_full = true;
+    add_warning(c, ret,
+                "the working directory /work was full when the payload ended (%.3g MiB used): "
+                "writes there failed with ENOSPC (No space left on device); raise "
+                "--workdir-size (now %.3g MiB)",
+                (double)ret->work_used / (1 << 20), (double)c->workdir_size / (1 << 20));
+}
+
+/* The host side of copy-out: unpack the stream init wrote into the host directories opened by
+ * plan_copies() (and the workspace's staging directory), then save the workspace if the copy
+ * was complete. */
+static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret)
+{
+    const struct nsbox_config *c = sb->config;
+    struct copy_caps caps = {.max_bytes = c->copy_out_max_bytes,
+                             .max_files = c->copy_out_max_files};
+    char why[512] = "";
+    int r;
+
+    if (sb->copy_out_fd < 0 || ret->status == NSBOX_STATUS_ERROR)
+        return;
+    if (!ret->copy_out_done) {
+        if (c->workspace)
+            add_warning(c, ret,
+                        "workspace '%s' was not saved: the payload did not end by itself (or "
+                        "the copy failed), so its files are as before this run",
+                        c->workspace);
+        else
+            add_warning(c, ret, "nothing was copied out: the payload did not end by itself (a "
+                                "timeout, a kill, a setup failure) or the copy failed");
+        return;
+    }
+    r = copy_unpack(sb->copy_out_fd,
+                    &(struct copy_target){.root_fds = sb->out_fds,
+                                          .root_paths = sb->out_host_paths, .n_roots = sb->n_out,
+                                          .indexed = true, .host = true,
+                                          .shown_roots = sb->out_shown},
+                    &caps, ret, why, sizeof(why));
+    if (r < 0) {
+        ret->copy_out_done = false;
+        add_warning(c, ret, "copy-out failed on the host: %s; what was written before is listed",
+                    why);
+        if (c->workspace)
+            add_warning(c, ret, "workspace '%s' was not saved (its files are as before this run)",
+                        c->workspace);
+        return;
+    }
+    ret->copy_out_complete = ret->n_skipped == 0 && ret->skipped_more == 0;
+    if (!ret->copy_out_complete)
+        add_warning(c, ret,
+                    "copy-out is not complete: %zu entr%s skipped (listed in copy_out.skipped, "
+                    "with why: only regular files and directories are copied, within "
+                    "--copy-out-max-files %llu and --copy-out-max-bytes %llu)",
+                    ret->n_skipped + (size_t)ret->skipped_more,
+                    ret->n_skipped + ret->skipped_more == 1 ? "y was" : "ies were",
+                    (unsigned long long)c->copy_out_max_files,
+                    (unsigned long long)c->copy_out_max_bytes);
+    if (!c->workspace)
+        return;
+    /* A workspace is saved whole or not at all: a partial copy would leave the next step
+     * files of two different runs. Only what is not a regular file or directory may be left
+     * out (it never crosses anyway); a cap is a refusal. */
+    for (size_t i = 0; i < ret->n_skipped; i++)
+        if (strstr(ret->skipped[i].reason, "--copy-out-max") &&
+            path_is_at_or_below(ret->skipped[i].path, "/work")) {
+            add_warning(c, ret,
+                        "workspace '%s' was not saved: /work is over --copy-out-max-files or "
+                        "--copy-out-max-bytes (its files are as before this run)",
+                        c->workspace);
+            return;
+        }
+    r = workspace_commit(&sb->ws, sb->ws_staging, why, sizeof(why));
+    if (r < 0) {
+        add_warning(c, ret, "%s", why);
+        return;
+    }
+    sb->ws_staging[0] = '\0';
+    ret->workspace_saved = true;
+}
+
 int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
 {
     struct sandbox sb = {0};
@@ -1504,6 +1991,7 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
         .cpus = {c->cpus_milli, NSBOX_ENFORCER_NONE},
         .timeout = {c->timeout, NSBOX_ENFORCER_NONE},
         .output_limit = c->output_limit,
+        .workdir_size = c->workdir_size,
     };
 
     /* Signals first: one that comes while the run is planned waits in the signalfd and is acted
@@ -1613,6 +2101,8 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     if (proxy)
         proxy_finish(proxy, &ret->network);
     shm_diagnose(c, ret);
+    work_diagnose(c, ret);
+    copy_out_finish(&sb, ret);
     kill_leftovers(&sb, ret);
     if (sb.in_cgroup) {
         cgroup_leaf_stats(&leaf, &ret->cgroup);

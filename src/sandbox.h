@@ -7,6 +7,7 @@
 
 #include "filter.h"
 #include "nsbox.h"
+#include "workspace.h"
 
 /* Where a sandbox setup step failed; sent from the child to the supervisor over the report
  * pipe, so it has a fixed size below PIPE_BUF (one atomic write). */
@@ -50,4 +51,17 @@ struct sandbox {
     size_t n_mounts;
     struct filter filter;  /* empty when seccomp is disabled */
     bool in_cgroup;        /* the sandbox is born in a cgroup leaf that holds its limits */
+
+    /* Copy-in and copy-out streams (copy.h): memfds made by the supervisor, inherited by init;
+     * -EBADF when not used. */
+    int copy_in_fd;
+    int copy_out_fd;
+    /* Where copy-out entry "i/..." goes: config->copy_out[i]'s host directory, then (last) the
+     * workspace's staging directory. */
+    int *out_fds;
+    const char **out_host_paths;
+    const char **out_shown;
+    size_t n_out;
+    struct workspace ws; /* config->workspace, opened and locked; fds -EBADF otherwise */
+    char ws_staging[NSBOX_NAME_MAX + 16];
 };

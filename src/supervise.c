@@ -608,6 +608,19 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     if (final.type == REPORT_EXITED || final.type == REPORT_SIGNALED) {
         ret->shm_used = final.shm_used;
         ret->shm_free = final.shm_free;
+        ret->work_used = final.work_used;
+        ret->work_free = final.work_free;
+        ret->copy_out_done = final.copy_taken && final.copy_err == 0;
+        ret->skipped_more += final.copy_unlisted;
+        if (final.copy_taken && final.copy_err) {
+            size_t n = strlen(ret->warnings);
+            (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n,
+                           "%scopy-out failed inside the sandbox: %s%s; nothing was copied out",
+                           n ? "\n" : "", strerror(final.copy_err),
+                           final.copy_err == EFBIG ? " (the stream passed RLIMIT_FSIZE: lower "
+                                                     "--copy-out-max-bytes or raise --memory)"
+                                                   : "");
+        }
     }
     if (sv.killed_by_request) {
         ret->status = NSBOX_STATUS_KILLED;

@@ -43,6 +43,13 @@ struct report {
     /* REPORT_EXITED, REPORT_SIGNALED: bytes used and free in /dev/shm when the payload ended
      * (a full /dev/shm ends writes to memory mapped from it with SIGBUS). */
     uint64_t shm_used, shm_free;
+    /* ... and in the /work tmpfs. */
+    uint64_t work_used, work_free;
+    /* ... and whether the copy-out stream was written (copy_err: 0, or the errno that stopped
+     * it), with the number of skipped entries not listed in it. */
+    bool copy_taken;
+    int copy_err;
+    uint64_t copy_unlisted;
 };
 
 struct supervise_fds {

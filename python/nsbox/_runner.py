@@ -45,6 +45,7 @@ _Timeout = Union[int, float, None]
 # "none", "loopback", or the hosts of --network allow= ("pypi.org", "*.example.com:8443").
 _Network = Union[str, Sequence[str]]
 _Chunk = Callable[[str], Any]
+_CopyOut = Union[None, str, Sequence[str]]
 
 
 def find_nsbox(nsbox: Optional[str] = None) -> str:
@@ -115,15 +116,10 @@ def _check_file_name(name: str) -> List[str]:
 
 def _modes() -> Tuple[int, int]:
     """The modes of the directories and files that ``files`` makes, below a 0700 directory of
-    the caller's that nobody else can enter.
-
-    An ordinary user's sandbox runs as that user: 0700 and 0600. Root's runs as another host
-    uid (the host's nobody), which reaches the bound directory through the bind, never through
-    the 0700 directory above it: it needs the bits for others, 0755 and 0644, and the 0700
-    directory keeps every other host user out all the same.
-    """
-    return (0o755, 0o644) if os.geteuid() == 0 else (0o700, 0o600)
-
+    the caller's: 0700 and 0600. nsbox reads them as the caller and copies them into the
+    sandbox (``--copy-in``), so not even root's sandboxes, which run as another host uid, need
+    to reach them."""
+    return (0o700, 0o600)
 
 def _write_file(path: str, data: bytes, mode: int = 0o600) -> None:
     """Create path (which must not exist) with exactly mode, whatever the umask."""
@@ -159,13 +155,18 @@ def _write_files(root: str, files: Mapping[str, _Data]) -> None:
 def _nsbox_env() -> Dict[str, str]:
     """The environment nsbox itself runs with: PATH, NSBOX_ROOTFS if set, XDG_RUNTIME_DIR and
     DBUS_SESSION_BUS_ADDRESS if set (where nsbox finds the systemd user manager that gives it
-    a delegated cgroup for the limits, and keeps its `nsbox ps` record). Nothing else: no
-    credentials of the caller, and never the variables meant for the program (those travel on
-    a descriptor, see _env_fd: LD_PRELOAD meant for the program would run in nsbox itself)."""
+    a delegated cgroup for the limits, and keeps its `nsbox ps` record), and XDG_STATE_HOME
+    (else ~/.local/state: where workspaces live). Nothing else: no credentials of the caller,
+    and never the variables meant for the program (those travel on a descriptor, see _env_fd:
+    LD_PRELOAD meant for the program would run in nsbox itself)."""
     env = {"PATH": os.environ.get("PATH") or os.defpath}
     for key in ("NSBOX_ROOTFS", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"):
         if os.environ.get(key):
             env[key] = os.environ[key]
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not state.startswith("/"):
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    env["XDG_STATE_HOME"] = state
     return env
 
 
@@ -576,9 +577,12 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
               files: Optional[Mapping[str, _Data]], stdin: Optional[_Data],
               env: Optional[Mapping[str, str]], nsbox: Optional[str], rootfs: Optional[str],
               output_limit: Optional[int], network: _Network, extra_args: Sequence[str],
-              log: Optional[str]) -> Iterator[Tuple[str, List[str], Optional[bytes], Optional[int]]]:
+              log: Optional[str], copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None,
+              workspace: Optional[str] = None
+              ) -> Iterator[Tuple[str, List[str], Optional[bytes], Optional[int]]]:
     """Check the arguments, write the files, and yield (nsbox binary, options, stdin for
-    nsbox, the descriptor to pass for --env-fd or None); the files are removed afterwards."""
+    nsbox, the descriptor to pass for --env-fd or None); the files are removed afterwards (and
+    so is what was copied out, unless into copy_out_dir)."""
     options = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
                            network, extra_args)
     # The audit log (nsbox's --log, by default $NSBOX_LOG): nsbox itself runs with a cleared
@@ -589,18 +593,40 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
     stdin_data = None if stdin is None else _as_bytes(stdin, "stdin")
     if files is not None and not isinstance(files, _MappingABC):
         raise TypeError("files must be a dict {relative_name: str | bytes}")
+    if isinstance(copy_out, str):
+        copy_out = [copy_out]
+    copy_out = list(copy_out or [])
+    for path in copy_out:
+        if not isinstance(path, str) or not path.startswith("/") or ":" in path:
+            raise ValueError(f"copy_out path {path!r} must be an absolute path in the sandbox "
+                             "(e.g. '/work/plot.png' or '/work'), without ':'")
+    if copy_out_dir is not None and not copy_out:
+        raise ValueError("copy_out_dir needs copy_out: the sandbox paths to copy out")
+    if workspace is not None:
+        if not isinstance(workspace, str) or not workspace:
+            raise TypeError("workspace must be a non-empty str (the workspace's name)")
+        options += ["--workspace", workspace]
     binary = find_nsbox(nsbox)
     # A private directory (0700, mkdtemp's mode) for the code and the files: nobody else on
     # the host may read them while the run lasts. The code file is read by nsbox itself, as the
-    # caller (0600); the files are bound into the sandbox (modes: _modes()).
+    # caller (0600); so are the files, which nsbox copies into the sandbox's /work (--copy-in:
+    # never a bind, so the sandbox cannot reach this directory).
     tmp: Optional[str] = None
     try:
-        if files is not None or (code is not None and stdin_data is not None):
+        if files is not None or copy_out or (code is not None and stdin_data is not None):
             tmp = tempfile.mkdtemp(prefix="nsbox-")
+        if copy_out:
+            # Into copy_out_dir, else a directory of ours that is gone when the run is over
+            # (Result.files holds the bytes by then). nsbox writes there through descriptors
+            # only, never through a symlink.
+            out_dir = os.path.abspath(os.fspath(copy_out_dir)) if copy_out_dir is not None \
+                else os.path.join(tmp, "out")
+            for path in copy_out:
+                options += ["--copy-out", f"{path}:{out_dir}"]
         if files is not None:
             files_dir = os.path.join(tmp, "files")
             _write_files(files_dir, files)
-            options += ["-v", f"{files_dir}:{FILES_DIR}:ro"]
+            options += ["--copy-in", f"{files_dir}:{FILES_DIR}"]
         payload_stdin = stdin_data
         if code is not None:
             if stdin_data is None:
@@ -627,15 +653,18 @@ def _run(program: List[str], code: Optional[bytes], timeout: _Timeout, memory: _
          stdin: Optional[_Data], env: Optional[Mapping[str, str]], nsbox: Optional[str],
          rootfs: Optional[str], output_limit: Optional[int], network: _Network,
          extra_args: Sequence[str], log: Optional[str], on_stdout: Optional[_Chunk],
-         on_stderr: Optional[_Chunk]) -> Result:
+         on_stderr: Optional[_Chunk], copy_out: _CopyOut = None,
+         copy_out_dir: Optional[str] = None, workspace: Optional[str] = None) -> Result:
     with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
-                   rootfs, output_limit, network, extra_args, log) as (binary, options, data,
-                                                             env_fd):
+                   rootfs, output_limit, network, extra_args, log, copy_out, copy_out_dir,
+                   workspace) as (binary, options, data, env_fd):
         if on_stdout is None and on_stderr is None:
-            return _execute([binary, "run", "--json", *options, "--", *program], data, timeout,
-                            env_fd)
-        return _execute_streaming(binary, options, program, data, timeout, env_fd,
-                                  _Streams(on_stdout, on_stderr))
+            result = _execute([binary, "run", "--json", *options, "--", *program], data,
+                              timeout, env_fd)
+        else:
+            result = _execute_streaming(binary, options, program, data, timeout, env_fd,
+                                        _Streams(on_stdout, on_stderr))
+        return _collect_files(result)
 
 
 async def _arun(program: List[str], code: Optional[bytes], timeout: _Timeout, memory: _Limit,
@@ -643,13 +672,32 @@ async def _arun(program: List[str], code: Optional[bytes], timeout: _Timeout, me
                 stdin: Optional[_Data], env: Optional[Mapping[str, str]],
                 nsbox: Optional[str], rootfs: Optional[str], output_limit: Optional[int],
                 network: _Network, extra_args: Sequence[str], log: Optional[str],
-                on_stdout: Optional[_Chunk], on_stderr: Optional[_Chunk]) -> Result:
+                on_stdout: Optional[_Chunk], on_stderr: Optional[_Chunk],
+                copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None,
+                workspace: Optional[str] = None) -> Result:
     with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
-                   rootfs, output_limit, network, extra_args, log) as (binary, options, data,
-                                                             env_fd):
+                   rootfs, output_limit, network, extra_args, log, copy_out, copy_out_dir,
+                   workspace) as (binary, options, data, env_fd):
         streams = None if on_stdout is None and on_stderr is None else _Streams(on_stdout,
                                                                                  on_stderr)
-        return await _aexecute(binary, options, program, data, timeout, env_fd, streams)
+        return _collect_files(await _aexecute(binary, options, program, data, timeout, env_fd,
+                                              streams))
+
+
+def _collect_files(result: Result) -> Result:
+    """Fill result.files from what nsbox copied out: {sandbox path: bytes}. Each file is read
+    from where nsbox wrote it (a directory of ours or the caller's copy_out_dir), refusing a
+    symlink."""
+    copy_out = result.raw.get("copy_out") or {}
+    result.copy_out = copy_out or None
+    for entry in copy_out.get("copied") or []:
+        host_path = entry.get("host_path")
+        if not host_path:
+            continue
+        fd = os.open(host_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            result.files[str(entry["path"])] = f.read()
+    return result
 
 
 def _program(argv: Sequence[str]) -> List[str]:
@@ -668,7 +716,9 @@ def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
         nsbox: Optional[str] = None, rootfs: Optional[str] = None,
         output_limit: Optional[int] = None, network: _Network = "none",
         extra_args: Sequence[str] = (), log: Optional[str] = None,
-        on_stdout: Optional[_Chunk] = None, on_stderr: Optional[_Chunk] = None) -> Result:
+        on_stdout: Optional[_Chunk] = None, on_stderr: Optional[_Chunk] = None,
+        copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None,
+        workspace: Optional[str] = None) -> Result:
     """Run a program in a fresh nsbox sandbox and return its :class:`Result`.
 
     ``argv[0]`` is looked up in the sandbox's PATH inside the rootfs (``/usr/bin/python3``
@@ -679,7 +729,8 @@ def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
     ValueError/TypeError for invalid arguments.
     """
     return _run(_program(argv), None, timeout, memory, cpus, pids_limit, files, stdin, env,
-                nsbox, rootfs, output_limit, network, extra_args, log, on_stdout, on_stderr)
+                nsbox, rootfs, output_limit, network, extra_args, log, on_stdout, on_stderr,
+                copy_out, copy_out_dir, workspace)
 
 
 def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m",
@@ -690,7 +741,9 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
                     output_limit: Optional[int] = None, network: _Network = "none",
                     extra_args: Sequence[str] = (), log: Optional[str] = None,
                     on_stdout: Optional[_Chunk] = None,
-                    on_stderr: Optional[_Chunk] = None) -> Result:
+                    on_stderr: Optional[_Chunk] = None, copy_out: _CopyOut = None,
+                    copy_out_dir: Optional[str] = None,
+                    workspace: Optional[str] = None) -> Result:
     """Run Python source in a fresh nsbox sandbox and return its :class:`Result`.
 
     The code runs as ``python3 /work/main.py`` with ``/work`` as its working directory, as an
@@ -707,7 +760,7 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
             None for no limit.
         cpus: CPU limit (``0.5`` is half a CPU); None for no limit.
         pids_limit: process limit; None for no limit.
-        files: ``{relative_name: str | bytes}``; the code sees them read-only as
+        files: ``{relative_name: str | bytes}``; copied into the sandbox (never bound) as
             ``/work/files/NAME`` (names may contain ``/`` for subdirectories, never ``..``
             or a leading ``/``).
         stdin: data for the program's stdin (str or bytes); by default stdin is empty.
@@ -734,6 +787,18 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
             bytes per stream, in the calling thread. The Result holds the same text. nsbox's
             own messages are then only in the Result (``nsbox_stderr`` is empty). An
             exception raised by a callback kills the run and propagates.
+        copy_out: a sandbox path, or a list of them (``"/work/plot.png"``, ``"/work/out"``),
+            copied out when the program has ended by itself (``--copy-out``; a directory
+            recursively, regular files and directories only, within 64 MiB and 1000 files:
+            ``extra_args=["--copy-out-max-bytes", "256m"]`` raises the caps). The files are in
+            ``Result.files`` as ``{sandbox path: bytes}``; what was skipped, and why, in
+            ``Result.copy_out["skipped"]``.
+        copy_out_dir: where on the host the copies go (made if missing), to keep them; by
+            default a private temporary directory, removed after the run.
+        workspace: the name of a workspace (``--workspace``): ``/work`` starts with the files
+            the last run on it left there and is saved back when the program ends by itself,
+            so the steps of an agent share files without any host directory given to the
+            sandbox. One run at a time per workspace (NsboxError otherwise).
 
     Returns:
         a :class:`Result`; the payload's own failures (exception, exit status, signal,
@@ -748,7 +813,7 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
     """
     return _run([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files, stdin,
                 env, nsbox, rootfs, output_limit, network, extra_args, log, on_stdout,
-                on_stderr)
+                on_stderr, copy_out, copy_out_dir, workspace)
 
 
 async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
@@ -759,7 +824,8 @@ async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "25
                output_limit: Optional[int] = None, network: _Network = "none",
                extra_args: Sequence[str] = (), log: Optional[str] = None,
                on_stdout: Optional[_Chunk] = None,
-               on_stderr: Optional[_Chunk] = None) -> Result:
+               on_stderr: Optional[_Chunk] = None, copy_out: _CopyOut = None,
+               copy_out_dir: Optional[str] = None, workspace: Optional[str] = None) -> Result:
     """:func:`run` for asyncio: ``result = await nsbox.arun([...])``.
 
     nsbox's pipes and its exit (a pidfd) are watched by the running event loop (no threads);
@@ -769,7 +835,7 @@ async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "25
     """
     return await _arun(_program(argv), None, timeout, memory, cpus, pids_limit, files, stdin,
                        env, nsbox, rootfs, output_limit, network, extra_args, log, on_stdout,
-                       on_stderr)
+                       on_stderr, copy_out, copy_out_dir, workspace)
 
 
 async def arun_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m",
@@ -781,11 +847,13 @@ async def arun_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit =
                            output_limit: Optional[int] = None, network: _Network = "none",
                            extra_args: Sequence[str] = (), log: Optional[str] = None,
                            on_stdout: Optional[_Chunk] = None,
-                           on_stderr: Optional[_Chunk] = None) -> Result:
+                           on_stderr: Optional[_Chunk] = None, copy_out: _CopyOut = None,
+                           copy_out_dir: Optional[str] = None,
+                           workspace: Optional[str] = None) -> Result:
     """:func:`run_python_code` for asyncio: ``result = await nsbox.arun_python_code(code)``.
 
     As :func:`arun`; arguments, result and errors are those of :func:`run_python_code`.
     """
     return await _arun([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files,
                        stdin, env, nsbox, rootfs, output_limit, network, extra_args, log,
-                       on_stdout, on_stderr)
+                       on_stdout, on_stderr, copy_out, copy_out_dir, workspace)

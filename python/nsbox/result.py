@@ -64,6 +64,9 @@ class Result:
             "port", "allowed", "reason", "bytes_sent", "bytes_received"}, ...],
             "connections_total", "connections_refused", "bytes_sent", "bytes_received",
             "bytes_limit_hit", "connections_limit_hit", ...}``; None otherwise.
+        files: ``{sandbox path: bytes}`` of the files copied out (``copy_out=``), else empty.
+        copy_out: nsbox's ``copy_out`` object (``copied`` with path, size and sha256 of
+            each file, ``skipped`` with path and reason, ``complete``), or None.
         raw: the whole parsed JSON object.
         nsbox_stderr: nsbox's own stderr (e.g. its warning that limits fell back to rlimits);
             empty for runs with ``on_stdout``/``on_stderr``, where everything nsbox says is in
@@ -89,6 +92,8 @@ class Result:
     limit: Optional[Dict[str, Any]] = None
     notes: List[str] = field(default_factory=list)
     network: Optional[Dict[str, Any]] = None
+    files: Dict[str, bytes] = field(default_factory=dict, repr=False)
+    copy_out: Optional[Dict[str, Any]] = field(default=None, repr=False)
 
     @classmethod
     def from_json(cls, raw: Dict[str, Any], nsbox_stderr: str = "") -> "Result":
@@ -168,7 +173,8 @@ class Result:
             return format(self)
         stdout = self._stream("stdout", self.stdout, max_chars)
         stderr = self._stream("stderr", self.stderr, max_chars)
-        notes = self.notes + self._hints() + [n for n in (stdout[1], stderr[1]) if n]
+        notes = (self.notes + self._hints() + [n for n in (stdout[1], stderr[1]) if n] +
+                 self._copy_notes())
         if format is not None:
             return format.format(reason=self.reason, stdout=stdout[0], stderr=stderr[0],
                                  notes="\n".join(notes), status=self.status,
@@ -192,6 +198,19 @@ class Result:
             return tool_text(text), None
         return (tool_text(text[:max_chars]),
                 f"{name} cut for this output: the first {max_chars} characters are shown")
+
+    def _copy_notes(self) -> List[str]:
+        """What was not copied out, and why (the first 10), for the model."""
+        skipped = (self.copy_out or {}).get("skipped") or []
+        more = (self.copy_out or {}).get("skipped_unlisted") or 0
+        if self.copy_out is not None and not self.copy_out.get("done"):
+            return ["nothing was copied out (the program did not end by itself, or the copy "
+                    "failed: see warnings)"]
+        if not skipped and not more:
+            return []
+        listed = ", ".join(tool_text(f"{s['path']} ({s['reason']})") for s in skipped[:10])
+        rest = len(skipped) - 10 + more if len(skipped) > 10 or more else 0
+        return [f"not copied out: {listed}" + (f" and {rest} more" if rest > 0 else "")]
 
     def _hints(self) -> List[str]:
         return [f"hint: {_REFUSAL_HINTS[name]}" for name in (self.refused_syscalls or {})

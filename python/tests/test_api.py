@@ -184,29 +184,21 @@ class TestRun(SandboxTestCase):
         self.assertEqual(r.stderr, "z" * 10)
         self.assertTrue(r.truncated)
 
-    def test_files_visible_read_only(self):
+    def test_files_are_copies_in_the_writable_workdir(self):
+        """files= are copied in (--copy-in), never bound: the code may change its copies."""
         r = self.code("""
             import os
             print(open('/work/files/data.txt').read())
             print(open('/work/files/sub/blob.bin', 'rb').read())
             print(sorted(os.listdir('/work/files')))
-            try:
-                open('/work/files/data.txt', 'w')
-                print('WRITABLE')
-            except OSError as e:
-                print('read-only', e.errno)
-            try:
-                open('/work/files/new.txt', 'w')
-                print('CREATED')
-            except OSError as e:
-                print('no create', e.errno)
+            open('/work/files/data.txt', 'w').write('changed')
+            open('/work/files/new.txt', 'w')
+            print('CHANGED', open('/proc/self/mountinfo').read().count('/work/files'))
             """, files={"data.txt": "hello files", "sub/blob.bin": b"\x00\x01\xff"})
         self.assertTrue(r.ok, r.stderr)
         self.assertEqual(r.stdout.splitlines()[:3],
                          ["hello files", "b'\\x00\\x01\\xff'", "['data.txt', 'sub']"])
-        self.assertNotIn("WRITABLE", r.stdout)
-        self.assertNotIn("CREATED", r.stdout)
-        self.assertIn("read-only 30", r.stdout)  # EROFS
+        self.assertIn("CHANGED 0", r.stdout)  # no mount: a copy, not a bind
 
     def test_temporary_files_removed(self):
         made = []
@@ -257,12 +249,46 @@ class TestRun(SandboxTestCase):
             r = future.result()
         self.assertEqual(r.stdout, "S F\n", r.stderr)
         self.assertEqual((seen[""], seen["main.py"]), (0o700, 0o600))
-        if os.geteuid() == 0:
-            self.assertEqual((seen["files"], seen["files/sub"], seen["files/sub/f"]),
-                             (0o755, 0o755, 0o644))
-        else:
-            self.assertEqual((seen["files"], seen["files/sub"], seen["files/sub/f"]),
-                             (0o700, 0o700, 0o600))
+        # Copied in by nsbox as the caller (--copy-in): private even in root's runs.
+        self.assertEqual((seen["files"], seen["files/sub"], seen["files/sub/f"]),
+                         (0o700, 0o700, 0o600))
+
+    def test_copy_out_returns_files(self):
+        r = self.code("""
+            import os
+            os.makedirs('out/sub')
+            open('out/plot.png', 'wb').write(bytes(range(256)))
+            open('out/sub/data.csv', 'w').write('a,b')
+            os.symlink('/etc/shadow', 'out/link')
+            """, copy_out="/work/out")
+        self.assertTrue(r.ok, r.stderr)
+        self.assertEqual(r.files, {"/work/out/plot.png": bytes(range(256)),
+                                   "/work/out/sub/data.csv": b"a,b"})
+        self.assertEqual([(s["path"], s["reason"]) for s in r.copy_out["skipped"]],
+                         [("/work/out/link", "symlink (never followed)")])
+        self.assertIn("not copied out: /work/out/link (symlink (never followed))",
+                      r.as_tool_output())
+
+    def test_copy_out_dir_keeps_the_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = self.code("open('r.txt', 'w').write('kept')", copy_out="/work/r.txt",
+                          copy_out_dir=d)
+            self.assertTrue(r.ok, r.stderr)
+            with open(os.path.join(d, "r.txt")) as f:
+                self.assertEqual(f.read(), "kept")
+            self.assertEqual(r.files, {"/work/r.txt": b"kept"})
+
+    def test_workspace_keeps_files_between_runs(self):
+        with tempfile.TemporaryDirectory() as state, \
+                mock.patch.dict(os.environ, {"XDG_STATE_HOME": state}):
+            r = self.code("open('step.txt', 'w').write('one')", workspace="t1")
+            self.assertTrue(r.ok, r.stderr)
+            r = self.code("print(open('step.txt').read())", workspace="t1")
+            self.assertEqual(r.stdout, "one\n", r.stderr)
+
+    def test_copy_out_bad_path(self):
+        with self.assertRaises(ValueError):
+            self.code("pass", copy_out="work/x")
 
     def test_empty_files_dict(self):
         r = self.code("import os; print(os.listdir('/work/files'))", files={})
@@ -712,20 +738,15 @@ class TestAttacks(SandboxTestCase):
         self.assertLess(r.wall_time, 10)
 
     def test_persist(self):
+        # /work and /tmp are writable (issue #17), but die with the run: nothing a run
+        # writes is there for the next one (workspace= is the opt-in for that).
         r = self.code("""
-            try:
-                with open('/work/persisted.txt', 'w') as f:
-                    f.write('x')
-                print('PERSISTED')
-            except OSError as e:
-                print('blocked', e.errno)
+            with open('/work/persisted.txt', 'w') as f:
+                f.write('x')
             with open('/tmp/scratch.txt', 'w') as f:
                 f.write('x')
             """)
         self.assertTrue(r.ok, r.stderr)
-        self.assertNotIn("PERSISTED", r.stdout)
-        self.assertIn("blocked", r.stdout)
-        # /tmp is writable, but dies with the run.
         r = self.code("import os; print(os.path.exists('/tmp/scratch.txt'), "
                       "os.path.exists('/work/persisted.txt'))")
         self.assertEqual(r.stdout, "False False\n")
@@ -931,16 +952,19 @@ echo 'not json'
             bus = {"XDG_RUNTIME_DIR": "/run/user/4242",
                    "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/4242/bus"}
             with mock.patch.dict(os.environ, {"AWS_SECRET_ACCESS_KEY": CANARY,
-                                              "HOME": "/root-or-not", **bus}):
+                                              "HOME": "/root-or-not", "XDG_STATE_HOME": "",
+                                              **bus}):
                 with self.assertRaises(nsbox.NsboxError):
                     nsbox.run_python_code("pass", nsbox=fake)
             with open(out) as f:
                 seen = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
         self.assertIn("PATH", seen)
         self.assertEqual({k: seen.get(k) for k in bus}, bus)
+        # XDG_STATE_HOME: where nsbox finds workspaces (the caller's, else ~/.local/state).
+        self.assertEqual(seen.get("XDG_STATE_HOME"), "/root-or-not/.local/state")
         self.assertLessEqual(set(seen), {"PATH", "NSBOX_ROOTFS", "XDG_RUNTIME_DIR",
-                                         "DBUS_SESSION_BUS_ADDRESS", "PWD", "SHLVL", "_",
-                                         "OLDPWD"})
+                                         "DBUS_SESSION_BUS_ADDRESS", "XDG_STATE_HOME", "PWD",
+                                         "SHLVL", "_", "OLDPWD"})
 
     def test_tool_output_strings(self):
         def result(status, code, out="", err="", **kw):

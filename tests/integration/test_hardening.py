@@ -323,8 +323,8 @@ class TestCallerBudgets(NsboxTestCase):
         self.assertEqual((queues, mq_errno), (3, errno.EMFILE), line)
 
     def test_file_size_is_bounded(self):
-        # RLIMIT_FSIZE is the largest of --memory and the tmpfs sizes (here --memory's 16 MiB):
-        # a file in a :rw bind can grow to it and not past it (EFBIG).
+        # RLIMIT_FSIZE is the largest of --memory, --workdir-size and the tmpfs sizes (here
+        # --memory's 16 MiB): a file in a :rw bind can grow to it and not past it (EFBIG).
         code = ("import os\n"
                 "f = open('/mnt/big', 'wb', buffering=0)\n"
                 "for i in range(16): f.write(bytes(1 << 20))\n"
@@ -333,7 +333,7 @@ class TestCallerBudgets(NsboxTestCase):
                 "except OSError as e: print(e.errno)\n")
         with shared_dir() as d:
             p, r = py(code, "-v", f"{d}:/mnt:rw", "--memory", "16m", "--shm-size", "1m",
-                      "--tmpfs", "/tmp:size=1m")
+                      "--tmpfs", "/tmp:size=1m", "--workdir-size", "1m")
             self.assertEqual(r["stdout"].split(), ["16", str(errno.EFBIG)], r)
             # The file belongs to that run's host uid (each root run has its own): start anew.
             os.unlink(os.path.join(d, "big"))
@@ -390,7 +390,7 @@ class TestSharedMemory(NsboxTestCase):
                 "os.ftruncate(fd, 16 << 20); print('16m')\n"
                 "try:\n    os.ftruncate(fd, (16 << 20) + 1); print('grew')\n"
                 "except OSError as e: print(e.errno)\n")
-        p, r = py(code, "--memory", "16m")
+        p, r = py(code, "--memory", "16m", "--workdir-size", "1m")
         self.assertEqual(r["stdout"].split(), ["16m", str(errno.EFBIG)], r)
         if r["limits_enforced_by"] == "rlimit":
             self.assertIn("each memfd at most RLIMIT_FSIZE", r["limits_note"])

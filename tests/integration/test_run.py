@@ -154,8 +154,9 @@ class TestFilesystem(NsboxTestCase):
         self.assertEqual(lines[0], str(sorted(["fd", "full", "null", "random", "shm", "stderr",
                                               "stdin", "stdout", "urandom", "zero"])))
         self.assertEqual(lines[1], "False /work")
-        for l in lines[2:7]:
+        for l in lines[2:6]:
             self.assertTrue(l.endswith(" 30"), f"expected EROFS: {l}")
+        self.assertEqual(lines[6], "/work writable")  # the working directory (issue #17)
         self.assertIn("tmp ok", lines)
         self.assertIn("True 8", lines)
 

@@ -220,3 +220,25 @@ Test(parse, labels)
             cr_expect_eq(key_len, cases[i].key_len, "key length of \"%s\"", cases[i].in);
     }
 }
+
+Test(parse, copy_names)
+{
+    static const struct {
+        const char *in;
+        bool ok;
+    } cases[] = {
+        {"work/a.csv", true},  {"0/out/plot.png", true}, {"a", true},       {"..a/b..", true},
+        {"", false},           {"/etc/shadow", false},   {"../x", false},   {"a/../b", false},
+        {"a/..", false},       {"./a", false},           {"a//b", false},   {"a/", false},
+        {"a/\x1b[2J", false},  {"a\nb", false},          {"a\x7f", false},
+    };
+    char long_component[300];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        cr_expect_eq(copy_name_is_valid(cases[i].in), cases[i].ok, "copy_name_is_valid(\"%s\")",
+                     cases[i].in);
+    cr_expect(!copy_name_is_valid(NULL));
+    memset(long_component, 'a', sizeof(long_component) - 1);
+    long_component[sizeof(long_component) - 1] = '\0';
+    cr_expect(!copy_name_is_valid(long_component));
+}

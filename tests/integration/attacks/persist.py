@@ -4,6 +4,8 @@ import os, sys
 work, scratch = sys.argv[1], sys.argv[2]
 mark = os.path.join(scratch, "persisted.txt")
 print("FOUND" if os.path.exists(mark) else "clean")
+if os.path.exists(os.path.join(work, "persisted.txt")):
+    print("FOUND_WORK")
 try:
     open(os.path.join(work, "persisted.txt"), "w").write("still here")
     print("WROTE_WORK")

@@ -1,0 +1,236 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Issue #17: the writable working directory, -w, --copy-in, --copy-out and workspaces."""
+import hashlib
+import os
+import stat
+import subprocess
+import tempfile
+import unittest
+
+from nsboxtest import NsboxTestCase, nsbox, nsbox_json
+
+
+def py(code, *opts, **kw):
+    return nsbox_json(*opts, "--", "python3", "-c", code, **kw)
+
+
+class TestWorkdir(NsboxTestCase):
+    def test_cwd_is_writable_and_main_py_read_only(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            f.write("import os\nopen('out.csv','w').write('a')\nprint(os.getcwd())\n"
+                    "for op in (lambda: open('main.py','w'), lambda: os.chmod('main.py', 0o644),"
+                    " lambda: os.unlink('main.py'), lambda: os.rename('out.csv','main.py')):\n"
+                    "  try: op(); print('CHANGED')\n  except OSError as e: print(e.errno)\n")
+            f.flush()
+            p, r = nsbox_json("--code", f.name)
+        self.assertEqual(r["status"], "exited", p.stderr)
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        lines = r["stdout"].split()
+        self.assertEqual(lines[0], "/work")
+        self.assertNotIn("CHANGED", lines)
+
+    def test_workdir_option_makes_and_enters_the_directory(self):
+        p, r = py("import os; open('x','w'); print(os.getcwd())", "-w", "/tmp/a/b")
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        self.assertEqual(r["stdout"].strip(), "/tmp/a/b")
+
+    def test_workdir_size_cap_is_enforced_and_reported(self):
+        p, r = py("import errno\ntry:\n open('big','wb').write(b'0'*(8<<20))\n"
+                  "except OSError as e: print(errno.errorcode[e.errno])", "--workdir-size", "2m")
+        self.assertEqual(r["stdout"].strip(), "ENOSPC", r["stderr"])
+        self.assertTrue(r["workdir"]["full"])
+        self.assertEqual(r["limits"]["workdir"], {"bytes": 2 << 20, "enforced_by": "tmpfs"})
+        self.assertTrue(any("--workdir-size" in w for w in r["warnings"]))
+
+
+class TestCopy(NsboxTestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        os.chmod(self.tmp.name, 0o755)
+        self.addCleanup(self.tmp.cleanup)
+
+    def test_copy_in_binary_is_byte_exact(self):
+        data = os.urandom(300000)
+        src = os.path.join(self.tmp.name, "blob.bin")
+        with open(src, "wb") as f:
+            f.write(data)
+        p, r = py("import hashlib; print(hashlib.sha256(open('/work/in/blob.bin','rb').read())"
+                  ".hexdigest())", "--copy-in", f"{src}:/work/in/blob.bin")
+        self.assertEqual(r["stdout"].strip(), hashlib.sha256(data).hexdigest(), r["stderr"])
+
+    def test_copy_in_larger_than_the_sandbox_can_hold_is_refused(self):
+        src = os.path.join(self.tmp.name, "big")
+        with open(src, "wb") as f:
+            f.truncate(40 << 20)
+        p = nsbox("run", "--workdir-size", "1m", "--copy-in", f"{src}:/work/big", "--", "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("files to copy in are larger", p.stderr)
+        self.assertIn("--workdir-size", p.stderr)
+
+    def test_copy_in_refuses_a_symlink(self):
+        # A link in a directory another uid can write: never followed (root's links in
+        # root-only directories are, as for -v sources).
+        if os.geteuid() == 0:
+            os.chown(self.tmp.name, 65534, 65534)
+        link = os.path.join(self.tmp.name, "link")
+        os.symlink("/etc/shadow", link)
+        p = nsbox("run", "--copy-in", f"{link}:/work/x", "--", "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("symlink", p.stderr)
+
+    def test_copy_out_hostile_tree(self):
+        """A symlink to /etc/shadow, a FIFO (made without the filter: the policy refuses
+        mknod), a 0-byte file, a flood of 10k files and a file over the byte cap: each is
+        reported, nothing outside HOSTDIR is touched."""
+        out = os.path.join(self.tmp.name, "out")
+        code = ("import os\nos.makedirs('o/flood')\nos.symlink('/etc/shadow','o/shadow')\n"
+                "os.mkfifo('o/fifo')\nopen('o/empty','w').close()\n"
+                "open('o/big','wb').write(b'1'*(2<<20))\n"
+                "for i in range(10000): open(f'o/flood/{i}','w').close()\n")
+        p, r = py(code, "--no-seccomp", "--copy-out", f"/work/o:{out}",
+                  "--copy-out-max-bytes", "1m", "--copy-out-max-files", "100", "--timeout", "60")
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        co = r["copy_out"]
+        self.assertFalse(co["complete"])
+        reasons = {s["path"]: s["reason"] for s in co["skipped"]}
+        self.assertIn("symlink", reasons.get("/work/o/shadow", ""))
+        self.assertEqual(reasons.get("/work/o/fifo"), "FIFO")
+        self.assertIn("--copy-out-max-bytes", reasons.get("/work/o/big", ""))
+        self.assertEqual(len(co["copied"]), 100)
+        self.assertGreater(co["skipped_unlisted"], 0)
+        # Nothing but regular files and directories below HOSTDIR, nothing else on the host.
+        n = 0
+        for root, dirs, files in os.walk(out):
+            for name in files:
+                st = os.lstat(os.path.join(root, name))
+                self.assertTrue(stat.S_ISREG(st.st_mode), name)
+                n += 1
+        self.assertEqual(n, 100)
+        self.assertEqual(sorted(os.listdir(self.tmp.name)), ["out"])
+
+
+    def test_copy_out_never_writes_through_a_symlink_in_hostdir(self):
+        """HOSTDIR/o is a symlink to a victim directory and HOSTDIR/f a symlink to a victim
+        file (as a sandbox given HOSTDIR through a :rw bind could plant them): the copy fails
+        rather than write there."""
+        out = os.path.join(self.tmp.name, "out")
+        victim = os.path.join(self.tmp.name, "victim")
+        os.makedirs(out)
+        os.makedirs(victim)
+        with open(os.path.join(victim, "file"), "w") as f:
+            f.write("precious")
+        os.symlink(victim, os.path.join(out, "o"))
+        os.symlink(os.path.join(victim, "file"), os.path.join(out, "f"))
+        for src, code in (("/work/o", "import os; os.mkdir('o'); open('o/x','w').write('evil')"),
+                          ("/work/f", "open('f','w').write('evil')")):
+            p, r = py(code, "--copy-out", f"{src}:{out}")
+            self.assertEqual(r["exit_code"], 0, r["stderr"])
+            self.assertFalse(r["copy_out"]["done"], src)
+            self.assertTrue(any("copy-out failed" in w for w in r["warnings"]), r["warnings"])
+        self.assertEqual(sorted(os.listdir(victim)), ["file"])
+        with open(os.path.join(victim, "file")) as f:
+            self.assertEqual(f.read(), "precious")
+
+
+class TestWorkspace(NsboxTestCase):
+    def setUp(self):
+        self.state = tempfile.TemporaryDirectory()
+        self.addCleanup(self.state.cleanup)
+        self.env = dict(os.environ, XDG_STATE_HOME=self.state.name)
+
+    def test_workspace_survives_between_runs(self):
+        p, r = py("open('step1.csv','w').write('x,y')", "--workspace", "w1", env=self.env)
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        p, r = py("print(open('step1.csv').read())", "--workspace", "w1", env=self.env)
+        self.assertEqual(r["stdout"].strip(), "x,y", r["stderr"])
+
+    def test_workspace_over_a_cap_is_not_saved(self):
+        p, r = py("open('keep.txt','w').write('v1')", "--workspace", "w5", env=self.env)
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        p, r = py("import os\nos.remove('keep.txt')\n"
+                  "for i in range(10): open(f'f{i}','w').close()",
+                  "--workspace", "w5", "--copy-out-max-files", "5", env=self.env)
+        self.assertFalse(r["workspace"]["saved"])
+        self.assertTrue(any("was not saved" in w for w in r["warnings"]), r["warnings"])
+        p, r = py("import os; print(sorted(os.listdir('.')))", "--workspace", "w5",
+                  env=self.env)
+        self.assertEqual(r["stdout"].strip(), "['keep.txt']", r["stderr"])
+
+    def test_workspace_after_a_timeout_is_as_before(self):
+        p, r = py("open('keep.txt','w').write('v1')", "--workspace", "w8", env=self.env)
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        p, r = py("import time\nopen('keep.txt','w').write('v2')\ntime.sleep(30)",
+                  "--workspace", "w8", "--timeout", "1", env=self.env)
+        self.assertEqual(r["status"], "timeout")
+        self.assertFalse(r["workspace"]["saved"])
+        p, r = py("print(open('keep.txt').read())", "--workspace", "w8", env=self.env)
+        self.assertEqual(r["stdout"].strip(), "v1", r["stderr"])
+
+    def test_workspace_subcommands(self):
+        p, r = py("import os; os.mkdir('d'); open('d/a.txt','w').write('abc')",
+                  "--workspace", "w6", env=self.env)
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        p = nsbox("workspace", "ls", env=self.env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertRegex(p.stdout, r"(?m)^w6\s+3\s+1$")
+        with tempfile.TemporaryDirectory() as d:
+            p = nsbox("workspace", "export", "w6", os.path.join(d, "x"), env=self.env)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(os.path.join(d, "x", "d", "a.txt")) as f:
+                self.assertEqual(f.read(), "abc")
+        p = nsbox("workspace", "rm", "w6", env=self.env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("w6", nsbox("workspace", "ls", env=self.env).stdout)
+        p = nsbox("workspace", "rm", "w6", env=self.env)
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("no workspace 'w6'", p.stderr)
+        self.assertEqual(os.listdir(os.path.join(self.state.name, "nsbox", "workspaces")), [])
+
+    def test_main_py_of_a_run_without_code_does_not_hide_the_code(self):
+        p, r = py("open('main.py','w').write('print(1)')", "--workspace", "w7", env=self.env)
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            f.write("print(2)")
+            f.flush()
+            p, r = nsbox_json("--workspace", "w7", "--code", f.name, env=self.env)
+        self.assertEqual(r["stdout"], "2\n", r)
+
+    def test_setuid_bit_does_not_survive(self):
+        p, r = py("import os; open('s','w').close(); os.chmod('s', 0o6755)",
+                  "--no-seccomp", "--workspace", "w2", env=self.env)
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        path = os.path.join(self.state.name, "nsbox", "workspaces", "w2", "work", "s")
+        self.assertEqual(stat.S_IMODE(os.lstat(path).st_mode) & 0o7000, 0)
+
+    def test_concurrent_runs_are_refused(self):
+        first = subprocess.Popen([os.environ["NSBOX"], "run", "--workspace", "w3", "--",
+                                  "sleep", "3"], env=self.env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        try:
+            import time
+            time.sleep(1)
+            p = nsbox("run", "--workspace", "w3", "--", "true", env=self.env)
+            self.assertEqual(p.returncode, 125)
+            self.assertIn("in use by another run", p.stderr)
+        finally:
+            first.wait()
+
+    def test_workspace_of_another_uid_is_refused(self):
+        base = os.path.join(self.state.name, "nsbox", "workspaces")
+        os.makedirs(base, mode=0o700)
+        if os.geteuid() == 0:
+            # A workspaces directory of another uid (as root: the host's nobody).
+            os.chown(base, 65534, 65534)
+            p = nsbox("run", "--workspace", "w4", "--", "true", env=self.env)
+            self.assertEqual(p.returncode, 125)
+            self.assertIn("not to you", p.stderr)
+            os.chown(base, 0, 0)
+        # Either way: one that another uid may write into (where it could plant files).
+        os.chmod(base, 0o777)
+        p = nsbox("run", "--workspace", "w4", "--", "true", env=self.env)
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("writable by group or others", p.stderr)
+        self.assertEqual(os.listdir(base), [])
+
+if __name__ == "__main__":
+    unittest.main()
