@@ -702,7 +702,7 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
         r = c->pid_host ? uidpool_mark(sb->host_ids_lock, id, true) : 0;
         if (r < 0)
             return plan_error(ret, r, "host ids", "marking host uid %u in %s failed: %s",
-                              (unsigned)id, UIDPOOL_DIR "/" UIDPOOL_LOCK, strerror(-r));
+                              (unsigned)id, uidpool_lock_path(), strerror(-r));
     }
     ret->host_uid = sb->host_uid;
     ret->host_gid = sb->host_gid;

@@ -157,6 +157,31 @@ struct take {
     unsigned named; /* slots whose id a passwd or group entry, or a subordinate range, names */
 };
 
+/* NSBOX_UID_POOL=test: the pool of nsbox's own test suite, the next 4096 ids with a lock file
+ * of their own, so that a test that fills the pool or kills every process of an id never
+ * touches the ids of the caller's real runs. Anything else but unset or empty is refused by
+ * uidpool_acquire(). */
+static bool pool_is_test(void)
+{
+    const char *e = getenv("NSBOX_UID_POOL");
+    return e && strcmp(e, "test") == 0;
+}
+
+unsigned uidpool_base(void)
+{
+    return pool_is_test() ? UIDPOOL_BASE + UIDPOOL_SIZE : UIDPOOL_BASE;
+}
+
+const char *uidpool_lock_name(void)
+{
+    return pool_is_test() ? UIDPOOL_LOCK "-test" : UIDPOOL_LOCK;
+}
+
+const char *uidpool_lock_path(void)
+{
+    return pool_is_test() ? UIDPOOL_DIR "/" UIDPOOL_LOCK "-test" : UIDPOOL_DIR "/" UIDPOOL_LOCK;
+}
+
 static int slot_lock(int fd, unsigned slot, short type)
 {
     struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = (off_t)slot, .l_len = 1};
@@ -166,9 +191,9 @@ static int slot_lock(int fd, unsigned slot, short type)
 int uidpool_mark(int lock_fd, uid_t id, bool may_have_processes)
 {
     char b = may_have_processes ? 1 : 0;
-    if (id < UIDPOOL_BASE || id - UIDPOOL_BASE >= UIDPOOL_SIZE)
+    if (id < uidpool_base() || id - uidpool_base() >= UIDPOOL_SIZE)
         return -EINVAL;
-    if (pwrite(lock_fd, &b, 1, (off_t)(id - UIDPOOL_BASE)) != 1)
+    if (pwrite(lock_fd, &b, 1, (off_t)(id - uidpool_base())) != 1)
         return errno ? negative_errno() : -EIO;
     return 0;
 }
@@ -185,10 +210,10 @@ static int sweep_if_marked(int fd, unsigned slot)
         return negative_errno();
     if (n == 0 || b == 0) /* past the end of the file: never marked */
         return 0;
-    r = uidpool_kill_all(UIDPOOL_BASE + slot);
+    r = uidpool_kill_all(uidpool_base() + slot);
     if (r < 0)
         return r;
-    return uidpool_mark(fd, UIDPOOL_BASE + slot, false);
+    return uidpool_mark(fd, uidpool_base() + slot, false);
 }
 
 static int take_slot(unsigned slot, void *userdata)
@@ -204,9 +229,9 @@ static int take_slot(unsigned slot, void *userdata)
         return r;
     /* Locked first, then looked up: the lookup is the slower step, and it is only done for a
      * slot this run can have. */
-    r = id_in_user_db(UIDPOOL_BASE + slot);
+    r = id_in_user_db(uidpool_base() + slot);
     if (r == 0)
-        r = id_in_subid_files(UIDPOOL_BASE + slot);
+        r = id_in_subid_files(uidpool_base() + slot);
     if (r == 0)
         r = sweep_if_marked(t->fd, slot);
     if (r == 0)
@@ -255,6 +280,12 @@ int uidpool_acquire(uid_t *ret_id, int *ret_lock_fd, char *detail, size_t detail
     int r;
 
     detail[0] = '\0';
+    if (getenv("NSBOX_UID_POOL") && *getenv("NSBOX_UID_POOL") && !pool_is_test()) {
+        (void)snprintf(detail, detail_size,
+                       "NSBOX_UID_POOL='%s': only 'test' (nsbox's test suite) or unset",
+                       getenv("NSBOX_UID_POOL"));
+        return -EINVAL;
+    }
     run_fd = open("/run", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (run_fd < 0) {
         (void)snprintf(detail, detail_size, "/run: %s", strerror(errno));
@@ -263,7 +294,7 @@ int uidpool_acquire(uid_t *ret_id, int *ret_lock_fd, char *detail, size_t detail
     dir_fd = open_root_only(run_fd, "nsbox", true, UIDPOOL_DIR, detail, detail_size);
     if (dir_fd < 0)
         return dir_fd;
-    fd = open_root_only(dir_fd, UIDPOOL_LOCK, false, UIDPOOL_DIR "/" UIDPOOL_LOCK, detail,
+    fd = open_root_only(dir_fd, uidpool_lock_name(), false, uidpool_lock_path(), detail,
                         detail_size);
     if (fd < 0)
         return fd;
@@ -276,15 +307,15 @@ int uidpool_acquire(uid_t *ret_id, int *ret_lock_fd, char *detail, size_t detail
         (void)snprintf(detail, detail_size,
                        "no free id in %u…%u: %u held by running sandboxes, %u named by passwd "
                        "or group entries or /etc/subuid, /etc/subgid ranges",
-                       UIDPOOL_BASE, UIDPOOL_BASE + UIDPOOL_SIZE - 1, t.busy, t.named);
+                       uidpool_base(), uidpool_base() + UIDPOOL_SIZE - 1, t.busy, t.named);
     else if (r < 0)
         (void)snprintf(detail, detail_size,
                        "%s: %s (looking the id up in the user database, killing what a killed "
                        "run left, or locking)",
-                       UIDPOOL_DIR "/" UIDPOOL_LOCK, strerror(-r));
+                       uidpool_lock_path(), strerror(-r));
     if (r < 0)
         return r;
-    *ret_id = UIDPOOL_BASE + (unsigned)r;
+    *ret_id = uidpool_base() + (unsigned)r;
     *ret_lock_fd = TAKE_FD(fd);
     return 0;
 }

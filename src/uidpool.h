@@ -20,6 +20,15 @@
 #define UIDPOOL_LOCK "uid-pool"
 
 /*
+ * The pool in use: UIDPOOL_BASE and UIDPOOL_DIR/UIDPOOL_LOCK, or with NSBOX_UID_POOL=test
+ * (nsbox's own test suite) the next UIDPOOL_SIZE ids and a lock file of their own, so that the
+ * suite's pool-filling tests never touch the ids of real runs. Never fail.
+ */
+unsigned uidpool_base(void);
+const char *uidpool_lock_name(void);
+const char *uidpool_lock_path(void);
+
+/*
  * Pure: the first slot, counting from start and wrapping around after size slots, for which
  * take(slot, userdata) returns > 0. take() returns > 0 when it took the slot, 0 to go on to
  * the next one, or -errno to stop. Returns the slot (0…size-1), take()'s -errno, or -EBUSY

@@ -15,8 +15,29 @@ import unittest
 from nsboxtest import NSBOX, NsboxTestCase, nsbox, nsbox_json, processes_with, wait_until
 
 ROOT = os.geteuid() == 0
-BASE, SIZE = 0x7E000000, 4096  # src/uidpool.h
-LOCK = "/run/nsbox/uid-pool"
+# These tests fill the pool, hold its slots and kill every process of an id: they use the test
+# suite's own pool (NSBOX_UID_POOL=test: the 4096 ids after the real pool's, a lock file of
+# their own), so that root's real runs on this host meanwhile neither find the pool full nor
+# share an id with a test (src/uidpool.h).
+BASE, SIZE = 0x7E000000 + 4096, 4096
+LOCK = "/run/nsbox/uid-pool-test"
+_saved_pool = None
+
+
+def setUpModule():
+    global _saved_pool
+    _saved_pool = os.environ.get("NSBOX_UID_POOL")
+    os.environ["NSBOX_UID_POOL"] = "test"
+    if ROOT:  # the first run makes the pool's lock file
+        subprocess.run([NSBOX, "run", "--cgroup", "off", "--", "true"], capture_output=True,
+                       timeout=60, check=True)
+
+
+def tearDownModule():
+    if _saved_pool is None:
+        os.environ.pop("NSBOX_UID_POOL", None)
+    else:
+        os.environ["NSBOX_UID_POOL"] = _saved_pool
 F_OFD_GETLK, F_OFD_SETLK = 36, 37  # fcntl(2), Linux 3.15
 FLOCK = "hhqqi4x"  # struct flock on 64-bit Linux: l_type, l_whence, l_start, l_len, l_pid
 
