@@ -13,6 +13,12 @@
 
 #include "sandbox.h"
 
+/* The mount points nsbox makes in every sandbox besides those of its mounts (/tmp is one), as
+ * names in the rootfs's top directory. Bit i of sandbox.rootfs_lacks says mount_base_points[i]
+ * is missing there. */
+#define MOUNT_N_BASE 3
+extern const char *const mount_base_points[MOUNT_N_BASE];
+
 /* Device nodes bound from the host into the sandbox's /dev. */
 #define MOUNT_N_DEVICES 5
 extern const char *const mount_devices[MOUNT_N_DEVICES];
@@ -23,7 +29,9 @@ extern const char *const mount_devices[MOUNT_N_DEVICES];
  * read-only, recursively, before they are attached anywhere. */
 int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step_error *e);
 
-/* Bind sb->rootfs on itself read-only, nosuid, nodev; mount a fresh /proc in it (with /proc/sys
+/* Bind sb->rootfs on itself read-only, nosuid, nodev; make the mount points the plan found
+ * missing (sb->rootfs_lacks, sandbox_mount.missing) without writing to it, by covering the
+ * directory that lacks one with a read-only "skeleton" tmpfs (see mount.c); mount a fresh /proc in it (with /proc/sys
  * and /proc/sysrq-trigger read-only); pivot_root(2) into it and detach the old root, so that no
  * host path is reachable any more. Leaves the working directory at "/". */
 int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e);

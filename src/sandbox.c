@@ -348,9 +348,55 @@ static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
     return 0;
 }
 
+/* 1 if the rootfs (rootfd) lacks the absolute path, 0 if it has it or the lookup failed
+ * otherwise (a symlink on the way, a file where a directory should be: mount_populate() says
+ * which). Never through a symlink, never outside the rootfs (openat2(2) RESOLVE_BENEATH). A
+ * single name is one fstatat(2), as cheap as the check of the base mount points always was. */
+static int rootfs_lacks(int rootfd, const char *path)
+{
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS};
+    struct stat st;
+    int fd;
+
+    path += strspn(path, "/");
+    if (!strchr(path, '/'))
+        return fstatat(rootfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+    fd = sys_openat2(rootfd, path, &how);
+    if (fd >= 0) {
+        (void)close(fd);
+        return 0;
+    }
+    return errno == ENOENT;
+}
+
+/* Which mount points the rootfs lacks, to be made in a skeleton (mount.c): the base ones
+ * (mount_base_points[]) and the targets of mounts that are not below another mount (those are
+ * made in that mount, as before: /tmp/x in the /tmp tmpfs). */
+static void plan_mount_points(struct sandbox *sb, int rootfd)
+{
+    for (size_t i = 0; i < MOUNT_N_BASE; i++) {
+        struct stat st;
+        if (fstatat(rootfd, mount_base_points[i], &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+            sb->rootfs_lacks |= 1U << i;
+    }
+    for (size_t i = 0; i < sb->n_mounts; i++) {
+        struct sandbox_mount *m = &sb->mounts[i];
+        bool below = path_is_at_or_below(m->target, "/work");
+
+        for (size_t j = 0; j < sb->n_mounts && !below; j++)
+            below = j != i && path_depth(sb->mounts[j].target) < path_depth(m->target) &&
+                    path_is_at_or_below(m->target, sb->mounts[j].target);
+        if (!below && rootfs_lacks(rootfd, m->target) > 0) {
+            m->missing = true;
+            sb->n_missing++;
+        }
+    }
+}
+
 static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
 {
-    static const char *const required[] = {"proc", "dev", "tmp", "work"};
     _cleanup_close_ int fd = -EBADF;
     struct stat st, host_root;
 
@@ -367,12 +413,8 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
                           "rootfs '%s' is the host's own root: nsbox needs a separate root "
                           "filesystem (the built one, or a directory made with nsbox rootfs build)",
                           sb->rootfs);
-    for (size_t i = 0; i < ELEMENTSOF(required); i++)
-        if (fstatat(fd, required[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-            return plan_error(ret, -ENOTDIR, "rootfs",
-                              "rootfs '%s' has no directory /%s: not an nsbox rootfs (create "
-                              "the mount points /proc, /dev, /tmp and /work in it)",
-                              sb->rootfs, required[i]);
+    /* Mount points it lacks are made without writing to it (mount.c, skeletons). */
+    plan_mount_points(sb, fd);
     return 0;
 }
 
@@ -666,10 +708,6 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     if (c->output_limit > (1ULL << 30))
         return plan_error(ret, -EINVAL, "config", "the output limit must be at most 1 GiB");
 
-    r = plan_rootfs(sb, ret);
-    if (r < 0)
-        return r;
-
     /* --code FILE [ARGS...] runs python3 /work/main.py ARGS... */
     sb->argv = calloc(n_args + 3, sizeof(char *));
     if (!sb->argv)
@@ -687,6 +725,9 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     if (r < 0)
         return r;
     r = plan_mounts(sb, ret);
+    if (r < 0)
+        return r;
+    r = plan_rootfs(sb, ret);
     if (r < 0)
         return r;
 
