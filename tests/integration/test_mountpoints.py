@@ -200,7 +200,10 @@ class TestMountSyntax(NsboxTestCase):
         # A symlink the caller made is refused the same way for -v and --mount (fileio.c,
         # path_open_nofollow()): a sandbox could have planted it. (In a directory others can
         # write: root's own links are followed only where only root can write.)
-        link = os.path.join(self.tmp, "link")
+        shared = os.path.join(self.base, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o777)
+        link = os.path.join(shared, "link")
         os.symlink(self.base, link)
         for opts in (["-v", f"{link}:/data"], ["--mount", f"type=bind,source={link},target=/data"]):
             p = nsbox("run", *opts, "--", "true")
