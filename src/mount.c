@@ -713,3 +713,76 @@ int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step
         return step_fail(e, negative_errno(), "chdir /work", NULL);
     return 0;
 }
+
+/* Write text to a new file name (mode 0644) in the directory dfd. */
+static int write_new_file(int dfd, const char *name, const char *text)
+{
+    _cleanup_close_ int fd = openat(dfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                                    0644);
+    if (fd < 0)
+        return negative_errno();
+    return write_all(fd, text, strlen(text));
+}
+
+int mount_identity_files(const struct sandbox *sb, struct step_error *e)
+{
+    static const char *const targets[] = {"/etc/passwd", "/etc/group"};
+    const char *texts[] = {sb->passwd, sb->group};
+    _cleanup_close_ int fs = -EBADF, mnt = -EBADF;
+    char value[32];
+    int r;
+
+    if (!sb->passwd && !sb->group)
+        return 0;
+
+    /* A tmpfs of their own, only as large as the two files. */
+    fs = sys_fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return step_fail(e, negative_errno(), "identity files", "fsopen tmpfs");
+    (void)snprintf(value, sizeof(value), "%zu",
+                   (sb->passwd ? strlen(sb->passwd) : 0) + (sb->group ? strlen(sb->group) : 0) +
+                       2 * 4096);
+    if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "source", "nsbox-identity", 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_SET_STRING, "size", value, 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", "8", 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return step_fail(e, negative_errno(), "identity files", "configure tmpfs");
+    mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC,
+                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+    if (mnt < 0)
+        return step_fail(e, negative_errno(), "identity files", "fsmount tmpfs");
+    for (size_t i = 0; i < ELEMENTSOF(targets); i++)
+        if (texts[i]) {
+            r = write_new_file(mnt, targets[i] + strlen("/etc/"), texts[i]);
+            if (r < 0)
+                return step_fail(e, r, "identity files", "write %s", targets[i]);
+        }
+    r = set_mount_attr(mnt, "", AT_EMPTY_PATH, MOUNT_ATTR_RDONLY);
+    if (r < 0)
+        return step_fail(e, r, "identity files", "make the tmpfs read-only");
+
+    /* A file of a mount can be cloned (and so bound) only once the mount is in this namespace
+     * (open_tree(2) on a detached one is EINVAL before Linux 6.15, fs/namespace.c): it is
+     * attached on /dev for a moment, its files cloned, and detached again; the clones stay.
+     * No untrusted code runs yet. */
+    if (sys_move_mount(mnt, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        return step_fail(e, negative_errno(), "identity files", "attach the tmpfs");
+    for (size_t i = 0; i < ELEMENTSOF(targets) && r >= 0; i++) {
+        struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                               .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+        _cleanup_close_ int tree = -EBADF, target = -EBADF;
+
+        if (!texts[i])
+            continue;
+        /* The plan read the file without following a symlink: bind where it read. */
+        target = sys_openat2(AT_FDCWD, targets[i], &how);
+        tree = sys_open_tree(mnt, targets[i] + strlen("/etc/"), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (target < 0 || tree < 0 ||
+            sys_move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+            r = step_fail(e, negative_errno(), "identity files", "bind %s", targets[i]);
+    }
+    if (umount2("/dev", MNT_DETACH) < 0 && r >= 0)
+        r = step_fail(e, negative_errno(), "identity files", "detach the tmpfs");
+    return r < 0 ? r : 0;
+}

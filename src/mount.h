@@ -41,3 +41,8 @@ int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e);
  * then chdir("/work"). Must run with the sandbox's final credentials so that created files are
  * owned by mapped ids. Consumes (closes) the fds mount_clone_sources() made. */
 int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step_error *e);
+
+/* When the plan made them (sb->passwd, sb->group: the --user's ids are not in the rootfs's
+ * files), bind read-only copies of /etc/passwd and /etc/group with the user's line over the
+ * rootfs's, from a small tmpfs of their own. Runs after mount_populate(). */
+int mount_identity_files(const struct sandbox *sb, struct step_error *e);

@@ -10,7 +10,8 @@
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
  *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
  *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
- *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds ->
+ *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and /etc/group with the
+ *   --user's entry when the rootfs lacks it ->
  *   hostname -> pin to ceil(--cpus) CPUs (cpus.c) -> wipe nsbox's command line from memory ->
  *   parent-death signal -> drop every capability -> no_new_privs -> new session -> RLIMIT_CORE
  *   and the per-user budgets' rlimits -> seccomp filters (handing the listener of
@@ -52,6 +53,7 @@
 #include "cpus.h"
 #include "fileio.h"
 #include "filter.h"
+#include "idfiles.h"
 #include "idmap.h"
 #include "macro.h"
 #include "mount.h"
@@ -180,6 +182,8 @@ static void sandbox_free(struct sandbox *sb)
     for (size_t i = 0; sb->mounts && i < sb->config->n_binds + sb->config->n_tmpfs + 1; i++)
         free(sb->mounts[i].source_owned);
     free(sb->mounts);
+    free(sb->passwd);
+    free(sb->group);
     filter_free(&sb->filter);
     if (sb->host_ids_lock >= 0)
         (void)close(sb->host_ids_lock); /* the host ids go back to the pool */
@@ -395,7 +399,7 @@ static void plan_mount_points(struct sandbox *sb, int rootfd)
     }
 }
 
-static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
+static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd)
 {
     _cleanup_close_ int fd = -EBADF;
     struct stat st, host_root;
@@ -415,6 +419,7 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
                           sb->rootfs);
     /* Mount points it lacks are made without writing to it (mount.c, skeletons). */
     plan_mount_points(sb, fd);
+    *ret_fd = TAKE_FD(fd);
     return 0;
 }
 
@@ -435,6 +440,58 @@ static void add_warning(const struct nsbox_config *c, struct nsbox_result *ret, 
     (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n, "%s%s", n ? "\n" : "", line);
     if (c->warn)
         c->warn(line, c->warn_userdata);
+}
+
+/* The rootfs's etc/NAME (never through a symlink, never outside it), at most IDFILES_MAX
+ * bytes: trusted data, but a passwd file of gigabytes would be copied into every run. */
+static int read_rootfs_file(int rootfd, const char *path, char **ret, size_t *ret_len)
+{
+    struct open_how how = {.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS};
+    _cleanup_close_ int fd = -EBADF;
+    struct stat st;
+
+    fd = sys_openat2(rootfd, path, &how);
+    if (fd < 0)
+        return negative_errno();
+    if (fstat(fd, &st) < 0)
+        return negative_errno();
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    return read_fd_all(fd, IDFILES_MAX, ret, ret_len);
+}
+
+/* For --user ids the rootfs's /etc/passwd or /etc/group does not name, copies of them with a
+ * line added ("sandbox"), which init binds over the originals for this run
+ * (mount_identity_files()); the rootfs is never written. The default ids need nothing: every
+ * rootfs nsbox builds (and Debian's, Alpine's) has nobody and nogroup, and not reading the
+ * files keeps them off every run's start. A file the rootfs lacks, holds as a symlink, or that
+ * is over IDFILES_MAX is left as it is, with a warning. */
+static void plan_identity_files(struct sandbox *sb, int rootfd, struct nsbox_result *ret)
+{
+    const struct nsbox_config *c = sb->config;
+    static const char *const paths[] = {"etc/passwd", "etc/group"};
+
+    if (c->uid == NOBODY && c->gid == NOBODY)
+        return;
+    for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        int r;
+
+        r = read_rootfs_file(rootfd, paths[i], &text, &len);
+        if (r >= 0)
+            r = i == 0 ? idfiles_passwd(text, len, c->uid, c->gid, &sb->passwd)
+                       : idfiles_group(text, len, c->gid, &sb->group);
+        if (r < 0) {
+            errno = -r;
+            add_warning(c, ret,
+                        "--user %u:%u: the rootfs's /%s was left as it is (%m), so the %s has "
+                        "no name in it",
+                        (unsigned)c->uid, (unsigned)c->gid, paths[i], i == 0 ? "user" : "group");
+        }
+    }
 }
 
 struct warn_context {
@@ -687,6 +744,7 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
 
 static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
 {
+    _cleanup_close_ int rootfd = -EBADF;
     size_t n_args = 0;
     int r;
 
@@ -727,9 +785,10 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     r = plan_mounts(sb, ret);
     if (r < 0)
         return r;
-    r = plan_rootfs(sb, ret);
+    r = plan_rootfs(sb, ret, &rootfd);
     if (r < 0)
         return r;
+    plan_identity_files(sb, rootfd, ret);
 
     r = plan_host_ids(c, sb, ret);
     if (r < 0)
@@ -1215,6 +1274,9 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         child_fail(fds->report, &(struct step_error){.err = -r, .step = "switch ids"});
 
     r = mount_populate(sb, dev_fds, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
+    r = mount_identity_files(sb, &e);
     if (r < 0)
         child_fail(fds->report, &e);
 

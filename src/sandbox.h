@@ -51,6 +51,8 @@ struct sandbox {
     size_t n_mounts;
     size_t n_missing;      /* mounts whose target the rootfs lacks (.missing) */
     unsigned rootfs_lacks; /* bit i: the rootfs lacks mount_base_points[i] (mount.h) */
+    char *passwd;          /* the rootfs's /etc/passwd plus the --user's line, or NULL */
+    char *group;           /* the rootfs's /etc/group plus the --user's group, or NULL */
     struct filter filter;  /* empty when seccomp is disabled */
     bool in_cgroup;        /* the sandbox is born in a cgroup leaf that holds its limits */
 };
