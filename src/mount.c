@@ -252,12 +252,13 @@ static int skeleton_cover(int dir, const char *where, int *ret_fd, struct step_e
         r = negative_errno();
         goto out;
     }
-    (void)snprintf(value, sizeof(value), "%zu", n + 64);
+    /* An inode per entry, and room for the missing mount points and their parents. */
+    (void)snprintf(value, sizeof(value), "%zu", n + 256);
     /* The source names it in /proc/self/mountinfo. */
     if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "source", "nsbox-skeleton", 0) < 0 ||
         sys_fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", value, 0) < 0)
         goto fail;
-    (void)snprintf(value, sizeof(value), "%zu", (n + 64) * 4096);
+    (void)snprintf(value, sizeof(value), "%zu", (n + 256) * 4096);
     if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "size", value, 0) < 0)
         goto fail;
     (void)snprintf(value, sizeof(value), "%04o", (unsigned)st.st_mode & 07777);

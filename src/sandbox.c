@@ -10,8 +10,9 @@
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
  *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
  *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
- *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and /etc/group with the
- *   --user's entry when the rootfs lacks it ->
+ *   Docker's masks; mount points the rootfs lacks in a skeleton) and pivot_root -> switch to the
+ *   sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and /etc/group with the --user's
+ *   entry when the rootfs lacks it ->
  *   hostname -> pin to ceil(--cpus) CPUs (cpus.c) -> wipe nsbox's command line from memory ->
  *   parent-death signal -> drop every capability -> no_new_privs -> new session -> RLIMIT_CORE
  *   and the per-user budgets' rlimits -> seccomp filters (handing the listener of
@@ -378,12 +379,18 @@ static int rootfs_lacks(int rootfd, const char *path)
 /* Which mount points the rootfs lacks, to be made in a skeleton (mount.c): the base ones
  * (mount_base_points[]) and the targets of mounts that are not below another mount (those are
  * made in that mount, as before: /tmp/x in the /tmp tmpfs). */
-static void plan_mount_points(struct sandbox *sb, int rootfd)
+static int plan_mount_points(struct sandbox *sb, int rootfd, struct nsbox_result *ret)
 {
     for (size_t i = 0; i < MOUNT_N_BASE; i++) {
         struct stat st;
-        if (fstatat(rootfd, mount_base_points[i], &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-            sb->rootfs_lacks |= 1U << i;
+        if (fstatat(rootfd, mount_base_points[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno == ENOENT)
+                sb->rootfs_lacks |= 1U << i;
+        } else if (!S_ISDIR(st.st_mode))
+            return plan_error(ret, -ENOTDIR, "rootfs",
+                              "rootfs '%s': /%s is not a directory (nsbox mounts its own there; "
+                              "remove it, or leave it out: nsbox then adds it)",
+                              sb->rootfs, mount_base_points[i]);
     }
     for (size_t i = 0; i < sb->n_mounts; i++) {
         struct sandbox_mount *m = &sb->mounts[i];
@@ -397,6 +404,7 @@ static void plan_mount_points(struct sandbox *sb, int rootfd)
             sb->n_missing++;
         }
     }
+    return 0;
 }
 
 static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd)
@@ -418,7 +426,8 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd
                           "filesystem (the built one, or a directory made with nsbox rootfs build)",
                           sb->rootfs);
     /* Mount points it lacks are made without writing to it (mount.c, skeletons). */
-    plan_mount_points(sb, fd);
+    if (plan_mount_points(sb, fd, ret) < 0)
+        return -ENOTDIR;
     *ret_fd = TAKE_FD(fd);
     return 0;
 }

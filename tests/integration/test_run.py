@@ -473,6 +473,13 @@ class TestBadInput(NsboxTestCase):
             self.assertEqual(os.listdir(d), [])
         self.assertOneLineError(p, code=127, contains="true: not found in the sandbox's PATH")
 
+    def test_rootfs_with_a_file_for_a_mount_point(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            open(os.path.join(d, "proc"), "w").close()
+            p = nsbox("run", "--rootfs", d, "--", "true")
+        self.assertOneLineError(p, contains="/proc is not a directory")
+
     def test_host_root_as_rootfs(self):
         p = nsbox("run", "--rootfs", "/", "--", "true")
         self.assertOneLineError(p, contains="the host's own root")
