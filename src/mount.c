@@ -431,7 +431,8 @@ static int make_missing_mount_points(const struct sandbox *sb, struct step_error
      * that the sandbox's user could not. setfs[ug]id() report no error: read them back. */
     (void)setfsgid(sb->config->gid);
     (void)setfsuid(sb->config->uid);
-    if ((uid_t)setfsuid((uid_t)-1) != sb->config->uid || (gid_t)setfsgid((gid_t)-1) != sb->config->gid)
+    if ((uid_t)setfsuid((uid_t)-1) != sb->config->uid ||
+        (gid_t)setfsgid((gid_t)-1) != sb->config->gid)
         return step_fail(e, -EPERM, "mount point", "switch the filesystem ids");
 
     top = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -778,9 +779,11 @@ int mount_identity_files(const struct sandbox *sb, struct step_error *e)
             continue;
         /* The plan read the file without following a symlink: bind where it read. */
         target = sys_openat2(AT_FDCWD, targets[i], &how);
-        tree = sys_open_tree(mnt, targets[i] + strlen("/etc/"), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        tree = sys_open_tree(mnt, targets[i] + strlen("/etc/"),
+                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (target < 0 || tree < 0 ||
-            sys_move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+            sys_move_mount(tree, "", target, "",
+                           MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
             r = step_fail(e, negative_errno(), "identity files", "bind %s", targets[i]);
     }
     if (umount2("/dev", MNT_DETACH) < 0 && r >= 0)

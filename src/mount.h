@@ -4,9 +4,10 @@
  * sandbox.c calls in order:
  *   mount_clone_sources()  clone the host mounts the sandbox needs (device nodes, -v sources)
  *                          while host paths are still reachable;
- *   mount_enter_rootfs()   bind the rootfs read-only, mount /proc in it, pivot_root into it,
- *                          drop the old root;
- *   mount_populate()       /dev, tmpfs mounts, /work with the code, -v binds.
+ *   mount_enter_rootfs()   bind the rootfs read-only, make the mount points it lacks in a
+ *                          skeleton, mount /proc in it, pivot_root into it, drop the old root;
+ *   mount_populate()       /dev, tmpfs mounts, /work with the code, -v binds;
+ *   mount_identity_files() the --user's /etc/passwd and /etc/group entries, when needed.
  * All return 0 or a -errno and fill *e with the step that failed.
  */
 #pragma once
@@ -31,9 +32,10 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
 
 /* Bind sb->rootfs on itself read-only, nosuid, nodev; make the mount points the plan found
  * missing (sb->rootfs_lacks, sandbox_mount.missing) without writing to it, by covering the
- * directory that lacks one with a read-only "skeleton" tmpfs (see mount.c); mount a fresh /proc in it (with /proc/sys
- * and /proc/sysrq-trigger read-only); pivot_root(2) into it and detach the old root, so that no
- * host path is reachable any more. Leaves the working directory at "/". */
+ * directory that lacks one with a read-only "skeleton" tmpfs (see mount.c); mount a fresh /proc
+ * in it (with /proc/sys and /proc/sysrq-trigger read-only); pivot_root(2) into it and detach
+ * the old root, so that no host path is reachable any more. Leaves the working directory at
+ * "/". */
 int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e);
 
 /* Mount a minimal read-only /dev,

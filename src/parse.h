@@ -34,7 +34,8 @@ int parse_count(const char *s, uint64_t max, uint64_t *ret);
 bool path_is_safe_target(const char *path);
 
 /* `-v SOURCE:TARGET[:ro|rw]`. TARGET, without trailing slashes, must satisfy
- * path_is_safe_target(); SOURCE must be non-empty (a SOURCE with ':' needs --mount). The two strings are malloc()ed; *ret_writable is true only for ":rw". */
+ * path_is_safe_target(); SOURCE must be non-empty (a SOURCE with ':' needs --mount). The two
+ * strings are malloc()ed; *ret_writable is true only for ":rw". */
 int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret_writable);
 
 /* `--tmpfs TARGET[:OPTION,...]` with options size=SIZE, mode=OCTAL, exec and noexec (Docker's

@@ -50,7 +50,8 @@ Test(idfiles, a_taken_name_gets_the_id)
     static const char both[] = "sandbox:x:5:5:::\nsandbox-1000:x:6:6:::\n";
 
     cr_assert_eq(idfiles_passwd(text, strlen(text), 1000, 1000, &out), 1);
-    cr_expect_str_eq(out, "sandbox:x:5:5:::\nsandbox-1000:x:1000:1000:nsbox sandbox:/tmp:/bin/sh\n");
+    cr_expect_str_eq(out, "sandbox:x:5:5:::\n"
+                          "sandbox-1000:x:1000:1000:nsbox sandbox:/tmp:/bin/sh\n");
     free(out);
     cr_expect_eq(idfiles_passwd(both, strlen(both), 1000, 1000, &out), -EEXIST);
 }
