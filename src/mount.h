@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The sandbox's filesystem, built by its init in a fresh mount namespace, in three phases that
+ * The sandbox's filesystem, built by its init in a fresh mount namespace, in phases that
  * sandbox.c calls in order:
  *   mount_clone_sources()  clone the host mounts the sandbox needs (device nodes, -v sources)
  *                          while host paths are still reachable;
