@@ -480,23 +480,30 @@ static int read_rootfs_file(int rootfd, const char *path, char **ret, size_t *re
 static void plan_identity_files(struct sandbox *sb, int rootfd, struct nsbox_result *ret)
 {
     const struct nsbox_config *c = sb->config;
-    static const char *const paths[] = {"etc/passwd", "etc/group"};
+    static const char *const paths[] = {"/etc/passwd", "/etc/group"};
 
     if (c->uid == NOBODY && c->gid == NOBODY)
         return;
     for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
         _cleanup_free_ char *text = NULL;
+        bool mounted_over = false;
         size_t len = 0;
         int r;
 
-        r = read_rootfs_file(rootfd, paths[i], &text, &len);
+        /* A -v or --tmpfs on the file or a directory above it says what the sandbox sees
+         * there: the rootfs's file is not it, and is left alone. */
+        for (size_t j = 0; j < sb->n_mounts; j++)
+            mounted_over = mounted_over || path_is_at_or_below(paths[i], sb->mounts[j].target);
+        if (mounted_over)
+            continue;
+        r = read_rootfs_file(rootfd, paths[i] + 1, &text, &len);
         if (r >= 0)
             r = i == 0 ? idfiles_passwd(text, len, c->uid, c->gid, &sb->passwd)
                        : idfiles_group(text, len, c->gid, &sb->group);
         if (r < 0) {
             errno = -r;
             add_warning(c, ret,
-                        "--user %u:%u: the rootfs's /%s was left as it is (%m), so the %s has "
+                        "--user %u:%u: the rootfs's %s was left as it is (%m), so the %s has "
                         "no name in it",
                         (unsigned)c->uid, (unsigned)c->gid, paths[i], i == 0 ? "user" : "group");
         }

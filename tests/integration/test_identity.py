@@ -4,6 +4,7 @@ the run gets copies with a "sandbox" line added, bound read-only over them for t
 (idfiles.c, mount_identity_files()); the rootfs is never written, and the default user
 (nobody, in every rootfs) costs nothing."""
 import os
+import tempfile
 import unittest
 
 from nsboxtest import NsboxTestCase, nsbox_json
@@ -60,6 +61,18 @@ class TestUserEntry(NsboxTestCase):
         self.assertEqual(self.who(), [
             "nobody 65534 65534 /nonexistent nogroup", "0 0", "False False",
             "refused"])
+
+    def test_a_bind_over_etc_is_left_alone(self):
+        # What the caller bound at /etc/passwd is what the sandbox sees there.
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            mine = os.path.join(d, "passwd")
+            with open(mine, "w") as f:
+                f.write("me:x:1000:1000::/home/me:/bin/sh\n")
+            os.chmod(mine, 0o644)
+            p, r = nsbox_json("-u", "1000", "-v", f"{mine}:/etc/passwd", "--", "python3", "-c",
+                              "import getpass; print(getpass.getuser())")
+        self.assertEqual((r["exit_code"], r["stdout"]), (0, "me\n"), r.get("error"))
 
 
 if __name__ == "__main__":
