@@ -72,7 +72,8 @@ struct nsbox_tmpfs {
 };
 
 struct nsbox_config {
-    /* The root filesystem directory; it must contain /proc, /dev, /tmp and /work mount points.
+    /* The root filesystem directory. Mount points it lacks (/proc, /dev, /tmp, /work, bind and
+     * tmpfs targets) are made in a read-only tmpfs skeleton over it; it is never written.
      * NULL means nsbox_default_rootfs(). */
     const char *rootfs;
 

@@ -49,6 +49,10 @@ static void usage_run(FILE *f)
           "  --rootfs DIR           root filesystem (default: $NSBOX_ROOTFS, else the built one)\n"
           "  -v, --volume SRC:DST[:ro|rw]\n"
           "                         bind SRC at DST, read-only unless :rw\n"
+          "  --mount type=bind,source=SRC,target=DST[,readonly=false]\n"
+          "  --mount type=tmpfs,target=DST[,tmpfs-size=SIZE,tmpfs-mode=OCTAL]\n"
+          "                         Docker's long form of -v and --tmpfs: SRC may hold ':', a\n"
+          "                         field in double quotes ','; read-only unless readonly=false\n"
           "  --tmpfs DST[:size=SIZE,mode=OCTAL,exec]\n"
           "                         a tmpfs at DST (default /tmp:size=16m), noexec unless exec\n"
           "  --shm-size SIZE        size of /dev/shm (default 16m)\n"
@@ -221,6 +225,7 @@ enum {
     ARG_CODE = 0x100,
     ARG_ROOTFS,
     ARG_TMPFS,
+    ARG_MOUNT,
     ARG_SHM_SIZE,
     ARG_PIDS_LIMIT,
     ARG_CPUS,
@@ -580,6 +585,39 @@ static int parse_env_fd(struct run_args *a, const char *value)
     return 0;
 }
 
+/* Add a bind from -v or --mount: source as given (relative to the current directory, as in
+ * Docker; nothing is resolved here: the sandbox walks the path once, refusing symlinks it did
+ * not make sure of, plan_mounts()), target malloc()ed (taken, also on failure). */
+static int add_bind(struct run_args *a, const char *option, const char *value, const char *source,
+                    char *target, bool writable)
+{
+    struct nsbox_config *c = &a->config;
+    char resolved[PATH_MAX];
+    int r;
+
+    if (source[0] != '/') {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd))) {
+            r = log_error_errno(negative_errno(), "bind source '%s': %m", source);
+            free(target);
+            return r;
+        }
+        if (snprintf(resolved, sizeof(resolved), "%s/%s", cwd, source) >= (int)sizeof(resolved)) {
+            free(target);
+            return BAD_VALUE(option, value, "the source path is too long");
+        }
+    } else if (snprintf(resolved, sizeof(resolved), "%s", source) >= (int)sizeof(resolved)) {
+        free(target);
+        return BAD_VALUE(option, value, "the source path is too long");
+    }
+    a->binds = realloc(a->binds, (c->n_binds + 1) * sizeof(*a->binds));
+    if (!a->binds)
+        log_oom();
+    a->binds[c->n_binds++] = (struct nsbox_bind){.source = xstrdup(resolved), .target = target,
+                                                 .writable = writable};
+    return 0;
+}
+
 static int parse_run_args(int argc, char *argv[], struct run_args *a)
 {
     static const struct option options[] = {
@@ -587,6 +625,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"rootfs", required_argument, NULL, ARG_ROOTFS},
         {"volume", required_argument, NULL, 'v'},
         {"tmpfs", required_argument, NULL, ARG_TMPFS},
+        {"mount", required_argument, NULL, ARG_MOUNT},
         {"shm-size", required_argument, NULL, ARG_SHM_SIZE},
         {"env", required_argument, NULL, 'e'},
         {"env-file", required_argument, NULL, ARG_ENV_FILE},
@@ -645,8 +684,7 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             c->rootfs = optarg;
             break;
         case 'v': {
-            struct nsbox_bind *b;
-            char *source = NULL, *target = NULL, resolved[PATH_MAX];
+            char *source = NULL, *target = NULL;
             bool writable = false;
 
             r = parse_bind(optarg, &source, &target, &writable);
@@ -654,37 +692,39 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 log_oom();
             if (r < 0)
                 return BAD_VALUE("--volume", optarg,
-                                 "expected SOURCE:TARGET[:ro|rw] with an absolute TARGET");
-            /* Relative sources are relative to the current directory, as in Docker. Nothing
-             * is resolved here: the sandbox walks the path once, refusing symlinks it did not
-             * make sure of (plan_mounts()). */
-            if (source[0] != '/') {
-                char cwd[PATH_MAX];
-                if (!getcwd(cwd, sizeof(cwd))) {
-                    r = log_error_errno(negative_errno(), "bind source '%s': %m", source);
-                    free(source);
-                    free(target);
-                    return r;
-                }
-                if (snprintf(resolved, sizeof(resolved), "%s/%s", cwd, source) >=
-                    (int)sizeof(resolved)) {
-                    free(source);
-                    free(target);
-                    return BAD_VALUE("--volume", optarg, "the source path is too long");
-                }
-            } else if (snprintf(resolved, sizeof(resolved), "%s", source) >=
-                       (int)sizeof(resolved)) {
-                free(source);
-                free(target);
-                return BAD_VALUE("--volume", optarg, "the source path is too long");
-            }
+                                 "expected SOURCE:TARGET[:ro|rw] with an absolute TARGET (a "
+                                 "SOURCE with ':' needs --mount type=bind,source=...)");
+            r = add_bind(a, "--volume", optarg, source, target, writable);
             free(source);
-            a->binds = realloc(a->binds, (c->n_binds + 1) * sizeof(*a->binds));
-            if (!a->binds)
+            if (r < 0)
+                return r;
+            break;
+        }
+        case ARG_MOUNT: {
+            struct parsed_mount m;
+
+            r = parse_mount(optarg, c->tmp_size, &m);
+            if (r == -ENOMEM)
                 log_oom();
-            b = &a->binds[c->n_binds++];
-            *b = (struct nsbox_bind){.source = xstrdup(resolved), .target = target,
-                                     .writable = writable};
+            if (r < 0)
+                return BAD_VALUE("--mount", optarg,
+                                 "expected type=bind,source=SRC,target=DST[,readonly=false] or "
+                                 "type=tmpfs,target=DST[,tmpfs-size=SIZE][,tmpfs-mode=OCTAL] "
+                                 "with an absolute DST");
+            if (m.is_tmpfs) {
+                a->tmpfs = realloc(a->tmpfs, (c->n_tmpfs + 1) * sizeof(*a->tmpfs));
+                if (!a->tmpfs)
+                    log_oom();
+                a->tmpfs[c->n_tmpfs++] = (struct nsbox_tmpfs){.target = TAKE_PTR(m.target),
+                                                              .size = m.size, .mode = m.mode};
+                parsed_mount_done(&m);
+                break;
+            }
+            /* The same path as -v: the same rules for the source (plan_mounts()). */
+            r = add_bind(a, "--mount", optarg, m.source, TAKE_PTR(m.target), m.writable);
+            parsed_mount_done(&m);
+            if (r < 0)
+                return r;
             break;
         }
         case ARG_TMPFS: {

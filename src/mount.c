@@ -4,6 +4,7 @@
  * namespaces, before any untrusted code exists. Security-relevant choices are commented with
  * their reason; see mount.h for the phases.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +20,8 @@
 #include "macro.h"
 #include "mount.h"
 #include "syscalls.h"
+
+const char *const mount_base_points[MOUNT_N_BASE] = {"proc", "dev", "work"};
 
 const char *const mount_devices[MOUNT_N_DEVICES] = {
     "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
@@ -188,6 +192,275 @@ static int populate_proc(bool pid_host, struct step_error *e)
     return mask_proc(e);
 }
 
+/* ---- Mount points the rootfs lacks ----------------------------------------------------------
+ *
+ * A rootfs that lacks a mount point nsbox needs (/proc, /dev, /tmp, /work, the target of a -v or
+ * --tmpfs: a `docker export`, a plain debootstrap) is never written to. Instead, the directory
+ * that should hold the missing entry is covered with a "skeleton": a small tmpfs holding one
+ * entry for each of the directory's own (an empty directory or file with that entry bound on it
+ * read-only, recursively; a symlink copied as a symlink), plus the missing mount points. Once
+ * every missing point is made, the whole tree is made read-only again. So the sandbox sees the
+ * rootfs as it is, plus empty mount points, read-only, and the rootfs is left as it was. An
+ * overlayfs would do the same at the top but not deeper: its copy-up of a rootfs directory
+ * chowns it to the rootfs's owner, which is not mapped in the sandbox's user namespace
+ * (EOVERFLOW, notify_change() in fs/attr.c); and it needs Linux 5.11 and user xattrs on tmpfs.
+ *
+ * Only a run whose plan found a point missing takes this path (plan_rootfs(), plan_mounts());
+ * a rootfs that has them all costs nothing. It runs before pivot_root(2), where the host's
+ * /proc is still visible (a new procfs needs that, populate_proc()).
+ */
+
+/* Most entries of one covered directory (its tmpfs gets an inode each). */
+#define SKELETON_MAX_ENTRIES 100000
+
+/* Cover the directory dir (an O_PATH descriptor) with a skeleton; on success *ret_fd is the
+ * skeleton's root (O_PATH). Entries are listed and bound through dir, which keeps reaching the
+ * covered directory once the tmpfs is on top of it. */
+static int skeleton_cover(int dir, const char *where, int *ret_fd, struct step_error *e)
+{
+    _cleanup_close_ int fs = -EBADF, mnt = -EBADF;
+    char value[32];
+    size_t n = 0;
+    struct stat st;
+    DIR *d = NULL;
+    int list, r = 0;
+
+    /* Listed as the sandbox's user (the caller set the fs ids): a directory it cannot read is
+     * not shown either. */
+    list = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (list < 0)
+        return step_fail(e, negative_errno(), "mount point", "cannot list %s to add a mount point",
+                         where);
+    if (fstat(list, &st) < 0 || !(d = fdopendir(list))) {
+        r = negative_errno();
+        (void)close(list);
+        return step_fail(e, r, "mount point", "%s", where);
+    }
+    for (struct dirent *de; (de = readdir(d));)
+        n++;
+    if (n > SKELETON_MAX_ENTRIES) {
+        (void)closedir(d);
+        return step_fail(e, -E2BIG, "mount point",
+                         "%s has more than %d entries: too many to add a mount point beside them",
+                         where, SKELETON_MAX_ENTRIES);
+    }
+    rewinddir(d);
+
+    /* Symlink targets are the only data: a page each at most. */
+    fs = sys_fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0) {
+        r = negative_errno();
+        goto out;
+    }
+    /* An inode per entry, and room for the missing mount points and their parents. */
+    (void)snprintf(value, sizeof(value), "%zu", n + 256);
+    /* The source names it in /proc/self/mountinfo. */
+    if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "source", "nsbox-skeleton", 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", value, 0) < 0)
+        goto fail;
+    (void)snprintf(value, sizeof(value), "%zu", (n + 256) * 4096);
+    if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "size", value, 0) < 0)
+        goto fail;
+    (void)snprintf(value, sizeof(value), "%04o", (unsigned)st.st_mode & 07777);
+    if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "mode", value, 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        goto fail;
+    mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    if (mnt < 0)
+        goto fail;
+    /* Attached first: a mount can be moved only onto a mount of this namespace. */
+    if (sys_move_mount(mnt, "", dir, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        goto fail;
+
+    for (struct dirent *de; (de = readdir(d));) {
+        const char *name = de->d_name;
+        _cleanup_close_ int tree = -EBADF;
+        struct stat est;
+
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+            continue;
+        if (fstatat(list, name, &est, AT_SYMLINK_NOFOLLOW) < 0)
+            goto fail_entry;
+        if (S_ISLNK(est.st_mode)) {
+            char target[PATH_MAX];
+            ssize_t k = readlinkat(list, name, target, sizeof(target) - 1);
+            if (k < 0)
+                goto fail_entry;
+            target[k] = '\0';
+            if (symlinkat(target, mnt, name) < 0)
+                goto fail_entry;
+            continue;
+        }
+        if (S_ISDIR(est.st_mode)) {
+            if (mkdirat(mnt, name, 0755) < 0)
+                goto fail_entry;
+        } else {
+            int fd = openat(mnt, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0)
+                goto fail_entry;
+            (void)close(fd);
+        }
+        /* The clone keeps the rootfs's read-only, nosuid and nodev (it is a copy of that
+         * mount, fs/namespace.c clone_mnt()); AT_RECURSIVE brings a skeleton made below. */
+        tree = sys_open_tree(list, name,
+                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+                                 AT_SYMLINK_NOFOLLOW);
+        if (tree < 0 || sys_move_mount(tree, "", mnt, name, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            goto fail_entry;
+        continue;
+    fail_entry:
+        r = negative_errno();
+        (void)closedir(d);
+        return step_fail(e, r, "mount point", "copy %s/%s into a skeleton", where, name);
+    }
+    (void)closedir(d);
+    *ret_fd = TAKE_FD(mnt);
+    return 0;
+
+fail:
+    r = negative_errno();
+out:
+    (void)closedir(d);
+    return step_fail(e, r, "mount point", "mount a tmpfs over %s", where);
+}
+
+/* Make the mount point path (relative to the tree's top, *top) as a directory or an empty file,
+ * covering the deepest directory on the way that exists read-only with a skeleton. *top is
+ * replaced when the top itself gets covered. */
+static int make_mount_point(int *top, const char *path, bool is_dir, struct step_error *e)
+{
+    _cleanup_close_ int cur = -EBADF;
+    const char *p = path;
+    size_t depth = 0; /* components below the top that cur is at */
+
+    path += strspn(path, "/");
+    p = path;
+    cur = openat(*top, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (cur < 0)
+        return step_fail(e, negative_errno(), "mount point", "/");
+    for (;;) {
+        char name[NAME_MAX + 1];
+        size_t len;
+        bool last;
+        int next;
+
+        while (*p == '/')
+            p++;
+        len = strcspn(p, "/");
+        if (len == 0)
+            return 0;
+        if (len > NAME_MAX)
+            return step_fail(e, -ENAMETOOLONG, "mount point", "/%s", path);
+        memcpy(name, p, len);
+        name[len] = '\0';
+        p += len;
+        last = p[strspn(p, "/")] == '\0';
+
+        /* One name at a time, never through a symlink (the target would be elsewhere). */
+        next = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0 && errno == ENOENT) {
+            int r = 0;
+            for (int attempt = 0; attempt < 2; attempt++) {
+                if (!last || is_dir)
+                    r = mkdirat(cur, name, 0755) < 0 ? negative_errno() : 0;
+                else {
+                    int fd = openat(cur, name,
+                                    O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+                    r = fd < 0 ? negative_errno() : 0;
+                    if (fd >= 0)
+                        (void)close(fd);
+                }
+                if (r != -EROFS || attempt > 0)
+                    break;
+                /* The directory is the rootfs's (or a bind's clone of it): cover it. */
+                {
+                    char where[PATH_MAX];
+                    size_t at = (size_t)(p - len - path); /* where name starts in path */
+                    int skel = -EBADF;
+
+                    while (at > 0 && path[at - 1] == '/')
+                        at--;
+                    (void)snprintf(where, sizeof(where), "/%.*s", (int)at, path);
+                    r = skeleton_cover(cur, where, &skel, e);
+                    if (r < 0)
+                        return r;
+                    (void)close(cur);
+                    cur = skel;
+                    if (depth == 0) {
+                        int top_fd = openat(skel, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                        if (top_fd < 0)
+                            return step_fail(e, negative_errno(), "mount point", "/");
+                        (void)close(*top);
+                        *top = top_fd;
+                    }
+                }
+            }
+            if (r < 0)
+                return step_fail(e, r, "mount point", "make /%s", path);
+            next = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        }
+        if (next < 0)
+            return step_fail(e, negative_errno(), "mount point", "/%s", path);
+        (void)close(cur);
+        cur = next;
+        depth++;
+        if (!last) {
+            struct stat st;
+            if (fstat(cur, &st) < 0)
+                return step_fail(e, negative_errno(), "mount point", "/%s", path);
+            if (S_ISLNK(st.st_mode))
+                return step_fail(e, -ELOOP, "mount point", "/%s goes through a symlink", path);
+            if (!S_ISDIR(st.st_mode))
+                return step_fail(e, -ENOTDIR, "mount point", "/%s: a parent is not a directory",
+                                 path);
+        }
+    }
+}
+
+/* Make the mount points the plan found missing in the rootfs (the working directory), then
+ * make the tree read-only again; leaves the working directory at the tree's (new) top. */
+static int make_missing_mount_points(const struct sandbox *sb, struct step_error *e)
+{
+    _cleanup_close_ int top = -EBADF;
+    int r;
+
+    /* The skeletons' entries must be owned by an id mapped in the sandbox's user namespace
+     * (may_create() in fs/namei.c, EOVERFLOW otherwise): for root's runs, init's own id (host
+     * root) is not. So the filesystem ids become the sandbox's now, as all of init's ids do
+     * right after pivot_root (caps_switch_ids()); nothing after this point reads a host path
+     * that the sandbox's user could not. setfs[ug]id() report no error: read them back. */
+    (void)setfsgid(sb->config->gid);
+    (void)setfsuid(sb->config->uid);
+    if ((uid_t)setfsuid((uid_t)-1) != sb->config->uid ||
+        (gid_t)setfsgid((gid_t)-1) != sb->config->gid)
+        return step_fail(e, -EPERM, "mount point", "switch the filesystem ids");
+
+    top = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (top < 0)
+        return step_fail(e, negative_errno(), "mount point", "open the rootfs");
+    for (size_t i = 0; i < MOUNT_N_BASE; i++)
+        if (sb->rootfs_lacks & (1U << i)) {
+            r = make_mount_point(&top, mount_base_points[i], true, e);
+            if (r < 0)
+                return r;
+        }
+    for (size_t i = 0; i < sb->n_mounts; i++)
+        if (sb->mounts[i].missing) {
+            const struct sandbox_mount *m = &sb->mounts[i];
+            r = make_mount_point(&top, m->target, m->is_tmpfs || m->is_dir, e);
+            if (r < 0)
+                return r;
+        }
+
+    /* Read-only, recursively: the skeletons, and any copy of one a later skeleton cloned. */
+    r = set_mount_attr(top, "", AT_EMPTY_PATH | AT_RECURSIVE, MOUNT_ATTR_RDONLY);
+    if (r < 0)
+        return step_fail(e, r, "mount point", "make the skeleton read-only");
+    if (fchdir(top) < 0)
+        return step_fail(e, negative_errno(), "mount point", "enter the skeleton");
+    return 0;
+}
+
 int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e)
 {
     int r;
@@ -208,6 +481,11 @@ int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e)
      * drops it, and with it every host path (pivot_root(2), NOTES). */
     if (chdir(sb->rootfs) < 0)
         return step_fail(e, negative_errno(), "chdir rootfs", "%s", sb->rootfs);
+    if (sb->rootfs_lacks || sb->n_missing) {
+        r = make_missing_mount_points(sb, e);
+        if (r < 0)
+            return r;
+    }
     r = populate_proc(sb->config->pid_host, e);
     if (r < 0)
         return r;
@@ -294,8 +572,9 @@ static int ensure_mount_point(const char *target, bool is_dir, struct step_error
     }
     if (r == -EROFS)
         return step_fail(e, r, "mount point",
-                         "%s does not exist in the read-only rootfs; only below /tmp, /work and "
-                         "other writable mounts can nsbox make it",
+                         "%s does not exist in the read-only bind that holds it; nsbox makes "
+                         "missing mount points in the rootfs, /tmp, /work and other writable "
+                         "mounts only",
                          target);
     if (r < 0)
         return step_fail(e, r, "mount point", "%s", target);
@@ -456,4 +735,79 @@ int mount_enter_workdir(const struct sandbox *sb, struct step_error *e)
     if (chdir(dir) < 0)
         return step_fail(e, negative_errno(), "workdir", "-w %s", dir);
     return 0;
+}
+
+/* Write text to a new file name (mode 0644) in the directory dfd. */
+static int write_new_file(int dfd, const char *name, const char *text)
+{
+    _cleanup_close_ int fd = openat(dfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                                    0644);
+    if (fd < 0)
+        return negative_errno();
+    return write_all(fd, text, strlen(text));
+}
+
+int mount_identity_files(const struct sandbox *sb, struct step_error *e)
+{
+    static const char *const targets[] = {"/etc/passwd", "/etc/group"};
+    const char *texts[] = {sb->passwd, sb->group};
+    _cleanup_close_ int fs = -EBADF, mnt = -EBADF;
+    char value[32];
+    int r;
+
+    if (!sb->passwd && !sb->group)
+        return 0;
+
+    /* A tmpfs of their own, only as large as the two files. */
+    fs = sys_fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return step_fail(e, negative_errno(), "identity files", "fsopen tmpfs");
+    (void)snprintf(value, sizeof(value), "%zu",
+                   (sb->passwd ? strlen(sb->passwd) : 0) + (sb->group ? strlen(sb->group) : 0) +
+                       2 * 4096);
+    if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "source", "nsbox-identity", 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_SET_STRING, "size", value, 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", "8", 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return step_fail(e, negative_errno(), "identity files", "configure tmpfs");
+    mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC,
+                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+    if (mnt < 0)
+        return step_fail(e, negative_errno(), "identity files", "fsmount tmpfs");
+    for (size_t i = 0; i < ELEMENTSOF(targets); i++)
+        if (texts[i]) {
+            r = write_new_file(mnt, targets[i] + strlen("/etc/"), texts[i]);
+            if (r < 0)
+                return step_fail(e, r, "identity files", "write %s", targets[i]);
+        }
+    r = set_mount_attr(mnt, "", AT_EMPTY_PATH, MOUNT_ATTR_RDONLY);
+    if (r < 0)
+        return step_fail(e, r, "identity files", "make the tmpfs read-only");
+
+    /* A file of a mount can be cloned (and so bound) only once the mount is in this namespace
+     * (open_tree(2) on a detached one is EINVAL before Linux 6.15, fs/namespace.c): it is
+     * attached on /dev for a moment, its files cloned, and detached again; the clones stay.
+     * No untrusted code runs yet. */
+    if (sys_move_mount(mnt, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        return step_fail(e, negative_errno(), "identity files", "attach the tmpfs");
+    for (size_t i = 0; i < ELEMENTSOF(targets) && r >= 0; i++) {
+        struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                               .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+        _cleanup_close_ int tree = -EBADF, target = -EBADF;
+
+        if (!texts[i])
+            continue;
+        /* The plan read the file without following a symlink: bind where it read. */
+        target = sys_openat2(AT_FDCWD, targets[i], &how);
+        tree = sys_open_tree(mnt, targets[i] + strlen("/etc/"),
+                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (target < 0 || tree < 0 ||
+            sys_move_mount(tree, "", target, "",
+                           MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+            r = step_fail(e, negative_errno(), "identity files", "bind %s", targets[i]);
+    }
+    if (umount2("/dev", MNT_DETACH) < 0 && r >= 0)
+        r = step_fail(e, negative_errno(), "identity files", "detach the tmpfs");
+    return r < 0 ? r : 0;
 }

@@ -1,17 +1,24 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The sandbox's filesystem, built by its init in a fresh mount namespace, in three phases that
+ * The sandbox's filesystem, built by its init in a fresh mount namespace, in phases that
  * sandbox.c calls in order:
  *   mount_clone_sources()  clone the host mounts the sandbox needs (device nodes, -v sources)
  *                          while host paths are still reachable;
- *   mount_enter_rootfs()   bind the rootfs read-only, mount /proc in it, pivot_root into it,
- *                          drop the old root;
- *   mount_populate()       /dev, tmpfs mounts, /work with the code, -v binds.
+ *   mount_enter_rootfs()   bind the rootfs read-only, make the mount points it lacks in a
+ *                          skeleton, mount /proc in it, pivot_root into it, drop the old root;
+ *   mount_populate()       /dev, tmpfs mounts, /work with the code, -v binds;
+ *   mount_identity_files() the --user's /etc/passwd and /etc/group entries, when needed.
  * All return 0 or a -errno and fill *e with the step that failed.
  */
 #pragma once
 
 #include "sandbox.h"
+
+/* The mount points nsbox makes in every sandbox besides those of its mounts (/tmp is one), as
+ * names in the rootfs's top directory. Bit i of sandbox.rootfs_lacks says mount_base_points[i]
+ * is missing there. */
+#define MOUNT_N_BASE 3
+extern const char *const mount_base_points[MOUNT_N_BASE];
 
 /* Device nodes bound from the host into the sandbox's /dev. */
 #define MOUNT_N_DEVICES 5
@@ -23,9 +30,12 @@ extern const char *const mount_devices[MOUNT_N_DEVICES];
  * read-only, recursively, before they are attached anywhere. */
 int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step_error *e);
 
-/* Bind sb->rootfs on itself read-only, nosuid, nodev; mount a fresh /proc in it (with /proc/sys
- * and /proc/sysrq-trigger read-only); pivot_root(2) into it and detach the old root, so that no
- * host path is reachable any more. Leaves the working directory at "/". */
+/* Bind sb->rootfs on itself read-only, nosuid, nodev; make the mount points the plan found
+ * missing (sb->rootfs_lacks, sandbox_mount.missing) without writing to it, by covering the
+ * directory that lacks one with a read-only "skeleton" tmpfs (see mount.c); mount a fresh /proc
+ * in it (with /proc/sys and /proc/sysrq-trigger read-only); pivot_root(2) into it and detach
+ * the old root, so that no host path is reachable any more. Leaves the working directory at
+ * "/". */
 int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e);
 
 /* Mount a minimal read-only /dev, the tmpfs mounts, the writable /work tmpfs (with a read-only
@@ -37,3 +47,7 @@ int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step
  * only works below a writable mount; a symlink on the way is refused (-ELOOP). No-op without
  * -w. Returns 0 or -errno, with *e filled. */
 int mount_enter_workdir(const struct sandbox *sb, struct step_error *e);
+/* When the plan made them (sb->passwd, sb->group: the --user's ids are not in the rootfs's
+ * files), bind read-only copies of /etc/passwd and /etc/group with the user's line over the
+ * rootfs's, from a small tmpfs of their own. Runs after mount_populate(). */
+int mount_identity_files(const struct sandbox *sb, struct step_error *e);

@@ -155,6 +155,15 @@ bool path_is_safe_target(const char *path)
     }
 }
 
+/* The length of a target without its trailing slashes, as Docker takes "/mnt/" for "/mnt"
+ * ("/" itself stays, and is refused by path_is_safe_target()). */
+static size_t target_length(const char *target, size_t len)
+{
+    while (len > 1 && target[len - 1] == '/')
+        len--;
+    return len;
+}
+
 int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret_writable)
 {
     const char *c1, *c2;
@@ -176,7 +185,7 @@ int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret
         c2 = c1 + strlen(c1);
 
     source = strndup(spec, (size_t)(c1 - spec));
-    target = strndup(c1 + 1, (size_t)(c2 - c1 - 1));
+    target = strndup(c1 + 1, target_length(c1 + 1, (size_t)(c2 - c1 - 1)));
     if (!source || !target) {
         free(source);
         free(target);
@@ -190,6 +199,24 @@ int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret
     *ret_source = source;
     *ret_target = target;
     *ret_writable = writable;
+    return 0;
+}
+
+/* Permission bits in octal, at most 07777, from the len bytes at s. */
+static int parse_mode(const char *s, size_t len, unsigned *ret)
+{
+    unsigned long m = 0;
+
+    if (len == 0)
+        return -EINVAL;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '7')
+            return -EINVAL;
+        m = m * 8 + (unsigned long)(s[i] - '0');
+        if (m > 07777)
+            return -EINVAL;
+    }
+    *ret = (unsigned)m;
     return 0;
 }
 
@@ -217,15 +244,8 @@ int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint
                 if (parse_size(value, &size) < 0 || size == 0)
                     return -EINVAL;
             } else if (len > 5 && strncmp(opt, "mode=", 5) == 0) {
-                unsigned long m = 0;
-                for (size_t i = 5; i < len; i++) {
-                    if (opt[i] < '0' || opt[i] > '7')
-                        return -EINVAL;
-                    m = m * 8 + (unsigned long)(opt[i] - '0');
-                    if (m > 07777)
-                        return -EINVAL;
-                }
-                mode = (unsigned)m;
+                if (parse_mode(opt + 5, len - 5, &mode) < 0)
+                    return -EINVAL;
             } else if (len == 4 && strncmp(opt, "exec", 4) == 0) {
                 exec = true;
             } else if (len == 6 && strncmp(opt, "noexec", 6) == 0) {
@@ -249,6 +269,137 @@ int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint
     *ret_mode = mode;
     *ret_exec = exec;
     return 0;
+}
+
+void parsed_mount_done(struct parsed_mount *m)
+{
+    free(m->source);
+    free(m->target);
+    m->source = m->target = NULL;
+}
+
+/* One CSV field of --mount at *p, as Docker reads the value with encoding/csv: plain up to the
+ * next ',', or wholly in double quotes, where "" stands for one '"' (so a field can hold ','
+ * and '"'). Copies it to buf (size bytes, NUL-terminated) and moves *p past the ','. */
+static int mount_field(const char **p, char *buf, size_t size)
+{
+    const char *s = *p;
+    size_t n = 0;
+
+    if (*s == '"') {
+        for (s++;; s++) {
+            if (*s == '\0')
+                return -EINVAL; /* unterminated */
+            if (*s == '"') {
+                if (s[1] != '"')
+                    break;
+                s++;
+            }
+            if (n + 1 >= size)
+                return -EINVAL;
+            buf[n++] = *s;
+        }
+        s++;
+        if (*s != ',' && *s != '\0')
+            return -EINVAL;
+    } else {
+        for (; *s && *s != ','; s++) {
+            if (*s == '"' || n + 1 >= size)
+                return -EINVAL;
+            buf[n++] = *s;
+        }
+    }
+    buf[n] = '\0';
+    *p = *s == ',' ? s + 1 : s;
+    return 0;
+}
+
+/* Docker's boolean option values: the key alone, or =true/1/false/0. */
+static int mount_bool(const char *value, bool *ret)
+{
+    if (!value || strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
+        *ret = true;
+    else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
+        *ret = false;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+int parse_mount(const char *spec, uint64_t default_tmpfs_size, struct parsed_mount *ret)
+{
+    struct parsed_mount m = {.size = default_tmpfs_size, .mode = 01777};
+    bool have_type = false, readonly = false, have_readonly = false, tmpfs_option = false;
+    const char *p = spec;
+    char field[8192];
+    int r = -EINVAL;
+
+    if (!spec || !*spec)
+        return -EINVAL;
+    while (*p) {
+        char *value;
+
+        if (mount_field(&p, field, sizeof(field)) < 0)
+            goto fail;
+        value = strchr(field, '=');
+        if (value)
+            *value++ = '\0';
+
+        if (strcmp(field, "type") == 0 && value) {
+            if (strcmp(value, "bind") == 0)
+                m.is_tmpfs = false;
+            else if (strcmp(value, "tmpfs") == 0)
+                m.is_tmpfs = true;
+            else
+                goto fail; /* volume, image, npipe, cluster: nsbox has none of them */
+            have_type = true;
+        } else if ((strcmp(field, "source") == 0 || strcmp(field, "src") == 0) && value &&
+                   *value) {
+            free(m.source);
+            m.source = strdup(value);
+            if (!m.source)
+                goto oom;
+        } else if ((strcmp(field, "target") == 0 || strcmp(field, "dst") == 0 ||
+                    strcmp(field, "destination") == 0) &&
+                   value) {
+            free(m.target);
+            m.target = strndup(value, target_length(value, strlen(value)));
+            if (!m.target)
+                goto oom;
+        } else if (strcmp(field, "readonly") == 0 || strcmp(field, "ro") == 0) {
+            if (mount_bool(value, &readonly) < 0)
+                goto fail;
+            have_readonly = true;
+        } else if (strcmp(field, "tmpfs-size") == 0 && value) {
+            if (parse_size(value, &m.size) < 0 || m.size == 0)
+                goto fail;
+            tmpfs_option = true;
+        } else if (strcmp(field, "tmpfs-mode") == 0 && value) {
+            if (parse_mode(value, strlen(value), &m.mode) < 0)
+                goto fail;
+            tmpfs_option = true;
+        } else
+            goto fail;
+    }
+
+    /* Docker's rules: binds need a source; tmpfs takes none, and its options only go with it.
+     * A type is required (Docker's default, a volume, does not exist in nsbox). A bind is
+     * read-only unless readonly=false, as nsbox's -v is unless :rw (Docker's are writable): a
+     * command copied from Docker fails visibly where it writes, and never gets write access
+     * nobody asked nsbox for. A tmpfs is always writable (a read-only one would stay empty). */
+    if (!have_type || !m.target || !path_is_safe_target(m.target))
+        goto fail;
+    if (m.is_tmpfs ? m.source || (have_readonly && readonly) : !m.source || tmpfs_option)
+        goto fail;
+    m.writable = m.is_tmpfs || (have_readonly && !readonly);
+    *ret = m;
+    return 0;
+
+oom:
+    r = -ENOMEM;
+fail:
+    parsed_mount_done(&m);
+    return r;
 }
 
 int parse_user(const char *s, uid_t *ret_uid, gid_t *ret_gid)

@@ -33,8 +33,9 @@ int parse_count(const char *s, uint64_t max, uint64_t *ret);
 /* true if path is absolute, not "/", and has no empty, "." or ".." components. */
 bool path_is_safe_target(const char *path);
 
-/* `-v SOURCE:TARGET[:ro|rw]`. TARGET must satisfy path_is_safe_target(); SOURCE must be
- * non-empty. The two strings are malloc()ed; *ret_writable is true only for ":rw". */
+/* `-v SOURCE:TARGET[:ro|rw]`. TARGET, without trailing slashes, must satisfy
+ * path_is_safe_target(); SOURCE must be non-empty (a SOURCE with ':' needs --mount). The two
+ * strings are malloc()ed; *ret_writable is true only for ":rw". */
 int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret_writable);
 
 /* `--tmpfs TARGET[:OPTION,...]` with options size=SIZE, mode=OCTAL, exec and noexec (Docker's
@@ -42,6 +43,27 @@ int parse_bind(const char *spec, char **ret_source, char **ret_target, bool *ret
  * malloc()ed. */
 int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint64_t *ret_size,
                 unsigned *ret_mode, bool *ret_exec);
+
+/* One `--mount`. */
+struct parsed_mount {
+    bool is_tmpfs;  /* type=tmpfs; else type=bind */
+    char *source;   /* bind: as given (maybe relative), malloc()ed; tmpfs: NULL */
+    char *target;   /* without trailing slashes, malloc()ed */
+    bool writable;  /* bind: readonly=false was given; tmpfs: always true */
+    uint64_t size;  /* tmpfs: bytes */
+    unsigned mode;  /* tmpfs: permission bits */
+};
+
+/* `--mount type=bind,source=SRC,target=DST[,readonly]` or `--mount
+ * type=tmpfs,target=DST[,tmpfs-size=SIZE][,tmpfs-mode=OCTAL]`, Docker's syntax: comma-separated
+ * KEY=VALUE fields in any order, a field in double quotes (CSV, "" for a quote) may hold ','
+ * or '"'; keys source|src, target|dst|destination, readonly|ro (alone or =true|1|false|0);
+ * unlike -v, SOURCE may hold ':'. A bind is read-only unless readonly=false (as -v is unless
+ * :rw; Docker's are writable by default). A tmpfs
+ * gets default_tmpfs_size and mode 01777 unless given, and cannot be readonly. Unknown keys and
+ * types other than bind and tmpfs are -EINVAL. Free with parsed_mount_done(). */
+int parse_mount(const char *spec, uint64_t default_tmpfs_size, struct parsed_mount *ret);
+void parsed_mount_done(struct parsed_mount *m);
 
 /* `--user UID[:GID]`, numeric ids only; GID defaults to UID. -ERANGE for (uid_t)-1. */
 int parse_user(const char *s, uid_t *ret_uid, gid_t *ret_gid);

@@ -11,12 +11,13 @@
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
  *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
  *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
- *   Docker's masks) and pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds ->
- *   copy-in (copy.c) -> -w -> hostname -> pin to ceil(--cpus) CPUs (cpus.c) -> lo up (--network
- *   loopback, allow=) -> the proxy's listening socket, handed to the supervisor (--network
- *   allow=, proxy.h) -> wipe nsbox's command line from memory -> parent-death signal -> drop
- *   every capability -> no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets'
- *   rlimits -> seccomp filters (handing the listener of
+ *   Docker's masks; mount points the rootfs lacks in a skeleton) and pivot_root -> switch to the
+ *   sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and /etc/group with the --user's
+ *   entry when the rootfs lacks it -> copy-in (copy.c) -> -w -> hostname -> pin to ceil(--cpus)
+ *   CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the proxy's listening socket, handed
+ *   to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory ->
+ *   parent-death signal -> drop every capability -> no_new_privs -> new session -> RLIMIT_CORE
+ *   and the per-user budgets' rlimits -> seccomp filters (handing the listener of
  *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals;
  *   when the payload has ended, with copy-out: kill everything else and write the copy-out
  *   stream -> report how the payload ended (and how full /dev/shm and /work were), exit (which
@@ -60,6 +61,7 @@
 #include "copy.h"
 #include "fileio.h"
 #include "filter.h"
+#include "idfiles.h"
 #include "idmap.h"
 #include "macro.h"
 #include "mount.h"
@@ -211,6 +213,8 @@ static void sandbox_free(struct sandbox *sb)
     for (size_t i = 0; sb->mounts && i < sb->config->n_binds + sb->config->n_tmpfs + 1; i++)
         free(sb->mounts[i].source_owned);
     free(sb->mounts);
+    free(sb->passwd);
+    free(sb->group);
     filter_free(&sb->filter);
     if (sb->copy_in_fd >= 0)
         (void)close(sb->copy_in_fd);
@@ -412,9 +416,62 @@ static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
     return 0;
 }
 
-static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
+/* 1 if the rootfs (rootfd) lacks the absolute path, 0 if it has it or the lookup failed
+ * otherwise (a symlink on the way, a file where a directory should be: mount_populate() says
+ * which). Never through a symlink, never outside the rootfs (openat2(2) RESOLVE_BENEATH). A
+ * single name is one fstatat(2), as cheap as the check of the base mount points always was. */
+static int rootfs_lacks(int rootfd, const char *path)
 {
-    static const char *const required[] = {"proc", "dev", "tmp", "work"};
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS};
+    struct stat st;
+    int fd;
+
+    path += strspn(path, "/");
+    if (!strchr(path, '/'))
+        return fstatat(rootfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+    fd = sys_openat2(rootfd, path, &how);
+    if (fd >= 0) {
+        (void)close(fd);
+        return 0;
+    }
+    return errno == ENOENT;
+}
+
+/* Which mount points the rootfs lacks, to be made in a skeleton (mount.c): the base ones
+ * (mount_base_points[]) and the targets of mounts that are not below another mount (those are
+ * made in that mount, as before: /tmp/x in the /tmp tmpfs). */
+static int plan_mount_points(struct sandbox *sb, int rootfd, struct nsbox_result *ret)
+{
+    for (size_t i = 0; i < MOUNT_N_BASE; i++) {
+        struct stat st;
+        if (fstatat(rootfd, mount_base_points[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno == ENOENT)
+                sb->rootfs_lacks |= 1U << i;
+        } else if (!S_ISDIR(st.st_mode))
+            return plan_error(ret, -ENOTDIR, "rootfs",
+                              "rootfs '%s': /%s is not a directory (nsbox mounts its own there; "
+                              "remove it, or leave it out: nsbox then adds it)",
+                              sb->rootfs, mount_base_points[i]);
+    }
+    for (size_t i = 0; i < sb->n_mounts; i++) {
+        struct sandbox_mount *m = &sb->mounts[i];
+        bool below = path_is_at_or_below(m->target, "/work");
+
+        for (size_t j = 0; j < sb->n_mounts && !below; j++)
+            below = j != i && path_depth(sb->mounts[j].target) < path_depth(m->target) &&
+                    path_is_at_or_below(m->target, sb->mounts[j].target);
+        if (!below && rootfs_lacks(rootfd, m->target) > 0) {
+            m->missing = true;
+            sb->n_missing++;
+        }
+    }
+    return 0;
+}
+
+static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd)
+{
     _cleanup_close_ int fd = -EBADF;
     struct stat st, host_root;
 
@@ -431,12 +488,10 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret)
                           "rootfs '%s' is the host's own root: nsbox needs a separate root "
                           "filesystem (the built one, or a directory made with nsbox rootfs build)",
                           sb->rootfs);
-    for (size_t i = 0; i < ELEMENTSOF(required); i++)
-        if (fstatat(fd, required[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-            return plan_error(ret, -ENOTDIR, "rootfs",
-                              "rootfs '%s' has no directory /%s: not an nsbox rootfs (create "
-                              "the mount points /proc, /dev, /tmp and /work in it)",
-                              sb->rootfs, required[i]);
+    /* Mount points it lacks are made without writing to it (mount.c, skeletons). */
+    if (plan_mount_points(sb, fd, ret) < 0)
+        return -ENOTDIR;
+    *ret_fd = TAKE_FD(fd);
     return 0;
 }
 
@@ -457,6 +512,65 @@ static void add_warning(const struct nsbox_config *c, struct nsbox_result *ret, 
     (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n, "%s%s", n ? "\n" : "", line);
     if (c->warn)
         c->warn(line, c->warn_userdata);
+}
+
+/* The rootfs's etc/NAME (never through a symlink, never outside it), at most IDFILES_MAX
+ * bytes: trusted data, but a passwd file of gigabytes would be copied into every run. */
+static int read_rootfs_file(int rootfd, const char *path, char **ret, size_t *ret_len)
+{
+    struct open_how how = {.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS};
+    _cleanup_close_ int fd = -EBADF;
+    struct stat st;
+
+    fd = sys_openat2(rootfd, path, &how);
+    if (fd < 0)
+        return negative_errno();
+    if (fstat(fd, &st) < 0)
+        return negative_errno();
+    if (!S_ISREG(st.st_mode))
+        return -EINVAL;
+    return read_fd_all(fd, IDFILES_MAX, ret, ret_len);
+}
+
+/* For --user ids the rootfs's /etc/passwd or /etc/group does not name, copies of them with a
+ * line added ("sandbox"), which init binds over the originals for this run
+ * (mount_identity_files()); the rootfs is never written. The default ids need nothing: every
+ * rootfs nsbox builds (and Debian's, Alpine's) has nobody and nogroup, and not reading the
+ * files keeps them off every run's start. A file the rootfs lacks, holds as a symlink, or that
+ * is over IDFILES_MAX is left as it is, with a warning. */
+static void plan_identity_files(struct sandbox *sb, int rootfd, struct nsbox_result *ret)
+{
+    const struct nsbox_config *c = sb->config;
+    static const char *const paths[] = {"/etc/passwd", "/etc/group"};
+
+    if (c->uid == NOBODY && c->gid == NOBODY)
+        return;
+    for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
+        _cleanup_free_ char *text = NULL;
+        bool mounted_over = false;
+        size_t len = 0;
+        int r;
+
+        /* A -v or --tmpfs on the file or a directory above it says what the sandbox sees
+         * there: the rootfs's file is not it, and is left alone. */
+        for (size_t j = 0; j < sb->n_mounts; j++)
+            mounted_over = mounted_over || path_is_at_or_below(paths[i], sb->mounts[j].target);
+        if (mounted_over)
+            continue;
+        r = read_rootfs_file(rootfd, paths[i] + 1, &text, &len);
+        if (r >= 0)
+            r = i == 0 ? idfiles_passwd(text, len, c->uid, c->gid, &sb->passwd)
+                       : idfiles_group(text, len, c->gid, &sb->group);
+        if (r < 0) {
+            errno = -r;
+            add_warning(c, ret,
+                        "--user %u:%u: the rootfs's %s was left as it is (%m), so the %s has "
+                        "no name in it",
+                        (unsigned)c->uid, (unsigned)c->gid, paths[i], i == 0 ? "user" : "group");
+        }
+    }
 }
 
 struct warn_context {
@@ -940,6 +1054,7 @@ in_fail_reported:
 
 static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
 {
+    _cleanup_close_ int rootfd = -EBADF;
     size_t n_args = 0;
     int r;
 
@@ -973,10 +1088,6 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
         return plan_error(ret, -EINVAL, "config",
                           "--network-max-connections must be at most 1024");
 
-    r = plan_rootfs(sb, ret);
-    if (r < 0)
-        return r;
-
     /* --code FILE [ARGS...] runs python3 /work/main.py ARGS... */
     sb->argv = calloc(n_args + 3, sizeof(char *));
     if (!sb->argv)
@@ -996,6 +1107,10 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
     r = plan_mounts(sb, ret);
     if (r < 0)
         return r;
+    r = plan_rootfs(sb, ret, &rootfd);
+    if (r < 0)
+        return r;
+    plan_identity_files(sb, rootfd, ret);
     r = plan_copies(sb, ret);
     if (r < 0)
         return r;
@@ -1609,6 +1724,9 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         child_fail(fds->report, &(struct step_error){.err = -r, .step = "switch ids"});
 
     r = mount_populate(sb, dev_fds, &e);
+    if (r < 0)
+        child_fail(fds->report, &e);
+    r = mount_identity_files(sb, &e);
     if (r < 0)
         child_fail(fds->report, &e);
     r = sandbox_copy_in(sb, &e);

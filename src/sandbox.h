@@ -33,6 +33,7 @@ struct sandbox_mount {
     unsigned mode;      /* tmpfs */
     bool exec;          /* tmpfs: programs on it may run (--tmpfs DST:exec); else noexec */
     int tree_fd;        /* bind: the detached clone of the source (child side), or -1 */
+    bool missing;       /* the target is not in the rootfs: made in a skeleton (mount.c) */
 };
 
 struct sandbox {
@@ -49,6 +50,10 @@ struct sandbox {
     int host_ids_lock; /* holds host_uid's slot of the pool (uidpool.h) for the run, or -EBADF */
     struct sandbox_mount *mounts; /* sorted parents-first */
     size_t n_mounts;
+    size_t n_missing;      /* mounts whose target the rootfs lacks (.missing) */
+    unsigned rootfs_lacks; /* bit i: the rootfs lacks mount_base_points[i] (mount.h) */
+    char *passwd;          /* the rootfs's /etc/passwd plus the --user's line, or NULL */
+    char *group;           /* the rootfs's /etc/group plus the --user's group, or NULL */
     struct filter filter;  /* empty when seccomp is disabled */
     bool in_cgroup;        /* the sandbox is born in a cgroup leaf that holds its limits */
 

@@ -34,6 +34,16 @@
 #ifndef OPEN_TREE_CLONE
 #define OPEN_TREE_CLONE 1
 #endif
+#ifndef FSOPEN_CLOEXEC
+#define FSOPEN_CLOEXEC 0x00000001
+#endif
+#ifndef FSMOUNT_CLOEXEC
+#define FSMOUNT_CLOEXEC 0x00000001
+#endif
+#ifndef FSCONFIG_SET_STRING
+#define FSCONFIG_SET_STRING 1
+#define FSCONFIG_CMD_CREATE 6
+#endif
 #ifndef MOUNT_ATTR_RDONLY
 #define MOUNT_ATTR_RDONLY 0x00000001
 #define MOUNT_ATTR_NOSUID 0x00000002
@@ -92,6 +102,22 @@ static inline int sys_mount_setattr(int dfd, const char *path, unsigned flags,
     return (int)syscall(SYS_mount_setattr, dfd, path, flags, attr, sizeof(*attr));
 }
 
+/* The file system context API (Linux 5.2): a filesystem made as a detached mount. */
+static inline int sys_fsopen(const char *fstype, unsigned flags)
+{
+    return (int)syscall(SYS_fsopen, fstype, flags);
+}
+
+static inline int sys_fsconfig(int fd, unsigned cmd, const char *key, const void *value, int aux)
+{
+    return (int)syscall(SYS_fsconfig, fd, cmd, key, value, aux);
+}
+
+static inline int sys_fsmount(int fd, unsigned flags, unsigned attr_flags)
+{
+    return (int)syscall(SYS_fsmount, fd, flags, attr_flags);
+}
+
 static inline int sys_pivot_root(const char *new_root, const char *put_old)
 {
     return (int)syscall(SYS_pivot_root, new_root, put_old);
@@ -100,6 +126,8 @@ static inline int sys_pivot_root(const char *new_root, const char *put_old)
 #ifndef RESOLVE_NO_SYMLINKS
 #define RESOLVE_NO_MAGICLINKS 0x02
 #define RESOLVE_NO_SYMLINKS 0x04
+#define RESOLVE_BENEATH 0x08
+#define RESOLVE_IN_ROOT 0x10
 struct open_how {
     uint64_t flags;
     uint64_t mode;

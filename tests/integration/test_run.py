@@ -505,11 +505,21 @@ class TestBadInput(NsboxTestCase):
         p = nsbox("run", "--rootfs", "/nonexistent/rootfs", "--", "true")
         self.assertOneLineError(p, contains="rootfs '/nonexistent/rootfs'")
 
-    def test_not_an_nsbox_rootfs(self):
+    def test_empty_rootfs(self):
+        # Its mount points are made in a skeleton (test_mountpoints.py); the program is not
+        # there, and nothing is written to the directory.
         with tempfile.TemporaryDirectory() as d:
             os.chmod(d, 0o755)
             p = nsbox("run", "--rootfs", d, "--", "true")
-        self.assertOneLineError(p, contains="not an nsbox rootfs")
+            self.assertEqual(os.listdir(d), [])
+        self.assertOneLineError(p, code=127, contains="true: not found in the sandbox's PATH")
+
+    def test_rootfs_with_a_file_for_a_mount_point(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            open(os.path.join(d, "proc"), "w").close()
+            p = nsbox("run", "--rootfs", d, "--", "true")
+        self.assertOneLineError(p, contains="/proc is not a directory")
 
     def test_host_root_as_rootfs(self):
         p = nsbox("run", "--rootfs", "/", "--", "true")
@@ -570,8 +580,13 @@ class TestBadInput(NsboxTestCase):
         for spec in ("/tmp:/proc/x", "/tmp:/dev/sda"):
             p = nsbox("run", "-v", spec, "--", "true")
             self.assertOneLineError(p, contains="managed by nsbox")
-        p = nsbox("run", "-v", "/tmp:/nonexistent-dir", "--", "true")
-        self.assertOneLineError(p, contains="does not exist in the read-only rootfs")
+        # A target missing from the rootfs is made (test_mountpoints.py); one missing from a
+        # read-only bind is not: that would write to the host.
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            p = nsbox("run", "-v", f"{d}:/mnt", "-v", "/tmp:/mnt/nonexistent-dir", "--", "true")
+            self.assertEqual(os.listdir(d), [])
+        self.assertOneLineError(p, contains="does not exist in the read-only bind")
         p = nsbox("run", "-v", "/nonexistent-source:/tmp/x", "--", "true")
         self.assertOneLineError(p, contains="/nonexistent-source")
 

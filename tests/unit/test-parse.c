@@ -112,8 +112,19 @@ Test(parse, bind)
     free(src);
     free(dst);
 
+    /* Docker takes a trailing slash on the target. */
+    cr_assert_eq(parse_bind("/a:/mnt/", &src, &dst, &rw), 0);
+    cr_expect_str_eq(dst, "/mnt");
+    free(src);
+    free(dst);
+    cr_assert_eq(parse_bind("/a:/mnt/x//:rw", &src, &dst, &rw), 0);
+    cr_expect_str_eq(dst, "/mnt/x");
+    cr_expect(rw);
+    free(src);
+    free(dst);
+
     static const char *const bad[] = {"/a", ":/b", "/a:", "/a:b", "/a:/b:rx", "/a:/b:ro:rw",
-                                      "/a:/", "/a:/x/../y", ""};
+                                      "/a:/", "/a://", "/a:/x/../y", "/a:/x/./", ""};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         cr_expect_eq(parse_bind(bad[i], &src, &dst, &rw), -EINVAL, "'%s' accepted", bad[i]);
 }
@@ -153,6 +164,80 @@ Test(parse, tmpfs)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         cr_expect_eq(parse_tmpfs(bad[i], 1, &t, &size, &mode, &exec), -EINVAL, "'%s' accepted",
                      bad[i]);
+}
+
+Test(parse, mount_bind)
+{
+    struct parsed_mount m = {0};
+
+    cr_assert_eq(parse_mount("type=bind,source=/a:b,target=/data", 1, &m), 0);
+    cr_expect(!m.is_tmpfs);
+    cr_expect_str_eq(m.source, "/a:b", "a source may hold ':'");
+    cr_expect_str_eq(m.target, "/data");
+    cr_expect(!m.writable, "read-only unless readonly=false, as -v");
+    parsed_mount_done(&m);
+
+    cr_assert_eq(parse_mount("dst=/mnt/,src=rel,type=bind,readonly=false", 1, &m), 0);
+    cr_expect_str_eq(m.source, "rel");
+    cr_expect_str_eq(m.target, "/mnt");
+    cr_expect(m.writable);
+    parsed_mount_done(&m);
+
+    cr_assert_eq(parse_mount("type=bind,src=/a,destination=/b,readonly", 1, &m), 0);
+    cr_expect(!m.writable);
+    parsed_mount_done(&m);
+    cr_assert_eq(parse_mount("type=bind,src=/a,destination=/b,ro=1", 1, &m), 0);
+    cr_expect(!m.writable);
+    parsed_mount_done(&m);
+    cr_assert_eq(parse_mount("type=bind,src=/a,destination=/b,ro=0", 1, &m), 0);
+    cr_expect(m.writable);
+    parsed_mount_done(&m);
+
+    /* CSV quoting, as Docker's: a field in quotes holds ',' and (doubled) '"'. */
+    cr_assert_eq(parse_mount("type=bind,\"source=/x,y \"\"z\"\"\",target=/t", 1, &m), 0);
+    cr_expect_str_eq(m.source, "/x,y \"z\"");
+    parsed_mount_done(&m);
+    cr_assert_eq(parse_mount("type=bind,src=/a,\"target=/t\"", 1, &m), 0);
+    cr_expect_str_eq(m.target, "/t");
+    parsed_mount_done(&m);
+
+    static const char *const bad[] = {
+        "", "type=bind", "type=bind,src=/a", "type=bind,target=/b", "src=/a,target=/b",
+        "type=volume,src=v,target=/b", "type=bind,src=/a,target=b", "type=bind,src=/a,target=/",
+        "type=bind,src=/a,target=/x/../y", "type=bind,src=,target=/b",
+        "type=bind,src=/a,target=/b,readonly=yes", "type=bind,src=/a,target=/b,tmpfs-size=1m",
+        "type=bind,src=/a,target=/b,bind-propagation=shared", "type=bind,src=/a,target=/b,x",
+        "type=bind,src=/a,target=/b,\"unterminated", "type=bind,\"src=/a\"x,target=/b",
+        "type=bind,src=/a\"b,target=/b", "type,src=/a,target=/b"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect_eq(parse_mount(bad[i], 1, &m), -EINVAL, "'%s' accepted", bad[i]);
+}
+
+Test(parse, mount_tmpfs)
+{
+    struct parsed_mount m = {0};
+
+    cr_assert_eq(parse_mount("type=tmpfs,target=/scratch", 4096, &m), 0);
+    cr_expect(m.is_tmpfs);
+    cr_expect_null(m.source);
+    cr_expect_str_eq(m.target, "/scratch");
+    cr_expect_eq(m.size, 4096);
+    cr_expect_eq(m.mode, 01777);
+    cr_expect(m.writable);
+    parsed_mount_done(&m);
+
+    cr_assert_eq(parse_mount("type=tmpfs,dst=/s/,tmpfs-size=64m,tmpfs-mode=700", 1, &m), 0);
+    cr_expect_str_eq(m.target, "/s");
+    cr_expect_eq(m.size, 64ULL << 20);
+    cr_expect_eq(m.mode, 0700);
+    parsed_mount_done(&m);
+
+    static const char *const bad[] = {
+        "type=tmpfs", "type=tmpfs,src=/a,target=/b", "type=tmpfs,target=/b,readonly",
+        "type=tmpfs,target=/b,tmpfs-size=0", "type=tmpfs,target=/b,tmpfs-size=",
+        "type=tmpfs,target=/b,tmpfs-mode=8", "type=tmpfs,target=/b,tmpfs-mode=77777"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect_eq(parse_mount(bad[i], 1, &m), -EINVAL, "'%s' accepted", bad[i]);
 }
 
 Test(parse, user)
