@@ -628,8 +628,12 @@ static const char *shared_memory_note(const struct nsbox_config *c, const struct
     if (c->ipc_host)
         return "System V shared memory is the host's (--ipc host), /dev/shm is --shm-size, "
                "each memfd at most RLIMIT_FSIZE (--memory) but not their number";
-    if (sb->host_root)
+    if (sb->host_root && c->uid != 0)
         return "shared memory: System V at most --memory in all (kernel.shmall), /dev/shm "
+               "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
+    if (sb->host_root)
+        return "shared memory: System V is not bounded (with --user 0 the sandbox's root owns "
+               "kernel.shmall of its IPC namespace, which nsbox then cannot set), /dev/shm is "
                "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
     return "shared memory: System V is not bounded (only the host's root can set kernel.shmall "
            "in the sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at most RLIMIT_FSIZE "
@@ -1561,8 +1565,10 @@ static int sandbox_sysctls(const struct sandbox *sb, struct step_error *e)
      * writing to the uid that is root in it, or to the host's root where none is
      * (ipc_permissions() in ipc/ipc_sysctl.c): as for memfd_noexec, the host's root only; the
      * limits_note says what an ordinary user's run gets. Never under --ipc host. A kernel
-     * without System V IPC has none of them, and nothing to bound. */
-    if (sb->host_root && !c->ipc_host && c->memory) {
+     * without System V IPC has none of them, and nothing to bound. With --user 0 the
+     * namespace's root is mapped, so the files are its and not the host root's (EACCES):
+     * as for an ordinary user, limits_note says they are not bounded. */
+    if (sb->host_root && !c->ipc_host && c->memory && c->uid != 0) {
         long page = sysconf(_SC_PAGESIZE);
         uint64_t mni = c->memory >> 20;
         char v[32];

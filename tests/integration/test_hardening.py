@@ -476,5 +476,17 @@ class TestContainerRoot(NsboxTestCase):
         self.assertIn("System V is not bounded", r["limits_note"])
 
 
+
+class TestRootInside(NsboxTestCase):
+    def test_user_0_runs(self):
+        # --user 0: the sandbox's root is mapped, so its IPC namespace's kernel.shm* belong to
+        # it, not to the host's root that writes them for other runs (ipc_permissions() in
+        # ipc/ipc_sysctl.c): the run goes on without them, and limits_note says so (it failed
+        # with "sysctl: Permission denied" before).
+        p, r = nsbox_json("--cgroup", "off", "-u", "0", "--", "id", "-u")
+        self.assertEqual((r["status"], r["stdout"]), ("exited", "0\n"), p.stderr)
+        if os.geteuid() == 0:
+            self.assertIn("with --user 0", r["limits_note"])
+
 if __name__ == "__main__":
     unittest.main()
