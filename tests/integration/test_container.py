@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""nsbox under a container runtime's conditions (issue 20), reproduced without one: an outer
+seccomp filter like the runtimes' default profiles (outer_seccomp.py). The VM suite
+tests/vm/test_container.py runs the same under Podman itself."""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+from nsboxtest import HERE, NSBOX, NsboxTestCase, nsbox_json
+
+OUTER = os.path.join(HERE, "outer_seccomp.py")
+
+
+def under(profile, *args, timeout=60):
+    return subprocess.run([sys.executable, OUTER, profile, "--", NSBOX, *args],
+                          capture_output=True, text=True, timeout=timeout, input="")
+
+
+class TestOuterProfile(NsboxTestCase):
+    def test_the_control_refuses_sethostname(self):
+        # The launcher's filter does refuse what it says (else the tests below prove nothing).
+        p = subprocess.run([sys.executable, OUTER, "podman-default", "--", sys.executable, "-c",
+                            "import socket, sys\n"
+                            "try: socket.sethostname('x')\n"
+                            "except PermissionError: sys.exit(3)\n"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 3, p.stderr)
+
+    def test_refused_sethostname_is_a_warning_not_a_failure(self):
+        p = under("podman-default", "run", "--json", "--", "/bin/sh", "-c",
+                  "echo INSIDE-OK; cat /proc/sys/kernel/hostname")
+        result = json.loads(p.stdout)
+        self.assertEqual(result["status"], "exited", p.stdout + p.stderr)
+        self.assertEqual(result["exit_code"], 0)
+        self.assertTrue(result["stdout"].startswith("INSIDE-OK\n"))
+        # The sandbox keeps the outer name, and the warnings say so, in words.
+        self.assertNotEqual(result["stdout"], "INSIDE-OK\nnsbox\n")
+        w = [x for x in result["warnings"] if "sethostname" in x]
+        self.assertEqual(len(w), 1, result["warnings"])
+        self.assertIn("optional setup step sethostname skipped: Operation not permitted", w[0])
+        self.assertIn("nsbox: warning: optional setup step sethostname skipped", p.stderr)
+
+    def test_without_the_outer_filter_the_hostname_is_set(self):
+        _, result = nsbox_json("--", "/bin/cat", "/proc/sys/kernel/hostname")
+        self.assertEqual(result["stdout"], "nsbox\n", result)
+        self.assertFalse([x for x in result["warnings"] if "sethostname" in x])
+
+    def test_refused_namespaces_fail_with_one_line_naming_the_fix(self):
+        p = under("docker-default", "run", "--", "/bin/true")
+        self.assertOneLineError(p, contains="creating the sandbox's namespaces failed: "
+                                            "Operation not permitted (refused by the seccomp "
+                                            "filter nsbox runs under")
+        self.assertIn("examples/seccomp-nsbox.json", p.stderr)
+        self.assertIn("nsbox doctor", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
