@@ -55,6 +55,64 @@ class TestOuterProfile(NsboxTestCase):
         self.assertIn("examples/seccomp-nsbox.json", p.stderr)
         self.assertIn("nsbox doctor", p.stderr)
 
+    def test_doctor_names_the_seccomp_setting(self):
+        p = under("docker-default", "doctor")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("FAIL  user namespaces: unshare(CLONE_NEWUSER) failed: Operation not "
+                      "permitted", p.stdout)
+        self.assertIn("a seccomp filter (the container runtime's default profile) refuses it",
+                      p.stdout)
+        for fix in ("docker run --security-opt seccomp=seccomp-nsbox.json",
+                    "podman run --security-opt seccomp=seccomp-nsbox.json",
+                    "seccompProfile: {type: Localhost"):
+            self.assertIn(fix, p.stdout)
+
+    def test_doctor_without_the_outer_filter_names_no_container_fix(self):
+        p = subprocess.run([NSBOX, "doctor"], capture_output=True, text=True, timeout=60)
+        self.assertNotIn("seccomp-nsbox.json", p.stdout)
+        self.assertIn("ok    /proc: fully visible", p.stdout)
+
+
+class TestMaskedProc(NsboxTestCase):
+    """A container's masked /proc: a file of it mounted over, as runtimes do to /proc/kcore,
+    made in a mount namespace of our own (unshare(1); when not root, in a user namespace that
+    maps our own id, keeping the capabilities to mount across exec as ambient ones)."""
+
+    # The first of the files runtimes mask that this kernel has.
+    PATH = next((p for p in ("/proc/kcore", "/proc/keys", "/proc/timer_list") if
+                 os.path.exists(p)), "/proc/version")
+
+    def masked(self, *args):
+        unshare = ["unshare", "--mount"] + (["--user", "--map-current-user", "--keep-caps"]
+                                          if os.geteuid() else [])
+        return subprocess.run(unshare + ["sh", "-c", 'mount --bind /dev/null "$0" && exec "$@"',
+                                         self.PATH, NSBOX, *args],
+                              capture_output=True, text=True, timeout=60, input="")
+
+    def test_run_fails_with_one_line_naming_doctor(self):
+        p = self.masked("run", "--", "/bin/true")
+        if "unshare:" in p.stderr or "mount:" in p.stderr:
+            self.skip_or_fail(f"cannot make the masked /proc here: {p.stderr.strip()}")
+        self.assertOneLineError(p, contains="sandbox setup failed at mount /proc: Operation not "
+                                            "permitted (a fully visible /proc is needed; a "
+                                            "container's masks parts of it")
+        self.assertIn("'nsbox doctor' names the container setting", p.stderr)
+
+    def test_doctor_names_the_masked_paths_and_the_setting(self):
+        p = self.masked("doctor")
+        if "unshare:" in p.stderr or "mount:" in p.stderr:
+            self.skip_or_fail(f"cannot make the masked /proc here: {p.stderr.strip()}")
+        self.assertIn(f"FAIL  /proc: 1 mounts cover parts of it ({self.PATH})", p.stdout)
+        for fix in ("docker run --security-opt systempaths=unconfined",
+                    "podman run --security-opt unmask=/proc/*",
+                    "procMount: Unmasked, with hostUsers: false"):
+            self.assertIn(fix, p.stdout)
+
+    def test_the_control_runs_without_the_mask(self):
+        p = subprocess.run([NSBOX, "run", "--", "/bin/true"], capture_output=True, text=True,
+                           timeout=60, input="")
+        self.assertEqual(p.returncode, 0, p.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
