@@ -11,13 +11,20 @@ PROFILE is one of:
   docker-default   clone3(2) fails with ENOSYS, unshare(2) and clone(2) with CLONE_NEWUSER
                    with EPERM (Docker's and containerd's default profiles without
                    CAP_SYS_ADMIN)
+  PATH.json[:-NAME...]
+                   an OCI seccomp profile such as examples/seccomp-nsbox.json, as a runtime
+                   applies it (defaultAction with defaultErrnoRet, and each entry's names
+                   with its action; args conditions are not read), less the calls named
+                   after it (":-mount:-umount2"), for negative controls; names this
+                   libseccomp does not know are skipped, as runc and crun skip them
 
-Everything else is allowed. libseccomp (libseccomp.so.2, a build dependency of nsbox) builds
+With a named profile, everything else is allowed. libseccomp (libseccomp.so.2, a build dependency of nsbox) builds
 the filter; seccomp_load() sets no_new_privs first, as the runtimes do.
 """
 import ctypes
 import ctypes.util
 import errno
+import json
 import os
 import sys
 
@@ -45,8 +52,30 @@ PROFILES = {
 }
 
 
+def action(name, errno_ret):
+    if name == "SCMP_ACT_ALLOW":
+        return SCMP_ACT_ALLOW
+    if name == "SCMP_ACT_ERRNO":
+        return SCMP_ACT_ERRNO(errno_ret)
+    sys.exit(f"outer_seccomp: action {name} is not supported here")
+
+
+def oci_profile(spec):
+    """(default action, [(name, action, None)]) of an OCI profile file, less some names."""
+    path, *without = spec.split(":")
+    with open(path) as f:
+        doc = json.load(f)
+    errno_ret = doc.get("defaultErrnoRet", errno.EPERM)
+    rules = []
+    for entry in doc["syscalls"]:
+        act = action(entry["action"], entry.get("errnoRet", errno_ret))
+        rules += [(n, act, None) for n in entry["names"] if "-" + n not in without]
+    return action(doc["defaultAction"], errno_ret), rules
+
+
 def main():
-    if len(sys.argv) < 4 or sys.argv[2] != "--" or sys.argv[1] not in PROFILES:
+    if len(sys.argv) < 4 or sys.argv[2] != "--" or (sys.argv[1] not in PROFILES and
+                                                     ".json" not in sys.argv[1]):
         sys.exit(__doc__)
     lib = ctypes.CDLL(ctypes.util.find_library("seccomp") or "libseccomp.so.2", use_errno=True)
     lib.seccomp_init.restype = ctypes.c_void_p
@@ -55,13 +84,20 @@ def main():
     lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
                                            ctypes.c_uint, ctypes.POINTER(ArgCmp)]
     lib.seccomp_load.argtypes = [ctypes.c_void_p]
-    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if sys.argv[1] in PROFILES:
+        default = SCMP_ACT_ALLOW
+        rules = [(n, SCMP_ACT_ERRNO(e), cmp) for n, e, cmp in PROFILES[sys.argv[1]]]
+    else:
+        default, rules = oci_profile(sys.argv[1])
+    ctx = lib.seccomp_init(default)
     if not ctx:
         sys.exit("outer_seccomp: seccomp_init failed")
-    for name, err, cmp in PROFILES[sys.argv[1]]:
+    for name, act, cmp in rules:
         nr = lib.seccomp_syscall_resolve_name(name.encode())
+        if nr < 0:
+            continue
         args = (ArgCmp * 1)(cmp) if cmp else None
-        r = lib.seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(err), nr, 1 if cmp else 0, args)
+        r = lib.seccomp_rule_add_array(ctx, act, nr, 1 if cmp else 0, args)
         if r < 0:
             sys.exit(f"outer_seccomp: rule for {name}: {os.strerror(-r)}")
     r = lib.seccomp_load(ctx)

@@ -11,6 +11,7 @@ import unittest
 from nsboxtest import HERE, NSBOX, NsboxTestCase, nsbox_json
 
 OUTER = os.path.join(HERE, "outer_seccomp.py")
+PROFILE = os.path.join(HERE, "..", "..", "examples", "seccomp-nsbox.json")
 
 
 def under(profile, *args, timeout=60):
@@ -71,6 +72,35 @@ class TestOuterProfile(NsboxTestCase):
         p = subprocess.run([NSBOX, "doctor"], capture_output=True, text=True, timeout=60)
         self.assertNotIn("seccomp-nsbox.json", p.stdout)
         self.assertIn("ok    /proc: fully visible", p.stdout)
+
+
+class TestShippedProfile(NsboxTestCase):
+    """examples/seccomp-nsbox.json, applied as a runtime applies it: nsbox works under it."""
+
+    def test_python_runs_under_it_without_warnings_of_skipped_steps(self):
+        p = under(PROFILE, "run", "--json", "--", "python3", "-c",
+                  "import socket, subprocess; print(socket.gethostname()); "
+                  "print(subprocess.run(['true']).returncode)")
+        result = json.loads(p.stdout)
+        self.assertEqual(result["status"], "exited", p.stdout + p.stderr)
+        self.assertEqual(result["stdout"], "nsbox\n0\n")
+        self.assertFalse([w for w in result["warnings"] if "skipped" in w], result["warnings"])
+
+    def test_doctor_passes_under_it(self):
+        p = under(PROFILE, "doctor")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertNotIn("FAIL", p.stdout)
+
+    def test_the_control_without_mount_fails(self):
+        # The profile is applied: without mount(2) in it, the sandbox cannot be built.
+        p = under(PROFILE + ":-mount", "run", "--", "/bin/true")
+        self.assertOneLineError(p, contains="Operation not permitted")
+
+    def test_the_control_without_sethostname_warns(self):
+        p = under(PROFILE + ":-sethostname", "run", "--json", "--", "/bin/true")
+        result = json.loads(p.stdout)
+        self.assertEqual(result["status"], "exited", p.stdout + p.stderr)
+        self.assertTrue([w for w in result["warnings"] if "sethostname skipped" in w])
 
 
 class TestMaskedProc(NsboxTestCase):
