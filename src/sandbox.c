@@ -1180,6 +1180,16 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     r = caps_switch_ids(sb->config->uid, sb->config->gid, sb->privileged);
     if (r < 0)
         child_fail(fds->report, &(struct step_error){.err = -r, .step = "switch ids"});
+    /* In root's runs the switch changed init's kernel uid (to the pool's), which leaves it
+     * non-dumpable (commit_creds() in kernel/cred.c). Ptrace access to a non-dumpable process,
+     * which pidfd_getfd(2) of the seccomp listener needs, then takes CAP_SYS_PTRACE in the user
+     * namespace its memory belongs to (__ptrace_may_access() in kernel/ptrace.c): the host's
+     * root has it, a container's root does not (runtimes drop it), and the supervisor would
+     * fail with EPERM. Dumpable again until the listener is taken: only nsbox's own code runs
+     * until then, and init is made non-dumpable for good below, before any payload exists. */
+    if (sb->privileged && !sb->config->seccomp_disabled &&
+        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
 
     r = mount_populate(sb, dev_fds, &e);
     if (r < 0)
