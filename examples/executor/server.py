@@ -31,6 +31,10 @@ MAX_BODY = int(os.environ.get("EXECUTOR_MAX_BODY", str(1 << 20)))  # bytes of re
 MAX_TIMEOUT = float(os.environ.get("EXECUTOR_MAX_TIMEOUT", "60"))  # seconds
 MAX_MEMORY = int(os.environ.get("EXECUTOR_MAX_MEMORY", str(512 << 20)))  # bytes
 MAX_CONCURRENT = int(os.environ.get("EXECUTOR_MAX_CONCURRENT", "4"))
+# nsbox's --cgroup-parent for every run: "/" in a pod or container whose own cgroup nsbox may
+# use (a private cgroup namespace with a writable cgroupfs; README, "Running on many machines").
+CGROUP_PARENT = os.environ.get("EXECUTOR_CGROUP_PARENT")
+EXTRA_ARGS = ["--cgroup-parent", CGROUP_PARENT] if CGROUP_PARENT else []
 
 _slots = threading.BoundedSemaphore(MAX_CONCURRENT)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
@@ -124,7 +128,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             code = args.pop("code")
-            result = nsbox.run_python_code(code, **args)
+            result = nsbox.run_python_code(code, extra_args=EXTRA_ARGS, **args)
             self._send(200, result.raw)
         except nsbox.NsboxError as e:
             # nsbox could not make the sandbox: this replica is unhealthy, not the request.
