@@ -232,6 +232,49 @@ static int move_self_to_supervisor_leaf(int own_fd, bool *ret_created)
     return write_file_at(fd, "cgroup.procs", "0");
 }
 
+/*
+ * Move every process of cgroup own_fd into its child SUPERVISOR_LEAF: for the root of a cgroup
+ * namespace that is not the hierarchy's root, a container's own cgroup (below). All of its
+ * processes are the container's, and a container's init does the same before it makes
+ * children (systemd's "init.scope"). A process forked meanwhile appears in the next read of
+ * cgroup.procs: read again until the cgroup is empty, a bounded number of times.
+ */
+static int move_all_to_supervisor_leaf(int own_fd, bool *ret_created)
+{
+    _cleanup_close_ int fd = -EBADF;
+    char buf[4096];
+    int r;
+
+    *ret_created = mkdirat(own_fd, SUPERVISOR_LEAF, 0755) == 0;
+    if (!*ret_created && errno != EEXIST)
+        return negative_errno();
+    fd = openat(own_fd, SUPERVISOR_LEAF, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return negative_errno();
+    for (int round = 0; round < 8; round++) {
+        ssize_t n = read_file_at(own_fd, "cgroup.procs", buf, sizeof(buf));
+        bool any = false;
+
+        if (n < 0)
+            return (int)n;
+        for (char *p = buf, *end; *p; p = end + strspn(end, "\n")) {
+            long pid = strtol(p, &end, 10);
+            char v[24];
+
+            if (end == p)
+                break;
+            any = true;
+            (void)snprintf(v, sizeof(v), "%ld", pid);
+            r = write_file_at(fd, "cgroup.procs", v);
+            if (r < 0 && r != -ESRCH) /* ESRCH: it exited meanwhile */
+                return r;
+        }
+        if (!any)
+            return 0;
+    }
+    return -EBUSY;
+}
+
 /* Undo move_self_to_supervisor_leaf(): back into own_fd's cgroup (possible while it enables no
  * controllers), and the directory removed if this run made it and it is empty. */
 static void undo_supervisor_leaf(int own_fd, bool created)
@@ -305,7 +348,7 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
     char path[1200], controllers[256], want[64], missing[64], enable[96] = "";
     _cleanup_close_ int parent_fd = -EBADF, leaf_fd = -EBADF;
     struct cgroup_leaf leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF};
-    bool is_root, moved = false, created = false, only_self = false;
+    bool is_root, ns_root = false, moved = false, created = false, only_self = false;
     static unsigned counter;
     int r;
 
@@ -319,6 +362,13 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
             return reasonf(reason, size, -errno, "--cgroup-parent %s: %s", c->cgroup_parent,
                            strerror(errno));
         return reasonf(reason, size, 0, "cannot open cgroup %s: %s", parent, strerror(errno));
+    }
+    /* "/" in a private cgroup namespace (a container's, cgroup_namespaces(7)) is the container's
+     * own cgroup, not the hierarchy's root: it has cgroup.type, which only non-root cgroups
+     * have (cgroup-v2.rst), and the no-internal-process constraint applies to it. */
+    if (is_root && faccessat(parent_fd, "cgroup.type", F_OK, 0) == 0) {
+        is_root = false;
+        ns_root = true;
     }
 
     if (kind == PARENT_OWN && geteuid() == 0 && !root_may_use(parent_fd, is_root))
@@ -353,16 +403,24 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
         }
         r = writable_at(parent_fd, "cgroup.subtree_control") ? 0 : -EACCES;
         if (r == 0 && !is_root && count_procs(parent_fd, &only_self) > 0)
-            r = kind == PARENT_OWN && only_self ? 1 : -EBUSY;
+            r = kind == PARENT_OWN && only_self       ? 1
+                : ns_root && kind != PARENT_ANCESTOR ? 2
+                                                     : -EBUSY;
         if (dry) {
             if (r >= 0)
                 return reasonf(reason, size, 1, "a leaf below %s, after %s'%s' there", parent,
-                               r == 1 ? "moving nsbox into " SUPERVISOR_LEAF " and enabling "
-                                      : "enabling ",
+                               r == 1   ? "moving nsbox into " SUPERVISOR_LEAF " and enabling "
+                               : r == 2 ? "moving the container's processes into " SUPERVISOR_LEAF
+                                          " and enabling "
+                                        : "enabling ",
                                missing);
         } else if (r >= 0) {
             if (r == 1) {
                 r = move_self_to_supervisor_leaf(parent_fd, &created);
+                moved = r >= 0;
+            } else if (r == 2) {
+                /* A container's own cgroup: all of its processes go, as its init would do. */
+                r = move_all_to_supervisor_leaf(parent_fd, &created);
                 moved = r >= 0;
             }
             if (r >= 0)
@@ -447,8 +505,8 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
         }
     }
 
-    (void)snprintf(leaf.path, sizeof(leaf.path), "%.900s%s%s", is_root ? "" : parent, "/",
-                   leaf.name);
+    (void)snprintf(leaf.path, sizeof(leaf.path), "%.900s%s%s", is_root || ns_root ? "" : parent,
+                   "/", leaf.name);
     leaf.dir_fd = TAKE_FD(leaf_fd);
     leaf.parent_fd = TAKE_FD(parent_fd);
     *ret = leaf;

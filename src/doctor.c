@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,122 @@ static const char *proc_value(const char *path, char *buf, size_t size)
     return buf;
 }
 
+/* ---- inside a container ------------------------------------------------------------------ */
+
+/* The settings that let nsbox work in a container, by what the outer container takes away.
+ * Printed as "fix" lines under the check that found it (README, "Running on many machines"). */
+static void fix_seccomp(struct doctor *d)
+{
+    line(d, "fix", "  Docker:     docker run --security-opt seccomp=seccomp-nsbox.json "
+                   "(examples/seccomp-nsbox.json: the allowlist nsbox needs)");
+    line(d, "fix", "  Podman:     podman run --security-opt seccomp=seccomp-nsbox.json");
+    line(d, "fix", "  Kubernetes: securityContext.seccompProfile: {type: Localhost, "
+                   "localhostProfile: seccomp-nsbox.json} (the file in the kubelet's "
+                   "seccomp directory on each node)");
+}
+
+static void fix_proc(struct doctor *d)
+{
+    line(d, "fix", "  Docker:     docker run --security-opt systempaths=unconfined");
+    line(d, "fix", "  Podman:     podman run --security-opt unmask=/proc/*");
+    line(d, "fix", "  Kubernetes: securityContext.procMount: Unmasked, with hostUsers: false "
+                   "on the pod (a user-namespaced pod)");
+}
+
+/* What a container runtime left in this process's view: a name for it, or NULL outside one.
+ * Podman writes /run/.containerenv, Docker /.dockerenv; Kubernetes sets
+ * KUBERNETES_SERVICE_HOST in every container; systemd-nspawn and LXC set $container. */
+static const char *container_name(void)
+{
+    const char *v;
+
+    if (access("/run/.containerenv", F_OK) == 0)
+        return "Podman";
+    if (getenv("KUBERNETES_SERVICE_HOST"))
+        return "Kubernetes";
+    if (access("/.dockerenv", F_OK) == 0)
+        return "Docker";
+    v = getenv("container");
+    return v && v[0] ? v : NULL;
+}
+
+/* Mounts over files and directories of /proc, which make a fresh procfs "too revealing" for a
+ * user namespace (mnt_already_visible() in fs/namespace.c: every mount on a procfs must sit on
+ * an empty directory), and whether /proc/sys is read-only, which stops the sandbox's sysctls.
+ * Runtimes do both by default (OCI maskedPaths, readonlyPaths). Read from
+ * /proc/self/mountinfo (proc(5): field 5 is the mount point, field 6 its options). */
+static void check_proc_masks(struct doctor *d)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    char buf[4096], masked[512] = "";
+    unsigned n_masked = 0;
+    bool sys_ro = false;
+
+    if (!f) {
+        line(d, "warn", "/proc: /proc/self/mountinfo not readable: %s", strerror(errno));
+        return;
+    }
+    while (fgets(buf, sizeof(buf), f)) {
+        char point[1024], opts[256];
+
+        if (sscanf(buf, "%*s %*s %*s %*s %1023s %255s", point, opts) != 2 ||
+            strncmp(point, "/proc/", 6) != 0)
+            continue;
+        /* binfmt_misc sits on an empty directory: it does not hide anything. */
+        if (strcmp(point, "/proc/sys/fs/binfmt_misc") == 0)
+            continue;
+        if (strcmp(point, "/proc/sys") == 0 && (strncmp(opts, "ro,", 3) == 0 ||
+                                               strcmp(opts, "ro") == 0))
+            sys_ro = true;
+        if (n_masked++ < 4) {
+            size_t len = strlen(masked);
+            (void)snprintf(masked + len, sizeof(masked) - len, "%s%.100s", len ? ", " : "", point);
+        }
+    }
+    (void)fclose(f);
+    if (n_masked == 0) {
+        line(d, "ok", "/proc: fully visible (nothing mounted over its files), so the sandbox can "
+                      "mount its own");
+        return;
+    }
+    line(d, "FAIL", "/proc: %u mounts cover parts of it (%s%s)%s, as a container runtime "
+                    "does by default: the kernel then refuses the sandbox its own /proc (EPERM)",
+         n_masked, masked, n_masked > 4 ? ", ..." : "",
+         sys_ro ? " and /proc/sys is read-only" : "");
+    fix_proc(d);
+}
+
+/* The outer container's security settings that stop nsbox, each with the setting that fixes
+ * it. Only run inside a container, or under an outer seccomp filter. */
+static void check_container(struct doctor *d)
+{
+    const char *name = container_name();
+    int mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
+    char buf[256];
+    const char *v;
+
+    if (!name && mode != 2) {
+        line(d, "ok", "container: not in one (no outer seccomp filter, no runtime's marker)");
+        return;
+    }
+    line(d, "info", "container: %s%s", name ? name : "unknown runtime",
+         mode == 2 ? ", with a seccomp filter on nsbox already (the runtime's profile)" : "");
+    check_proc_masks(d);
+    /* AppArmor's label of this process (attr/apparmor/current since Linux 5.8, else the LSM
+     * shared attr/current). Docker's docker-default and Podman's containers-default profiles
+     * deny mount(2), which the sandbox needs. */
+    v = proc_value("/proc/self/attr/apparmor/current", buf, sizeof(buf));
+    if (!v)
+        v = proc_value("/proc/self/attr/current", buf, sizeof(buf));
+    if (v && strcmp(v, "unconfined") != 0 && strstr(v, "(enforce)")) {
+        line(d, "FAIL", "AppArmor: this container runs under profile %s, which may deny the "
+                        "mounts the sandbox makes", v);
+        line(d, "fix", "  Docker/Podman: --security-opt apparmor=unconfined; Kubernetes: "
+                       "securityContext.appArmorProfile: {type: Unconfined} (or a profile "
+                       "that allows mount, umount and pivot_root)");
+    }
+}
+
 /* Can an unprivileged process create a user namespace? Tried in a child (as nobody when
  * nsbox runs as root, since root may create them where users may not), which then exits. */
 static int try_userns(void)
@@ -95,6 +212,15 @@ static void check_userns(struct doctor *d)
         return;
     }
     line(d, "FAIL", "user namespaces: unshare(CLONE_NEWUSER) failed: %s", strerror(-r));
+    if (r == -EPERM && prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2) {
+        /* Docker's and containerd's default profiles refuse unshare(2) and clone(2) with
+         * namespace flags to a container without CAP_SYS_ADMIN, with EPERM; clone3(2) with
+         * ENOSYS. That the sysctls below allow namespaces is what points at the filter. */
+        line(d, "fix", "  a seccomp filter (the container runtime's default profile) refuses "
+                       "it; run the container with a profile that allows nsbox's calls:");
+        fix_seccomp(d);
+        return;
+    }
     v = proc_value("/proc/sys/kernel/unprivileged_userns_clone", buf, sizeof(buf));
     if (v && strcmp(v, "0") == 0)
         line(d, "fix", "  sysctl kernel.unprivileged_userns_clone=1 (Debian's switch is off)");
@@ -280,6 +406,7 @@ int doctor_main(const char *rootfs)
     c.rootfs = rootfs;
     c.cgroup = NSBOX_CGROUP_AUTO;
     (void)printf("nsbox doctor: uid %u, kernel checks, then a real run\n", (unsigned)geteuid());
+    check_container(&d);
     check_userns(&d);
     check_seccomp(&d);
     check_cgroup(&d, &c);

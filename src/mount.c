@@ -170,7 +170,8 @@ static int populate_proc(bool pid_host, struct step_error *e)
          * fs/namespace.c), so it also fails (EPERM) where the host's /proc has parts hidden by
          * over-mounts. */
         return step_fail(e, negative_errno(), "mount /proc",
-                         "a fully visible /proc is needed on the host");
+                         "a fully visible /proc is needed; a container's masks parts of it by "
+                         "default: 'nsbox doctor' names the container setting that unmasks it");
     }
 
     /* Kernel knobs stay read-only even for a payload that is root in its namespace; Docker

@@ -1144,6 +1144,16 @@ _noreturn_ static void child_fail(int report_fd, const struct step_error *e)
     _exit(125);
 }
 
+/* An optional setup step was refused: tell the supervisor, which adds a warning, and go on. */
+static void report_skipped(int report_fd, int err, const char *step, const char *detail)
+{
+    struct report rep = {.type = REPORT_SKIPPED, .error = {.err = err}};
+
+    (void)snprintf(rep.error.step, sizeof(rep.error.step), "%s", step);
+    (void)snprintf(rep.error.detail, sizeof(rep.error.detail), "%s", detail);
+    report_send(report_fd, &rep);
+}
+
 /* A payload step failed under the seccomp filters: an EPERM there is most likely the policy
  * refusing what nsbox does before execve, so say so. */
 _noreturn_ static void payload_fail(int report_fd, int err, const char *step)
@@ -1500,6 +1510,12 @@ static int write_sysctl(const char *name, const char *value, bool skip_missing,
     r = write_file_at(AT_FDCWD, path, value);
     if (r == -ENOENT && skip_missing)
         return 0;
+    if (r == -EROFS)
+        /* Docker and Podman mount a container's /proc/sys read-only by default. */
+        return step_fail(e, r, "sysctl",
+                         "%s = %s: /proc/sys is read-only, as in a container by default; "
+                         "'nsbox doctor' names the container setting that unmasks it",
+                         name, value);
     if (r < 0)
         return step_fail(e, r, "sysctl", "%s = %s", name, value);
     return 0;
@@ -1728,6 +1744,16 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     r = caps_switch_ids(sb->config->uid, sb->config->gid, sb->privileged);
     if (r < 0)
         child_fail(fds->report, &(struct step_error){.err = -r, .step = "switch ids"});
+    /* In root's runs the switch changed init's kernel uid (to the pool's), which leaves it
+     * non-dumpable (commit_creds() in kernel/cred.c). Ptrace access to a non-dumpable process,
+     * which pidfd_getfd(2) of the seccomp listener needs, then takes CAP_SYS_PTRACE in the user
+     * namespace its memory belongs to (__ptrace_may_access() in kernel/ptrace.c): the host's
+     * root has it, a container's root does not (runtimes drop it), and the supervisor would
+     * fail with EPERM. Dumpable again until the listener is taken: only nsbox's own code runs
+     * until then, and init is made non-dumpable for good below, before any payload exists. */
+    if (sb->privileged && !sb->config->seccomp_disabled &&
+        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
 
     r = mount_populate(sb, dev_fds, &e);
     if (r < 0)
@@ -1742,8 +1768,17 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     if (r < 0)
         child_fail(fds->report, &e);
 
-    if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "sethostname"});
+    /* Optional: the name only tells the payload it is in a sandbox; the UTS namespace is the
+     * sandbox's own whether or not it is renamed. Container runtimes' default seccomp profiles
+     * refuse sethostname(2) (EPERM; ENOSYS or EACCES from other profiles): the sandbox then
+     * keeps the container's name, and the run's warnings say so. Any other error fails. */
+    if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0) {
+        if (errno != EPERM && errno != EACCES && errno != ENOSYS)
+            child_fail(fds->report, &(struct step_error){.err = errno, .step = "sethostname"});
+        report_skipped(fds->report, errno, "sethostname",
+                       "refused, as a container's seccomp profile does: the sandbox's hostname "
+                       "is the outer one, not '" SANDBOX_HOSTNAME "'");
+    }
     /* The CPUs --cpus allows, for init and the payload it forks: plan_env() gave the payload
      * thread counts of the same number. */
     r = cpus_pin(cpus_count(sb->config->cpus_milli));
@@ -1933,6 +1968,12 @@ static const char *clone_hint(int err)
     switch (err) {
     case EPERM:
     case EACCES:
+        /* Under a seccomp filter already (PR_GET_SECCOMP answers 2): a container runtime's
+         * default profile refuses clone(2) with namespace flags (Docker's, containerd's). */
+        if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2)
+            return " (refused by the seccomp filter nsbox runs under, as a container runtime's "
+                   "default profile does: run the container with the profile "
+                   "examples/seccomp-nsbox.json; 'nsbox doctor' names the setting)";
         return " (unprivileged user namespaces are disabled: check sysctl "
                "kernel.unprivileged_userns_clone and, on Ubuntu, "
                "kernel.apparmor_restrict_unprivileged_userns; 'nsbox' needs them)";

@@ -342,6 +342,21 @@ static void set_error(struct nsbox_result *ret, const struct step_error *e, int 
                        e->detail, e->detail[0] ? ")" : "");
 }
 
+/* An optional step the sandbox left out (REPORT_SKIPPED): add it to the result's warnings and
+ * pass it to the caller's callback at once, as plan-time warnings are. */
+static void warn_skipped(const struct nsbox_config *c, struct nsbox_result *ret,
+                         const struct step_error *e)
+{
+    char line[512];
+    size_t n = strlen(ret->warnings);
+
+    (void)snprintf(line, sizeof(line), "optional setup step %s skipped: %s (%s)", e->step,
+                   strerror(e->err), e->detail);
+    (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n, "%s%s", n ? "\n" : "", line);
+    if (c->warn)
+        c->warn(line, c->warn_userdata);
+}
+
 int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
               struct nsbox_result *ret)
 {
@@ -546,6 +561,9 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                         r = negative_errno();
                         goto kill;
                     }
+                } else if (report_have == sizeof(report) && report.type == REPORT_SKIPPED) {
+                    report_have = 0;
+                    warn_skipped(c, ret, &report.error);
                 } else if (report_have == sizeof(report)) {
                     if (report.type == REPORT_SETUP_FAILED || report.type == REPORT_EXEC_FAILED) {
                         if (!failure.type)

@@ -33,6 +33,8 @@ enum report_type {
     REPORT_SIGNALED,         /* code: the signal that killed the payload */
     REPORT_LISTENER,         /* code: init's descriptor of the seccomp listener, to take */
     REPORT_PROXY,            /* code: init's descriptor of the proxy's listening socket */
+    REPORT_SKIPPED,          /* error: an optional setup step was refused and left out; the
+                              * run goes on and the result's warnings say so */
 };
 
 /* One message from the sandbox. Smaller than PIPE_BUF, so each write(2) is atomic. */

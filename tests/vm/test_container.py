@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""nsbox inside Podman containers (issue 20), run as root inside the qemu VM (tests/vm/run):
+
+    tests/vm/run /usr/bin/python3 tests/vm/test_container.py
+
+No image registry is needed: each container's root is the VM's own root (the host's /, shared
+read-only over 9p), bound at ROOT and passed with --rootfs, and started with --read-only, so
+the container has the very nsbox build and rootfs under test, at their host paths. Podman's
+storage is on the VM's tmpfs (vfs driver, cgroupfs manager, no network).
+"""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
+NSBOX = os.environ.get("NSBOX") or os.path.join(TOP, "build", "src", "nsbox")
+ROOTFS = os.environ.get("NSBOX_ROOTFS") or os.path.join(TOP, "build", "rootfs", "tree")
+PROFILE = os.path.join(TOP, "examples", "seccomp-nsbox.json")
+ROOT = "/run/nsbox-container-root"
+PODMAN = ["podman", "--root", "/tmp/podman", "--runroot", "/run/podman", "--storage-driver",
+          "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "none",
+          "--log-level", "error"]
+SHIPPED = ["--security-opt", f"seccomp={PROFILE}"]
+UNMASK = ["--security-opt", "unmask=ALL"]
+# Emulated CPUs are slow.
+FAST = ["--cpus", "unlimited", "--timeout", "120"]
+
+
+def podman_run(*opts, cmd, user="1000:1000", timeout=300):
+    """Run cmd (a shell script) in a container with opts; CompletedProcess with text."""
+    return subprocess.run(
+        [*PODMAN, "run", "--rm", "--network", "none", "--read-only", "--user", user,
+         "-e", f"NSBOX_ROOTFS={ROOTFS}", "-e", "PATH=/usr/bin:/bin", *opts,
+         "--rootfs", ROOT, "/bin/sh", "-c", cmd],
+        capture_output=True, text=True, timeout=timeout)
+
+
+def nsbox_in(*opts, args, user="1000:1000"):
+    """nsbox run --json ARGS in a container: (CompletedProcess, result)."""
+    p = podman_run(*opts, user=user,
+                   cmd=" ".join([NSBOX, "run", "--json", *FAST, *args]))
+    try:
+        return p, json.loads(p.stdout)
+    except ValueError:
+        raise AssertionError(f"no JSON: rc={p.returncode} stdout={p.stdout!r} "
+                             f"stderr={p.stderr!r}")
+
+
+class TestPodman(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # The VM's / is the initramfs' rootfs with the 9p share on top, which pivot_root(2)
+        # refuses (EBUSY): a bind of it in a mount of its own is a root crun can pivot into.
+        os.makedirs(ROOT, exist_ok=True)
+        subprocess.run(["mount", "--rbind", "/", ROOT], check=True)
+        subprocess.run(["mount", "--make-rprivate", ROOT], check=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        subprocess.run(["umount", "-R", ROOT])
+
+    def test_default_profile_fails_with_one_line_pointing_at_doctor(self):
+        # Podman's defaults: a masked /proc with /proc/sys read-only, and a seccomp profile
+        # that allows user namespaces but refuses sethostname.
+        p = podman_run(cmd=f"{NSBOX} run --cgroup off -- /bin/true")
+        self.assertEqual(p.returncode, 125, p.stdout + p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("sandbox setup failed at sysctl: Read-only file system", lines[0])
+        self.assertIn("'nsbox doctor' names the container setting", lines[0])
+
+    def test_doctor_explains_the_default_profile(self):
+        p = podman_run(cmd=f"{NSBOX} doctor")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        # (The runtime's name is not checked: this container's root, the host's, may carry
+        # another runtime's marker.)
+        self.assertRegex(p.stdout, r"info  container: .*, with a seccomp filter on nsbox")
+        self.assertIn("FAIL  /proc:", p.stdout)
+        self.assertIn("and /proc/sys is read-only", p.stdout)
+        self.assertIn("podman run --security-opt unmask=/proc/*", p.stdout)
+
+    def test_default_seccomp_with_unmasked_proc_runs_and_warns_of_the_hostname(self):
+        p, r = nsbox_in(*UNMASK, args=["--", "/bin/sh", "-c", "'echo INSIDE-OK; cat "
+                                       "/proc/sys/kernel/hostname'"])
+        self.assertEqual(r["status"], "exited", r)
+        self.assertEqual(r["exit_code"], 0, r)
+        self.assertTrue(r["stdout"].startswith("INSIDE-OK\n"), r)
+        self.assertNotEqual(r["stdout"], "INSIDE-OK\nnsbox\n")
+        self.assertTrue([w for w in r["warnings"] if "optional setup step sethostname skipped"
+                         in w], r["warnings"])
+
+    def test_shipped_profile_runs_python(self):
+        p, r = nsbox_in(*SHIPPED, *UNMASK, args=["--", "python3", "-c",
+                                                 "'import socket; print(socket.gethostname())'"])
+        self.assertEqual(r["status"], "exited", r)
+        self.assertEqual(r["stdout"], "nsbox\n", r)
+        self.assertFalse([w for w in r["warnings"] if "skipped" in w], r["warnings"])
+
+    def test_shipped_profile_doctor_passes(self):
+        p = podman_run(*SHIPPED, *UNMASK, cmd=f"{NSBOX} doctor")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("ok    /proc: fully visible", p.stdout)
+
+    def test_cgroup_limits_below_the_containers_own_cgroup(self):
+        # Root of the container (a private cgroup namespace, cgroupfs writable with unmask):
+        # nsbox moves the container's processes (this shell too) into nsbox-supervisor and
+        # makes its leaf beside it; the memory limit is the cgroup's.
+        script = (f"{NSBOX} run --json {' '.join(FAST)} --cgroup required --cgroup-parent / "
+                  "--memory 64m -- python3 -c 'b = bytearray(256 << 20)'; "
+                  "echo; cat /sys/fs/cgroup/nsbox-supervisor/cgroup.procs | wc -l; "
+                  "cat /sys/fs/cgroup/cgroup.subtree_control")
+        p = podman_run(*SHIPPED, *UNMASK, "--cgroupns", "private", user="0:0", cmd=script)
+        out = p.stdout.splitlines()
+        self.assertGreaterEqual(len(out), 3, p.stdout + p.stderr)
+        r = json.loads(out[0])
+        self.assertEqual(r["limits_enforced_by"], "cgroup", r)
+        self.assertEqual(r["status"], "oom", r)
+        self.assertEqual(r["cgroup"]["oom_kills"], 1, r)
+        self.assertRegex(r["cgroup"]["path"], r"^/nsbox-run-", r)
+        self.assertGreaterEqual(int(out[-2]), 2, p.stdout)  # the shell and nsbox's parent
+        self.assertIn("memory", out[-1])
+
+    def test_ps_and_kill_with_a_read_only_root(self):
+        script = (f"{NSBOX} run --name long {' '.join(FAST)} --cgroup off -- sleep 100 & "
+                  "sleep 5; "
+                  f"{NSBOX} ps; {NSBOX} kill long; echo kill=$?; wait $!; echo run=$?")
+        p = podman_run(*SHIPPED, *UNMASK, cmd=script)
+        self.assertIn("long", p.stdout, p.stdout + p.stderr)
+        self.assertIn("kill=0", p.stdout, p.stdout + p.stderr)
+        self.assertNotIn("will not see this run", p.stderr)
+        self.assertRegex(p.stdout, r"run=1[0-9][0-9]")
+
+    def test_ps_and_kill_with_nothing_writable_but_xdg_runtime_dir(self):
+        # Docker's --read-only and Kubernetes' readOnlyRootFilesystem give no writable /tmp
+        # or /run: the README's answer is a tmpfs volume named by XDG_RUNTIME_DIR. The control
+        # (the first run, without it) shows that the registry then has nowhere to go.
+        script = (f"{NSBOX} run {' '.join(FAST)} --cgroup off -- true; "
+                  "mkdir -m 0700 /mnt/me; "
+                  f"XDG_RUNTIME_DIR=/mnt/me {NSBOX} run --name long {' '.join(FAST)} "
+                  "--cgroup off -- sleep 100 & sleep 5; "
+                  f"XDG_RUNTIME_DIR=/mnt/me {NSBOX} kill long; echo kill=$?; wait $!; "
+                  "echo run=$?")
+        # (This container's root is the VM's, whose writable /tmp comes with it: a read-only
+        # tmpfs covers it, and a writable one on /mnt is the volume.)
+        p = podman_run(*SHIPPED, *UNMASK, "--tmpfs", "/tmp:ro", "--tmpfs", "/mnt:rw,mode=1777",
+                       cmd=script)
+        self.assertEqual(p.stderr.count("will not see this run"), 1, p.stdout + p.stderr)
+        self.assertIn("kill=0", p.stdout, p.stdout + p.stderr)
+        self.assertRegex(p.stdout, r"run=1[0-9][0-9]")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
