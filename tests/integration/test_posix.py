@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""What ordinary POSIX programs (and CPython's own tests, issue 16) expect of the sandbox:
+pseudo-terminals of its own, threads under the rlimit fallback, a closed reader passed on."""
+import errno
+import os
+import subprocess
+import time
+
+from nsboxtest import NSBOX, NsboxTestCase, nsbox_json
+
+PTY_CODE = """
+import errno, fcntl, os, pty, termios
+print(sorted(os.listdir('/dev/pts')), os.readlink('/dev/ptmx'))
+m, s = os.openpty()
+print(os.ttyname(s))
+os.write(m, b'ping\\n')
+print(os.read(s, 10))
+try:
+    fcntl.ioctl(s, termios.TIOCSTI, b'x')
+    print('TIOCSTI allowed')
+except OSError as e:
+    print('TIOCSTI', errno.errorcode[e.errno])
+pid, fd = pty.fork()
+if pid == 0:
+    print('child', os.isatty(0), os.ttyname(0), flush=True)
+    os._exit(3)
+out = b''
+while True:
+    try:
+        b = os.read(fd, 100)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+print(out.decode().strip(), os.waitpid(pid, 0)[1] >> 8)
+"""
+
+
+class TestPty(NsboxTestCase):
+    def test_openpty_and_pty_fork(self):
+        # The caller holds a pty of the host's devpts while the sandbox runs: the sandbox's
+        # devpts is an instance of its own, where only its own ptys appear.
+        m, s = os.openpty()
+        try:
+            p, r = nsbox_json("--", "python3", "-c", PTY_CODE)
+        finally:
+            os.close(m)
+            os.close(s)
+        self.assertEqual(r["stdout"].splitlines(), [
+            "['ptmx'] pts/ptmx",       # a new instance: none of the host's ptys
+            "/dev/pts/0",
+            "b'ping\\n'",
+            "TIOCSTI EPERM",           # still refused by seccomp on the sandbox's own pty
+            "child True /dev/pts/1 3",
+        ], r)
+        self.assertEqual(r["exit_code"], 0, r)
+
+    def test_devpts_is_nosuid_noexec_and_bounded(self):
+        p, r = nsbox_json("--", "python3", "-c",
+                          "print([l for l in open('/proc/self/mountinfo') if ' /dev/pts ' in l][0])")
+        line = r["stdout"]
+        for opt in ("nosuid", "noexec", "ptmxmode=666", "mode=620", "max=64"):
+            self.assertIn(opt, line, r)
