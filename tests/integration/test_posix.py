@@ -62,3 +62,38 @@ class TestPty(NsboxTestCase):
         line = r["stdout"]
         for opt in ("nosuid", "noexec", "ptmxmode=666", "mode=620", "max=64"):
             self.assertIn(opt, line, r)
+
+
+THREADS_CODE = """
+import resource, threading
+ev = threading.Event()
+ts = []
+try:
+    for i in range(200):
+        t = threading.Thread(target=ev.wait)
+        t.start()
+        ts.append(t)
+except RuntimeError as e:
+    pass
+print(len(ts))
+ev.set()
+for t in ts:
+    t.join()
+try:
+    b = bytearray(1 << 30)
+    print('1 GiB allocated')
+except MemoryError:
+    print('MemoryError')
+print(resource.getrlimit(resource.RLIMIT_STACK)[0])
+"""
+
+
+class TestRlimitThreads(NsboxTestCase):
+    def test_thread_stacks_do_not_eat_memory(self):
+        # Under rlimits, RLIMIT_DATA counts each thread's whole stack; the soft RLIMIT_STACK of
+        # 1 MiB makes glibc's thread stacks 1 MiB: 200 idle threads fit in 256m (31 did with
+        # 8 MiB stacks), and a 1 GiB allocation still fails.
+        p, r = nsbox_json("--cgroup", "off", "--memory", "256m", "--pids-limit", "256",
+                          "--", "python3", "-c", THREADS_CODE)
+        self.assertEqual(r["limits_enforced_by"], "rlimit", r)
+        self.assertEqual(r["stdout"].split("\n")[:3], ["200", "MemoryError", str(1 << 20)], r)
