@@ -58,6 +58,7 @@ struct stream_state {
     bool full;               /* kept as much as the limit and the JSON bound allow */
     char *escaped;           /* copy_fd is a terminal: the copy is escaped here, else NULL */
     struct termsafe term;
+    bool reader_gone;        /* copy_fd's reader went away (EPIPE): pass that on */
 };
 
 /* The supervisor's state that signals change. */
@@ -99,7 +100,8 @@ static void handle_signals(struct supervisor *sv)
 /* Copy n bytes to st->copy_fd without blocking past sv->kill_at: a reader that stops reading
  * must not stop the wall clock, nor `nsbox kill` (signals are handled while waiting). Writes at
  * most PIPE_BUF bytes after each POLLOUT, which a pipe takes without blocking (pipe(7)). On
- * EPIPE, another error or the deadline, copying stops for good (capture goes on). */
+ * EPIPE, another error or the deadline, copying stops for good (capture goes on); EPIPE also
+ * sets st->reader_gone. nsbox ignores SIGPIPE (main.c), so EPIPE comes back as an error. */
 static void copy_out(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
 {
     while (n > 0 && st->copy_fd >= 0 && !sv->stop) {
@@ -123,11 +125,14 @@ static void copy_out(struct supervisor *sv, struct stream_state *st, const char 
             handle_signals(sv);
             continue;
         }
-        if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL))
+        if (pfd[0].revents & POLLNVAL)
             break;
+        /* POLLERR on a pipe or socket whose reader has gone: the write says EPIPE. */
         w = write(st->copy_fd, p, n < PIPE_BUF ? n : PIPE_BUF);
-        if (w < 0 && (errno == EINTR || errno == EAGAIN))
+        if (w < 0 && (errno == EINTR || errno == EAGAIN) && !(pfd[0].revents & (POLLERR | POLLHUP)))
             continue;
+        if (w < 0 && errno == EPIPE)
+            st->reader_gone = true;
         if (w <= 0)
             break;
         p += w;
@@ -183,6 +188,14 @@ static ssize_t stream_read(struct supervisor *sv, struct stream_state *st, char 
         st->s->data[st->s->captured] = '\0';
     }
     st->s->truncated = st->s->total > st->s->captured;
+    if (st->reader_gone) {
+        /* Whoever reads nsbox's output has gone (`nsbox run ... | head -1`): stop reading the
+         * program's pipe, as a shell pipeline would, so that its next write fails with EPIPE
+         * (SIGPIPE, BrokenPipeError) rather than running on into a limit; the result keeps
+         * what came before. Only where output is copied out as it comes (not under --json,
+         * where nsbox's stdout gets only the result). */
+        return 0;
+    }
     return n;
 }
 

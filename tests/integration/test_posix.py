@@ -97,3 +97,29 @@ class TestRlimitThreads(NsboxTestCase):
                           "--", "python3", "-c", THREADS_CODE)
         self.assertEqual(r["limits_enforced_by"], "rlimit", r)
         self.assertEqual(r["stdout"].split("\n")[:3], ["200", "MemoryError", str(1 << 20)], r)
+
+
+class TestClosedReader(NsboxTestCase):
+    def test_epipe_reaches_the_program(self):
+        # `nsbox run ... | head -1`: once nsbox's stdout has no reader, the program's next
+        # write fails with EPIPE (BrokenPipeError), as it would bare; before, nsbox drained the
+        # pipe on until the CPU limit.
+        r, w = os.pipe()
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            [NSBOX, "run", "--output-limit", "1000000000", "--timeout", "30", "--", "python3",
+             "-c", "import sys\nfor i in range(10**8): print(i)\n"],
+            stdout=w, stderr=subprocess.PIPE, text=True)
+        os.close(w)
+        with os.fdopen(r, "rb") as reader:
+            self.assertEqual(reader.readline(), b"0\n")
+        _, err = proc.communicate(timeout=30)
+        self.assertLess(time.monotonic() - start, 10, err)
+        self.assertIn("BrokenPipeError", err)
+        self.assertEqual(proc.returncode, 1, err)  # the program's own status, not a limit's
+
+    def test_a_closed_stdout_under_json_still_gives_a_result(self):
+        # Under --json the output goes into the result, not to stdout: nothing to pass on.
+        p, r = nsbox_json("--", "python3", "-c", "print('x' * 100000)")
+        self.assertEqual(r["exit_code"], 0, r)
+        self.assertEqual(r["stdout_bytes"], 100001)
