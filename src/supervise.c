@@ -254,7 +254,8 @@ static void record_refusal(struct nsbox_result *ret, uint32_t arch, int nr)
 /* Answer one notification of the listener: init's own calls go through (it is nsbox's code,
  * and the policy is the payload's), everything else is refused with EPERM and recorded.
  * (seccomp_unotify(2).) Returns false when the listener is done (no more filter users). */
-static bool answer_notification(int listener, pid_t init_pid, struct nsbox_result *ret)
+static bool answer_notification(int listener, pid_t init_pid, bool no_network,
+                                struct nsbox_result *ret)
 {
     struct seccomp_notif req;
     struct seccomp_notif_resp resp;
@@ -268,6 +269,12 @@ static bool answer_notification(int listener, pid_t init_pid, struct nsbox_resul
     else {
         resp.error = -EPERM;
         record_refusal(ret, req.data.arch, req.data.nr);
+        /* An internet socket where the sandbox has no network: the notes say how to get a
+         * loopback interface. (Only the native ABI reaches the listener; the kernel reads the
+         * family as an int.) */
+        if (no_network && (req.data.nr == SYS_socket || req.data.nr == SYS_socketpair) &&
+            ((int)req.data.args[0] == AF_INET || (int)req.data.args[0] == AF_INET6))
+            ret->refused_inet_socket = true;
     }
     (void)ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
     return true;
@@ -404,7 +411,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
         if (idx_listener >= 0 && p[idx_listener].revents) {
             if (!(p[idx_listener].revents & POLLIN) ||
-                !answer_notification(listener, fds->init_pid, ret)) {
+                !answer_notification(listener, fds->init_pid,
+                                     !c->network_host && !c->network_loopback, ret)) {
                 (void)close(listener);
                 listener = -EBADF;
             }

@@ -123,3 +123,23 @@ class TestClosedReader(NsboxTestCase):
         p, r = nsbox_json("--", "python3", "-c", "print('x' * 100000)")
         self.assertEqual(r["exit_code"], 0, r)
         self.assertEqual(r["stdout_bytes"], 100001)
+
+
+class TestNoNetworkHint(NsboxTestCase):
+    def test_refused_inet_socket_says_network_loopback(self):
+        code = "import socket\ntry:\n socket.socket()\nexcept PermissionError: print('refused')\n"
+        p, r = nsbox_json("--", "python3", "-c", code)
+        self.assertEqual(r["stdout"], "refused\n", r)
+        hint = [n for n in r["notes"] if "--network loopback" in n]
+        self.assertEqual(len(hint), 1, r["notes"])
+        self.assertIn("AF_INET", hint[0])
+        # The human summary says the same, word for word.
+        p = subprocess.run([NSBOX, "run", "--", "python3", "-c", code], capture_output=True,
+                           text=True, timeout=60)
+        self.assertIn("nsbox: warning: " + hint[0], p.stderr)
+        # A unix socket refused by another policy, or an inet one with a network: no hint.
+        p, r = nsbox_json("--network", "loopback", "--", "python3", "-c",
+                          "import socket\ntry:\n socket.socket(socket.AF_INET, socket.SOCK_RAW)\n"
+                          "except PermissionError: print('refused')\n")
+        self.assertEqual(r["stdout"], "refused\n", r)
+        self.assertEqual([n for n in r["notes"] if "--network loopback" in n], [], r["notes"])
