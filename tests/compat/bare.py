@@ -15,6 +15,7 @@ the control, not a sandbox (no seccomp, the host's rlimits, the host's device no
 import ctypes
 import fcntl
 import os
+import signal
 import socket
 import struct
 import sys
@@ -65,6 +66,14 @@ def sandbox_pid1(tree, runner_dir, out_dir, argv):
     os.umask(0o022)
     pid = os.fork()
     if pid == 0:
+        # As nsbox's init: dispositions the caller ignored (SIGINT in a background job) and the
+        # signal mask do not reach the command.
+        for sig in range(1, signal.NSIG):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
         fd = os.open("/dev/null", os.O_RDONLY)
         os.dup2(fd, 0)
         os.setpgid(0, 0)
