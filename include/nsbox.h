@@ -352,6 +352,9 @@ struct nsbox_result {
     size_t n_refused;
     uint64_t refused_other;
     bool refused_throttled;
+    /* Among them, an AF_INET or AF_INET6 socket in a sandbox without a network (neither
+     * network_loopback nor network_host): the notes say how to get local sockets. */
+    bool refused_inet_socket;
 
     /* Lines of warnings for the caller, '\n'-separated (unknown system calls in a user's
      * policy, which are skipped), or "". */

@@ -582,6 +582,31 @@ static int ensure_mount_point(const char *target, bool is_dir, struct step_error
     return 0;
 }
 
+/* Pseudo-terminals: a devpts of the sandbox's own (a new instance, as every devpts mounted
+ * in a user namespace is, devpts(5)), so that os.openpty(), pty.fork(), script and pexpect work,
+ * as in Docker. Its ptys are not the caller's: the host's instance is not mounted, and the
+ * payload has no controlling terminal (setsid) and no descriptor of one. Pushing input with
+ * TIOCSTI/TIOCLINUX stays refused by seccomp. ptmxmode=0666: /dev/ptmx, a symlink to pts/ptmx,
+ * opens for every uid; mode=0620 for the ptys. gid=5 (the tty group) only where the sandbox's
+ * gid is 5: the mount fails on a gid the user namespace does not map, and with one gid mapped
+ * the ptys belong to it, their opener's gid. max bounds the ptys of one run; the host's count
+ * (kernel.pty.max) keeps kernel.pty.reserve for its own instance. */
+#define DEVPTS_OPTIONS "newinstance,ptmxmode=0666,mode=0620,max=" STRINGIFY(DEVPTS_MAX)
+#define DEVPTS_MAX 64
+
+static int populate_devpts(const struct sandbox *sb, struct step_error *e)
+{
+    const char *options = sb->config->gid == 5 ? DEVPTS_OPTIONS ",gid=5" : DEVPTS_OPTIONS;
+
+    if (mkdir("/dev/pts", 0755) < 0)
+        return step_fail(e, negative_errno(), "mkdir /dev/pts", NULL);
+    if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, options) < 0)
+        return step_fail(e, negative_errno(), "mount /dev/pts", "devpts %s", options);
+    if (symlink("pts/ptmx", "/dev/ptmx") < 0)
+        return step_fail(e, negative_errno(), "symlink", "/dev/ptmx");
+    return 0;
+}
+
 static int populate_dev(const struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES],
                         struct step_error *e)
 {
@@ -616,6 +641,10 @@ static int populate_dev(const struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES],
     for (size_t i = 0; i < ELEMENTSOF(links); i++)
         if (symlink(links[i].target, links[i].path) < 0)
             return step_fail(e, negative_errno(), "symlink", "%s", links[i].path);
+
+    r = populate_devpts(sb, e);
+    if (r < 0)
+        return r;
 
     if (mkdir("/dev/shm", 01777) < 0)
         return step_fail(e, negative_errno(), "mkdir /dev/shm", NULL);

@@ -2,7 +2,9 @@
 /* The seccomp policy parser (see policy.h for the language). Pure: no OS calls, no output. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
 #include <linux/sched.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,11 @@ static const struct {
     CONST(PER_LINUX), {"PERSONALITY_QUERY", 0xffffffffULL},
     CONST(RLIMIT_CORE), CONST(RLIMIT_CPU), CONST(RLIMIT_DATA), CONST(RLIMIT_NPROC),
     CONST(RLIMIT_NOFILE), CONST(RLIMIT_AS), CONST(RLIMIT_STACK), CONST(RLIMIT_FSIZE),
+    CONST(RLIMIT_RSS), CONST(RLIMIT_MEMLOCK), CONST(RLIMIT_LOCKS), CONST(RLIMIT_SIGPENDING),
+    CONST(RLIMIT_MSGQUEUE), CONST(RLIMIT_NICE), CONST(RLIMIT_RTPRIO), CONST(RLIMIT_RTTIME),
+    CONST(S_IFMT), CONST(S_IFIFO), CONST(S_IFSOCK), CONST(S_IFREG), CONST(S_IFCHR),
+    CONST(S_IFBLK), {"SCHED_OTHER", SCHED_NORMAL}, CONST(SCHED_BATCH), CONST(SCHED_IDLE),
+    CONST(SCHED_RESET_ON_FORK), CONST(IPPROTO_UDP), CONST(IPPROTO_UDPLITE), CONST(NETLINK_ROUTE),
     CONST(S_ISUID), CONST(S_ISGID), CONST(O_CREAT), CONST(O_TMPFILE),
 };
 

@@ -1173,6 +1173,21 @@ static int set_rlimit(int resource, uint64_t value)
     return setrlimit(resource, &rl) < 0 ? negative_errno() : 0;
 }
 
+#define THREAD_STACK (1ULL << 20) /* bytes: RLIMIT_STACK's soft limit under rlimits */
+
+/* Lower the soft limit of resource to value, if it is above; the hard limit stays. */
+static int lower_soft_rlimit(int resource, uint64_t value)
+{
+    struct rlimit rl;
+
+    if (getrlimit(resource, &rl) < 0)
+        return negative_errno();
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= value)
+        return 0;
+    rl.rlim_cur = value;
+    return setrlimit(resource, &rl) < 0 ? negative_errno() : 0;
+}
+
 /* Stand-in limits where no cgroup holds the sandbox: per process (memory), per uid in the
  * sandbox's user namespace (processes), CPU seconds per process (cpus x timeout). */
 static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct step_error *e)
@@ -1187,6 +1202,16 @@ static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct 
         r = set_rlimit(RLIMIT_DATA, c->memory);
         if (r < 0)
             return step_fail(e, r, "setrlimit", "RLIMIT_DATA");
+        /* Thread stacks are private writable mappings too, counted whole in RLIMIT_DATA
+         * (is_data_mapping() in mm/internal.h), and glibc sizes them by RLIMIT_STACK's soft
+         * limit, read once at start (8 MiB usually): 30 threads would take 256m. A soft limit
+         * of THREAD_STACK gives them 1 MiB each, and the main thread's stack may grow as far;
+         * the hard limit stays, so a program that needs a deeper main stack raises its soft
+         * limit (resource.setrlimit), and one that needs big thread stacks asks for them
+         * (threading.stack_size), both within RLIMIT_DATA. */
+        r = lower_soft_rlimit(RLIMIT_STACK, THREAD_STACK);
+        if (r < 0)
+            return step_fail(e, r, "setrlimit", "RLIMIT_STACK");
     }
     if (c->pids_limit) {
         r = set_rlimit(RLIMIT_NPROC, c->pids_limit);
@@ -1660,6 +1685,11 @@ static int sandbox_budgets(const struct sandbox *sb, struct step_error *e)
         {RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", BUDGET_MSGQUEUE},
         {RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK", BUDGET_MEMLOCK},
         {RLIMIT_NOFILE, "RLIMIT_NOFILE", BUDGET_NOFILE},
+        /* No real-time scheduling (it escapes the cgroup's cpu.max, which only bounds normal
+         * tasks) and no raising of priority above the start's: the policy allows
+         * sched_setattr and setpriority, and the kernel checks these (sched(7)). */
+        {RLIMIT_RTPRIO, "RLIMIT_RTPRIO", 0},
+        {RLIMIT_NICE, "RLIMIT_NICE", 0},
     };
     int r;
 

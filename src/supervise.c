@@ -71,6 +71,7 @@ struct stream_state {
     bool full;               /* kept as much as the limit and the JSON bound allow */
     char *escaped;           /* copy_fd is a terminal: the copy is escaped here, else NULL */
     struct termsafe term;
+    bool reader_gone;        /* copy_fd's reader went away (EPIPE): pass that on */
 };
 
 /* The supervisor's state that signals change. */
@@ -140,7 +141,8 @@ static void handle_signals(struct supervisor *sv)
 /* Copy n bytes to st->copy_fd without blocking past sv->kill_at: a reader that stops reading
  * must not stop the wall clock, nor `nsbox kill` (signals are handled while waiting). Writes at
  * most PIPE_BUF bytes after each POLLOUT, which a pipe takes without blocking (pipe(7)). On
- * EPIPE, another error or the deadline, copying stops for good (capture goes on). */
+ * EPIPE, another error or the deadline, copying stops for good (capture goes on); EPIPE also
+ * sets st->reader_gone. nsbox ignores SIGPIPE (main.c), so EPIPE comes back as an error. */
 static void copy_out(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
 {
     while (n > 0 && st->copy_fd >= 0 && !sv->stop) {
@@ -164,11 +166,14 @@ static void copy_out(struct supervisor *sv, struct stream_state *st, const char 
             handle_signals(sv);
             continue;
         }
-        if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL))
+        if (pfd[0].revents & POLLNVAL)
             break;
+        /* POLLERR on a pipe or socket whose reader has gone: the write says EPIPE. */
         w = write(st->copy_fd, p, n < PIPE_BUF ? n : PIPE_BUF);
-        if (w < 0 && (errno == EINTR || errno == EAGAIN))
+        if (w < 0 && (errno == EINTR || errno == EAGAIN) && !(pfd[0].revents & (POLLERR | POLLHUP)))
             continue;
+        if (w < 0 && errno == EPIPE)
+            st->reader_gone = true;
         if (w <= 0)
             break;
         p += w;
@@ -224,6 +229,14 @@ static ssize_t stream_read(struct supervisor *sv, struct stream_state *st, char 
         st->s->data[st->s->captured] = '\0';
     }
     st->s->truncated = st->s->total > st->s->captured;
+    if (st->reader_gone) {
+        /* Whoever reads nsbox's output has gone (`nsbox run ... | head -1`): stop reading the
+         * program's pipe, as a shell pipeline would, so that its next write fails with EPIPE
+         * (SIGPIPE, BrokenPipeError) rather than running on into a limit; the result keeps
+         * what came before. Only where output is copied out as it comes (not under --json,
+         * where nsbox's stdout gets only the result). */
+        return 0;
+    }
     return n;
 }
 
@@ -304,6 +317,7 @@ static bool listener_has_waiting(int listener)
  * and the policy is the payload's), everything else is refused with EPERM and recorded.
  * (seccomp_unotify(2).) Returns false when the listener is done (no more filter users). */
 static bool answer_notification(struct supervisor *sv, int listener, pid_t init_pid,
+                                bool no_network,
                                 struct nsbox_result *ret)
 {
     struct seccomp_notif req;
@@ -321,6 +335,12 @@ static bool answer_notification(struct supervisor *sv, int listener, pid_t init_
     else {
         resp.error = -EPERM;
         record_refusal(sv, ret, req.data.arch, req.data.nr);
+        /* An internet socket where the sandbox has no network: the notes say how to get a
+         * loopback interface. (Only the native ABI reaches the listener; the kernel reads the
+         * family as an int.) */
+        if (no_network && (req.data.nr == SYS_socket || req.data.nr == SYS_socketpair) &&
+            ((int)req.data.args[0] == AF_INET || (int)req.data.args[0] == AF_INET6))
+            ret->refused_inet_socket = true;
     }
     (void)ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
     return true;
@@ -500,7 +520,10 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
         if (idx_listener >= 0 && p[idx_listener].revents) {
             if (!(p[idx_listener].revents & POLLIN) ||
-                !answer_notification(&sv, listener, fds->init_pid, ret)) {
+                !answer_notification(&sv, listener, fds->init_pid,
+                                     !c->network_host && !c->network_loopback &&
+                                         !(c->network_allow && c->network_allow[0]),
+                                     ret)) {
                 (void)close(listener);
                 listener = -EBADF;
             }

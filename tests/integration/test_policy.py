@@ -12,7 +12,7 @@ from nsboxtest import HERE, PROBE, NsboxTestCase, nsbox, nsbox_json
 # What the default policy answers for each probe (tests/probe/probe.c).
 REFUSED = {
     "unshare", "setns", "clone-newuser", "clone-newns", "clone-newnet", "clone-newpid", "mount",
-    "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen", "mknod", "ptrace",
+    "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen", "ptrace",
     "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key", "bpf",
     "perf_event_open", "userfaultfd", "io_uring_setup", "kexec_load", "init_module",
     "finit_module", "delete_module", "reboot", "swapon", "acct", "settimeofday", "clock_settime",
@@ -26,15 +26,31 @@ REFUSED = {
     "mkdir-setgid", "mkdirat-setuid", "open-creat-setuid", "open-creat-setgid",
     "open-tmpfile-setuid", "openat-creat-setuid", "openat-creat-setgid-high",
     "openat-tmpfile-setgid",
+    # device nodes (by the file type in the mode), set-id FIFOs, real-time scheduling
+    "mknod-chr", "mknod-chr-high", "mknodat-blk", "mknod-fifo-setuid", "mknodat-fifo-setgid",
+    "sched_setscheduler-fifo", "sched_setscheduler-rr",
+    # only under --network loopback and host (NETWORK_ALLOWED)
+    "socket-udplite", "socket-netlink-route", "socket-netlink-audit",
 }
 ENOSYS_ANSWERS = {"clone3", "openat2", "nr-1000"}
 ALLOWED = {"read", "write", "openat", "socket-unix", "socketpair-unix", "prlimit64-core-query",
            "setrlimit-nofile", "ioctl-tiocgwinsz", "clone-thread-only", "personality-query",
            "prctl", "getpid", "chmod-0755", "fchmod-0644", "fchmodat-1777", "mkdir-0755",
-           "creat-0644", "openat-creat-0755", "openat-setuid-without-creat"}
+           "creat-0644", "openat-creat-0755", "openat-setuid-without-creat",
+           # FIFOs, sockets and regular files by mknod; harmless scheduling, NUMA, locking
+           # within RLIMIT_MEMLOCK, sync, landlock (issue 16)
+           "mknod-fifo", "mknod-fifo-high", "mknod-sock", "mknod-regular", "mknodat-fifo",
+           "mknodat-reg", "sched_setscheduler-other", "sched_setscheduler-batch",
+           "sched_setscheduler-idle-reset", "sched_setattr", "sched_setparam", "setpriority",
+           "sync", "syncfs", "getcpu", "ioprio_get", "ioprio_set", "mlockall", "munlockall",
+           "get_mempolicy", "set_mempolicy", "mbind", "landlock_create_ruleset",
+           "landlock_add_rule", "landlock_restrict_self"}
+# What network.policy (--network loopback, host) allows on top: UDP-Lite, netlink route.
+NETWORK_ALLOWED = {"socket-inet", "socket-inet6", "socket-netlink", "socket-udplite", "socket-netlink-route"}
 # Where the kernel itself answers EPERM to an unprivileged caller (a capability check comes
 # before the argument checks), the probe cannot tell the filter from the kernel.
-KERNEL_REFUSES_TOO = {"pivot_root", "move_mount", "fsopen", "reboot", "swapon", "acct"}
+KERNEL_REFUSES_TOO = {"pivot_root", "move_mount", "fsopen", "reboot", "swapon", "acct",
+                      "mknod-chr", "mknod-chr-high", "mknodat-blk"}
 
 
 class TestDefaultPolicy(NsboxTestCase):
@@ -78,6 +94,15 @@ class TestDefaultPolicy(NsboxTestCase):
         self.assertNotEqual(got["clone3"], errno.ENOSYS)
         self.assertNotEqual(got["openat2"], errno.ENOSYS)
 
+    def test_network_policy_answers(self):
+        # --network loopback: UDP-Lite and netlink route sockets too; other netlink families,
+        # vsock and the rest stay refused.
+        got, _ = self.probe("--network", "loopback")
+        for name in sorted(NETWORK_ALLOWED):
+            self.assertNotIn(got[name], (errno.EPERM, errno.ENOSYS), name)
+        for name in sorted(REFUSED - NETWORK_ALLOWED):
+            self.assertEqual(got[name], errno.EPERM, f"{name}: {os.strerror(got[name])}")
+
     def test_refusals_are_named_in_the_result(self):
         p, r = nsbox_json("-v", f"{self.dir}:/mnt", "--", "/mnt/nsbox-probe")
         refused = {e["syscall"]: e["count"] for e in r["seccomp_refused"]}
@@ -85,7 +110,12 @@ class TestDefaultPolicy(NsboxTestCase):
         for name in ("mount", "umount2", "unshare", "setns", "ptrace", "bpf", "keyctl",
                      "open_by_handle_at", "personality", "socketpair"):
             self.assertIn(name, refused, r["seccomp_refused"])
-        self.assertEqual(refused["socket"], 5)  # inet, inet6, netlink, vsock, inet with high bits
+        # inet, inet6, netlink (raw, route, audit), vsock, inet with high bits, udplite
+        self.assertEqual(refused["socket"], 8)
+        # device nodes and real-time scheduling are refused by omission, and so reported
+        self.assertEqual(refused["mknod"], 2)
+        self.assertEqual(refused["mknodat"], 1)
+        self.assertEqual(refused["sched_setscheduler"], 2)
         # ...what was allowed is not, nor ENOSYS answers, nor the "... if" exceptions.
         for name in ("read", "write", "openat", "getpid", "prctl", "clone3", "ioctl", "clone",
                      "setrlimit", "prlimit64"):
@@ -100,6 +130,29 @@ class TestDefaultPolicy(NsboxTestCase):
                   "import socket\ntry:\n socket.socket(socket.AF_INET)\nexcept OSError: pass")
         self.assertEqual(p.returncode, 0)
         self.assertIn("nsbox: warning: the seccomp policy refused: socket (1)", p.stderr)
+
+    def test_posix_calls_python_tests_expect(self):
+        # What CPython's own tests found refused (issue 16): FIFOs, posix_spawn with a
+        # time-sharing scheduler, os.sync, niceness, lowering a limit, if_nameindex under
+        # --network loopback. Device nodes and real-time scheduling stay refused.
+        code = ("import os, resource, socket, stat, sys\n"
+                "os.mkfifo('/tmp/f'); print(stat.S_ISFIFO(os.stat('/tmp/f').st_mode))\n"
+                "pid = os.posix_spawn(sys.executable, [sys.executable, '-c', 'pass'], os.environ,"
+                " scheduler=(os.SCHED_OTHER, os.sched_param(0)))\n"
+                "print(os.waitpid(pid, 0)[1])\n"
+                "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)); os.sync(); os.nice(1)\n"
+                "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)); print('ok')\n"
+                "for f in (lambda: os.mknod('/tmp/d', stat.S_IFCHR | 0o600, os.makedev(1, 3)),\n"
+                "          lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))):\n"
+                "    try: f(); print('allowed')\n"
+                "    except PermissionError: print('refused')\n"
+                "try: print(len(socket.if_nameindex()))\n"
+                "except OSError as e: print(e.errno)\n")
+        p, r = nsbox_json("--", "python3", "-c", code)
+        self.assertEqual(r["stdout"].split(), ["True", "0", "ok", "refused", "refused",
+                                               str(errno.EPERM)], r)
+        p, r = nsbox_json("--network", "loopback", "--", "python3", "-c", code)
+        self.assertEqual(r["stdout"].split()[-1], "1", r)  # lo
 
     def test_cpython_workloads_run(self):
         p, r = nsbox_json("--code", os.path.join(HERE, "workloads", "cpython.py"),

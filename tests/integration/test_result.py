@@ -76,7 +76,11 @@ class TestReason(NsboxTestCase):
                           "print('12345')")
         notes = ["stdout truncated: kept 3 of 6 bytes (--output-limit)"]
         if r["seccomp_refused"] is not None:
-            notes.insert(0, "the seccomp policy refused: socket (1)")
+            notes[:0] = ["the seccomp policy refused: socket (1)",
+                         "an internet socket (AF_INET/AF_INET6) was refused: the sandbox has no "
+                         "network (--network none, the default); --network loopback gives it a "
+                         "loopback interface (127.0.0.1, ::1) for servers and clients of its own, "
+                         "and nothing beyond"]
         self.assertEqual(r["notes"], notes)
 
     def test_stderr_says_the_same_sentences(self):

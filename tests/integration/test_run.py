@@ -151,8 +151,8 @@ class TestFilesystem(NsboxTestCase):
                 "print(open('/dev/null').read() == '', len(open('/dev/urandom','rb').read(8)))\n")
         p, r = py(code)
         lines = r["stdout"].splitlines()
-        self.assertEqual(lines[0], str(sorted(["fd", "full", "null", "random", "shm", "stderr",
-                                              "stdin", "stdout", "urandom", "zero"])))
+        self.assertEqual(lines[0], str(sorted(["fd", "full", "null", "ptmx", "pts", "random", "shm",
+                                              "stderr", "stdin", "stdout", "urandom", "zero"])))
         self.assertEqual(lines[1], "False /work")
         for l in lines[2:6]:
             self.assertTrue(l.endswith(" 30"), f"expected EROFS: {l}")

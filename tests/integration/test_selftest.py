@@ -265,8 +265,9 @@ class TestOptOuts(NsboxTestCase):
         p, r = nsbox_json("--network", "host", "--", "python3", "-c", code)
         lines = r["stdout"].splitlines()
         self.assertEqual(lines[:4], ["2 0 ok", "2 6 ok", "10 17 ok", "2 0 ok"], p.stderr)
-        # MPTCP, SCTP, DCCP and SEQPACKET of protocol 0, netlink, packet: EPERM from the filter
-        self.assertEqual(lines[4:], ["2 262 1", "2 132 1", "2 0 1", "2 0 1", "16 0 1", "17 0 1"])
+        # MPTCP, SCTP, DCCP and SEQPACKET of protocol 0, packet: EPERM from the filter;
+        # netlink's NETLINK_ROUTE (protocol 0) is allowed, for reading interfaces (issue 16)
+        self.assertEqual(lines[4:], ["2 262 1", "2 132 1", "2 0 1", "2 0 1", "16 0 ok", "17 0 1"])
 
     def test_defaults_stay_private(self):
         # The same probe as the opt-outs, without them: nothing of the host is shared.

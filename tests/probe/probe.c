@@ -12,10 +12,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -50,7 +52,16 @@ static const struct probe {
     {"open_tree", SYS_open_tree, {NOFD, BAD, 0}},
     {"move_mount", SYS_move_mount, {NOFD, BAD, NOFD, BAD, 0}},
     {"fsopen", SYS_fsopen, {BAD, 0}},
-    {"mknod", SYS_mknod, {BAD, 0, 0}},
+    {"mknod-chr", SYS_mknod, {BAD, S_IFCHR | 0600, 0x103}},
+    {"mknod-chr-high", SYS_mknod, {BAD, HIGH | S_IFCHR | 0600, 0x103}},
+    {"mknodat-blk", SYS_mknodat, {CWD, BAD, S_IFBLK | 0600, 0x800}},
+    {"mknod-fifo-setuid", SYS_mknod, {BAD, S_IFIFO | SETUID, 0}},
+    {"mknodat-fifo-setgid", SYS_mknodat, {CWD, BAD, S_IFIFO | SETGID, 0}},
+    {"sched_setscheduler-fifo", SYS_sched_setscheduler, {0, SCHED_FIFO, BAD}},
+    {"sched_setscheduler-rr", SYS_sched_setscheduler, {0, SCHED_RR, BAD}},
+    {"socket-udplite", SYS_socket, {AF_INET, SOCK_DGRAM, 136 /* IPPROTO_UDPLITE */}},
+    {"socket-netlink-route", SYS_socket, {AF_NETLINK, SOCK_DGRAM, 0 /* NETLINK_ROUTE */}},
+    {"socket-netlink-audit", SYS_socket, {AF_NETLINK, SOCK_RAW, 9 /* NETLINK_AUDIT */}},
     {"ptrace", SYS_ptrace, {0xdead, 0, 0, 0}},
     {"process_vm_readv", SYS_process_vm_readv, {0, BAD, 1, BAD, 1, 0}},
     {"process_vm_writev", SYS_process_vm_writev, {0, BAD, 1, BAD, 1, 0}},
@@ -122,6 +133,31 @@ static const struct probe {
     {"creat-0644", SYS_creat, {BAD, 0644}},
     {"openat-creat-0755", SYS_openat, {CWD, BAD, O_CREAT | O_WRONLY, 0755}},
     {"openat-setuid-without-creat", SYS_openat, {CWD, BAD, O_RDONLY, SETUID}},
+    {"mknod-fifo", SYS_mknod, {BAD, S_IFIFO | 0644, 0}},
+    {"mknod-fifo-high", SYS_mknod, {BAD, HIGH | S_IFIFO | 0644, 0}},
+    {"mknod-sock", SYS_mknod, {BAD, S_IFSOCK | 0644, 0}},
+    {"mknod-regular", SYS_mknod, {BAD, 0644, 0}},
+    {"mknodat-fifo", SYS_mknodat, {CWD, BAD, S_IFIFO | 0600, 0}},
+    {"mknodat-reg", SYS_mknodat, {CWD, BAD, S_IFREG | 0600, 0}},
+    {"sched_setscheduler-other", SYS_sched_setscheduler, {0, SCHED_OTHER, BAD}},
+    {"sched_setscheduler-batch", SYS_sched_setscheduler, {0, SCHED_BATCH, BAD}},
+    {"sched_setscheduler-idle-reset", SYS_sched_setscheduler, {0, SCHED_IDLE | SCHED_RESET_ON_FORK, BAD}},
+    {"sched_setattr", SYS_sched_setattr, {0, BAD, 0}},
+    {"sched_setparam", SYS_sched_setparam, {0, BAD}},
+    {"setpriority", SYS_setpriority, {~0UL /* bad which */, 0, 0}},
+    {"sync", SYS_sync, {0}},
+    {"syncfs", SYS_syncfs, {NOFD}},
+    {"getcpu", SYS_getcpu, {0, 0, 0}},
+    {"ioprio_get", SYS_ioprio_get, {~0UL /* bad which */, 0}},
+    {"ioprio_set", SYS_ioprio_set, {~0UL, 0, 0}},
+    {"mlockall", SYS_mlockall, {0 /* no flags: EINVAL */}},
+    {"munlockall", SYS_munlockall, {0}},
+    {"get_mempolicy", SYS_get_mempolicy, {0, 0, 0, 0, ~0UL /* bad flags */}},
+    {"set_mempolicy", SYS_set_mempolicy, {~0UL /* bad mode */, 0, 0}},
+    {"mbind", SYS_mbind, {0, 0, ~0UL /* bad mode */, 0, 0, 0}},
+    {"landlock_create_ruleset", SYS_landlock_create_ruleset, {0, 0, ~0UL /* bad flags */}},
+    {"landlock_add_rule", SYS_landlock_add_rule, {NOFD, 1, BAD, 0}},
+    {"landlock_restrict_self", SYS_landlock_restrict_self, {NOFD, 0}},
     /* a number no kernel or libseccomp knows */
     {"nr-1000", 1000, {0}},
 };

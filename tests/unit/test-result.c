@@ -301,6 +301,25 @@ Test(explain, notes_in_order_and_in_json)
     json_decref(j);
 }
 
+Test(explain, refused_inet_socket_says_how_to_get_local_sockets)
+{
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .exit_code = 1,
+        .seccomp_reporting = true,
+        .refused = {{"socket", 1}},
+        .n_refused = 1,
+    };
+    json_t *notes = json_array();
+
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 1);
+    r.refused_inet_socket = true;
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 2);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 1)), "--network loopback"),
+              "got %s", json_dumps(notes, 0));
+    json_decref(notes);
+}
+
 Test(explain, cgroup_oom_and_pids_in_json)
 {
     struct nsbox_result r = {
