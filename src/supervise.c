@@ -241,7 +241,7 @@ static void record_refusal(struct nsbox_result *ret, uint32_t arch, int nr)
 /* Answer one notification of the listener: init's own calls go through (it is nsbox's code,
  * and the policy is the payload's), everything else is refused with EPERM and recorded.
  * (seccomp_unotify(2).) Returns false when the listener is done (no more filter users). */
-static bool answer_notification(int listener, pid_t init_pid, struct nsbox_result *ret)
+bool supervise_answer_notification(int listener, pid_t init_pid, struct nsbox_result *ret)
 {
     struct seccomp_notif req;
     struct seccomp_notif_resp resp;
@@ -391,7 +391,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
         if (idx_listener >= 0 && p[idx_listener].revents) {
             if (!(p[idx_listener].revents & POLLIN) ||
-                !answer_notification(listener, fds->init_pid, ret)) {
+                !supervise_answer_notification(listener, fds->init_pid, ret)) {
                 (void)close(listener);
                 listener = -EBADF;
             }
