@@ -105,6 +105,26 @@ static int start_main(int argc, char *argv[])
     if (r < 0)
         return EXIT_NSBOX_FAILURE;
     c = *parsed;
+    /* The working directory is writable in a session, so that files persist between steps: a
+     * tmpfs at /work (of --tmp-size), unless -v or --tmpfs put something there. */
+    {
+        bool have_work = false;
+        struct nsbox_tmpfs *t;
+        for (size_t i = 0; i < c.n_binds; i++)
+            have_work |= strcmp(c.binds[i].target, "/work") == 0;
+        for (size_t i = 0; i < c.n_tmpfs; i++)
+            have_work |= strcmp(c.tmpfs[i].target, "/work") == 0;
+        if (!have_work) {
+            t = calloc(c.n_tmpfs + 1, sizeof(*t));
+            if (!t)
+                log_oom();
+            if (c.n_tmpfs)
+                memcpy(t, c.tmpfs, c.n_tmpfs * sizeof(*t));
+            t[c.n_tmpfs++] = (struct nsbox_tmpfs){.target = "/work", .size = c.tmp_size,
+                                                  .mode = 0755};
+            c.tmpfs = t;
+        }
+    }
     /* Marked for `nsbox session ls` (a label, so `nsbox ps --filter label=nsbox.session` too). */
     while (c.labels && c.labels[n])
         n++;
