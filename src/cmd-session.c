@@ -101,7 +101,7 @@ static int start_main(int argc, char *argv[])
         args[i] = argv[i];
     if (take_session_options(&nargc, args, &o) < 0)
         return EXIT_NSBOX_FAILURE;
-    r = run_options_parse(nargc, args, &parsed, &o.json);
+    r = run_options_parse(nargc, args, &parsed, &o.json, &o.log_path, &o.log_code_limit);
     if (r < 0)
         return EXIT_NSBOX_FAILURE;
     c = *parsed;

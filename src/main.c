@@ -662,8 +662,10 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
 
 /* For `nsbox session start` (cmd-session.c): `nsbox run`'s options, without a program, into a
  * config that lives until nsbox exits. argv[0] is the subcommand's name. Returns 0 or -EINVAL
- * (said on stderr); *ret_json: --json was given. */
-int run_options_parse(int argc, char *argv[], const struct nsbox_config **ret, bool *ret_json)
+ * (said on stderr); *ret_json: --json was given; the audit log (--log, else $NSBOX_LOG) or
+ * NULL, and --log-code-limit. */
+int run_options_parse(int argc, char *argv[], const struct nsbox_config **ret, bool *ret_json,
+                      const char **ret_log_path, uint64_t *ret_log_code_limit)
 {
     static struct run_args a = {.result_fd = -1};
     char **args = calloc((size_t)argc + 3, sizeof(char *));
@@ -684,11 +686,16 @@ int run_options_parse(int argc, char *argv[], const struct nsbox_config **ret, b
     args[argc] = (char *)"--";
     args[argc + 1] = (char *)"true";
     nsbox_config_init(&a.config);
+    a.log_code_limit = 64 * 1024;
     r = parse_run_args(argc + 2, args, &a);
     if (r < 0)
         return r;
+    if (!a.log_path && getenv("NSBOX_LOG") && getenv("NSBOX_LOG")[0])
+        a.log_path = getenv("NSBOX_LOG");
     *ret = &a.config;
     *ret_json = a.json;
+    *ret_log_path = a.log_path;
+    *ret_log_code_limit = a.log_code_limit;
     return 0;
 }
 

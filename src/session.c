@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
@@ -47,6 +48,7 @@ struct session_state {
     char id[33];
     char sock_path[700];
     int notify_fd; /* to `session start`, until the sandbox is up */
+    const char *log_path; /* the audit log, checked at the start (audit_open()), or NULL */
     int control_fd;
     struct supervise_fds *fds;
     int listener;  /* seccomp listener, once taken */
@@ -525,6 +527,41 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
            -EINVAL;
 }
 
+/* With an audit log: its start record for the step, as for a run (audit.h), its own run id,
+ * nsbox's argv given as `nsbox session exec SESSION-ID step N`. Returns 0 or -errno. */
+static int audit_step_start(struct session_state *s, const struct step_request *q,
+                            struct audit *ret)
+{
+    struct nsbox_config c = *s->c;
+    char step[24], id[33], why[300];
+    char *argv[64 + 1] = {0};
+    char *const nsbox_argv[] = {"nsbox", "session", "exec", s->id, "step", step, NULL};
+    size_t n = 0;
+    int r;
+
+    if (!s->log_path)
+        return 0;
+    r = run_id_new(id);
+    if (r < 0)
+        return r;
+    (void)snprintf(step, sizeof(step), "%" PRIu64, s->steps);
+    if (q->code) {
+        c.code = q->payload;
+        c.code_size = q->size;
+    } else {
+        /* The argv, NUL-separated; the first 64 arguments are recorded. */
+        for (size_t i = 0; i < q->size && n < 64; i += strlen(q->payload + i) + 1)
+            argv[n++] = q->payload + i;
+        c.code = NULL;
+        c.argv = argv;
+    }
+    c.timeout = q->timeout;
+    r = audit_open(s->log_path, id, &c, ret, why, sizeof(why));
+    if (r >= 0)
+        r = audit_start(ret, 6, nsbox_argv, &c, s->o->log_code_limit);
+    return r;
+}
+
 /* Serve one connection. Returns 1 when the session is to stop (client_fd is then kept open
  * and closed by the process's exit, so that the client sees EOF when the sandbox is gone), 0 to
  * go on, or -errno when the session cannot go on. */
@@ -536,6 +573,7 @@ static int serve(struct session_state *s, int client_fd)
     struct step_request q = {0};
     struct nsbox_result ret = {0};
     const char *why = NULL, *op;
+    struct audit audit = {.fd = -1};
     uint32_t flags = 0;
     int r;
 
@@ -573,7 +611,31 @@ static int serve(struct session_state *s, int client_fd)
     memcpy(ret.limits_note, s->run->limits_note, sizeof(ret.limits_note));
     memcpy(ret.name, s->run->name, sizeof(ret.name));
     s->steps++;
+    r = audit_step_start(s, &q, &audit);
+    if (r < 0) {
+        /* A step that cannot be recorded does not run, as a run would not. */
+        char text[600];
+        (void)snprintf(text, sizeof(text), "cannot write the audit log '%s': %s; the step does "
+                       "not run", s->log_path, strerror(-r));
+        reply_error(client_fd, text);
+        audit_close(&audit);
+        free(q.payload);
+        nsbox_result_free(&ret);
+        return 0;
+    }
     r = run_step(s, &q, client_fd, &ret, &flags);
+    if (audit.fd >= 0) {
+        int ar = audit_end(&audit, &ret);
+        audit_close(&audit);
+        if (ar < 0 && ret.status != NSBOX_STATUS_ERROR) {
+            ret.status = NSBOX_STATUS_ERROR;
+            ret.exit_code = 125;
+            (void)snprintf(ret.error_step, sizeof(ret.error_step), "audit log");
+            (void)snprintf(ret.error, sizeof(ret.error),
+                           "cannot write the step's result to the audit log '%s': %s",
+                           s->log_path, strerror(-ar));
+        }
+    }
     free(q.payload);
     res = result_to_json_object(&ret);
     if (res) {
@@ -804,6 +866,19 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         notify(&s, "ERR %s\n", why[0] ? why : "cannot add the session to the registry of running "
                                               "sandboxes; the session does not start");
         _exit(125);
+    }
+    if (o->log_path) {
+        /* Checked now, so that a log that would be refused refuses the session. */
+        struct audit audit = {.fd = -1};
+        r = audit_open(o->log_path, s.id, &c, &audit, why, sizeof(why));
+        audit_close(&audit);
+        if (r < 0) {
+            notify(&s, "ERR refusing the audit log '%s': %s; the session does not start\n",
+                   o->log_path, why[0] ? why : strerror(-r));
+            registry_remove(&reg);
+            _exit(125);
+        }
+        s.log_path = o->log_path;
     }
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
         notify(&s, "ERR socketpair: %s\n", strerror(errno));

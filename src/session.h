@@ -56,6 +56,8 @@ struct session_options {
     uint64_t idle_timeout; /* microseconds; 0: none */
     uint64_t lifetime;     /* microseconds; 0: none */
     bool json;             /* print {"id": ..., "socket": ...} */
+    const char *log_path;  /* the audit log: a start and an end record per step; or NULL */
+    uint64_t log_code_limit; /* bytes of a step's code kept in the log */
 };
 
 /* `nsbox session start`: detach a supervisor running config's sandbox, wait until it is up and

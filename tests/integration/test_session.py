@@ -260,6 +260,35 @@ class TestSessionSteps(SessionTestCase):
         self.assertEqual(int(r["stdout"]), 5, r)
 
 
+class TestSessionAudit(SessionTestCase):
+    def test_steps_are_recorded(self):
+        import hashlib
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        log = os.path.join(d, "audit.log")
+        sid, _ = self.start("--log", log)
+        self.code(sid, "print('audited')\n")
+        self.run_step(sid, "echo", "hi")
+        with open(log) as f:
+            records = [json.loads(l) for l in f]
+        self.assertEqual([r["event"] for r in records], ["start", "end", "start", "end"])
+        self.assertEqual(records[0]["argv"], ["nsbox", "session", "exec", sid, "step", "1"])
+        self.assertEqual(records[0]["code"], "print('audited')\n")
+        self.assertEqual(records[0]["code_sha256"],
+                         hashlib.sha256(b"print('audited')\n").hexdigest())
+        self.assertEqual(records[1]["result"]["stdout"], "audited\n")
+        self.assertEqual(records[2]["program"], ["echo", "hi"])
+        self.assertEqual(records[1]["run_id"], records[0]["run_id"])
+        self.assertNotEqual(records[2]["run_id"], records[0]["run_id"])
+
+    def test_refused_log_refuses_the_session(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        os.symlink("/etc/passwd", os.path.join(d, "log"))
+        p = nsbox("session", "start", "--cgroup", "off", "--log", os.path.join(d, "log"))
+        self.assertOneLineError(p, contains="audit log")
+
+
 class TestSessionLife(SessionTestCase):
     def test_ls_ps_and_kill(self):
         sid, sock = self.start("--name", "sess-" + secrets.token_hex(4))
