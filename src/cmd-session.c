@@ -105,6 +105,16 @@ static int start_main(int argc, char *argv[])
     if (r < 0)
         return EXIT_NSBOX_FAILURE;
     c = *parsed;
+    /* A step's end kills every other process in the sandbox's pid namespace: without one of its
+     * own that would be the host's. Steps get their stdio from the session, not nsbox's. */
+    if (c.pid_host || c.keep_fds || c.pass_stdin) {
+        log_error("'nsbox session start' does not take %s: %s",
+                  c.pid_host ? "--pid host" : c.keep_fds ? "--keep-fds" : "--stdin/-i",
+                  c.pid_host ? "the end of each step kills every process in the sandbox's own "
+                               "pid namespace"
+                             : "steps get /dev/null and pipes of the session for stdio");
+        return EXIT_NSBOX_FAILURE;
+    }
     /* The working directory is writable in a session, so that files persist between steps: a
      * tmpfs at /work (of --tmp-size), unless -v or --tmpfs put something there. */
     {

@@ -263,6 +263,8 @@ static int run_step(struct session_state *s, const struct step_request *q, int c
     struct stream streams[2];
     struct session_msg m = {.type = q->code ? SESSION_CODE : SESSION_RUN}, end = {0};
     uint64_t start = now_usec(), kill_at = q->timeout ? start + q->timeout : UINT64_MAX;
+    /* --lifetime holds during a step too: the step is cut off and the session ends. */
+    uint64_t end_of_life = s->o->lifetime ? s->start + s->o->lifetime : UINT64_MAX;
     uint64_t drain_until = UINT64_MAX;
     bool ended = false, interrupted = false, dead = false;
     _cleanup_free_ char *buf = malloc(READ_CHUNK);
@@ -293,6 +295,9 @@ static int run_step(struct session_state *s, const struct step_request *q, int c
         struct pollfd p[7];
         int np = 0, timeout = -1;
         uint64_t now = now_usec(), until = ended ? drain_until : interrupted ? UINT64_MAX : kill_at;
+
+        if (!ended && end_of_life < until)
+            until = end_of_life;
 
         p[np++] = (struct pollfd){.fd = s->control_fd, .events = POLLIN};
         p[np++] = (struct pollfd){.fd = s->fds->report, .events = POLLIN};
@@ -343,6 +348,13 @@ static int run_step(struct session_state *s, const struct step_request *q, int c
                 r = -ESRCH;
                 break;
             }
+        }
+        if (!ended && now >= end_of_life) {
+            ret->status = NSBOX_STATUS_KILLED;
+            s->end_reason = "lifetime";
+            dead = true;
+            r = -ECANCELED;
+            break;
         }
         if (!ended && !interrupted && now >= kill_at) {
             m = (struct session_msg){.type = SESSION_INTERRUPT};

@@ -327,6 +327,19 @@ class TestSessionLife(SessionTestCase):
         self.assertGreater(time.monotonic() - t, 1.2)
         self.assertFalse(os.path.exists(sock))
 
+    def test_lifetime_cuts_a_running_step(self):
+        sid, sock = self.start("--lifetime", "1", "--timeout", "60")
+        t = time.monotonic()
+        p, r = self.run_step(sid, "sleep", "30")
+        self.assertLess(time.monotonic() - t, 5)
+        self.assertEqual((p.returncode, r["status"]), (137, "killed"))
+        self.assertTrue(wait_until(lambda: not os.path.exists(sock)))
+
+    def test_refused_options(self):
+        for opts in (["--pid", "host"], ["-i"], ["--keep-fds"]):
+            self.assertOneLineError(nsbox("session", "start", *opts), contains="does not take")
+        self.assertOneLineError(nsbox("session", "start", "--", "true"), contains="no program")
+
     def test_sigkill_of_supervisor_leaves_nothing(self):
         with open("/proc/self/mountinfo") as f:
             mounts_before = f.read()
