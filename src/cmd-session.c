@@ -145,6 +145,8 @@ static int start_main(int argc, char *argv[])
         labels[i] = c.labels[i];
     labels[n] = (char *)SESSION_LABEL "=1";
     c.labels = labels;
+    /* What `nsbox ps` shows as the command (the parser's stand-in program is none). */
+    c.argv = (char *const[]){"(session)", NULL};
     /* The argv the registry shows: `nsbox session start ...`. */
     return session_start(&c, &o, argc + 2, argv - 2);
 }

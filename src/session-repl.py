@@ -5,9 +5,19 @@
 # kept for the session, with the pipes at fds 1 and 2 for the step only; the answer is the
 # step's exit status in decimal ("1i": KeyboardInterrupt ended it, as a timeout does).
 import os
+import signal
 import socket
 import sys
 import traceback
+
+# SIGINT (init's word that the step's time is up) interrupts the step's code only: one that
+# comes after the code has ended must not end the interpreter itself.
+_running = False
+
+
+def _on_sigint(signum, frame):
+    if _running:
+        raise KeyboardInterrupt
 
 
 def _print_exception(e):
@@ -17,15 +27,14 @@ def _print_exception(e):
 
 
 def _serve():
+    global _running
+    signal.signal(signal.SIGINT, _on_sigint)
     sock = socket.socket(fileno=4)
     os.set_inheritable(4, False)
     null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
     scope = {"__name__": "__main__", "__builtins__": __builtins__}
     while True:
-        try:
-            msg, fds, _, _ = socket.recv_fds(sock, 16, 3)
-        except KeyboardInterrupt:
-            continue  # an interrupt that came after its step ended
+        msg, fds, _, _ = socket.recv_fds(sock, 16, 3)
         if not msg:
             return
         if len(fds) != 3:
@@ -43,7 +52,9 @@ def _serve():
             os.close(err)
             status, interrupted = 0, False
             try:
+                _running = True
                 exec(compile(code, "<step>", "exec"), scope)
+                _running = False
             except SystemExit as e:
                 if e.code is None:
                     status = 0
@@ -62,6 +73,7 @@ def _serve():
         except KeyboardInterrupt:
             answer = b"1i"
         finally:
+            _running = False
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()

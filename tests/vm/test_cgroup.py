@@ -691,6 +691,58 @@ class TestSelftest(CgroupTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
 
 
+class TestSession(CgroupTestCase):
+    """A session's sandbox lives in one cgroup leaf for all its steps, which goes with it."""
+
+    ENV = {"PATH": "/usr/bin:/bin", "NSBOX_ROOTFS": ROOTFS}
+
+    def nsbox(self, *args):
+        return subprocess.run([NSBOX, *args], capture_output=True, text=True, timeout=300,
+                              env=self.ENV)
+
+    def start(self):
+        p = self.nsbox("session", "start", "--memory", "128m", *FAST)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.strip()
+
+    def step(self, sid, *argv):
+        p = self.nsbox("session", "exec", sid, "--json", "--", *argv)
+        return json.loads(p.stdout)
+
+    def test_steps_share_the_leaf_and_stop_removes_it(self):
+        sid = self.start()
+        self.assertEqual(len(leaves()), 1)
+        r = self.step(sid, "cat", "/sys/fs/cgroup/memory.max")
+        self.assertEqual(r["limits"]["memory"]["enforced_by"], "cgroup", r)
+        self.assertEqual(self.step(sid, "true")["status"], "exited")
+        self.assertEqual(len(leaves()), 1)
+        p = self.nsbox("session", "stop", sid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(leaves(), [])  # stop returns once the leaf is gone
+
+    def test_sigkilled_supervisor_leaf_is_removed_by_the_next_run(self):
+        sid = self.start()
+        pid = None
+        for line in self.nsbox("ps", "--json").stdout.splitlines():
+            e = json.loads(line)
+            if e["run_id"] == sid:
+                pid = e["pid"]
+        self.assertIsNotNone(pid)
+        stale = leaves()
+        os.kill(pid, signal.SIGKILL)
+
+        def emptied():
+            with open(stale[0] + "/cgroup.procs") as f:
+                return f.read() == ""
+
+        # The sandbox dies with its supervisor (parent-death signal); the empty leaf stays...
+        self.assertTrue(wait_until(emptied))
+        self.assertEqual(leaves(), stale)
+        # ...until the next run in the same parent cgroup removes it (tearDown checks).
+        p, r = nsbox_json(*FAST, "--", "true")
+        self.assertEqual(r["status"], "exited", r)
+
+
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
     bad = len(result.failures) + len(result.errors) + len(result.skipped)
