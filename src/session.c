@@ -192,6 +192,8 @@ struct stream {
     struct nsbox_stream *st;
     int fd;
     uint64_t limit;
+    struct json_meter meter; /* the JSON size of what is kept (result.h) */
+    bool full;
 };
 
 static void stream_read(struct stream *x, char *buf)
@@ -206,12 +208,18 @@ static void stream_read(struct stream *x, char *buf)
         return;
     }
     x->st->total += (uint64_t)n;
-    if (x->st->captured < x->limit) {
-        size_t keep = (size_t)n;
+    if (!x->full && x->st->captured < x->limit) {
+        size_t keep = (size_t)n, fit;
         if (keep > x->limit - x->st->captured)
             keep = (size_t)(x->limit - x->st->captured);
         memcpy(x->st->data + x->st->captured, buf, keep);
-        x->st->captured += keep;
+        /* As for a run (supervise.c): the JSON string of what is kept stays within
+         * JSON_OUTPUT_FACTOR x the limit, whatever the bytes are. */
+        fit = json_meter_fit(&x->meter, x->st->data, x->st->captured, keep,
+                             JSON_OUTPUT_FACTOR * x->limit);
+        if (fit < keep)
+            x->full = true;
+        x->st->captured += fit;
         x->st->data[x->st->captured] = '\0';
     }
     x->st->truncated = x->st->total > x->st->captured;
@@ -288,8 +296,8 @@ static int run_step(struct session_state *s, const struct step_request *q, int c
     payload_fd = out[1] = err[1] = -1;
     if (r < 0)
         goto fail;
-    streams[0] = (struct stream){&ret->out, out[0], q->output_limit};
-    streams[1] = (struct stream){&ret->err, err[0], q->output_limit};
+    streams[0] = (struct stream){.st = &ret->out, .fd = out[0], .limit = q->output_limit};
+    streams[1] = (struct stream){.st = &ret->err, .fd = err[0], .limit = q->output_limit};
 
     while (!ended || streams[0].fd >= 0 || streams[1].fd >= 0) {
         struct pollfd p[7];

@@ -135,6 +135,19 @@ class TestSessionSteps(SessionTestCase):
         p, r = self.code(sid, "print(x)")
         self.assertEqual(r["stdout"], "6\n")
 
+    def test_output_limit_per_step(self):
+        sid, _ = self.start("--output-limit", "100")
+        p, r = self.run_step(sid, "python3", "-c", "print('x' * 1000)")
+        self.assertEqual((len(r["stdout"]), r["stdout_bytes"], r["stdout_truncated"]),
+                         (100, 1001, True))
+        p, r = self.run_step(sid, "python3", "-c", "print('x' * 1000)",
+                             opts=("--output-limit", "2000"))
+        self.assertEqual((len(r["stdout"]), r["stdout_truncated"]), (1001, False))
+        # Control bytes are six bytes each in JSON: what is kept stays within twice the limit.
+        p, r = self.run_step(sid, "python3", "-c", "import sys; sys.stdout.write('\\x01' * 1000)")
+        self.assertLessEqual(len(json.dumps(r["stdout"])) - 2, 200)
+        self.assertTrue(r["stdout_truncated"])
+
     def test_program_not_found_is_127(self):
         sid, _ = self.start()
         p = nsbox("session", "exec", sid, "--", "no-such-program")
