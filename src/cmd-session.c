@@ -18,6 +18,7 @@
 #include "parse.h"
 #include "registry.h"
 #include "session.h"
+#include "termsafe.h"
 
 #define EXIT_NSBOX_FAILURE 125
 #define CODE_MAX (16U << 20)
@@ -32,11 +33,12 @@ static void usage(FILE *f)
           "      ...); --timeout is each step's default. --idle-timeout: end it after S\n"
           "      seconds without a step; --lifetime: end it S seconds after its start.\n"
           "  nsbox session exec ID|NAME [--timeout S] [--output-limit N] [--json]\n"
-          "                     (--code FILE|- | [--] PROGRAM [ARGS...])\n"
+          "                     [--raw-output] (--code FILE|- | [--] PROGRAM [ARGS...])\n"
           "      run one step in the session: a program, or Python code in the session's\n"
           "      interpreter, whose variables, imports and open files live on between steps.\n"
           "      Everything the step started is killed when it ends. Exit status as for\n"
-          "      'nsbox run'; --json prints the result.\n"
+          "      'nsbox run'; --json prints the result; on a terminal the output's control\n"
+          "      characters are shown escaped, as by 'nsbox run' (--raw-output: not).\n"
           "  nsbox session stop ID|NAME\n"
           "      end the session and wait until its sandbox is gone\n"
           "  nsbox session ls [--json]\n"
@@ -227,11 +229,25 @@ static json_t *transact(int fd, json_t *request, char **ret_line)
     return json_loadb(buf, have, 0, NULL);
 }
 
-static void write_text(int fd, json_t *s)
+/* Write the step's text to fd; on a terminal (unless --raw-output) escaped as `nsbox run` does
+ * (termsafe.h): the program's output must not drive the caller's terminal. */
+static void write_text(int fd, json_t *s, bool raw)
 {
     const char *p = json_string_value(s);
     size_t n = json_string_length(s);
+    _cleanup_free_ char *escaped = NULL;
 
+    if (p && n > 0 && !raw && isatty(fd)) {
+        struct termsafe t = {0};
+        size_t len;
+        escaped = malloc(TERMSAFE_MAX_OUT(n) + TERMSAFE_MAX_OUT(0));
+        if (!escaped)
+            log_oom();
+        len = termsafe_escape(&t, p, n, escaped);
+        len += termsafe_finish(&t, escaped + len);
+        p = escaped;
+        n = len;
+    }
     while (p && n > 0) {
         ssize_t k = RETRY_EINTR(write(fd, p, n));
         if (k <= 0)
@@ -247,12 +263,13 @@ static int exec_main(int argc, char *argv[])
         {"timeout", required_argument, NULL, 't'},
         {"output-limit", required_argument, NULL, 'o'},
         {"json", no_argument, NULL, 'j'},
+        {"raw-output", no_argument, NULL, 'r'},
         {"code", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     const char *id, *code_path = NULL;
-    bool json = false, have_timeout = false, have_limit = false;
+    bool json = false, raw = false, have_timeout = false, have_limit = false;
     uint64_t timeout = 0, limit = 0;
     _cleanup_free_ char *code = NULL, *line = NULL;
     size_t code_size = 0;
@@ -289,6 +306,9 @@ static int exec_main(int argc, char *argv[])
             break;
         case 'j':
             json = true;
+            break;
+        case 'r':
+            raw = true;
             break;
         case 'c':
             code_path = optarg;
@@ -350,8 +370,8 @@ static int exec_main(int argc, char *argv[])
     if (json) {
         (void)fputs(line, stdout);
     } else {
-        write_text(STDOUT_FILENO, json_object_get(ans, "stdout"));
-        write_text(STDERR_FILENO, json_object_get(ans, "stderr"));
+        write_text(STDOUT_FILENO, json_object_get(ans, "stdout"), raw);
+        write_text(STDERR_FILENO, json_object_get(ans, "stderr"), raw);
         const char *st = json_string_value(json_object_get(ans, "status"));
         size_t i;
         json_t *w;

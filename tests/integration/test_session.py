@@ -148,6 +148,34 @@ class TestSessionSteps(SessionTestCase):
         self.assertLessEqual(len(json.dumps(r["stdout"])) - 2, 200)
         self.assertTrue(r["stdout_truncated"])
 
+    def test_output_on_a_terminal_is_escaped(self):
+        import pty
+        import subprocess
+        sid, _ = self.start()
+
+        def shown(*opts):
+            master, slave = pty.openpty()
+            try:
+                subprocess.run([NSBOX, "session", "exec", sid, *opts, "--", "printf",
+                                "\\033]52;c;aGk=\\007nsbox: fake\\n"],
+                               stdout=slave, stderr=subprocess.DEVNULL, timeout=30)
+                os.close(slave)
+                data = b""
+                while True:
+                    try:
+                        chunk = os.read(master, 4096)
+                    except OSError:  # EIO: the slave side is closed
+                        break
+                    if not chunk:
+                        break
+                    data += chunk
+                return data
+            finally:
+                os.close(master)
+
+        self.assertIn(b"\\x1b]52;c;aGk=\\x07[program] nsbox: fake", shown())
+        self.assertIn(b"\x1b]52;c;aGk=\x07nsbox: fake", shown("--raw-output"))  # the control
+
     def test_program_not_found_is_127(self):
         sid, _ = self.start()
         p = nsbox("session", "exec", sid, "--", "no-such-program")
