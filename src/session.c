@@ -60,22 +60,26 @@ struct session_state {
     const char *end_reason;
 };
 
-static void notify(struct session_state *s, const char *fmt, ...) _printf_(2, 3);
-static void notify(struct session_state *s, const char *fmt, ...)
+/* Tell `session start` how it went. Returns false when it is gone (killed, Ctrl-C): then
+ * nobody knows the session's id, and a session that starts must end. */
+static bool notify(struct session_state *s, const char *fmt, ...) _printf_(2, 3);
+static bool notify(struct session_state *s, const char *fmt, ...)
 {
     char buf[1024];
     va_list ap;
     int n;
+    bool ok = false;
 
     if (s->notify_fd < 0)
-        return;
+        return false;
     va_start(ap, fmt);
     n = vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     if (n > 0)
-        (void)!write(s->notify_fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+        ok = write(s->notify_fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1) > 0;
     (void)close(s->notify_fd);
     s->notify_fd = -1;
+    return ok;
 }
 
 int session_socket_path(const char *id_or_name, char *buf, size_t size)
@@ -792,7 +796,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                 r = 0;
                 ready = true;
                 s->last_active = now;
-                notify(s, "OK %s %s\n", s->id, s->sock_path);
+                if (!notify(s, "OK %s %s\n", s->id, s->sock_path)) {
+                    s->end_reason = "the caller of session start is gone";
+                    break;
+                }
             } else if (n == 0) {
                 s->ended = true;
                 break;
@@ -863,6 +870,8 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
     char why[300] = "", dir[512];
     int sp[2], null_fd, r;
 
+    /* A write to the gone caller of `session start` is an error to act on, not a death. */
+    (void)signal(SIGPIPE, SIG_IGN);
     /* Nothing of the caller's: its terminal or pipes would stay open as long as the session. */
     null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0) {

@@ -52,7 +52,8 @@ class Session:
     """A live sandbox (``nsbox session start``) for many steps.
 
     The options are those of :func:`nsbox.run`; ``timeout`` is each step's default, and a step
-    may give its own. ``idle_timeout`` and ``lifetime`` (seconds) end the session by themselves.
+    may give its own. ``idle_timeout`` (default 600 s, so that a forgotten session ends; None:
+    never) and ``lifetime`` (seconds) end the session by themselves.
     Files the steps write (in /tmp, or a ``--tmpfs`` given in ``extra_args``) persist between
     steps; everything a step starts is killed when the step ends. Use it as a context manager,
     or call :meth:`close`.
@@ -61,7 +62,7 @@ class Session:
     def __init__(self, timeout: _Timeout = 10, memory: _Limit = "256m", cpus: _Limit = None,
                  pids_limit: _Limit = None, env: Optional[Mapping[str, str]] = None,
                  rootfs: Optional[str] = None, output_limit: Optional[int] = None,
-                 network: str = "none", idle_timeout: Optional[float] = None,
+                 network: str = "none", idle_timeout: Optional[float] = 600,
                  lifetime: Optional[float] = None, name: Optional[str] = None,
                  nsbox: Optional[str] = None, extra_args: Sequence[str] = ()):
         self._binary = find_nsbox(nsbox)

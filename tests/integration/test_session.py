@@ -37,6 +37,8 @@ def setUpModule():
 
 
 def tearDownModule():
+    # Whatever a failed test left running: this module's own registry only.
+    nsbox("kill", "--all")
     if _saved_runtime_dir is None:
         os.environ.pop("XDG_RUNTIME_DIR", None)
     else:
@@ -375,6 +377,27 @@ class TestSessionLife(SessionTestCase):
         self.assertLess(time.monotonic() - t, 5)
         self.assertEqual((p.returncode, r["status"]), (137, "killed"))
         self.assertTrue(wait_until(lambda: not os.path.exists(sock)))
+
+    def test_start_interrupted_leaves_nothing(self):
+        import subprocess
+        # Killed before it printed the id: nobody could reach the session, so it must not live.
+        # One that printed its id before the kill was told: that session may live (and is
+        # stopped here); the others must end by themselves.
+        told = set()
+        for delay in (0.001, 0.002, 0.003, 0.005, 0.008, 0.012):
+            p = subprocess.Popen([NSBOX, "session", "start", "--cgroup", "off"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            p.kill()
+            told.add(p.communicate()[0].decode().strip())
+        for sid in told - {""}:
+            self.addCleanup(nsbox, "session", "stop", sid)
+
+        def untold():
+            out = nsbox("session", "ls", "--json").stdout
+            return {json.loads(l)["run_id"] for l in out.splitlines()} - told
+
+        self.assertTrue(wait_until(lambda: not untold(), timeout=10), untold())
 
     def test_refused_options(self):
         for opts in (["--pid", "host"], ["-i"], ["--keep-fds"]):
