@@ -879,6 +879,14 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         _exit(125);
     }
     (void)close(null_fd);
+    /* Nor any other descriptor the caller let nsbox inherit: a pipe the caller waits on for
+     * EOF must not stay open as long as the session. The pipe to `session start` moves to 3. */
+    if ((notify_fd != 3 && dup3(notify_fd, 3, O_CLOEXEC) < 0) ||
+        sys_close_range(4, ~0U, 0) < 0) {
+        notify(&s, "ERR cannot close inherited descriptors: %s\n", strerror(errno));
+        _exit(125);
+    }
+    s.notify_fd = 3;
     log_set_quiet(true);
 
     r = run_id_new(s.id);

@@ -400,6 +400,22 @@ class TestSessionLife(SessionTestCase):
 
         self.assertTrue(wait_until(lambda: not untold(), timeout=10), untold())
 
+    def test_supervisor_keeps_no_inherited_descriptor(self):
+        import select
+        import subprocess
+        r, w = os.pipe()
+        p = subprocess.run([NSBOX, "session", "start", "--cgroup", "off"], pass_fds=(w,),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.addCleanup(nsbox, "session", "stop", p.stdout.strip())
+        os.close(w)
+        try:
+            # EOF at once: the detached supervisor does not hold the caller's pipe.
+            self.assertEqual(select.select([r], [], [], 5)[0], [r])
+            self.assertEqual(os.read(r, 1), b"")
+        finally:
+            os.close(r)
+
     def test_refused_options(self):
         for opts in (["--pid", "host"], ["-i"], ["--keep-fds"]):
             self.assertOneLineError(nsbox("session", "start", *opts), contains="does not take")
