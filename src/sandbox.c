@@ -1533,7 +1533,8 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
                                      .stdin_dst = in[0] >= 0 ? TAKE_FD(in[0]) : -1};
         if (hooks) {
             (void)close(hooks->init_fd);
-            r = hooks->supervise(c, &sfds, start, ret, hooks->userdata);
+            r = hooks->supervise(c, &sfds, start, sb.in_cgroup ? &leaf : NULL, ret,
+                                 hooks->userdata);
         } else
             r = supervise(c, &sfds, start, ret);
         if (r < 0)

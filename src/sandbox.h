@@ -61,14 +61,16 @@ _Noreturn void sandbox_payload_exec(const struct sandbox *sb, int in_fd, int out
                                     int report_fd, int extra_fd);
 
 struct supervise_fds;
+struct cgroup_leaf;
 
 /* A session (session.c): the sandbox is made as for a run, but its init runs steps on request
  * over a control channel (session-init.c), and the supervisor's loop is hooks->supervise. */
 struct session_hooks {
     int init_fd; /* the sandbox's end of the control channel; closed in the supervisor */
     int own_fd;  /* the supervisor's end; closed in the sandbox */
+    /* leaf: the sandbox's cgroup leaf, or NULL when rlimits hold the limits. */
     int (*supervise)(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
-                     struct nsbox_result *ret, void *userdata);
+                     const struct cgroup_leaf *leaf, struct nsbox_result *ret, void *userdata);
     void *userdata;
 };
 

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "cgroup.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
@@ -56,6 +57,7 @@ struct session_state {
     uint64_t start, last_active;
     uint64_t steps;
     const struct nsbox_result *run; /* the session's own result: its limits, as planned */
+    const struct cgroup_leaf *leaf; /* the sandbox's cgroup leaf, or NULL (rlimits) */
     bool ended;    /* init is gone */
     const char *end_reason;
 };
@@ -282,6 +284,10 @@ static int run_step(struct session_state *s, const struct step_request *q, int c
     _cleanup_free_ char *buf = malloc(READ_CHUNK);
     int r = 0;
 
+    struct nsbox_cgroup_stats before = {0};
+
+    if (s->leaf)
+        cgroup_leaf_stats(s->leaf, &before);
     ret->out.data = calloc(1, q->output_limit + 1);
     ret->err.data = calloc(1, q->output_limit + 1);
     if (!buf || !ret->out.data || !ret->err.data)
@@ -408,12 +414,29 @@ static int run_step(struct session_state *s, const struct step_request *q, int c
     }
     if (ret->status == NSBOX_STATUS_ERROR)
         return 0;
+    if (s->leaf) {
+        /* The leaf is the session's: what this step added (the peak is the session's). */
+        cgroup_leaf_stats(s->leaf, &ret->cgroup);
+        ret->cgroup.oom_kills -= before.oom_kills < ret->cgroup.oom_kills ? before.oom_kills
+                                                                          : ret->cgroup.oom_kills;
+        ret->cgroup.pids_limit_hits -= before.pids_limit_hits < ret->cgroup.pids_limit_hits
+                                           ? before.pids_limit_hits
+                                           : ret->cgroup.pids_limit_hits;
+        ret->cgroup.cpu_user -= before.cpu_user < ret->cgroup.cpu_user ? before.cpu_user
+                                                                       : ret->cgroup.cpu_user;
+        ret->cgroup.cpu_system -= before.cpu_system < ret->cgroup.cpu_system
+                                      ? before.cpu_system
+                                      : ret->cgroup.cpu_system;
+    }
     if (interrupted) {
         ret->status = NSBOX_STATUS_TIMEOUT;
         ret->timeout.enforced_by = NSBOX_ENFORCER_NONE;
     } else if (end.end == SESSION_END_SIGNALED) {
         ret->status = NSBOX_STATUS_SIGNALED;
         ret->signal = end.code;
+        /* The cgroup's OOM killer sends SIGKILL; memory.events says it was the OOM killer. */
+        if (ret->cgroup.oom_kills > 0 && end.code == SIGKILL)
+            ret->status = NSBOX_STATUS_OOM;
     } else {
         ret->status = NSBOX_STATUS_EXITED;
         ret->exit_code = end.code;
@@ -720,9 +743,12 @@ static int listen_on(struct session_state *s)
 
 /* The supervisor's loop (struct session_hooks). */
 static int session_supervise(const struct nsbox_config *c, struct supervise_fds *fds,
-                             uint64_t start, struct nsbox_result *ret, void *userdata)
+                             uint64_t start, const struct cgroup_leaf *leaf,
+                             struct nsbox_result *ret, void *userdata)
 {
     struct session_state *s = userdata;
+
+    s->leaf = leaf;
     bool ready = false;
     int r = 0;
 

@@ -720,6 +720,26 @@ class TestSession(CgroupTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(leaves(), [])  # stop returns once the leaf is gone
 
+    def test_oom_in_a_step_is_said_and_the_session_goes_on(self):
+        sid = self.start()
+        try:
+            self.check_oom(sid)
+        finally:
+            self.nsbox("session", "stop", sid)  # before tearDown looks for leaves
+
+    def check_oom(self, sid):
+        r = self.step(sid, "python3", "-c", "b = bytearray(400 << 20)")
+        self.assertEqual((r["status"], r["exit_code"], r["cgroup"]["oom_kills"]),
+                         ("oom", 137, 1), r)
+        # The interpreter, killed in a step, is reported and replaced.
+        p = subprocess.run([NSBOX, "session", "exec", sid, "--json", "--code", "-"],
+                           input="x = 1\nb = bytearray(400 << 20)\n", capture_output=True,
+                           text=True, timeout=300, env=self.ENV)
+        r = json.loads(p.stdout)
+        self.assertEqual((r["status"], r["interpreter"]), ("oom", "crashed"), r)
+        r = self.step(sid, "echo", "on")
+        self.assertEqual((r["status"], r["stdout"], r["cgroup"]["oom_kills"]), ("exited", "on\n", 0))
+
     def test_sigkilled_supervisor_leaf_is_removed_by_the_next_run(self):
         sid = self.start()
         pid = None
