@@ -62,12 +62,14 @@ struct session_state {
     const char *end_reason;
 };
 
-/* Tell `session start` how it went. Returns false when it is gone (killed, Ctrl-C): then
- * nobody knows the session's id, and a session that starts must end. */
+/* Tell `session start` how it went (one line on a socketpair), and for "OK" wait for its
+ * answer: one byte once it has printed the id. Returns false when it is gone (killed, Ctrl-C)
+ * before that: then nobody knows the session's id, and a session that starts must end. A
+ * written line alone would not do: it sits in the socket whether or not anyone reads it. */
 static bool notify(struct session_state *s, const char *fmt, ...) _printf_(2, 3);
 static bool notify(struct session_state *s, const char *fmt, ...)
 {
-    char buf[1024];
+    char buf[1024], ack;
     va_list ap;
     int n;
     bool ok = false;
@@ -77,8 +79,10 @@ static bool notify(struct session_state *s, const char *fmt, ...)
     va_start(ap, fmt);
     n = vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    if (n > 0)
-        ok = write(s->notify_fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1) > 0;
+    if (n > 0 && RETRY_EINTR(send(s->notify_fd, buf,
+                                  (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1,
+                                  MSG_NOSIGNAL)) > 0)
+        ok = strncmp(buf, "OK ", 3) != 0 || RETRY_EINTR(read(s->notify_fd, &ack, 1)) == 1;
     (void)close(s->notify_fd);
     s->notify_fd = -1;
     return ok;
@@ -350,6 +354,12 @@ static int run_step(struct session_state *s, const struct step_request *q, int c
         }
         if (p[2].revents) {
             s->ended = true;
+            dead = true;
+            r = -ESRCH;
+            break;
+        }
+        if ((p[0].revents & (POLLHUP | POLLERR)) && ended) {
+            s->ended = true; /* init is gone; the pidfd says so too */
             dead = true;
             r = -ESRCH;
             break;
@@ -833,6 +843,11 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         } else if (p[0].revents & (POLLHUP | POLLERR)) {
             s->ended = true;
             break;
+        } else if (p[0].revents & POLLIN) {
+            /* Init says nothing between steps; whatever it is, read it, so that it cannot
+             * keep poll(2) spinning. */
+            struct session_msg m;
+            (void)!recv(s->control_fd, &m, sizeof(m), MSG_DONTWAIT);
         }
         if (ready && p[5].revents) {
             int client = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -976,8 +991,8 @@ int session_start(const struct nsbox_config *config, const struct session_option
     size_t have = 0;
     int status;
 
-    if (pipe2(p, O_CLOEXEC) < 0) {
-        log_error_errno(negative_errno(), "session start: pipe: %m");
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0) {
+        log_error_errno(negative_errno(), "session start: socketpair: %m");
         return EXIT_NSBOX_FAILURE;
     }
     pid = fork();
@@ -1000,13 +1015,13 @@ int session_start(const struct nsbox_config *config, const struct session_option
     }
     (void)close(p[1]);
     (void)RETRY_EINTR(waitpid(pid, &status, 0));
-    for (;;) {
+    /* One line: "OK ID SOCKET" (the supervisor then waits for our byte) or "ERR MESSAGE". */
+    while (have < sizeof(buf) - 1 && !memchr(buf, '\n', have)) {
         ssize_t n = RETRY_EINTR(read(p[0], buf + have, sizeof(buf) - 1 - have));
         if (n <= 0)
             break;
         have += (size_t)n;
     }
-    (void)close(p[0]);
     buf[have] = '\0';
     if (have > 0 && buf[have - 1] == '\n')
         buf[--have] = '\0';
@@ -1023,8 +1038,16 @@ int session_start(const struct nsbox_config *config, const struct session_option
             json_decref(j);
         } else
             (void)printf("%s\n", id);
-        return fflush(stdout) == 0 ? 0 : EXIT_NSBOX_FAILURE;
+        /* The id is out: now the session may live (without this byte it ends). */
+        if (fflush(stdout) != 0 || RETRY_EINTR(send(p[0], "y", 1, MSG_NOSIGNAL)) != 1) {
+            (void)close(p[0]);
+            log_error("session start: cannot print the session's id; the session ends");
+            return EXIT_NSBOX_FAILURE;
+        }
+        (void)close(p[0]);
+        return 0;
     }
+    (void)close(p[0]);
     log_error("session start failed: %s",
               strncmp(buf, "ERR ", 4) == 0 ? buf + 4 : "the supervisor ended without a word");
     return EXIT_NSBOX_FAILURE;
