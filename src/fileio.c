@@ -113,7 +113,9 @@ unsigned long long process_start_time(pid_t pid)
         return 0;
     buf[n] = '\0';
     p = strrchr(buf, ')');
-    if (!p)
+    /* A zombie has ended: nobody reaps an orphan at once where PID 1 is slow to (a container's
+     * init), and until then it would count as running. */
+    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
         return 0;
     for (int field = 2; field < 22 && p; field++)
         p = strchr(p + 1, ' ');

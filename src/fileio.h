@@ -24,7 +24,8 @@ ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size);
 int write_file_at(int dirfd, const char *name, const char *text);
 
 /* The start time of process pid (field 22 of /proc/PID/stat, clock ticks since boot), or 0 if
- * there is no such process: with the pid, it names a process across pid reuse. */
+ * there is no such process or it is a zombie (it has ended): with the pid, it names a process
+ * across pid reuse. */
 unsigned long long process_start_time(pid_t pid);
 
 /* The monotonic clock (CLOCK_MONOTONIC), in microseconds. Cannot fail. */

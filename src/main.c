@@ -12,11 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cmd-session.h"
 #include "config.h"
 #include "log.h"
 #include "macro.h"
 #include "nsbox.h"
 #include "audit.h"
+#include "cmd-session.h"
 #include "registry.h"
 #include "result.h"
 #include "doctor.h"
@@ -162,6 +164,8 @@ static void usage(FILE *f)
           "             list this user's running sandboxes\n"
           "  kill RUN-ID|NAME | --all | --label KEY[=VALUE]...\n"
           "             kill this user's sandboxes (their result says \"killed\")\n"
+          "  session start|exec|stop|ls ...\n"
+          "             one live sandbox for many steps (nsbox session --help)\n"
           "  doctor [--rootfs DIR]\n"
           "             check that nsbox can work on this host, and explain what is missing\n"
           "  selftest [--ablate] [--control] [--json] [--only NAMES] [--rootfs DIR]\n"
@@ -1050,6 +1054,45 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
     return 0;
 }
 
+/* For `nsbox session start` (cmd-session.c): `nsbox run`'s options, without a program, into a
+ * config that lives until nsbox exits. argv[0] is the subcommand's name. Returns 0 or -EINVAL
+ * (said on stderr); *ret_json: --json was given; the audit log (--log, else $NSBOX_LOG) or
+ * NULL, and --log-code-limit. */
+int run_options_parse(int argc, char *argv[], const struct nsbox_config **ret, bool *ret_json,
+                      const char **ret_log_path, uint64_t *ret_log_code_limit)
+{
+    static struct run_args a = {.result_fd = -1};
+    char **args = calloc((size_t)argc + 3, sizeof(char *));
+    int r;
+
+    if (!args)
+        log_oom();
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0 || strcmp(argv[i], "--code") == 0 ||
+            strncmp(argv[i], "--code=", 7) == 0 || strcmp(argv[i], "--result-fd") == 0) {
+            free(args);
+            return log_error_errno(-EINVAL, "'nsbox session start' takes no program, --code or "
+                                            "--result-fd: steps come with 'nsbox session exec'");
+        }
+        args[i] = argv[i];
+    }
+    /* A stand-in program for the parser: a session's init runs none of its own. */
+    args[argc] = (char *)"--";
+    args[argc + 1] = (char *)"true";
+    nsbox_config_init(&a.config);
+    a.log_code_limit = 64 * 1024;
+    r = parse_run_args(argc + 2, args, &a);
+    if (r < 0)
+        return r;
+    if (!a.log_path && getenv("NSBOX_LOG") && getenv("NSBOX_LOG")[0])
+        a.log_path = getenv("NSBOX_LOG");
+    *ret = &a.config;
+    *ret_json = a.json;
+    *ret_log_path = a.log_path;
+    *ret_log_code_limit = a.log_code_limit;
+    return 0;
+}
+
 /* Write all of text and a newline to fd. Returns 0 or -errno. */
 static int write_result(int fd, const char *text)
 {
@@ -1446,6 +1489,8 @@ int main(int argc, char *argv[])
         return kill_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "rootfs") == 0)
         return rootfs_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "session") == 0)
+        return session_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "doctor") == 0) {
         if (argc == 2)
             return doctor_main(NULL);

@@ -138,6 +138,10 @@ static int for_each_entry(int (*fn)(const struct entry *e, void *userdata), void
         e.record = json_load_file(e.path, 0, NULL);
         id = json_object_get(e.record, "run_id");
         if (!json_is_string(id) || !record_is_live(e.record)) {
+            /* A session's socket (session.h) goes with the record of its supervisor. */
+            char sock[700];
+            (void)snprintf(sock, sizeof(sock), "%.*s.sock", (int)(strlen(e.path) - 5), e.path);
+            (void)unlink(sock);
             (void)unlink(e.path); /* its nsbox is gone (or the record is not one) */
             json_decref(e.record);
             continue;
@@ -258,6 +262,11 @@ static int write_whole(const char *dir, const char *run_id, const char *path, co
     if (r < 0)
         (void)unlink(tmp);
     return r;
+}
+
+int registry_path(char *buf, size_t size)
+{
+    return registry_dir(buf, size);
 }
 
 int registry_add(const char *run_id, int argc, char *const argv[], const struct nsbox_config *c,

@@ -21,6 +21,10 @@
 /* A fresh run id: 128 random bits as 32 hex digits. Returns 0 or -errno of getrandom(2). */
 int run_id_new(char ret[33]);
 
+/* The registry's directory in buf (made if missing). Returns 0 or -errno; -EPERM when it is
+ * not the user's own, 0700. */
+int registry_path(char *buf, size_t size);
+
 /* What registry_add() made, for registry_remove(). */
 struct registry_run {
     char path[700];      /* the record, or "" */

@@ -1261,8 +1261,8 @@ static int payload_execve(const struct sandbox *sb)
     return saw_eacces ? -EACCES : -ENOENT;
 }
 
-_noreturn_ static void payload_main(const struct sandbox *sb, int in_fd, int out_fd,
-                                    int err_fd, int report_fd)
+_noreturn_ void sandbox_payload_exec(const struct sandbox *sb, int in_fd, int out_fd, int err_fd,
+                                     int report_fd, int extra_fd)
 {
     const struct nsbox_config *c = sb->config;
     struct step_error e = {0};
@@ -1297,7 +1297,10 @@ _noreturn_ static void payload_main(const struct sandbox *sb, int in_fd, int out
                 payload_fail(report_fd, errno, "report pipe");
             report_fd = 3;
         }
-        if (sys_close_range(4, ~0U, 0) < 0)
+        /* A session's Python interpreter (session-init.c) keeps its channel to init at fd 4. */
+        if (extra_fd >= 0 && dup2(extra_fd, 4) < 0)
+            payload_fail(report_fd, errno, "session channel");
+        if (sys_close_range(extra_fd >= 0 ? 5 : 4, ~0U, 0) < 0)
             payload_fail(report_fd, errno, "close_range");
     }
 
@@ -1455,6 +1458,7 @@ struct child_fds {
     int in;     /* the payload's end of the stdin socket, or -1 for /dev/null */
     int out;    /* write ends of the output pipes */
     int err;
+    int session; /* a session's end of its control channel (session-init.c), else -1 */
 };
 
 /* Bring up lo, the one interface of a new network namespace, down until then (netdevice(7):
@@ -1923,6 +1927,18 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         sb->copy_out_fd = r;
     }
 
+    if (fds->session >= 0) {
+        /* A session: init runs steps on request instead of one payload. It keeps the report
+         * pipe (3), /dev/shm (4) and the control channel (5), nothing else. */
+        int control = fcntl(fds->session, F_DUPFD_CLOEXEC, 6); /* above what moves below */
+        if (control < 0 || (fds->report != 3 && dup3(fds->report, 3, O_CLOEXEC) < 0) ||
+            dup3(shm_fd, 4, O_CLOEXEC) < 0 || dup3(control, 5, O_CLOEXEC) < 0)
+            _exit(125);
+        (void)sys_close_range(0, 2, 0);
+        (void)sys_close_range(6, ~0U, 0);
+        session_init(sb, &mask, 3, 4, 5);
+    }
+
     init_pid = getpid();
     payload = fork();
     if (payload < 0)
@@ -1934,7 +1950,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
             (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != init_pid))
             _exit(125);
         (void)close(fds->sync);
-        payload_main(sb, fds->in, fds->out, fds->err, fds->report);
+        sandbox_payload_exec(sb, fds->in, fds->out, fds->err, fds->report, -1);
     }
 
     /* Both sides set the payload's process group, as shells do: whichever runs first, the
@@ -2166,7 +2182,8 @@ static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret)
     ret->workspace_saved = true;
 }
 
-int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
+static int run_sandbox(const struct nsbox_config *c, const struct session_hooks *hooks,
+                       struct nsbox_result *ret)
 {
     struct sandbox sb = {0};
     struct cgroup_leaf leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF};
@@ -2241,7 +2258,10 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     }
     if (pid == 0) {
         struct child_fds fds = {.sync = sync[0], .report = report[1], .out = out[1],
-                                .err = err[1], .in = in[1]};
+                                .err = err[1], .in = in[1],
+                                .session = hooks ? hooks->init_fd : -1};
+        if (hooks)
+            (void)close(hooks->own_fd);
         if (in[0] >= 0)
             (void)close(in[0]);
         (void)close(out[0]);
@@ -2284,7 +2304,12 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
                                      .sync = sync[1], .init_pid = pid,
                                      .stdin_dst = in[0] >= 0 ? TAKE_FD(in[0]) : -1,
                                      .proxy = proxy};
-        r = supervise(c, &sfds, start, ret);
+        if (hooks) {
+            (void)close(hooks->init_fd);
+            r = hooks->supervise(c, &sfds, start, sb.in_cgroup ? &leaf : NULL, ret,
+                                 hooks->userdata);
+        } else
+            r = supervise(c, &sfds, start, ret);
         if (r < 0)
             (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s%s",
                              strerror(-r),
@@ -2324,4 +2349,15 @@ out:
                    strcmp(ret->error_step, "config") == 0
                ? -EINVAL
                : 0;
+}
+
+int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
+{
+    return run_sandbox(c, NULL, ret);
+}
+
+int sandbox_run_session(const struct nsbox_config *c, const struct session_hooks *hooks,
+                        struct nsbox_result *ret)
+{
+    return run_sandbox(c, hooks, ret);
 }

@@ -2,7 +2,9 @@
 /* The plan of one run, shared by the supervisor and the sandbox's init (internal). */
 #pragma once
 
+#include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "filter.h"
@@ -70,3 +72,32 @@ struct sandbox {
     struct workspace ws; /* config->workspace, opened and locked; fds -EBADF otherwise */
     char ws_staging[NSBOX_NAME_MAX + 16];
 };
+
+/* Exec sb->argv as a payload (in a child of init, under the filters): stdio from in_fd (-1:
+ * /dev/null), out_fd and err_fd, the report pipe at fd 3 (close-on-exec), extra_fd (if >= 0) at
+ * fd 4 kept across execve, every other descriptor closed; rlimits; execve. Never returns. */
+_Noreturn void sandbox_payload_exec(const struct sandbox *sb, int in_fd, int out_fd, int err_fd,
+                                    int report_fd, int extra_fd);
+
+struct supervise_fds;
+struct cgroup_leaf;
+
+/* A session (session.c): the sandbox is made as for a run, but its init runs steps on request
+ * over a control channel (session-init.c), and the supervisor's loop is hooks->supervise. */
+struct session_hooks {
+    int init_fd; /* the sandbox's end of the control channel; closed in the supervisor */
+    int own_fd;  /* the supervisor's end; closed in the sandbox */
+    /* leaf: the sandbox's cgroup leaf, or NULL when rlimits hold the limits. */
+    int (*supervise)(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
+                     const struct cgroup_leaf *leaf, struct nsbox_result *ret, void *userdata);
+    void *userdata;
+};
+
+/* As nsbox_run(), with init in session mode and hooks->supervise instead of supervise(). */
+int sandbox_run_session(const struct nsbox_config *c, const struct session_hooks *hooks,
+                        struct nsbox_result *ret);
+
+/* Init's loop in a session (session-init.c): fds report_fd, shm_fd and control_fd are open,
+ * signals in mask blocked. Never returns. */
+_Noreturn void session_init(const struct sandbox *sb, const sigset_t *mask, int report_fd,
+                            int shm_fd, int control_fd);

@@ -346,6 +346,16 @@ static bool answer_notification(struct supervisor *sv, int listener, pid_t init_
     return true;
 }
 
+bool supervise_answer_notification(int listener, pid_t init_pid, bool no_network,
+                                   struct nsbox_result *ret)
+{
+    /* A session's step has a result of its own: no cache of names that point into an earlier
+     * step's, and no pace (session.c polls the listener whenever it is readable). */
+    struct supervisor one = {0};
+
+    return answer_notification(&one, listener, init_pid, no_network, ret);
+}
+
 static void set_error(struct nsbox_result *ret, const struct step_error *e, int exit_code)
 {
     ret->status = NSBOX_STATUS_ERROR;

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "nsbox.h"
 #include "proxy.h"
@@ -79,3 +81,10 @@ struct supervise_fds {
  */
 int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
               struct nsbox_result *ret);
+
+/* Answer one notification of the seccomp listener: the sandbox's init's own calls (init_pid, as
+ * this process sees it) go through, everything else is refused with EPERM and recorded in ret.
+ * Returns false when the listener is done (no more filter users). For the session supervisor
+ * (session.c), which runs its own loop. */
+bool supervise_answer_notification(int listener, pid_t init_pid, bool no_network,
+                                   struct nsbox_result *ret);

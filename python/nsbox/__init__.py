@@ -8,13 +8,17 @@ A thin wrapper around ``nsbox run`` (standard library only)::
     result.stdout            # '42\\n'
     result.as_tool_output()  # '42\\n'
     result = await nsbox.arun_python_code("print(1)", on_stdout=print)   # asyncio, streaming
+    with nsbox.Session(memory="512m") as s:   # one live sandbox, state kept between steps
+        s.run_code("x = 6")
+        s.run_code("print(x * 7)").stdout    # '42\n'
 """
 
 from ._runner import (FILES_DIR, arun, arun_python_code, find_nsbox, run,
                       run_python_code)
 from .errors import NsboxError, NsboxNotFound
 from .result import TOOL_OUTPUT_LIMIT, Result, tool_text
+from .session import Session
 
 __all__ = ["run", "run_python_code", "arun", "arun_python_code", "find_nsbox", "Result",
-           "NsboxError", "NsboxNotFound", "FILES_DIR", "TOOL_OUTPUT_LIMIT", "tool_text"]
+           "NsboxError", "NsboxNotFound", "FILES_DIR", "TOOL_OUTPUT_LIMIT", "tool_text", "Session"]
 __version__ = "0.1.0"

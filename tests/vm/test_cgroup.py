@@ -782,6 +782,78 @@ class TestSelftest(CgroupTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
 
 
+class TestSession(CgroupTestCase):
+    """A session's sandbox lives in one cgroup leaf for all its steps, which goes with it."""
+
+    ENV = {"PATH": "/usr/bin:/bin", "NSBOX_ROOTFS": ROOTFS}
+
+    def nsbox(self, *args):
+        return subprocess.run([NSBOX, *args], capture_output=True, text=True, timeout=300,
+                              env=self.ENV)
+
+    def start(self):
+        p = self.nsbox("session", "start", "--memory", "128m", *FAST)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.strip()
+
+    def step(self, sid, *argv):
+        p = self.nsbox("session", "exec", sid, "--json", "--", *argv)
+        return json.loads(p.stdout)
+
+    def test_steps_share_the_leaf_and_stop_removes_it(self):
+        sid = self.start()
+        self.assertEqual(len(leaves()), 1)
+        r = self.step(sid, "cat", "/sys/fs/cgroup/memory.max")
+        self.assertEqual(r["limits"]["memory"]["enforced_by"], "cgroup", r)
+        self.assertEqual(self.step(sid, "true")["status"], "exited")
+        self.assertEqual(len(leaves()), 1)
+        p = self.nsbox("session", "stop", sid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(leaves(), [])  # stop returns once the leaf is gone
+
+    def test_oom_in_a_step_is_said_and_the_session_goes_on(self):
+        sid = self.start()
+        try:
+            self.check_oom(sid)
+        finally:
+            self.nsbox("session", "stop", sid)  # before tearDown looks for leaves
+
+    def check_oom(self, sid):
+        r = self.step(sid, "python3", "-c", "b = bytearray(400 << 20)")
+        self.assertEqual((r["status"], r["exit_code"], r["cgroup"]["oom_kills"]),
+                         ("oom", 137, 1), r)
+        # The interpreter, killed in a step, is reported and replaced.
+        p = subprocess.run([NSBOX, "session", "exec", sid, "--json", "--code", "-"],
+                           input="x = 1\nb = bytearray(400 << 20)\n", capture_output=True,
+                           text=True, timeout=300, env=self.ENV)
+        r = json.loads(p.stdout)
+        self.assertEqual((r["status"], r["interpreter"]), ("oom", "crashed"), r)
+        r = self.step(sid, "echo", "on")
+        self.assertEqual((r["status"], r["stdout"], r["cgroup"]["oom_kills"]), ("exited", "on\n", 0))
+
+    def test_sigkilled_supervisor_leaf_is_removed_by_the_next_run(self):
+        sid = self.start()
+        pid = None
+        for line in self.nsbox("ps", "--json").stdout.splitlines():
+            e = json.loads(line)
+            if e["run_id"] == sid:
+                pid = e["pid"]
+        self.assertIsNotNone(pid)
+        stale = leaves()
+        os.kill(pid, signal.SIGKILL)
+
+        def emptied():
+            with open(stale[0] + "/cgroup.procs") as f:
+                return f.read() == ""
+
+        # The sandbox dies with its supervisor (parent-death signal); the empty leaf stays...
+        self.assertTrue(wait_until(emptied))
+        self.assertEqual(leaves(), stale)
+        # ...until the next run in the same parent cgroup removes it (tearDown checks).
+        p, r = nsbox_json(*FAST, "--", "true")
+        self.assertEqual(r["status"], "exited", r)
+
+
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
     bad = len(result.failures) + len(result.errors) + len(result.skipped)

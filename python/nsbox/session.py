@@ -1,0 +1,231 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Sessions: one live sandbox for many steps, with a Python interpreter that keeps its state.
+
+    with nsbox.Session(memory="512m") as s:
+        s.run_code("x = 6")
+        print(s.run_code("print(x * 7)").stdout)   # 42
+
+``nsbox session start`` makes the sandbox and returns; each step then goes straight to the
+session's socket (one JSON line each way, no process started on this side), which is what makes
+a step cheaper than starting ``python3`` at all.
+"""
+import asyncio
+import json
+import os
+import socket
+import subprocess
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ._runner import (_Limit, _Timeout, _nsbox_env, _number, _option_args, _result_from,
+                      _start_error, find_nsbox)
+from .errors import NsboxError
+from .result import Result
+
+# Seconds this side waits for a step's answer beyond the step's own timeout.
+_MARGIN = 10.0
+
+
+def _request(op: str, payload: Dict[str, Any], timeout: _Timeout,
+             output_limit: Optional[int]) -> bytes:
+    req = {"op": op, **payload}
+    if timeout is not None:
+        req["timeout"] = float(_number(timeout, "timeout"))
+    if output_limit is not None:
+        req["output_limit"] = int(_number(output_limit, "output_limit"))
+    return json.dumps(req).encode() + b"\n"
+
+
+def _answer(line: bytes) -> Result:
+    if not line:
+        raise NsboxError("the session ended without an answer (stopped, killed, or past its "
+                         "idle or lifetime limit)", step="session")
+    try:
+        raw = json.loads(line)
+    except ValueError as e:
+        raise NsboxError(f"the session sent no valid JSON ({e})", step="session") from e
+    if isinstance(raw, dict) and isinstance(raw.get("error"), str):
+        raise NsboxError(raw["error"], step="session", raw=raw)
+    return _result_from(raw.get("exit_code", 125) if isinstance(raw, dict) else 125, line, "")
+
+
+class Session:
+    """A live sandbox (``nsbox session start``) for many steps.
+
+    The options are those of :func:`nsbox.run`; ``timeout`` is each step's default, and a step
+    may give its own. ``idle_timeout`` (default 600 s, so that a forgotten session ends; None:
+    never) and ``lifetime`` (seconds) end the session by themselves.
+    Files the steps write (in /tmp, or a ``--tmpfs`` given in ``extra_args``) persist between
+    steps; everything a step starts is killed when the step ends. Use it as a context manager,
+    or call :meth:`close`.
+    """
+
+    def __init__(self, timeout: _Timeout = 10, memory: _Limit = "256m", cpus: _Limit = None,
+                 pids_limit: _Limit = None, env: Optional[Mapping[str, str]] = None,
+                 rootfs: Optional[str] = None, output_limit: Optional[int] = None,
+                 network: str = "none", idle_timeout: Optional[float] = 600,
+                 lifetime: Optional[float] = None, name: Optional[str] = None,
+                 nsbox: Optional[str] = None, extra_args: Sequence[str] = ()):
+        self._binary = find_nsbox(nsbox)
+        args = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
+                            network, extra_args)
+        if idle_timeout is not None:
+            args += ["--idle-timeout", _number(idle_timeout, "idle_timeout")]
+        if lifetime is not None:
+            args += ["--lifetime", _number(lifetime, "lifetime")]
+        if name is not None:
+            args += ["--name", name]
+        self._cmd: List[str] = [self._binary, "session", "start", "--json", *args]
+        self._env = _nsbox_env(env)
+        self._timeout = timeout
+        self.id: Optional[str] = None
+        self.socket_path: Optional[str] = None
+
+    # -- life ---------------------------------------------------------------------------------
+
+    def _started(self, returncode: int, out: bytes, err: bytes) -> "Session":
+        if returncode != 0:
+            message = err.decode(errors="replace").strip() or f"exit status {returncode}"
+            if message.startswith("nsbox: "):
+                message = message[len("nsbox: "):]
+            raise NsboxError(message, step="session start", exit_code=returncode,
+                             stderr=err.decode(errors="replace"))
+        info = json.loads(out)
+        self.id, self.socket_path = info["id"], info["socket"]
+        return self
+
+    def start(self) -> "Session":
+        """Start the session (done by ``with``). Returns self."""
+        try:
+            p = subprocess.run(self._cmd, capture_output=True, env=self._env, stdin=subprocess.DEVNULL,
+                               timeout=60)
+        except OSError as e:
+            raise _start_error(self._cmd, e) from e
+        return self._started(p.returncode, p.stdout, p.stderr)
+
+    def close(self) -> None:
+        """Stop the session and wait until its sandbox is gone. Safe to call twice."""
+        if not self.socket_path:
+            return
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(30)
+                s.connect(self.socket_path)
+                s.sendall(b'{"op":"stop"}\n')
+                while s.recv(4096):  # EOF: the supervisor has exited
+                    pass
+        except OSError:
+            pass  # already gone
+        self.socket_path = None
+
+    def __enter__(self) -> "Session":
+        return self.start() if not self.socket_path else self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def _wait(self, timeout: _Timeout) -> Optional[float]:
+        t = self._timeout if timeout is None else timeout
+        return None if t is None else float(t) + _MARGIN
+
+    def _call(self, request: bytes, timeout: _Timeout) -> Result:
+        if not self.socket_path:
+            raise NsboxError("the session is not started (use it in a with block)",
+                             step="session")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(self._wait(timeout))
+            try:
+                s.connect(self.socket_path)
+                s.sendall(request)
+                chunks = []
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    if chunk.endswith(b"\n"):
+                        break
+            except OSError as e:
+                raise NsboxError(f"session {self.id} is not running ({e.strerror or e}): it was "
+                                 "stopped, killed, or reached its idle or lifetime limit",
+                                 step="session", errno=e.errno) from e
+        return _answer(b"".join(chunks))
+
+    def run_code(self, code: str, timeout: _Timeout = None,
+                 output_limit: Optional[int] = None) -> Result:
+        """Run Python code in the session's interpreter: variables, imports and open files of
+        earlier steps are there. A timeout raises KeyboardInterrupt in the code; an interpreter
+        that ignores it is restarted (the result's raw["interpreter"] says "restarted")."""
+        return self._call(_request("code", {"code": code}, timeout, output_limit), timeout)
+
+    def run(self, argv: Sequence[str], timeout: _Timeout = None,
+            output_limit: Optional[int] = None) -> Result:
+        """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``)."""
+        if isinstance(argv, (str, bytes)) or not argv:
+            raise TypeError("argv must be a non-empty sequence of strings")
+        return self._call(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
+                                   output_limit), timeout)
+
+    # -- asyncio ------------------------------------------------------------------------------
+
+    async def astart(self) -> "Session":
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, env=self._env)
+        except OSError as e:
+            raise _start_error(self._cmd, e) from e
+        out, err = await proc.communicate()
+        return self._started(proc.returncode or 0, out, err)
+
+    async def aclose(self) -> None:
+        if not self.socket_path:
+            return
+        try:
+            reader, writer = await asyncio.open_unix_connection(self.socket_path)
+            writer.write(b'{"op":"stop"}\n')
+            await writer.drain()
+            await reader.read()
+            writer.close()
+        except OSError:
+            pass
+        self.socket_path = None
+
+    async def __aenter__(self) -> "Session":
+        return await self.astart() if not self.socket_path else self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def _acall(self, request: bytes, timeout: _Timeout) -> Result:
+        if not self.socket_path:
+            raise NsboxError("the session is not started (use it in an async with block)",
+                             step="session")
+        try:
+            reader, writer = await asyncio.open_unix_connection(self.socket_path,
+                                                                limit=256 << 20)
+        except OSError as e:
+            raise NsboxError(f"session {self.id} is not running ({e.strerror or e})",
+                             step="session", errno=e.errno) from e
+        try:
+            writer.write(request)
+            await writer.drain()
+            line = await asyncio.wait_for(reader.readline(), self._wait(timeout))
+        finally:
+            writer.close()
+        return _answer(line)
+
+    async def arun_code(self, code: str, timeout: _Timeout = None,
+                        output_limit: Optional[int] = None) -> Result:
+        """As :meth:`run_code`, for asyncio."""
+        return await self._acall(_request("code", {"code": code}, timeout, output_limit),
+                                 timeout)
+
+    async def arun(self, argv: Sequence[str], timeout: _Timeout = None,
+                   output_limit: Optional[int] = None) -> Result:
+        """As :meth:`run`, for asyncio."""
+        if isinstance(argv, (str, bytes)) or not argv:
+            raise TypeError("argv must be a non-empty sequence of strings")
+        return await self._acall(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
+                                          output_limit), timeout)

@@ -1,0 +1,443 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* `nsbox session start|exec|stop|ls`: the command line of sessions (session.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cmd-session.h"
+#include "fileio.h"
+#include "log.h"
+#include "macro.h"
+#include "parse.h"
+#include "registry.h"
+#include "session.h"
+#include "termsafe.h"
+
+#define EXIT_NSBOX_FAILURE 125
+#define CODE_MAX (16U << 20)
+#define SESSION_LABEL "nsbox.session"
+
+static void usage(FILE *f)
+{
+    fputs("Usage:\n"
+          "  nsbox session start [RUN OPTIONS] [--idle-timeout S] [--lifetime S] [--json]\n"
+          "      start a sandbox that stays up for many steps; print its id (--json: its id and\n"
+          "      socket). RUN OPTIONS are those of 'nsbox run' (--memory, --tmpfs, -v, --name,\n"
+          "      ...); --timeout is each step's default. --idle-timeout: end it after S\n"
+          "      seconds without a step; --lifetime: end it S seconds after its start.\n"
+          "  nsbox session exec ID|NAME [--timeout S] [--output-limit N] [--json]\n"
+          "                     [--raw-output] (--code FILE|- | [--] PROGRAM [ARGS...])\n"
+          "      run one step in the session: a program, or Python code in the session's\n"
+          "      interpreter, whose variables, imports and open files live on between steps.\n"
+          "      Everything the step started is killed when it ends. Exit status as for\n"
+          "      'nsbox run'; --json prints the result; on a terminal the output's control\n"
+          "      characters are shown escaped, as by 'nsbox run' (--raw-output: not).\n"
+          "  nsbox session stop ID|NAME\n"
+          "      end the session and wait until its sandbox is gone\n"
+          "  nsbox session ls [--json]\n"
+          "      list this user's sessions (they are in 'nsbox ps' too, and 'nsbox kill' ends\n"
+          "      them)\n",
+          f);
+}
+
+/* Strip --idle-timeout and --lifetime (session start's own options) from argv, in place. */
+static int take_session_options(int *argc, char *argv[], struct session_options *o)
+{
+    int out = 0;
+
+    for (int i = 0; i < *argc; i++) {
+        const char *names[] = {"--idle-timeout", "--lifetime"};
+        uint64_t *dst[] = {&o->idle_timeout, &o->lifetime};
+        bool taken = false;
+
+        if (strcmp(argv[i], "--") == 0) {
+            while (i < *argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        for (size_t k = 0; k < 2 && !taken; k++) {
+            size_t len = strlen(names[k]);
+            const char *value = NULL;
+            if (strcmp(argv[i], names[k]) == 0) {
+                if (i + 1 >= *argc)
+                    return log_error_errno(-EINVAL, "option '%s' needs a value", names[k]);
+                value = argv[++i];
+            } else if (strncmp(argv[i], names[k], len) == 0 && argv[i][len] == '=')
+                value = argv[i] + len + 1;
+            else
+                continue;
+            if (parse_duration(value, dst[k]) < 0 || *dst[k] == 0)
+                return log_error_errno(-EINVAL, "invalid %s '%s': a positive duration in "
+                                                "seconds (or with ms, s, m, h)",
+                                       names[k], value);
+            taken = true;
+        }
+        if (!taken)
+            argv[out++] = argv[i];
+    }
+    *argc = out;
+    argv[out] = NULL;
+    return 0;
+}
+
+static int start_main(int argc, char *argv[])
+{
+    struct session_options o = {0};
+    const struct nsbox_config *parsed;
+    struct nsbox_config c;
+    char **labels;
+    size_t n = 0;
+    int r, nargc = argc;
+    char **args = calloc((size_t)argc + 1, sizeof(char *));
+
+    if (!args)
+        log_oom();
+    for (int i = 0; i < argc; i++)
+        args[i] = argv[i];
+    if (take_session_options(&nargc, args, &o) < 0)
+        return EXIT_NSBOX_FAILURE;
+    r = run_options_parse(nargc, args, &parsed, &o.json, &o.log_path, &o.log_code_limit);
+    if (r < 0)
+        return EXIT_NSBOX_FAILURE;
+    c = *parsed;
+    /* A step's end kills every other process in the sandbox's pid namespace: without one of its
+     * own that would be the host's. Steps get their stdio from the session, not nsbox's. */
+    if (c.pid_host || c.keep_fds || c.pass_stdin) {
+        log_error("'nsbox session start' does not take %s: %s",
+                  c.pid_host ? "--pid host" : c.keep_fds ? "--keep-fds" : "--stdin/-i",
+                  c.pid_host ? "the end of each step kills every process in the sandbox's own "
+                               "pid namespace"
+                             : "steps get /dev/null and pipes of the session for stdio");
+        return EXIT_NSBOX_FAILURE;
+    }
+    /* Not yet in a session: copy-out and workspaces are taken when a run's payload ends (a
+     * session has steps), and the proxy of --network allow= runs in a run's supervisor loop. */
+    if (c.n_copy_out || c.workspace || (c.network_allow && c.network_allow[0])) {
+        log_error("'nsbox session start' does not take %s yet: use it with 'nsbox run'",
+                  c.n_copy_out ? "--copy-out" : c.workspace ? "--workspace" : "--network allow=");
+        return EXIT_NSBOX_FAILURE;
+    }
+    /* The working directory is writable in a session, so that files persist between steps: a
+     * tmpfs at /work (of --tmp-size), unless -v or --tmpfs put something there. */
+    {
+        bool have_work = false;
+        struct nsbox_tmpfs *t;
+        for (size_t i = 0; i < c.n_binds; i++)
+            have_work |= strcmp(c.binds[i].target, "/work") == 0;
+        for (size_t i = 0; i < c.n_tmpfs; i++)
+            have_work |= strcmp(c.tmpfs[i].target, "/work") == 0;
+        if (!have_work) {
+            t = calloc(c.n_tmpfs + 1, sizeof(*t));
+            if (!t)
+                log_oom();
+            if (c.n_tmpfs)
+                memcpy(t, c.tmpfs, c.n_tmpfs * sizeof(*t));
+            t[c.n_tmpfs++] = (struct nsbox_tmpfs){.target = "/work", .size = c.tmp_size,
+                                                  .mode = 0755};
+            c.tmpfs = t;
+        }
+    }
+    /* Marked for `nsbox session ls` (a label, so `nsbox ps --filter label=nsbox.session` too). */
+    while (c.labels && c.labels[n])
+        n++;
+    labels = calloc(n + 2, sizeof(char *));
+    if (!labels)
+        log_oom();
+    for (size_t i = 0; i < n; i++)
+        labels[i] = c.labels[i];
+    labels[n] = (char *)SESSION_LABEL "=1";
+    c.labels = labels;
+    /* What `nsbox ps` shows as the command (the parser's stand-in program is none). */
+    c.argv = (char *const[]){"(session)", NULL};
+    /* The argv the registry shows: `nsbox session start ...`. */
+    return session_start(&c, &o, argc + 2, argv - 2);
+}
+
+/* Connect to session id's socket. Returns the fd, or EXIT_NSBOX_FAILURE's -1 after one line. */
+static int session_connect(const char *id)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char path[700];
+    int fd, r = session_socket_path(id, path, sizeof(path));
+
+    if (r == -ENOENT) {
+        log_error("no session '%s': give the id 'nsbox session start' printed, or its --name "
+                  "(see 'nsbox session ls')",
+                  id);
+        return -1;
+    }
+    if (r < 0 || strlen(path) >= sizeof(sa.sun_path)) {
+        log_error_errno(r < 0 ? r : -ENAMETOOLONG, "cannot find session '%s': %m", id);
+        return -1;
+    }
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        log_error_errno(negative_errno(), "socket: %m");
+        return -1;
+    }
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        r = negative_errno();
+        (void)close(fd);
+        if (r == -ENOENT || r == -ECONNREFUSED)
+            log_error("session '%s' is not running (it was stopped, killed, or reached its idle "
+                      "or lifetime limit; see 'nsbox session ls')",
+                      id);
+        else
+            log_error_errno(r, "cannot connect to session '%s': %m", id);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = RETRY_EINTR(send(fd, p, n, MSG_NOSIGNAL));
+        if (k <= 0)
+            return -EIO;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Send request (a JSON object) and read the answer's line. Returns the parsed answer, NULL
+ * when the connection ended without one. */
+static json_t *transact(int fd, json_t *request, char **ret_line)
+{
+    char *text = json_dumps(request, JSON_COMPACT);
+    char *buf = NULL;
+    size_t have = 0;
+    int r;
+
+    *ret_line = NULL;
+    if (!text)
+        return NULL;
+    r = send_all(fd, text, strlen(text));
+    if (r >= 0)
+        r = send_all(fd, "\n", 1);
+    free(text);
+    if (r < 0)
+        return NULL;
+    r = read_fd_all(fd, 256U << 20, &buf, &have);
+    if (r < 0 || have == 0) {
+        free(buf);
+        return NULL;
+    }
+    *ret_line = buf;
+    return json_loadb(buf, have, 0, NULL);
+}
+
+/* Write the step's text to fd; on a terminal (unless --raw-output) escaped as `nsbox run` does
+ * (termsafe.h): the program's output must not drive the caller's terminal. */
+static void write_text(int fd, json_t *s, bool raw)
+{
+    const char *p = json_string_value(s);
+    size_t n = json_string_length(s);
+    _cleanup_free_ char *escaped = NULL;
+
+    if (p && n > 0 && !raw && isatty(fd)) {
+        struct termsafe t = {0};
+        size_t len;
+        escaped = malloc(TERMSAFE_MAX_OUT(n) + TERMSAFE_MAX_OUT(0));
+        if (!escaped)
+            log_oom();
+        len = termsafe_escape(&t, p, n, escaped);
+        len += termsafe_finish(&t, escaped + len);
+        p = escaped;
+        n = len;
+    }
+    while (p && n > 0) {
+        ssize_t k = RETRY_EINTR(write(fd, p, n));
+        if (k <= 0)
+            return;
+        p += k;
+        n -= (size_t)k;
+    }
+}
+
+static int exec_main(int argc, char *argv[])
+{
+    static const struct option options[] = {
+        {"timeout", required_argument, NULL, 't'},
+        {"output-limit", required_argument, NULL, 'o'},
+        {"json", no_argument, NULL, 'j'},
+        {"raw-output", no_argument, NULL, 'r'},
+        {"code", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    const char *id, *code_path = NULL;
+    bool json = false, raw = false, have_timeout = false, have_limit = false;
+    uint64_t timeout = 0, limit = 0;
+    _cleanup_free_ char *code = NULL, *line = NULL;
+    size_t code_size = 0;
+    _cleanup_close_ int fd = -EBADF;
+    json_t *req, *ans, *v;
+    int opt, status;
+
+    if (argc < 2 || argv[1][0] == '-') {
+        log_error("usage: nsbox session exec ID|NAME [--timeout S] [--output-limit N] [--json] "
+                  "(--code FILE|- | [--] PROGRAM [ARGS...])");
+        return EXIT_NSBOX_FAILURE;
+    }
+    id = argv[1];
+    argc--;
+    argv++;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "+", options, NULL)) != -1) {
+        switch (opt) {
+        case 't':
+            if (parse_duration(optarg, &timeout) < 0)
+                {
+                log_error("invalid --timeout '%s'", optarg);
+                return EXIT_NSBOX_FAILURE;
+            }
+            have_timeout = true;
+            break;
+        case 'o':
+            if (parse_size(optarg, &limit) < 0)
+                {
+                log_error("invalid --output-limit '%s'", optarg);
+                return EXIT_NSBOX_FAILURE;
+            }
+            have_limit = true;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'r':
+            raw = true;
+            break;
+        case 'c':
+            code_path = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            log_error("invalid option for 'nsbox session exec' (see 'nsbox session --help')");
+            return EXIT_NSBOX_FAILURE;
+        }
+    }
+    if (!code_path == (optind >= argc)) {
+        log_error("'nsbox session exec' takes --code FILE|- or a program, one of them");
+        return EXIT_NSBOX_FAILURE;
+    }
+    if (code_path) {
+        int r = strcmp(code_path, "-") == 0
+                    ? read_fd_all(STDIN_FILENO, CODE_MAX, &code, &code_size)
+                    : read_regular_file(code_path, CODE_MAX, &code, &code_size);
+        if (r < 0)
+            return log_error_errno(r, "cannot read code file '%s': %m", code_path),
+                   EXIT_NSBOX_FAILURE;
+        req = json_pack("{s:s,s:s%}", "op", "code", "code", code, code_size);
+    } else {
+        json_t *a = json_array();
+        for (int i = optind; a && i < argc; i++)
+            (void)json_array_append_new(a, json_string(argv[i]));
+        req = json_pack("{s:s,s:o}", "op", "exec", "argv", a);
+    }
+    if (!req) {
+        log_error("the request is not valid UTF-8 text");
+        return EXIT_NSBOX_FAILURE;
+    }
+    if (have_timeout)
+        (void)json_object_set_new(req, "timeout", json_real((double)timeout / 1e6));
+    if (have_limit)
+        (void)json_object_set_new(req, "output_limit", json_integer((json_int_t)limit));
+
+    (void)signal(SIGPIPE, SIG_IGN);
+    fd = session_connect(id);
+    if (fd < 0) {
+        json_decref(req);
+        return EXIT_NSBOX_FAILURE;
+    }
+    ans = transact(fd, req, &line);
+    json_decref(req);
+    if (!ans) {
+        log_error("session '%s' ended without an answer to the step", id);
+        return EXIT_NSBOX_FAILURE;
+    }
+    if ((v = json_object_get(ans, "error")) && json_is_string(v)) {
+        log_error("session '%s': %s", id, json_string_value(v));
+        json_decref(ans);
+        return EXIT_NSBOX_FAILURE;
+    }
+    v = json_object_get(ans, "exit_code");
+    status = json_is_integer(v) ? (int)json_integer_value(v) : EXIT_NSBOX_FAILURE;
+    if (json) {
+        (void)fputs(line, stdout);
+    } else {
+        write_text(STDOUT_FILENO, json_object_get(ans, "stdout"), raw);
+        write_text(STDERR_FILENO, json_object_get(ans, "stderr"), raw);
+        const char *st = json_string_value(json_object_get(ans, "status"));
+        size_t i;
+        json_t *w;
+        json_array_foreach(json_object_get(ans, "warnings"), i, w)
+            if (json_is_string(w))
+                log_warning("%s", json_string_value(w));
+        if (json_is_string(json_object_get(ans, "error")))
+            log_error("%s", json_string_value(json_object_get(ans, "error")));
+        else if (st && strcmp(st, "exited") != 0 &&
+                 json_is_string(json_object_get(ans, "reason")))
+            log_error("the step %s", json_string_value(json_object_get(ans, "reason")));
+    }
+    json_decref(ans);
+    return fflush(stdout) == 0 ? status : EXIT_NSBOX_FAILURE;
+}
+
+static int stop_main(int argc, char *argv[])
+{
+    _cleanup_close_ int fd = -EBADF;
+    _cleanup_free_ char *line = NULL;
+    json_t *req, *ans;
+
+    if (argc != 2) {
+        log_error("usage: nsbox session stop ID|NAME");
+        return EXIT_NSBOX_FAILURE;
+    }
+    (void)signal(SIGPIPE, SIG_IGN);
+    fd = session_connect(argv[1]);
+    if (fd < 0)
+        return EXIT_NSBOX_FAILURE;
+    req = json_pack("{s:s}", "op", "stop");
+    /* The supervisor closes the connection by exiting, once the sandbox is gone. */
+    ans = transact(fd, req, &line);
+    json_decref(req);
+    json_decref(ans);
+    return 0;
+}
+
+int session_main(int argc, char *argv[])
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_NSBOX_FAILURE : 0;
+    }
+    if (strcmp(argv[1], "start") == 0)
+        return start_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "exec") == 0)
+        return exec_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "stop") == 0)
+        return stop_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "ls") == 0) {
+        char *filter[] = {(char *)"label=" SESSION_LABEL};
+        bool json = argc == 3 && strcmp(argv[2], "--json") == 0;
+        if (argc > 3 || (argc == 3 && !json)) {
+            log_error("usage: nsbox session ls [--json]");
+            return EXIT_NSBOX_FAILURE;
+        }
+        return registry_ps(json, filter, 1);
+    }
+    log_error("unknown session command '%s' (see 'nsbox session --help')", argv[1]);
+    return EXIT_NSBOX_FAILURE;
+}

@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * A session's init: PID 1 of the sandbox, set up as for a run (sandbox.c), then a step runner.
+ *
+ * It waits on the control channel (fd 5, a SOCK_SEQPACKET socket to the supervisor) for a step,
+ * runs it in a child (its own session and process group, under the filters init loaded, made
+ * by sandbox_payload_exec() as a run's payload is), and when the step ends kills everything
+ * the step started -- its process group, then every other process in the pid namespace but
+ * the session's Python interpreter -- before it says the step ended. Python steps go to that
+ * interpreter (session-repl.py, started on the first one, over a socketpair at its fd 4).
+ *
+ * No step holds the control channel: it is close-on-exec and closed in each step's child, and
+ * init is not dumpable, so /proc/1/fd is closed to the steps.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "macro.h"
+#include "sandbox.h"
+#include "session.h"
+#include "syscalls.h"
+
+extern const char session_repl[]; /* session-repl.py, embedded at build time */
+
+#define STEP_MAX_ARGS 4096
+
+struct runner {
+    const struct sandbox *sb;
+    int report_fd, control_fd, proc_fd;
+    pid_t step;        /* the running program step, or 0 */
+    bool code_step;    /* a Python step is running in the interpreter */
+    pid_t repl;        /* the interpreter, or 0 */
+    int repl_fd;       /* init's end of its socket, or -1 */
+    uint32_t flags;    /* of the running step */
+    uint64_t grace_until; /* a Python step interrupted: killed if it has not ended by then */
+};
+
+static void control_send(struct runner *rn, const struct session_msg *m)
+{
+    /* Best effort: without the supervisor the sandbox dies of PR_SET_PDEATHSIG anyway. */
+    (void)!send(rn->control_fd, m, sizeof(*m), MSG_NOSIGNAL);
+}
+
+/* Receive one message and up to 3 descriptors (close-on-exec). Returns the number of fds, or
+ * -errno; -EPIPE when the supervisor is gone. */
+static int control_recv(int fd, struct session_msg *m, int fds[3])
+{
+    union {
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    ssize_t n = RETRY_EINTR(recvmsg(fd, &msg, MSG_CMSG_CLOEXEC));
+    int nfds = 0;
+
+    if (n < 0)
+        return negative_errno();
+    if (n == 0)
+        return -EPIPE;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            int *p = (int *)CMSG_DATA(c);
+            for (size_t i = 0; i < k; i++) {
+                if (nfds < 3)
+                    fds[nfds++] = p[i];
+                else
+                    (void)close(p[i]);
+            }
+        }
+    if (n != sizeof(*m) || (msg.msg_flags & MSG_CTRUNC)) {
+        for (int i = 0; i < nfds; i++)
+            (void)close(fds[i]);
+        return -EBADMSG;
+    }
+    return nfds;
+}
+
+/* The whole contents of memfd fd, NUL-terminated, or NULL. */
+static char *read_memfd(int fd, size_t *ret_size)
+{
+    struct stat st;
+    char *buf;
+    size_t have = 0;
+
+    if (fstat(fd, &st) < 0 || st.st_size < 0 || st.st_size > (64 << 20))
+        return NULL;
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf)
+        return NULL;
+    while (have < (size_t)st.st_size) {
+        ssize_t n = RETRY_EINTR(pread(fd, buf + have, (size_t)st.st_size - have, (off_t)have));
+        if (n <= 0) {
+            free(buf);
+            return NULL;
+        }
+        have += (size_t)n;
+    }
+    buf[have] = '\0';
+    *ret_size = have;
+    return buf;
+}
+
+/* Whether /proc/PID/stat says the process is a zombie (or is gone). */
+static bool is_dead(int proc_fd, const char *pid)
+{
+    char path[64], buf[256], *p;
+    ssize_t n;
+    int fd;
+
+    (void)snprintf(path, sizeof(path), "%s/stat", pid);
+    fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return true;
+    n = RETRY_EINTR(read(fd, buf, sizeof(buf) - 1));
+    (void)close(fd);
+    if (n <= 0)
+        return true;
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* the state follows the command name, which may hold anything */
+    return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
+/* Kill every process in the pid namespace but init and the interpreter, until none is left
+ * alive: what a step forked, also what left its process group and session (a daemon). A
+ * process killed now cannot fork again, so each pass finds only what was forked before the
+ * last one's kills; the pids limit bounds how many that can be. kill(-1, SIGKILL) would do it
+ * in one call (PID 1 is spared, kill(2)), but would take the interpreter too. */
+static void kill_all_but_interpreter(struct runner *rn)
+{
+    for (int pass = 0; pass < 10000; pass++) {
+        int fd = openat(rn->proc_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd < 0 ? NULL : fdopendir(fd);
+        struct dirent *de;
+        int alive = 0;
+
+        if (!d) {
+            if (fd >= 0)
+                (void)close(fd);
+            if (!rn->repl)
+                (void)kill(-1, SIGKILL);
+            return;
+        }
+        while ((de = readdir(d))) {
+            char *end;
+            long pid = strtol(de->d_name, &end, 10);
+            if (*end || pid <= 1 || pid == rn->repl || is_dead(rn->proc_fd, de->d_name))
+                continue;
+            (void)kill((pid_t)pid, SIGKILL);
+            alive++;
+        }
+        closedir(d);
+        if (alive == 0)
+            return;
+        if (pass > 0)
+            (void)nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+}
+
+/* Reap every child but the interpreter; note its death. */
+static void reap(struct runner *rn, int *ret_step_status, bool *ret_step_done, bool *ret_repl_died)
+{
+    for (;;) {
+        int status;
+        pid_t p = waitpid(-1, &status, WNOHANG);
+        if (p <= 0)
+            return;
+        if (p == rn->step) {
+            *ret_step_status = status;
+            *ret_step_done = true;
+        } else if (p == rn->repl) {
+            *ret_repl_died = true;
+        }
+    }
+}
+
+static void repl_forget(struct runner *rn)
+{
+    if (rn->repl_fd >= 0)
+        (void)close(rn->repl_fd);
+    rn->repl_fd = -1;
+    rn->repl = 0;
+}
+
+/* The end of a step: nothing it started stays. */
+static void step_end(struct runner *rn, int end, int code)
+{
+    struct session_msg m = {.type = SESSION_STEP_END, .end = end, .code = code,
+                            .flags = rn->flags};
+    int status;
+    bool done = false, died = false;
+
+    if (rn->step > 0)
+        (void)kill(-rn->step, SIGKILL);
+    kill_all_but_interpreter(rn);
+    reap(rn, &status, &done, &died);
+    if (died)
+        repl_forget(rn);
+    rn->step = 0;
+    rn->code_step = false;
+    rn->flags = 0;
+    rn->grace_until = 0;
+    control_send(rn, &m);
+}
+
+static void close_fds(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            (void)close(fds[i]);
+}
+
+/* Fork a child of init that becomes argv: its own session (and so process group), without the
+ * control channel or the interpreter's socket. */
+static pid_t spawn(struct runner *rn, char **argv, int out, int err, int extra_fd)
+{
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        struct sandbox step = *rn->sb;
+        (void)close(rn->control_fd);
+        if (rn->repl_fd >= 0 && rn->repl_fd != extra_fd)
+            (void)close(rn->repl_fd);
+        (void)close(rn->proc_fd);
+        (void)setsid();
+        step.argv = argv;
+        sandbox_payload_exec(&step, -1, out, err, rn->report_fd, extra_fd);
+    }
+    return pid;
+}
+
+static void run_program(struct runner *rn, int fds[3])
+{
+    size_t size = 0, argc = 0;
+    _cleanup_free_ char *text = read_memfd(fds[0], &size);
+    char *argv[STEP_MAX_ARGS + 1];
+
+    if (text)
+        for (size_t i = 0; i < size && argc < STEP_MAX_ARGS; i += strlen(text + i) + 1)
+            argv[argc++] = text + i;
+    argv[argc] = NULL;
+    if (argc == 0) {
+        step_end(rn, SESSION_END_EXITED, 125);
+        return;
+    }
+    rn->step = spawn(rn, argv, fds[1], fds[2], -1);
+    if (rn->step < 0) {
+        rn->step = 0;
+        step_end(rn, SESSION_END_EXITED, 125);
+    }
+}
+
+static int repl_start(struct runner *rn)
+{
+    int sp[2];
+    char *argv[] = {"python3", "-c", (char *)session_repl, NULL};
+    int null_fd;
+
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+        return negative_errno();
+    null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null_fd < 0) {
+        close_fds(sp, 2);
+        return negative_errno();
+    }
+    rn->repl_fd = sp[0];
+    rn->repl = spawn(rn, argv, null_fd, null_fd, sp[1]);
+    (void)close(sp[1]);
+    (void)close(null_fd);
+    if (rn->repl < 0) {
+        repl_forget(rn);
+        return -EAGAIN;
+    }
+    return 0;
+}
+
+static void run_code(struct runner *rn, int fds[3])
+{
+    union {
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } u = {0};
+    struct iovec iov = {.iov_base = (char *)"run", .iov_len = 3};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+    if (!rn->repl) {
+        if (repl_start(rn) < 0) {
+            step_end(rn, SESSION_END_EXITED, 125);
+            return;
+        }
+        rn->flags |= SESSION_INTERPRETER_NEW;
+    }
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, 3 * sizeof(int));
+    rn->code_step = true;
+    /* Never blocks init: an interpreter that does not take its step is as good as dead. */
+    if (RETRY_EINTR(sendmsg(rn->repl_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0) {
+        (void)kill(rn->repl, SIGKILL);
+        rn->flags |= SESSION_INTERPRETER_CRASHED;
+        repl_forget(rn);
+        step_end(rn, SESSION_END_SIGNALED, SIGKILL);
+    }
+}
+
+/* The interpreter's answer: the step's exit status as decimal digits, or EOF. */
+static void repl_answer(struct runner *rn)
+{
+    char buf[32];
+    ssize_t n = RETRY_EINTR(recv(rn->repl_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT));
+    char *end;
+    long code;
+
+    if (n < 0 && errno == EAGAIN)
+        return;
+    if (n <= 0) {
+        /* The interpreter is gone (or closed its socket): kill it, the step crashed. */
+        (void)kill(rn->repl, SIGKILL);
+        (void)waitpid(rn->repl, NULL, 0);
+        repl_forget(rn);
+        if (rn->code_step) {
+            rn->flags |= SESSION_INTERPRETER_CRASHED;
+            step_end(rn, SESSION_END_SIGNALED, SIGKILL);
+        }
+        return;
+    }
+    if (!rn->code_step)
+        return; /* not asked: the step's own code writing to the socket */
+    buf[n] = '\0';
+    code = strtol(buf, &end, 10);
+    if (end == buf || code < 0 || code > 255)
+        code = 1;
+    if (*end == 'i')
+        rn->flags |= SESSION_INTERPRETER_INTERRUPTED;
+    step_end(rn, SESSION_END_EXITED, (int)code);
+}
+
+static void interrupt(struct runner *rn)
+{
+    if (rn->step > 0) {
+        /* The step's time is up: its group now, the rest at its end. */
+        (void)kill(-rn->step, SIGKILL);
+        (void)kill(rn->step, SIGKILL);
+    } else if (rn->code_step && rn->repl > 0 && !rn->grace_until) {
+        (void)kill(rn->repl, SIGINT);
+        rn->grace_until = now_usec() + SESSION_INTERRUPT_GRACE_USEC;
+    }
+}
+
+_noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int report_fd,
+                             int shm_fd, int control_fd)
+{
+    struct runner rn = {.sb = sb, .report_fd = report_fd, .control_fd = control_fd,
+                        .repl_fd = -1};
+    struct session_msg ready = {.type = SESSION_READY};
+    int sigfd;
+
+    (void)shm_fd;
+    rn.proc_fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    sigfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (rn.proc_fd < 0 || sigfd < 0)
+        _exit(125);
+    control_send(&rn, &ready);
+
+    for (;;) {
+        struct pollfd p[3] = {
+            {.fd = control_fd, .events = POLLIN},
+            {.fd = sigfd, .events = POLLIN},
+            {.fd = rn.repl_fd, .events = POLLIN},
+        };
+        int timeout = -1;
+
+        if (rn.grace_until) {
+            uint64_t now = now_usec();
+            timeout = now >= rn.grace_until ? 0 : (int)((rn.grace_until - now) / 1000 + 1);
+        }
+        if (poll(p, 3, timeout) < 0 && errno != EINTR)
+            _exit(125);
+
+        if (p[1].revents) {
+            struct signalfd_siginfo si;
+            int status = 0;
+            bool done = false, died = false;
+            while (read(sigfd, &si, sizeof(si)) == sizeof(si))
+                ; /* SIGCHLD; others (the supervisor's SIGINT etc.) mean nothing here */
+            reap(&rn, &status, &done, &died);
+            if (died) {
+                repl_forget(&rn);
+                if (rn.code_step) {
+                    rn.flags |= SESSION_INTERPRETER_CRASHED;
+                    step_end(&rn, SESSION_END_SIGNALED, SIGKILL);
+                }
+            }
+            if (done)
+                step_end(&rn, WIFSIGNALED(status) ? SESSION_END_SIGNALED : SESSION_END_EXITED,
+                         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        }
+        if (rn.repl_fd >= 0 && p[2].fd == rn.repl_fd && p[2].revents)
+            repl_answer(&rn);
+        if (rn.grace_until && now_usec() >= rn.grace_until && rn.code_step) {
+            /* It did not stop on KeyboardInterrupt: a fresh one for the next step. */
+            (void)kill(rn.repl, SIGKILL);
+            (void)waitpid(rn.repl, NULL, 0);
+            repl_forget(&rn);
+            rn.flags |= SESSION_INTERPRETER_RESTARTED;
+            step_end(&rn, SESSION_END_SIGNALED, SIGKILL);
+        }
+        if (p[0].revents) {
+            struct session_msg m;
+            int fds[3] = {-1, -1, -1};
+            int n = control_recv(control_fd, &m, fds);
+
+            if (n == -EPIPE || (n < 0 && n != -EBADMSG && n != -EAGAIN))
+                _exit(0); /* the supervisor is gone: the kernel kills the rest */
+            if (n < 0)
+                continue;
+            if (m.type == SESSION_INTERRUPT)
+                interrupt(&rn);
+            else if ((m.type == SESSION_RUN || m.type == SESSION_CODE) && n == 3 && !rn.step &&
+                     !rn.code_step) {
+                if (m.type == SESSION_RUN)
+                    run_program(&rn, fds);
+                else
+                    run_code(&rn, fds);
+            }
+            close_fds(fds, n);
+        }
+    }
+}

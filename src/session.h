@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Sessions: one live sandbox for many steps (`nsbox session`).
+ *
+ * The supervisor is the caller's own nsbox process, detached (session_start()). It makes the
+ * sandbox as `nsbox run` does (sandbox_run_session()), but the sandbox's init does not run one
+ * payload: it waits on a control channel (a SOCK_SEQPACKET socketpair inherited at clone, never
+ * held by a step) for step requests and runs each step in a child of its own (session-init.c).
+ * Clients reach the supervisor through a unix socket, SESSION_ID.sock, in the caller's 0700
+ * registry directory; it accepts connections of the caller's uid only (SO_PEERCRED). The
+ * sandbox has its own mount and network namespaces, so it can reach neither.
+ *
+ * Client protocol (one request per connection): the client sends one JSON object and a
+ * newline, {"op": "exec", "argv": [...]} or {"op": "code", "code": "..."} with optional
+ * "timeout" (seconds) and "output_limit" (bytes), or {"op": "stop"}; the supervisor answers
+ * with one line of JSON: the result as `nsbox run --json` prints it, plus "session_id" and
+ * "step", or {"error": "..."}. After "stop" it closes the connection when the sandbox is gone.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "nsbox.h"
+
+/* Messages on the control channel between the supervisor and init. Fixed size. */
+enum session_msg_type {
+    SESSION_READY = 1, /* init -> supervisor: set up, waiting for steps */
+    SESSION_RUN,       /* -> init: run a program; fds: argv (a memfd, NUL-separated), out, err */
+    SESSION_CODE,      /* -> init: Python code in the session's interpreter; fds: code, out, err */
+    SESSION_INTERRUPT, /* -> init: the step's time is up */
+    SESSION_STEP_END,  /* init -> supervisor: the step ended, everything it started is gone */
+};
+
+enum session_end {
+    SESSION_END_EXITED = 0, /* code: exit status */
+    SESSION_END_SIGNALED,   /* code: signal */
+};
+
+/* flags of SESSION_STEP_END */
+#define SESSION_INTERPRETER_NEW 1u       /* a fresh interpreter was started for this step */
+#define SESSION_INTERPRETER_INTERRUPTED 2u /* KeyboardInterrupt ended the step; state kept */
+#define SESSION_INTERPRETER_RESTARTED 4u /* it did not stop within the grace: killed */
+#define SESSION_INTERPRETER_CRASHED 8u   /* it died during the step */
+
+/* Seconds the interpreter has, after SIGINT, to end a step before it is killed. */
+#define SESSION_INTERRUPT_GRACE_USEC (2 * 1000 * 1000)
+
+struct session_msg {
+    int32_t type;
+    int32_t end;   /* enum session_end */
+    int32_t code;
+    uint32_t flags;
+};
+
+struct session_options {
+    uint64_t idle_timeout; /* microseconds; 0: none */
+    uint64_t lifetime;     /* microseconds; 0: none */
+    bool json;             /* print {"id": ..., "socket": ...} */
+    const char *log_path;  /* the audit log: a start and an end record per step; or NULL */
+    uint64_t log_code_limit; /* bytes of a step's code kept in the log */
+};
+
+/* `nsbox session start`: detach a supervisor running config's sandbox, wait until it is up and
+ * print its id. argc/argv: nsbox's command line, for `nsbox ps`. Returns the exit status (0,
+ * or 125 with one line on stderr). */
+int session_start(const struct nsbox_config *config, const struct session_options *o, int argc,
+                  char *argv[]);
+
+/* The socket of session id_or_name in buf. Returns 0, -ENOENT (no such session: a malformed
+ * id, or no name) or another -errno. */
+int session_socket_path(const char *id_or_name, char *buf, size_t size);

@@ -1,0 +1,536 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""nsbox session: one live sandbox for many steps.
+
+State is kept between steps (the Python interpreter's variables, files in /work), but nothing a
+step started outlives it; steps have their own limits; the control socket is the caller's alone
+and out of the sandbox's reach; a session ends whole (stop, kill, idle, lifetime, SIGKILL of its
+supervisor) and leaks nothing over many steps.
+
+Every test works in a registry of its own (XDG_RUNTIME_DIR is a fresh directory while this module
+runs), as test_registry does."""
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import unittest
+
+from nsboxtest import NSBOX, NsboxTestCase, nsbox, processes_with, wait_until
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python"))
+import nsbox as nsbox_api  # noqa: E402
+
+_saved_runtime_dir = None
+PRIVATE_RUNTIME_DIR = None
+
+
+def setUpModule():
+    global _saved_runtime_dir, PRIVATE_RUNTIME_DIR
+    _saved_runtime_dir = os.environ.get("XDG_RUNTIME_DIR")
+    PRIVATE_RUNTIME_DIR = tempfile.mkdtemp(prefix="nsbox-session-test-")  # 0700, ours
+    os.environ["XDG_RUNTIME_DIR"] = PRIVATE_RUNTIME_DIR
+
+
+def tearDownModule():
+    # Whatever a failed test left running: this module's own registry only.
+    nsbox("kill", "--all")
+    if _saved_runtime_dir is None:
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+    else:
+        os.environ["XDG_RUNTIME_DIR"] = _saved_runtime_dir
+    shutil.rmtree(PRIVATE_RUNTIME_DIR, ignore_errors=True)
+
+
+def registry_dir():
+    return os.path.join(PRIVATE_RUNTIME_DIR, "nsbox")
+
+
+def step(sock_path, request, timeout=30):
+    """One request straight on the session's socket: the parsed answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(json.dumps(request).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return json.loads(data)
+
+
+def supervisor_pid(session_id):
+    p = nsbox("ps", "--json")
+    for line in p.stdout.splitlines():
+        e = json.loads(line)
+        if e["run_id"] == session_id:
+            return e["pid"]
+    return None
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+class SessionTestCase(NsboxTestCase):
+    def setUp(self):
+        self.assertEqual(os.environ["XDG_RUNTIME_DIR"], PRIVATE_RUNTIME_DIR)
+
+    def start(self, *opts):
+        p = nsbox("session", "start", "--json", "--cgroup", "off", *opts)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        info = json.loads(p.stdout)
+        self.addCleanup(lambda: nsbox("session", "stop", info["id"]))
+        self.assertEqual(os.path.dirname(info["socket"]), registry_dir())
+        return info["id"], info["socket"]
+
+    def code(self, sid, src, *opts):
+        p = nsbox("session", "exec", sid, "--json", *opts, "--code", "-", input=src)
+        try:
+            return p, json.loads(p.stdout)
+        except ValueError:
+            self.fail(f"no JSON: stdout={p.stdout!r} stderr={p.stderr!r}")
+
+    def run_step(self, sid, *argv, opts=()):
+        p = nsbox("session", "exec", sid, "--json", *opts, "--", *argv)
+        try:
+            return p, json.loads(p.stdout)
+        except ValueError:
+            self.fail(f"no JSON: stdout={p.stdout!r} stderr={p.stderr!r}")
+
+
+class TestSessionSteps(SessionTestCase):
+    def test_state_kept_across_steps(self):
+        sid, _ = self.start()
+        p, r = self.code(sid, "import json\nx = 6\nf = open('notes.txt', 'w')\n")
+        self.assertEqual((p.returncode, r["status"], r["interpreter"]), (0, "exited", "started"))
+        p, r = self.code(sid, "f.write('kept'); f.close()\nprint(x * 7, json.dumps([1]))\n")
+        self.assertEqual(r["stdout"], "42 [1]\n")
+        self.assertEqual(r["interpreter"], "kept")
+        # Files in the working directory (/work, writable in a session) persist, for programs
+        # too; the plain text of nsbox session exec is the step's output and exit status.
+        p = nsbox("session", "exec", sid, "--", "sh", "-c", "cat /work/notes.txt; exit 3")
+        self.assertEqual((p.returncode, p.stdout), (3, "kept"))
+        # The step's exception is its own: exit status 1, traceback on stderr, session goes on.
+        p, r = self.code(sid, "1/0")
+        self.assertEqual(r["exit_code"], 1)
+        self.assertIn("ZeroDivisionError", r["stderr"])
+        self.assertNotIn("_serve", r["stderr"])
+        p, r = self.code(sid, "print(x)")
+        self.assertEqual(r["stdout"], "6\n")
+
+    def test_output_limit_per_step(self):
+        sid, _ = self.start("--output-limit", "100")
+        p, r = self.run_step(sid, "python3", "-c", "print('x' * 1000)")
+        self.assertEqual((len(r["stdout"]), r["stdout_bytes"], r["stdout_truncated"]),
+                         (100, 1001, True))
+        p, r = self.run_step(sid, "python3", "-c", "print('x' * 1000)",
+                             opts=("--output-limit", "2000"))
+        self.assertEqual((len(r["stdout"]), r["stdout_truncated"]), (1001, False))
+        # Control bytes are six bytes each in JSON: what is kept stays within twice the limit.
+        p, r = self.run_step(sid, "python3", "-c", "import sys; sys.stdout.write('\\x01' * 1000)")
+        self.assertLessEqual(len(json.dumps(r["stdout"])) - 2, 200)
+        self.assertTrue(r["stdout_truncated"])
+
+    def test_output_on_a_terminal_is_escaped(self):
+        import pty
+        import subprocess
+        sid, _ = self.start()
+
+        def shown(*opts):
+            master, slave = pty.openpty()
+            try:
+                subprocess.run([NSBOX, "session", "exec", sid, *opts, "--", "printf",
+                                "\\033]52;c;aGk=\\007nsbox: fake\\n"],
+                               stdout=slave, stderr=subprocess.DEVNULL, timeout=30)
+                os.close(slave)
+                data = b""
+                while True:
+                    try:
+                        chunk = os.read(master, 4096)
+                    except OSError:  # EIO: the slave side is closed
+                        break
+                    if not chunk:
+                        break
+                    data += chunk
+                return data
+            finally:
+                os.close(master)
+
+        self.assertIn(b"\\x1b]52;c;aGk=\\x07[program] nsbox: fake", shown())
+        self.assertIn(b"\x1b]52;c;aGk=\x07nsbox: fake", shown("--raw-output"))  # the control
+
+    def test_program_not_found_is_127(self):
+        sid, _ = self.start()
+        p = nsbox("session", "exec", sid, "--", "no-such-program")
+        self.assertOneLineError(p, code=127, contains="no-such-program")
+
+    def test_timeout_interrupts_and_session_goes_on(self):
+        sid, _ = self.start()
+        self.code(sid, "x = 1")
+        t = time.monotonic()
+        p, r = self.code(sid, "while True:\n    pass\n", "--timeout", "0.5")
+        self.assertLess(time.monotonic() - t, 5)
+        self.assertEqual((p.returncode, r["status"], r["interpreter"]), (124, "timeout", "kept"))
+        self.assertIn("KeyboardInterrupt", r["stderr"])
+        self.assertIn("variables go on", r["reason"])
+        p, r = self.code(sid, "print(x)")
+        self.assertEqual(r["stdout"], "1\n")
+
+        # A program step: killed at its timeout, and the next step runs.
+        t = time.monotonic()
+        p, r = self.run_step(sid, "sleep", "30", opts=("--timeout", "0.3"))
+        self.assertLess(time.monotonic() - t, 5)
+        self.assertEqual((p.returncode, r["status"]), (124, "timeout"))
+        p, r = self.run_step(sid, "echo", "next")
+        self.assertEqual(r["stdout"], "next\n")
+
+    def test_interpreter_that_ignores_the_interrupt_is_restarted(self):
+        sid, _ = self.start()
+        self.code(sid, "x = 1")
+        p, r = self.code(sid, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                              "time.sleep(60)\n", "--timeout", "0.3")
+        self.assertEqual((p.returncode, r["status"], r["interpreter"]),
+                         (124, "timeout", "restarted"))
+        self.assertTrue(any("fresh interpreter" in w for w in r["warnings"]), r["warnings"])
+        p, r = self.code(sid, "print('x' in dir())")
+        self.assertEqual((r["stdout"], r["interpreter"]), ("False\n", "started"))
+
+    def test_interpreter_crash_is_reported_and_next_step_gets_a_fresh_one(self):
+        sid, _ = self.start()
+        self.code(sid, "x = 1")
+        p, r = self.code(sid, "import os\nos.kill(os.getpid(), 9)\n")
+        self.assertEqual(r["interpreter"], "crashed")
+        self.assertEqual((r["status"], r["signal"]), ("signaled", 9))
+        self.assertTrue(any("died during the step" in w for w in r["warnings"]), r["warnings"])
+        p, r = self.code(sid, "print('x' in dir())")
+        self.assertEqual((r["stdout"], r["interpreter"]), ("False\n", "started"))
+
+    def test_background_daemon_is_killed_at_step_end(self):
+        sid, _ = self.start()
+        token = "nsbox-daemon-" + secrets.token_hex(6)
+        # A daemon that left the step's process group and session (setsid), from a program...
+        p, r = self.run_step(sid, "sh", "-c",
+                             f"setsid python3 -c 'import time; time.sleep(300)' {token} "
+                             "</dev/null >/dev/null 2>&1 & sleep 0.3; echo started")
+        self.assertEqual(r["stdout"], "started\n")
+        self.assertEqual(processes_with(token), [])
+        # ... and from the interpreter, which itself lives on.
+        p, r = self.code(sid, "import subprocess, sys, time\nx = 5\n"
+                              f"d = subprocess.Popen([sys.executable, '-c', 'import time; "
+                              f"time.sleep(300)', '{token}'], start_new_session=True)\n"
+                              "time.sleep(0.3)\nprint(d.poll())\n")
+        self.assertEqual(r["stdout"], "None\n")  # it ran during the step
+        self.assertEqual(processes_with(token), [])
+        p, r = self.code(sid, "print(x)")
+        self.assertEqual(r["stdout"], "5\n")
+
+    def test_step_cannot_reach_the_control_socket(self):
+        sid, sock = self.start()
+        other, other_sock = self.start()
+        probe = ("import os, socket\n"
+                 "print(sorted(int(f) for f in os.listdir('/proc/self/fd')))\n"
+                 "try:\n    os.listdir('/proc/1/fd'); print('init fds: listed')\n"
+                 "except OSError as e:\n    print('init fds:', e.errno)\n"
+                 "for path in %r:\n"
+                 "    s = socket.socket(socket.AF_UNIX)\n"
+                 "    try:\n        s.connect(path); print('connected')\n"
+                 "    except OSError as e:\n        print('connect:', e.errno)\n" %
+                 [sock, other_sock])
+        p, r = self.run_step(sid, "python3", "-c", probe)
+        lines = r["stdout"].splitlines()
+        # stdin, stdout, stderr and listdir's own: no control channel, no socket of nsbox.
+        self.assertEqual(lines[0], "[0, 1, 2, 3]", r)
+        self.assertEqual(lines[1], "init fds: 13")  # EACCES: init is not dumpable
+        self.assertEqual(lines[2:], ["connect: 2", "connect: 2"])  # ENOENT: not in its mounts
+        # The control: the same paths work from the host, for the caller.
+        self.assertEqual(step(sock, {"op": "exec", "argv": ["true"]})["status"], "exited")
+        self.assertEqual(step(other_sock, {"op": "exec", "argv": ["true"]})["status"], "exited")
+
+    def test_socket_refuses_other_uids(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to connect as another uid")
+        sid, sock = self.start()
+        # Let uid 65534 reach the socket file, to show the check beyond the directory's mode.
+        for d in (PRIVATE_RUNTIME_DIR, registry_dir()):
+            os.chmod(d, 0o711)
+            self.addCleanup(os.chmod, d, 0o700)
+        os.chmod(sock, 0o777)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                r = step(sock, {"op": "exec", "argv": ["true"]}, timeout=5)
+                os._exit(3 if r else 4)
+            except (json.JSONDecodeError, BrokenPipeError, ConnectionResetError):
+                os._exit(0)  # connected, and closed without an answer
+            except OSError as e:
+                print("as uid 65534:", e, file=sys.stderr)
+                os._exit(5)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        self.assertEqual(step(sock, {"op": "exec", "argv": ["true"]})["status"], "exited")
+
+    def test_two_sessions_are_isolated(self):
+        a, _ = self.start()
+        b, _ = self.start()
+        self.code(a, "secret = 'a'\nopen('/work/a.txt', 'w').write('a')\n"
+                     "import subprocess\n")
+        p, r = self.code(b, "import os\nprint('secret' in dir(), os.path.exists('/work/a.txt'),"
+                            " os.path.exists('/tmp/a.txt'))\n")
+        self.assertEqual(r["stdout"], "False False False\n")
+        # Each sees its own processes only: init, its interpreter and the step's sh, ls, grep.
+        p, r = self.run_step(a, "sh", "-c", "ls /proc | grep -c '^[0-9]'")
+        self.assertEqual(int(r["stdout"]), 5, r)
+
+
+class TestSessionAudit(SessionTestCase):
+    def test_steps_are_recorded(self):
+        import hashlib
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        log = os.path.join(d, "audit.log")
+        sid, _ = self.start("--log", log)
+        self.code(sid, "print('audited')\n")
+        self.run_step(sid, "echo", "hi")
+        with open(log) as f:
+            records = [json.loads(l) for l in f]
+        self.assertEqual([r["event"] for r in records], ["start", "end", "start", "end"])
+        self.assertEqual(records[0]["argv"], ["nsbox", "session", "exec", sid, "step", "1"])
+        self.assertEqual(records[0]["code"], "print('audited')\n")
+        self.assertEqual(records[0]["code_sha256"],
+                         hashlib.sha256(b"print('audited')\n").hexdigest())
+        self.assertEqual(records[1]["result"]["stdout"], "audited\n")
+        self.assertEqual(records[2]["program"], ["echo", "hi"])
+        self.assertEqual(records[1]["run_id"], records[0]["run_id"])
+        self.assertNotEqual(records[2]["run_id"], records[0]["run_id"])
+
+    def test_refused_log_refuses_the_session(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        os.symlink("/etc/passwd", os.path.join(d, "log"))
+        p = nsbox("session", "start", "--cgroup", "off", "--log", os.path.join(d, "log"))
+        self.assertOneLineError(p, contains="audit log")
+
+
+class TestSessionLife(SessionTestCase):
+    def test_ls_ps_and_kill(self):
+        sid, sock = self.start("--name", "sess-" + secrets.token_hex(4))
+        ls = nsbox("session", "ls", "--json")
+        self.assertIn(sid, [json.loads(l)["run_id"] for l in ls.stdout.splitlines()])
+        pid = supervisor_pid(sid)
+        self.assertIsNotNone(pid)
+        p = nsbox("kill", sid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(wait_until(lambda: not alive(pid)))
+        self.assertFalse(os.path.exists(sock))
+        p = nsbox("session", "exec", sid, "--", "true")
+        self.assertOneLineError(p, contains="is not running")
+
+    def test_by_name(self):
+        name = "sess-" + secrets.token_hex(4)
+        self.start("--name", name)
+        p = nsbox("session", "exec", name, "--", "echo", "hi")
+        self.assertEqual((p.returncode, p.stdout), (0, "hi\n"))
+
+    def test_idle_timeout(self):
+        sid, sock = self.start("--idle-timeout", "2")
+        t = time.monotonic()
+        while time.monotonic() - t < 4:  # steps keep it alive past its idle limit
+            self.assertEqual(self.run_step(sid, "true")[0].returncode, 0)
+            time.sleep(0.2)
+        self.assertTrue(wait_until(lambda: not os.path.exists(sock), timeout=5))
+        self.assertOneLineError(nsbox("session", "exec", sid, "--", "true"),
+                                contains="is not running")
+
+    def test_lifetime(self):
+        sid, sock = self.start("--lifetime", "1.5")
+        t = time.monotonic()
+        while nsbox("session", "exec", sid, "--", "true").returncode == 0:
+            self.assertLess(time.monotonic() - t, 5, "the session outlived --lifetime")
+            time.sleep(0.1)
+        self.assertGreater(time.monotonic() - t, 1.2)
+        self.assertFalse(os.path.exists(sock))
+
+    def test_lifetime_cuts_a_running_step(self):
+        sid, sock = self.start("--lifetime", "1", "--timeout", "60")
+        t = time.monotonic()
+        p, r = self.run_step(sid, "sleep", "30")
+        self.assertLess(time.monotonic() - t, 5)
+        self.assertEqual((p.returncode, r["status"]), (137, "killed"))
+        self.assertTrue(wait_until(lambda: not os.path.exists(sock)))
+
+    def test_start_interrupted_leaves_nothing(self):
+        import subprocess
+        # Killed before it printed the id: nobody could reach the session, so it must not live.
+        # One that printed its id before the kill was told: that session may live (and is
+        # stopped here); the others must end by themselves.
+        told = set()
+        for delay in (0.001, 0.002, 0.003, 0.005, 0.008, 0.012):
+            p = subprocess.Popen([NSBOX, "session", "start", "--cgroup", "off"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            p.kill()
+            told.add(p.communicate()[0].decode().strip())
+        for sid in told - {""}:
+            self.addCleanup(nsbox, "session", "stop", sid)
+
+        def untold():
+            out = nsbox("session", "ls", "--json").stdout
+            return {json.loads(l)["run_id"] for l in out.splitlines()} - told
+
+        self.assertTrue(wait_until(lambda: not untold(), timeout=10), untold())
+
+    def test_supervisor_keeps_no_inherited_descriptor(self):
+        import select
+        import subprocess
+        r, w = os.pipe()
+        p = subprocess.run([NSBOX, "session", "start", "--cgroup", "off"], pass_fds=(w,),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.addCleanup(nsbox, "session", "stop", p.stdout.strip())
+        os.close(w)
+        try:
+            # EOF at once: the detached supervisor does not hold the caller's pipe.
+            self.assertEqual(select.select([r], [], [], 5)[0], [r])
+            self.assertEqual(os.read(r, 1), b"")
+        finally:
+            os.close(r)
+
+    def test_refused_options(self):
+        for opts in (["--pid", "host"], ["-i"], ["--keep-fds"]):
+            self.assertOneLineError(nsbox("session", "start", *opts), contains="does not take")
+        self.assertOneLineError(nsbox("session", "start", "--", "true"), contains="no program")
+
+    def test_sigkill_of_supervisor_leaves_nothing(self):
+        with open("/proc/self/mountinfo") as f:
+            mounts_before = f.read()
+        sid, sock = self.start()
+        self.code(sid, "x = 1")  # the interpreter runs
+        pid = supervisor_pid(sid)
+        init = children(pid)
+        self.assertEqual(len(init), 1)
+        inside = children(init[0])
+        self.assertEqual(len(inside), 1)  # the interpreter
+        os.kill(pid, signal.SIGKILL)
+        self.assertTrue(wait_until(lambda: not any(alive(p) for p in [pid, *init, *inside])))
+        # The socket file goes with the record at the next look at the registry.
+        self.assertOneLineError(nsbox("session", "exec", sid, "--", "true"),
+                                contains="is not running")
+        nsbox("ps")
+        self.assertFalse(os.path.exists(sock))
+        self.assertEqual([n for n in os.listdir(registry_dir()) if n.startswith(sid)], [])
+        with open("/proc/self/mountinfo") as f:
+            self.assertEqual(f.read(), mounts_before)
+
+    def test_bad_ids_and_stopped_session(self):
+        self.assertOneLineError(nsbox("session", "exec", "nope", "--", "true"),
+                                contains="no session 'nope'")
+        self.assertOneLineError(nsbox("session", "exec", "../x", "--", "true"),
+                                contains="no session")
+        self.assertOneLineError(nsbox("session", "exec", "0" * 32, "--", "true"),
+                                contains="is not running")
+        sid, sock = self.start()
+        p = nsbox("session", "stop", sid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertFalse(os.path.exists(sock))  # stop returns once the session is gone
+        self.assertOneLineError(nsbox("session", "exec", sid, "--", "true"),
+                                contains="is not running")
+        self.assertOneLineError(nsbox("session", "stop", sid), contains="is not running")
+
+    def test_start_failure_is_one_line(self):
+        p = nsbox("session", "start", "--rootfs", "/nonexistent-rootfs")
+        self.assertOneLineError(p)
+        self.assertEqual([n for n in os.listdir(registry_dir()) if not n.endswith(".lock")], [])
+
+    def test_thousand_steps_leak_nothing(self):
+        sid, sock = self.start()
+
+        def fds(pid):
+            return len(os.listdir(f"/proc/{pid}/fd"))
+
+        def rss(pid):
+            with open(f"/proc/{pid}/status") as f:
+                return int(next(l for l in f if l.startswith("VmRSS:")).split()[1])
+
+        def count_inside():
+            r = step(sock, {"op": "exec", "argv": ["sh", "-c", "ls /proc | grep -c '^[0-9]'"]})
+            return int(r["stdout"])
+
+        pid = supervisor_pid(sid)
+        for i in range(50):  # warm up: the interpreter, malloc's arenas
+            step(sock, {"op": "code", "code": "print(%d)" % i})
+            step(sock, {"op": "exec", "argv": ["true"]})
+        # The supervisor closes a connection just after its answer: let it settle first.
+        time.sleep(0.2)
+        before = (fds(pid), rss(pid), count_inside())
+        t = time.monotonic()
+        for i in range(500):
+            r = step(sock, {"op": "code", "code": "import os\nprint(%d)\n" % i})
+            self.assertEqual(r["stdout"], "%d\n" % i)
+            r = step(sock, {"op": "exec", "argv": ["sh", "-c", "sleep 100 & echo %d" % i]})
+            self.assertEqual(r["stdout"], "%d\n" % i)
+        elapsed = time.monotonic() - t
+        time.sleep(0.2)
+        after = (fds(pid), rss(pid), count_inside())
+        self.assertEqual(after[0], before[0], "supervisor descriptors")
+        self.assertLess(after[1] - before[1], 1024, "supervisor RSS grew by a MiB or more")
+        self.assertEqual(after[2], before[2], "processes in the sandbox")
+        self.assertLess(elapsed, 60)
+
+
+class TestSessionApi(SessionTestCase):
+    def test_session_keeps_state(self):
+        with nsbox_api.Session(memory="256m", nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+            self.assertIsNone(s.run_code("x = 6").stdout or None)
+            r = s.run_code("print(x * 7)")
+            self.assertEqual((r.stdout, r.exit_code), ("42\n", 0))
+            r = s.run(["sh", "-c", "echo $((1+2))"])
+            self.assertEqual(r.stdout, "3\n")
+            r = s.run_code("while True: pass", timeout=0.3)
+            self.assertEqual(r.status, "timeout")
+            self.assertEqual(s.run_code("print(x)").stdout, "6\n")
+            sock = s.socket_path
+        self.assertFalse(os.path.exists(sock))
+        with self.assertRaises(nsbox_api.NsboxError):
+            s.run_code("print(1)")
+
+    def test_async_session(self):
+        import asyncio
+
+        async def main():
+            async with nsbox_api.Session(nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+                await s.arun_code("y = 2")
+                r = await s.arun_code("print(y + 1)")
+                r2 = await s.arun(["echo", "a"])
+                return r.stdout, r2.stdout
+
+        self.assertEqual(asyncio.run(main()), ("3\n", "a\n"))
+
+    def test_start_error_raises(self):
+        with self.assertRaises(nsbox_api.NsboxError) as cm:
+            nsbox_api.Session(nsbox=NSBOX, rootfs="/nonexistent-rootfs").start()
+        self.assertIn("rootfs", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
