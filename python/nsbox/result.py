@@ -30,6 +30,11 @@ def tool_text(text: str) -> str:
     return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), text)
 
 
+# Words of the warnings that as_tool_output() passes on to the model.
+_OUTCOME_WARNING_WORDS = ("--workdir-size", "--shm-size", "workspace '", "copy-out",
+                          "output may be missing")
+
+
 @dataclass
 class Result:
     """What happened to the payload, parsed from nsbox's JSON result.
@@ -115,7 +120,12 @@ class Result:
             stdout_bytes=int(raw["stdout_bytes"]),
             stderr_bytes=int(raw["stderr_bytes"]),
             wall_time=float(raw["wall_time_ms"]) / 1000.0,
-            peak_memory=None if peak is None else int(peak),
+            # memory.peak means something only where a cgroup held the memory limit (a leaf
+            # without the memory controller reports 0).
+            peak_memory=None if peak is None or (
+                ((raw.get("limits") or {}).get("memory") or {}).get(
+                    "enforced_by", raw.get("limits_enforced_by")) != "cgroup")
+            else int(peak),
             limits_enforced_by=raw.get("limits_enforced_by"),
             refused_syscalls=None if refused is None else {
                 str(e["syscall"]): int(e["count"]) for e in refused},
@@ -173,8 +183,12 @@ class Result:
             return format(self)
         stdout = self._stream("stdout", self.stdout, max_chars)
         stderr = self._stream("stderr", self.stderr, max_chars)
-        notes = (self.notes + self._hints() + [n for n in (stdout[1], stderr[1]) if n] +
-                 self._copy_notes())
+        hints = self._hints()
+        # nsbox's own note for a refused internet socket names the CLI's option; the hint
+        # names the API's (network="loopback"): one of them.
+        notes = ([n for n in self.notes if not (hints and n.startswith("an internet socket"))] +
+                 hints + [n for n in (stdout[1], stderr[1]) if n] + self._copy_notes() +
+                 self._outcome_warnings())
         if format is not None:
             return format.format(reason=self.reason, stdout=stdout[0], stderr=stderr[0],
                                  notes="\n".join(notes), status=self.status,
@@ -198,6 +212,14 @@ class Result:
             return tool_text(text), None
         return (tool_text(text[:max_chars]),
                 f"{name} cut for this output: the first {max_chars} characters are shown")
+
+    def _outcome_warnings(self) -> List[str]:
+        """nsbox's warnings that explain this run's outcome and name what to change (a full
+        /work or /dev/shm, a workspace not saved, copy-out incomplete, output that may be
+        missing); not the ones about the host or the caller's options (the rlimit fallback,
+        opt-outs), which the model cannot act on."""
+        return [tool_text(w) for w in self.warnings
+                if any(k in w for k in _OUTCOME_WARNING_WORDS)]
 
     def _copy_notes(self) -> List[str]:
         """What was not copied out, and why (the first 10), for the model."""

@@ -986,6 +986,30 @@ echo 'not json'
         self.assertEqual(result("oom", 137).as_tool_output(),
                          "status oom, exit status 137\n[no output]")
 
+    def test_tool_output_passes_on_the_warnings_that_explain_the_outcome(self):
+        # A full /work (or /dev/shm, or a workspace not saved) is in nsbox's warnings: the
+        # model must see the option to change; the rlimit fallback is the host's, not its.
+        full = ("the working directory /work was full when the payload ended (8 MiB used): "
+                "writes there failed with ENOSPC (No space left on device); raise "
+                "--workdir-size (now 8 MiB)")
+        fallback = "limits are enforced with rlimits, not a cgroup: no cgroup v2 here"
+        r = nsbox.Result.from_json(json_result(status="exited", exit_code=1, stderr="OSError\n",
+                                               reason="exited with status 1",
+                                               warnings=[fallback, full]))
+        text = r.as_tool_output()
+        self.assertIn(f"[{full}]", text)
+        self.assertNotIn("rlimits", text)
+
+    def test_peak_memory_only_from_a_memory_cgroup(self):
+        # A leaf without the memory controller says memory_peak 0: that is no measurement.
+        cg = {"path": "/x", "memory_peak": 0, "oom_kills": 0}
+        r = nsbox.Result.from_json(json_result(cgroup=cg, limits={
+            "memory": {"bytes": None, "enforced_by": "none"}}))
+        self.assertIsNone(r.peak_memory)
+        r = nsbox.Result.from_json(json_result(cgroup=dict(cg, memory_peak=4096), limits={
+            "memory": {"bytes": 1 << 28, "enforced_by": "cgroup"}}))
+        self.assertEqual(r.peak_memory, 4096)
+
     def test_tool_output_format(self):
         r = nsbox.Result.from_json(json_result(status="exited", exit_code=2, stdout="a\x1b[0m\n",
                                                stderr="b", reason="exited with status 2",
