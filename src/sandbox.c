@@ -478,9 +478,9 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd
     fd = open(sb->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return plan_error(ret, negative_errno(), "rootfs",
-                          "rootfs '%s': %m (build it with 'meson compile -C build rootfs', "
-                          "install it with 'meson install', or point $NSBOX_ROOTFS or --rootfs "
-                          "at one)",
+                          "rootfs '%s': %m (build it with 'ninja -C build' or 'nsbox rootfs "
+                          "build DIR', install it with 'meson install', or point $NSBOX_ROOTFS "
+                          "or --rootfs at one)",
                           sb->rootfs);
     if (fstat(fd, &st) == 0 && stat("/", &host_root) == 0 && st.st_dev == host_root.st_dev &&
         st.st_ino == host_root.st_ino)
@@ -488,6 +488,17 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd
                           "rootfs '%s' is the host's own root: nsbox needs a separate root "
                           "filesystem (the built one, or a directory made with nsbox rootfs build)",
                           sb->rootfs);
+    /* A directory with neither /usr nor /bin is no root filesystem: most often the directory
+     * above one (a copy of build/rootfs, whose tree is in tree/), which would run as an empty
+     * root and end in a puzzling "not found". */
+    if (fstatat(fd, "usr", &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+        fstatat(fd, "bin", &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        bool tree = fstatat(fd, "tree/usr", &st, AT_SYMLINK_NOFOLLOW) == 0;
+        return plan_error(ret, -ENOTDIR, "rootfs",
+                          "rootfs '%s' has neither /usr nor /bin: not a root filesystem%s%s%s",
+                          sb->rootfs, tree ? " (did you mean '" : "", tree ? sb->rootfs : "",
+                          tree ? "/tree'?)" : " (nsbox rootfs build DIR makes one)");
+    }
     /* Mount points it lacks are made without writing to it (mount.c, skeletons). */
     if (plan_mount_points(sb, fd, ret) < 0)
         return -ENOTDIR;

@@ -506,17 +506,35 @@ class TestBadInput(NsboxTestCase):
         self.assertOneLineError(p, contains="rootfs '/nonexistent/rootfs'")
 
     def test_empty_rootfs(self):
-        # Its mount points are made in a skeleton (test_mountpoints.py); the program is not
-        # there, and nothing is written to the directory.
+        # Neither /usr nor /bin: no root filesystem, refused before anything runs; nothing is
+        # written to the directory.
         with tempfile.TemporaryDirectory() as d:
             os.chmod(d, 0o755)
             p = nsbox("run", "--rootfs", d, "--", "true")
             self.assertEqual(os.listdir(d), [])
+        self.assertOneLineError(p, contains="has neither /usr nor /bin: not a root filesystem")
+
+    def test_rootfs_one_level_too_high(self):
+        # The directory above a tree (a copy of build/rootfs): nsbox names the tree.
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            os.makedirs(os.path.join(d, "tree", "usr"))
+            p = nsbox("run", "--rootfs", d, "--", "true")
+        self.assertOneLineError(p, contains=f"did you mean '{d}/tree'?")
+
+    def test_rootfs_with_only_bin(self):
+        # /bin alone is enough to count (a small tree without /usr): the program is looked up
+        # there, and its absence is the program's error (127), not the rootfs's.
+        with tempfile.TemporaryDirectory() as d:
+            os.chmod(d, 0o755)
+            os.mkdir(os.path.join(d, "bin"))
+            p = nsbox("run", "--rootfs", d, "--", "true")
         self.assertOneLineError(p, code=127, contains="true: not found in the sandbox's PATH")
 
     def test_rootfs_with_a_file_for_a_mount_point(self):
         with tempfile.TemporaryDirectory() as d:
             os.chmod(d, 0o755)
+            os.mkdir(os.path.join(d, "bin"))
             open(os.path.join(d, "proc"), "w").close()
             p = nsbox("run", "--rootfs", d, "--", "true")
         self.assertOneLineError(p, contains="/proc is not a directory")
