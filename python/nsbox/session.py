@@ -16,7 +16,8 @@ import socket
 import subprocess
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ._runner import (_Limit, _Timeout, _nsbox_env, _number, _option_args, _result_from,
+from ._runner import (_Limit, _Timeout, _env_fd, _env_records, _nsbox_env, _number,
+                      _option_args, _result_from,
                       _start_error, find_nsbox)
 from .errors import NsboxError
 from .result import Result
@@ -75,7 +76,10 @@ class Session:
         if name is not None:
             args += ["--name", name]
         self._cmd: List[str] = [self._binary, "session", "start", "--json", *args]
-        self._env = _nsbox_env(env)
+        # nsbox's own environment is its few variables; the program's travel on --env-fd
+        # (never in nsbox's environment, where LD_PRELOAD would run in nsbox itself).
+        self._env = _nsbox_env()
+        self._records = _env_records(env)
         self._timeout = timeout
         self.id: Optional[str] = None
         self.socket_path: Optional[str] = None
@@ -95,12 +99,21 @@ class Session:
 
     def start(self) -> "Session":
         """Start the session (done by ``with``). Returns self."""
-        try:
-            p = subprocess.run(self._cmd, capture_output=True, env=self._env, stdin=subprocess.DEVNULL,
-                               timeout=60)
-        except OSError as e:
-            raise _start_error(self._cmd, e) from e
+        with _env_fd(self._records) as fd:
+            cmd = self._command(fd)
+            try:
+                p = subprocess.run(cmd, capture_output=True, env=self._env,
+                                   stdin=subprocess.DEVNULL, timeout=60,
+                                   pass_fds=() if fd is None else (fd,))
+            except OSError as e:
+                raise _start_error(cmd, e) from e
         return self._started(p.returncode, p.stdout, p.stderr)
+
+    def _command(self, env_fd: Optional[int]) -> List[str]:
+        """`nsbox session start` with --env-fd for the program's variables, if any."""
+        if env_fd is None:
+            return self._cmd
+        return self._cmd[:4] + ["--env-fd", str(env_fd)] + self._cmd[4:]
 
     def close(self) -> None:
         """Stop the session and wait until its sandbox is gone. Safe to call twice."""
@@ -170,13 +183,16 @@ class Session:
     # -- asyncio ------------------------------------------------------------------------------
 
     async def astart(self) -> "Session":
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *self._cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=self._env)
-        except OSError as e:
-            raise _start_error(self._cmd, e) from e
-        out, err = await proc.communicate()
+        with _env_fd(self._records) as fd:
+            cmd = self._command(fd)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, env=self._env,
+                    pass_fds=() if fd is None else (fd,))
+            except OSError as e:
+                raise _start_error(cmd, e) from e
+            out, err = await proc.communicate()
         return self._started(proc.returncode or 0, out, err)
 
     async def aclose(self) -> None:

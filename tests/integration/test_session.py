@@ -499,6 +499,15 @@ class TestSessionLife(SessionTestCase):
 
 
 class TestSessionApi(SessionTestCase):
+    def test_env_reaches_the_steps_not_nsbox(self):
+        # env= travels on --env-fd, as for runs: the steps see it; nsbox's own environment
+        # (where LD_PRELOAD would run code in nsbox on the host) never holds it.
+        with nsbox_api.Session(nsbox=NSBOX, env={"NSBOX_TEST_VAR": "a\nb"},
+                               extra_args=["--cgroup", "off"]) as s:
+            r = s.run_code("import os; print(repr(os.environ['NSBOX_TEST_VAR']))")
+            self.assertEqual(r.stdout, "'a\\nb'\n", r.stderr)
+            self.assertNotIn("NSBOX_TEST_VAR", s._env)
+
     def test_session_keeps_state(self):
         with nsbox_api.Session(memory="256m", nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
             self.assertIsNone(s.run_code("x = 6").stdout or None)
