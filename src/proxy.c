@@ -401,6 +401,8 @@ static int conn_rewrite(struct conn *c)
     return 0;
 }
 
+static bool budget(struct proxy *p, size_t n);
+
 static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
 {
     const char *why = "";
@@ -439,6 +441,16 @@ static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
                     "nsbox: the request head is too long to forward");
         return;
     }
+    /* What goes upstream from here on is counted as it enters c->up: the rewritten head of a
+     * plain request, and what the client sent after the head (CONNECT's early data, a request
+     * body), up to HTTPHEAD_MAX bytes that the relay never reads again. */
+    if (!budget(p, c->up_len)) {
+        conn_note(p, c, "cut: --network-max-bytes reached");
+        conn_answer(p, c, "503 Service Unavailable",
+                    "nsbox: the proxy relayed all the bytes it may (--network-max-bytes)");
+        return;
+    }
+    c->bytes_up += c->up_len;
     c->deadline = now + PROXY_CONNECT_TIMEOUT_USEC;
     conn_start_lookup(p, c);
 }

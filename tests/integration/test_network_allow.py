@@ -353,6 +353,40 @@ class TestNetworkAllow(NsboxTestCase):
         self.assertEqual(r["stdout"], "1000020\n", r["stderr"])
         self.assertFalse(r["network"]["bytes_limit_hit"])
 
+    def test_byte_limit_counts_request_heads(self):
+        # What comes with the head counts too: CONNECT's early data (read with the head, up to
+        # 8 KiB) and a plain request's head. 3000 bytes of early data twice and a 3000-byte
+        # header: under --network-max-bytes 4096 only the first goes upstream.
+        port = self.up.http_port
+        before = len(self.up.requests)
+        code = CLIENT + (
+            "def early(raw):\n"
+            "    s = socket.create_connection((host, int(port)), timeout=20)\n"
+            "    s.sendall(raw)\n"
+            "    line = s.recv(100).split(b'\\r\\n')[0].decode()\n"
+            "    s.close()\n"
+            "    return line\n"
+            f"print(early(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n' + b'a' * 3000))\n"
+            f"print(early(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n' + b'b' * 3000))\n"
+            f"print(ask(b'GET http://up.test:{port}/ HTTP/1.1\\r\\nHost: up.test:{port}\\r\\n"
+            f"X-Data: ' + b'c' * 3000 + b'\\r\\n\\r\\n')[0])\n")
+        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}", f"up.test:{port}"),
+                  "--network-max-bytes", "4096")
+        self.assertEqual(r["stdout"].splitlines(),
+                         ["HTTP/1.1 200 Connection established"] +
+                         ["HTTP/1.1 503 Service Unavailable"] * 2, r["stderr"])
+        n = r["network"]
+        self.assertTrue(n["bytes_limit_hit"])
+        self.assertEqual(n["bytes_sent"], 3000)
+        self.assertEqual([c["bytes_sent"] for c in n["connections"]], [3000, 0, 0])
+        self.assertEqual(len(self.up.requests), before)  # the long head never reached the server
+        # The control: without the limit all three go through, each counted.
+        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}", f"up.test:{port}"))
+        self.assertEqual(r["stdout"].splitlines(),
+                         ["HTTP/1.1 200 Connection established"] * 2 + ["HTTP/1.0 200 OK"],
+                         r["stderr"])
+        self.assertGreater(r["network"]["bytes_sent"], 9000)
+
     def test_audit_records_connections(self):
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "audit.log")
