@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <resolv.h> /* its <sys/param.h> has a MIN() of its own: macro.h's is used */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#undef MIN
 #include "macro.h"
 #include "proxy.h"
 #include "syscalls.h"
@@ -241,6 +243,15 @@ _noreturn_ static void lookup_child(const char *host, int fd)
         _exit(1);
     fd = 3;
     (void)sys_close_range(4, ~0U, 0);
+    /* The name as given, never the host's search list: "pypi.example" with resolv.conf's
+     * "search corp.test" (and ndots above its dots) would be looked up as
+     * "pypi.example.corp.test" too, a name not on the list, and its address used
+     * (resolv.conf(5) search, ndots). RES_DNSRCH and RES_DEFNAMES are what res_nsearch()
+     * consults for that (glibc resolv/res_query.c); getaddrinfo() uses the thread's _res
+     * once res_init() made it (resolv/resolv_context.c). Not a trailing dot: that is a
+     * name /etc/hosts does not match. */
+    if (res_init() == 0)
+        _res.options &= ~(unsigned long)(RES_DNSRCH | RES_DEFNAMES);
     if (getaddrinfo(host, NULL, &hints, &res) == 0) {
         for (struct addrinfo *ai = res; ai && n < MAX_ADDRS; ai = ai->ai_next)
             if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&

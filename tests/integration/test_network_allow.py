@@ -9,11 +9,12 @@ import http.server
 import json
 import os
 import socket
+import subprocess
 import tempfile
 import threading
 import unittest
 
-from nsboxtest import NsboxTestCase, nsbox, nsbox_json
+from nsboxtest import HERE, NSBOX, NsboxTestCase, nsbox, nsbox_json
 
 
 def py(code, *opts, **kw):
@@ -264,6 +265,59 @@ class TestNetworkAllow(NsboxTestCase):
         p, r = py(code, "--network", f"allow=localhost:{self.up.echo_port}",
                   "--add-host", "localhost:127.0.0.1")
         self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established X\n", r["stdout"])
+
+    def test_no_search_list_lookups(self):
+        # The host's resolv.conf has a search list and ndots:5: getaddrinfo("pypi.example")
+        # would also look up pypi.example.corp.test, a name not on the list, and use its
+        # address. nsbox looks up the name as given only; /etc/hosts still counts. The lookups
+        # go to tests/integration/netns/fakedns.py in a network namespace of this test's own
+        # (nothing leaves it), with a private /etc/resolv.conf: that needs the host's root,
+        # and so this run also runs nsbox as uid 65534.
+        if os.geteuid() != 0:
+            return
+        d = tempfile.mkdtemp(dir="/tmp")
+        os.chmod(d, 0o755)
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        with open(os.path.join(d, "resolv.conf"), "w") as f:
+            f.write("search corp.test\nnameserver 127.0.0.1\noptions attempts:1 timeout:1 ndots:5\n")
+        with open(os.path.join(d, "hosts"), "w") as f:
+            f.write("127.0.0.1 localhost\n")
+        script = ('ip link set lo up && mount --bind "$D/resolv.conf" /etc/resolv.conf && '
+                  'mount --bind "$D/hosts" /etc/hosts || exit 99\n'
+                  'python3 "$DNS" "$D/log" "$D/ready" & dns=$!\n'
+                  'while [ ! -e "$D/ready" ]; do sleep 0.05; done\n'
+                  '"$@"; rc=$?; kill $dns; exit $rc\n')
+        code = CLIENT + ("for t in (b'pypi.example:443', b'localhost:443'):\n"
+                         "    print(ask(b'CONNECT ' + t + b' HTTP/1.1\\r\\n\\r\\n')[1].strip())\n")
+        for uid in (0, 65534):
+            with self.subTest(uid=uid):
+                open(os.path.join(d, "log"), "w").close()
+                if os.path.exists(os.path.join(d, "ready")):
+                    os.unlink(os.path.join(d, "ready"))
+                os.chmod(os.path.join(d, "log"), 0o666)
+                xdg = tempfile.mkdtemp()
+                os.chown(xdg, uid, uid)
+                cmd = [NSBOX, "run", "--json", "--network", "allow=pypi.example,localhost", "--",
+                       "python3", "-c", code]
+                if uid:
+                    cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "env",
+                           "-i", "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + xdg,
+                           "NSBOX_ROOTFS=" + os.environ.get("NSBOX_ROOTFS", "")] + cmd
+                env = dict(os.environ, D=d, DNS=os.path.join(HERE, "netns", "fakedns.py"),
+                           XDG_RUNTIME_DIR=xdg)
+                p = subprocess.run(["unshare", "-m", "-n", "sh", "-c", script, "sh", *cmd],
+                                   env=env, capture_output=True, text=True, timeout=60)
+                subprocess.run(["rm", "-rf", xdg])
+                r = json.loads(p.stdout)
+                self.assertEqual(r["stdout"].splitlines(),
+                                 ["nsbox: pypi.example did not resolve to an address",
+                                  "nsbox: localhost resolves to 127.0.0.1, a loopback, private or "
+                                  "link-local address, which --network allow refuses for a name "
+                                  "(an address pattern allows an address)"], (r["stdout"], p.stderr))
+                with open(os.path.join(d, "log")) as f:
+                    names = {line.split()[0] for line in f}
+                self.assertIn("pypi.example", names)  # the fake server answered the lookups
+                self.assertEqual([n for n in names if n.endswith("corp.test")], [], names)
 
     def test_ip_literal_not_listed_refused(self):
         code = CLIENT + (f"print(*ask(b'CONNECT 127.0.0.1:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'ip'))")
