@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,6 +45,15 @@
  * BUF_SIZE x 4 bytes) before the close: closing a socket with unread data sends a reset, which
  * can destroy the answer before the client reads it (RFC 9112 9.6, "lingering close"). */
 #define LINGER_USEC (2 * 1000000ULL)
+/* Descriptors: a connection holds at most two (the client, and the upstream or the lookup's
+ * pipe; a third for a moment between pipe2() and fork()); the supervisor keeps this many for
+ * itself (the sandbox's pidfd, pipes, signalfd, the audit log, ...). */
+#define FDS_PER_SLOT 2
+#define FDS_RESERVE 64
+/* accept4() failed for want of descriptors or memory: the listener is left out of poll(2)
+ * until a connection closes or this passes (it stays readable, and would wake the loop at
+ * once, again and again). */
+#define ACCEPT_PAUSE_USEC (1 * 1000000ULL)
 
 enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_ANSWER, ST_LINGER };
 
@@ -64,6 +74,8 @@ struct conn {
     size_t n_addrs, next_addr;
     bool explicit_addr; /* the caller gave the address: no range check */
     size_t record;      /* index in report.connections, or SIZE_MAX */
+    /* Where proxy_poll_fill() put this connection's descriptors in fds[], or SIZE_MAX. */
+    size_t pi_client, pi_upstream, pi_lookup;
     uint64_t bytes_up, bytes_down;
 };
 
@@ -80,6 +92,9 @@ struct proxy {
     size_t n_slots; /* max_connections + OVERFLOW_SLOTS */
     uint64_t max_bytes, bytes;
     int listener;
+    uint64_t accept_paused_until; /* 0: the listener is polled */
+    struct rlimit nofile_saved;   /* RLIMIT_NOFILE before proxy_new() raised it */
+    bool nofile_raised;
     struct conn **conns; /* n_slots slots */
     struct nsbox_network_report report;
     char allowed_text[512];
@@ -157,6 +172,7 @@ static void conn_close(struct proxy *p, size_t i)
     p->report.bytes_received += c->bytes_down;
     free(c);
     p->conns[i] = NULL;
+    p->accept_paused_until = 0; /* descriptors were freed: accept again */
 }
 
 /* Answer the client with status and one line, then close (ST_ANSWER). The line names what
@@ -485,10 +501,46 @@ static bool budget(struct proxy *p, size_t n)
     return false;
 }
 
+/* Make sure max_connections fit under RLIMIT_NOFILE: raise the soft limit as far as needed
+ * (an unprivileged process may, up to the hard limit: setrlimit(2)), or refuse. Past it,
+ * accept4() fails with EMFILE while the payload holds connections it was promised. The
+ * sandbox's own limit is set apart (sandbox.c, BUDGET_NOFILE); proxy_free() puts the soft
+ * limit back. */
+static int nofile_fit(struct proxy *p, char *why, size_t why_size)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)(FDS_PER_SLOT * p->n_slots + FDS_RESERVE);
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        (void)snprintf(why, why_size,
+                       "--network-max-connections %zu needs %llu file descriptors, but "
+                       "RLIMIT_NOFILE allows %llu (ulimit -Hn): lower --network-max-connections "
+                       "to %llu or raise the limit",
+                       p->max_connections, (unsigned long long)need,
+                       (unsigned long long)rl.rlim_max,
+                       rl.rlim_max > FDS_RESERVE + FDS_PER_SLOT * OVERFLOW_SLOTS
+                           ? (unsigned long long)((rl.rlim_max - FDS_RESERVE) / FDS_PER_SLOT -
+                                                  OVERFLOW_SLOTS)
+                           : 0ULL);
+        return -EINVAL;
+    }
+    p->nofile_saved = rl;
+    rl.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    p->nofile_raised = true;
+    return 0;
+}
+
 int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_t why_size)
 {
     struct proxy *p = calloc(1, sizeof(*p));
     size_t n_hosts = 0;
+    int r;
 
     if (!p)
         return -ENOMEM;
@@ -498,7 +550,7 @@ int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_
     p->max_bytes = c->network_max_bytes ? c->network_max_bytes : PROXY_DEFAULT_MAX_BYTES;
     p->report.enabled = true;
     for (char *const *s = c->network_allow; s && *s; s++) {
-        int r = netallow_add(&p->allow, *s);
+        r = netallow_add(&p->allow, *s);
         if (r < 0) {
             (void)snprintf(why, why_size,
                            "--network allow: '%s' is not a list of host, *.domain, IPv4 or "
@@ -535,6 +587,11 @@ int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_
         }
     }
     p->n_hosts = n_hosts;
+    r = nofile_fit(p, why, why_size);
+    if (r < 0) {
+        proxy_free(p);
+        return r;
+    }
     *ret = p;
     return 0;
 }
@@ -563,19 +620,25 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
 {
     size_t n = 0;
 
-    if (p->listener >= 0)
+    if (p->accept_paused_until && now >= p->accept_paused_until)
+        p->accept_paused_until = 0;
+    if (p->listener >= 0 && !p->accept_paused_until)
         fds[n++] = (struct pollfd){.fd = p->listener, .events = POLLIN};
+    else if (p->listener >= 0)
+        lower_timeout(timeout_ms, p->accept_paused_until, now);
     for (size_t i = 0; i < p->n_slots; i++) {
         struct conn *c = p->conns[i];
         short ce = 0, ue = 0;
         if (!c)
             continue;
+        c->pi_client = c->pi_upstream = c->pi_lookup = SIZE_MAX;
         lower_timeout(timeout_ms, c->deadline, now);
         switch (c->state) {
         case ST_HEAD:
             ce = POLLIN;
             break;
         case ST_RESOLVE:
+            c->pi_lookup = n;
             fds[n++] = (struct pollfd){.fd = c->lookup_fd, .events = POLLIN};
             break;
         case ST_CONNECT:
@@ -602,10 +665,14 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
          * whatever the events, and a peer that hung up while the other side cannot move
          * would wake the loop at once, again and again. Its end shows at the next read or
          * write. */
-        if (c->client >= 0 && ce)
+        if (c->client >= 0 && ce) {
+            c->pi_client = n;
             fds[n++] = (struct pollfd){.fd = c->client, .events = ce};
-        if (c->upstream >= 0 && ue)
+        }
+        if (c->upstream >= 0 && ue) {
+            c->pi_upstream = n;
             fds[n++] = (struct pollfd){.fd = c->upstream, .events = ue};
+        }
     }
     return n;
 }
@@ -615,8 +682,13 @@ static void accept_all(struct proxy *p, uint64_t now)
     for (int k = 0; k < 16; k++) {
         int fd = accept4(p->listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         size_t busy = 0, free_slot = SIZE_MAX;
-        if (fd < 0)
+        if (fd < 0) {
+            /* Out of descriptors (the caller's own may use up what nofile_fit() counted on)
+             * or memory: the connection waits in the listen queue (accept(2)). */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                p->accept_paused_until = now + ACCEPT_PAUSE_USEC;
             return;
+        }
         for (size_t i = 0; i < p->n_slots; i++)
             if (!p->conns[i])
                 free_slot = free_slot == SIZE_MAX ? i : free_slot;
@@ -639,6 +711,9 @@ static void accept_all(struct proxy *p, uint64_t now)
                                              .upstream = -1,
                                              .lookup_fd = -1,
                                              .record = SIZE_MAX,
+                                             .pi_client = SIZE_MAX,
+                                             .pi_upstream = SIZE_MAX,
+                                             .pi_lookup = SIZE_MAX,
                                              .deadline = now + PROXY_HEAD_TIMEOUT_USEC};
         if (busy >= p->max_connections || p->report.bytes_limit_hit) {
             struct conn *c = p->conns[free_slot];
@@ -692,25 +767,24 @@ static bool relay_way(struct proxy *p, int from, int to, short rev_from, short r
     return true;
 }
 
-static short revents_of(const struct pollfd *fds, size_t n, int fd)
+/* What poll(2) said of the entry proxy_poll_fill() put at index i for fd (SIZE_MAX: none).
+ * The descriptor is checked too: one closed since (and its number reused) has nothing. */
+static short revents_at(const struct pollfd *fds, size_t n, size_t i, int fd)
 {
-    for (size_t i = 0; fd >= 0 && i < n; i++)
-        if (fds[i].fd == fd)
-            return fds[i].revents;
-    return 0;
+    return i < n && fd >= 0 && fds[i].fd == fd ? fds[i].revents : 0;
 }
 
 void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint64_t now)
 {
-    if (p->listener >= 0 && revents_of(fds, n, p->listener))
+    if (p->listener >= 0 && n > 0 && fds[0].fd == p->listener && fds[0].revents)
         accept_all(p, now);
     for (size_t i = 0; i < p->n_slots; i++) {
         struct conn *c = p->conns[i];
         short cr, ur;
         if (!c)
             continue;
-        cr = revents_of(fds, n, c->client);
-        ur = revents_of(fds, n, c->upstream);
+        cr = revents_at(fds, n, c->pi_client, c->client);
+        ur = revents_at(fds, n, c->pi_upstream, c->upstream);
         switch (c->state) {
         case ST_HEAD:
             if (cr) {
@@ -727,7 +801,7 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
             }
             break;
         case ST_RESOLVE:
-            if (revents_of(fds, n, c->lookup_fd)) {
+            if (revents_at(fds, n, c->pi_lookup, c->lookup_fd)) {
                 ssize_t k = read(c->lookup_fd, (char *)c->addrs + c->lookup_have,
                                  sizeof(c->addrs) - c->lookup_have);
                 if (k > 0)
@@ -859,6 +933,8 @@ void proxy_free(struct proxy *p)
             conn_close(p, i);
     if (p->listener >= 0)
         (void)close(p->listener);
+    if (p->nofile_raised)
+        (void)setrlimit(RLIMIT_NOFILE, &p->nofile_saved);
     netallow_free(&p->allow);
     free(p->hosts);
     free(p->conns);

@@ -8,6 +8,7 @@ TCP echo (uppercase) server that CONNECT tunnels reach. Test names resolve to 12
 import http.server
 import json
 import os
+import resource
 import socket
 import subprocess
 import tempfile
@@ -388,6 +389,70 @@ class TestNetworkAllow(NsboxTestCase):
         self.assertTrue(r["network"]["connections_limit_hit"])
         self.assertEqual(r["network"]["connections"][1]["reason"],
                          "--network-max-connections reached")
+
+    def run_with_nofile(self, soft, hard, args, pass_fds=()):
+        """nsbox run --json args under RLIMIT_NOFILE soft:hard; (CompletedProcess, result or
+        None, CPU seconds nsbox and its children used)."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.run([NSBOX, "run", "--json", *args], capture_output=True, text=True,
+                           timeout=60, pass_fds=pass_fds,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                                 (soft, hard)))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        try:
+            return p, json.loads(p.stdout), cpu
+        except ValueError:
+            return p, None, cpu
+
+    # Inside: open n CONNECT tunnels at once, keep them, then say how many got their 200.
+    HOLD = CLIENT + r'''
+import sys, time
+n, target, hold = int(sys.argv[1]), sys.argv[2].encode(), float(sys.argv[3])
+socks, ok = [], 0
+for i in range(n):
+    s = socket.create_connection((host, int(port)), timeout=15)
+    s.sendall(b"CONNECT " + target + b" HTTP/1.1\r\n\r\n")
+    socks.append(s)
+for s in socks:
+    try:
+        ok += s.recv(100).startswith(b"HTTP/1.1 200")
+    except OSError:
+        pass
+    s.settimeout(3)
+time.sleep(hold)
+print(ok)
+'''
+
+    def test_connections_fit_the_descriptor_limit(self):
+        # --network-max-connections is promised: the soft RLIMIT_NOFILE is raised to fit it
+        # (here 100 would leave room for some 40 connections), ...
+        target = f"up.test:{self.up.echo_port}"
+        args = [*self.allow(target), "--network-max-connections", "100", "--", "python3", "-c",
+                self.HOLD, "100", target, "0"]
+        p, r, _ = self.run_with_nofile(100, 4096, args)
+        self.assertIsNotNone(r, p.stderr)
+        self.assertEqual(r["stdout"], "100\n", (r["stderr"], r["network"]["connections_total"]))
+        # ... and one that cannot fit under the hard limit is refused before the run.
+        p, r, _ = self.run_with_nofile(200, 200, args)
+        self.assertOneLineError(p, contains="--network-max-connections 100 needs 280 file "
+                                            "descriptors, but RLIMIT_NOFILE allows 200")
+
+    def test_out_of_descriptors_does_not_spin(self):
+        # The caller's own descriptors (170 inherited ones here) can still use up the limit:
+        # 30 clients that send nothing hold one each, accept4() fails with EMFILE, and the
+        # listener stays readable. The proxy stops polling it until a connection closes
+        # instead of waking at once, again and again, for the 4 s the clients wait.
+        null = [os.open("/dev/null", os.O_RDONLY) for _ in range(170)]
+        self.addCleanup(lambda: [os.close(fd) for fd in null])
+        code = CLIENT + ("import time\n"
+                         "held = [socket.create_connection((host, int(port))) for i in range(30)]\n"
+                         "time.sleep(4)\n")
+        p, r, cpu = self.run_with_nofile(200, 200, [*self.allow("up.test"), "--", "python3", "-c",
+                                                    code], pass_fds=null)
+        self.assertIsNotNone(r, p.stderr)
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        self.assertLess(cpu, 1.5, r["network"])
 
     def test_byte_limit(self):
         code = ("import urllib.request\n"
