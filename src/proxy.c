@@ -54,6 +54,11 @@
  * until a connection closes or this passes (it stays readable, and would wake the loop at
  * once, again and again). */
 #define ACCEPT_PAUSE_USEC (1 * 1000000ULL)
+/* Names looked up are kept for the run (a lookup is a process outside the sandbox, beyond
+ * --cpus): this many, the least recently used one making room. A name that did not resolve
+ * is kept for NEGATIVE_USEC only, so that a passing DNS failure does not last the run. */
+#define CACHE_SIZE 256
+#define NEGATIVE_USEC (5 * 1000000ULL)
 
 enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_ANSWER, ST_LINGER };
 
@@ -84,8 +89,18 @@ struct host_entry {
     struct sockaddr_storage addr;
 };
 
+struct cache_entry {
+    char name[NETALLOW_HOST_MAX + 1]; /* "": unused */
+    struct sockaddr_storage addrs[MAX_ADDRS];
+    size_t n_addrs;
+    uint64_t expires; /* 0: for the run */
+    uint64_t used;    /* p->cache_clock when last found or stored */
+};
+
 struct proxy {
     struct netallow allow;
+    struct cache_entry *cache; /* CACHE_SIZE entries, allocated on the first lookup */
+    uint64_t cache_clock;
     struct host_entry *hosts;
     size_t n_hosts;
     size_t max_connections;
@@ -284,6 +299,48 @@ _noreturn_ static void lookup_child(const char *host, int fd)
 
 static void conn_connect_next(struct proxy *p, struct conn *c);
 
+static struct cache_entry *cache_find(struct proxy *p, const char *name, uint64_t now)
+{
+    for (size_t i = 0; p->cache && i < CACHE_SIZE; i++) {
+        struct cache_entry *e = &p->cache[i];
+        if (e->name[0] && strcmp(e->name, name) == 0) {
+            if (e->expires && now >= e->expires) {
+                e->name[0] = '\0';
+                return NULL;
+            }
+            e->used = ++p->cache_clock;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* Keep what a lookup of name found (n addresses, maybe none). Nothing kept without memory:
+ * the next request looks up again. */
+static void cache_put(struct proxy *p, const char *name, const struct sockaddr_storage *addrs,
+                      size_t n, uint64_t now)
+{
+    struct cache_entry *e;
+
+    if (!p->cache && !(p->cache = calloc(CACHE_SIZE, sizeof(*p->cache))))
+        return;
+    e = &p->cache[0];
+    for (size_t i = 0; i < CACHE_SIZE; i++) {
+        struct cache_entry *x = &p->cache[i];
+        if (x->name[0] && strcmp(x->name, name) == 0) {
+            e = x; /* two lookups of a name ran at once: the later one's answer */
+            break;
+        }
+        if (!x->name[0] ? e->name[0] != '\0' : e->name[0] && x->used < e->used)
+            e = x;
+    }
+    (void)snprintf(e->name, sizeof(e->name), "%s", name);
+    memcpy(e->addrs, addrs, n * sizeof(addrs[0]));
+    e->n_addrs = n;
+    e->expires = n ? 0 : now + NEGATIVE_USEC;
+    e->used = ++p->cache_clock;
+}
+
 /* The addresses are known: check them, then connect. */
 static void conn_resolved(struct proxy *p, struct conn *c)
 {
@@ -323,9 +380,10 @@ static void conn_resolved(struct proxy *p, struct conn *c)
     conn_connect_next(p, c);
 }
 
-static void conn_start_lookup(struct proxy *p, struct conn *c)
+static void conn_start_lookup(struct proxy *p, struct conn *c, uint64_t now)
 {
     const struct host_entry *h;
+    const struct cache_entry *e;
     int fds[2];
     pid_t pid;
 
@@ -341,6 +399,13 @@ static void conn_start_lookup(struct proxy *p, struct conn *c)
         c->explicit_addr = true;
         c->addrs[0] = h->addr;
         c->n_addrs = 1;
+        conn_resolved(p, c);
+        return;
+    }
+    e = cache_find(p, c->head.host, now);
+    if (e) {
+        memcpy(c->addrs, e->addrs, e->n_addrs * sizeof(e->addrs[0]));
+        c->n_addrs = e->n_addrs;
         conn_resolved(p, c);
         return;
     }
@@ -479,7 +544,7 @@ static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
     }
     c->bytes_up += c->up_len;
     c->deadline = now + PROXY_CONNECT_TIMEOUT_USEC;
-    conn_start_lookup(p, c);
+    conn_start_lookup(p, c, now);
 }
 
 static void cut_all(struct proxy *p, const char *reason)
@@ -809,6 +874,7 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
                 else if (k == 0 || (errno != EAGAIN && errno != EINTR)) {
                     lookup_stop(c);
                     c->n_addrs = c->lookup_have / sizeof(c->addrs[0]);
+                    cache_put(p, c->head.host, c->addrs, c->n_addrs, now);
                     conn_resolved(p, c);
                 }
             }
@@ -936,6 +1002,7 @@ void proxy_free(struct proxy *p)
     if (p->nofile_raised)
         (void)setrlimit(RLIMIT_NOFILE, &p->nofile_saved);
     netallow_free(&p->allow);
+    free(p->cache);
     free(p->hosts);
     free(p->conns);
     free(p);

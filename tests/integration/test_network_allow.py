@@ -267,13 +267,13 @@ class TestNetworkAllow(NsboxTestCase):
                   "--add-host", "localhost:127.0.0.1")
         self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established X\n", r["stdout"])
 
-    def test_no_search_list_lookups(self):
-        # The host's resolv.conf has a search list and ndots:5: getaddrinfo("pypi.example")
-        # would also look up pypi.example.corp.test, a name not on the list, and use its
-        # address. nsbox looks up the name as given only; /etc/hosts still counts. The lookups
-        # go to tests/integration/netns/fakedns.py in a network namespace of this test's own
-        # (nothing leaves it), with a private /etc/resolv.conf: that needs the host's root,
-        # and so this run also runs nsbox as uid 65534.
+    def with_fake_dns(self, args):
+        """Run `nsbox run --json ARGS` as root and as uid 65534, each in a private mount and
+        network namespace (nothing leaves it) whose /etc/resolv.conf has the search list
+        corp.test, ndots:5 and tests/integration/netns/fakedns.py as its server, /etc/hosts
+        only localhost. Yields (uid, result, the names asked of the server in order). A
+        private /etc/resolv.conf takes the host's root: as another user, yields nothing (this
+        run covers uid 65534)."""
         if os.geteuid() != 0:
             return
         d = tempfile.mkdtemp(dir="/tmp")
@@ -288,37 +288,60 @@ class TestNetworkAllow(NsboxTestCase):
                   'python3 "$DNS" "$D/log" "$D/ready" & dns=$!\n'
                   'while [ ! -e "$D/ready" ]; do sleep 0.05; done\n'
                   '"$@"; rc=$?; kill $dns; exit $rc\n')
+        for uid in (0, 65534):
+            open(os.path.join(d, "log"), "w").close()
+            if os.path.exists(os.path.join(d, "ready")):
+                os.unlink(os.path.join(d, "ready"))
+            xdg = tempfile.mkdtemp()
+            os.chown(xdg, uid, uid)
+            cmd = [NSBOX, "run", "--json", *args]
+            if uid:
+                cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "env",
+                       "-i", "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + xdg,
+                       "NSBOX_ROOTFS=" + os.environ.get("NSBOX_ROOTFS", "")] + cmd
+            env = dict(os.environ, D=d, DNS=os.path.join(HERE, "netns", "fakedns.py"),
+                       XDG_RUNTIME_DIR=xdg)
+            p = subprocess.run(["unshare", "-m", "-n", "sh", "-c", script, "sh", *cmd],
+                               env=env, capture_output=True, text=True, timeout=60)
+            subprocess.run(["rm", "-rf", xdg])
+            try:
+                r = json.loads(p.stdout)
+            except ValueError:
+                self.fail(f"nsbox printed no JSON: {p.stdout!r} {p.stderr!r}")
+            with open(os.path.join(d, "log")) as f:
+                names = [line.split()[0] for line in f]
+            yield uid, r, names
+
+    def test_no_search_list_lookups(self):
+        # The host's resolv.conf has a search list and ndots:5: getaddrinfo("pypi.example")
+        # would also look up pypi.example.corp.test, a name not on the list, and use its
+        # address. nsbox looks up the name as given only; /etc/hosts still counts.
         code = CLIENT + ("for t in (b'pypi.example:443', b'localhost:443'):\n"
                          "    print(ask(b'CONNECT ' + t + b' HTTP/1.1\\r\\n\\r\\n')[1].strip())\n")
-        for uid in (0, 65534):
+        for uid, r, names in self.with_fake_dns(["--network", "allow=pypi.example,localhost",
+                                                 "--", "python3", "-c", code]):
             with self.subTest(uid=uid):
-                open(os.path.join(d, "log"), "w").close()
-                if os.path.exists(os.path.join(d, "ready")):
-                    os.unlink(os.path.join(d, "ready"))
-                os.chmod(os.path.join(d, "log"), 0o666)
-                xdg = tempfile.mkdtemp()
-                os.chown(xdg, uid, uid)
-                cmd = [NSBOX, "run", "--json", "--network", "allow=pypi.example,localhost", "--",
-                       "python3", "-c", code]
-                if uid:
-                    cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "env",
-                           "-i", "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + xdg,
-                           "NSBOX_ROOTFS=" + os.environ.get("NSBOX_ROOTFS", "")] + cmd
-                env = dict(os.environ, D=d, DNS=os.path.join(HERE, "netns", "fakedns.py"),
-                           XDG_RUNTIME_DIR=xdg)
-                p = subprocess.run(["unshare", "-m", "-n", "sh", "-c", script, "sh", *cmd],
-                                   env=env, capture_output=True, text=True, timeout=60)
-                subprocess.run(["rm", "-rf", xdg])
-                r = json.loads(p.stdout)
                 self.assertEqual(r["stdout"].splitlines(),
                                  ["nsbox: pypi.example did not resolve to an address",
                                   "nsbox: localhost resolves to 127.0.0.1, a loopback, private or "
                                   "link-local address, which --network allow refuses for a name "
-                                  "(an address pattern allows an address)"], (r["stdout"], p.stderr))
-                with open(os.path.join(d, "log")) as f:
-                    names = {line.split()[0] for line in f}
+                                  "(an address pattern allows an address)"], r["stderr"])
                 self.assertIn("pypi.example", names)  # the fake server answered the lookups
                 self.assertEqual([n for n in names if n.endswith("corp.test")], [], names)
+
+    def test_lookups_are_cached(self):
+        # A name is looked up once a run, not once a request: each lookup is a process outside
+        # the sandbox, beyond --cpus. Ten requests for a.corp.test (127.0.0.2: refused, but
+        # looked up), then one for b.corp.test.
+        code = CLIENT + ("for t in [b'a.corp.test:443'] * 10 + [b'b.corp.test:443']:\n"
+                         "    print(ask(b'CONNECT ' + t + b' HTTP/1.1\\r\\n\\r\\n')[0])\n")
+        for uid, r, names in self.with_fake_dns(["--network", "allow=*.corp.test", "--",
+                                                 "python3", "-c", code]):
+            with self.subTest(uid=uid):
+                self.assertEqual(r["stdout"].splitlines(), ["HTTP/1.1 403 Forbidden"] * 11,
+                                 r["stderr"])
+                # One A and one AAAA question per name.
+                self.assertEqual(sorted(names), ["a.corp.test"] * 2 + ["b.corp.test"] * 2, names)
 
     def test_ip_literal_not_listed_refused(self):
         code = CLIENT + (f"print(*ask(b'CONNECT 127.0.0.1:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'ip'))")
