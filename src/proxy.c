@@ -82,6 +82,7 @@ struct conn {
     /* Where proxy_poll_fill() put this connection's descriptors in fds[], or SIZE_MAX. */
     size_t pi_client, pi_upstream, pi_lookup;
     uint64_t bytes_up, bytes_down;
+    const struct netallow_rule *rule; /* allowed by this rule, or NULL: refused */
 };
 
 struct host_entry {
@@ -112,6 +113,7 @@ struct proxy {
     bool nofile_raised;
     struct conn **conns; /* n_slots slots */
     struct nsbox_network_report report;
+    size_t refused_listed; /* refused connections in report.connections */
     char allowed_text[512];
 };
 
@@ -125,6 +127,8 @@ static void conn_record(struct proxy *p, struct conn *c, const char *host, uint1
         struct nsbox_network_connection *e = &r->connections[c->record];
         if (e->allowed && !allowed)
             r->connections_refused++;
+        if (!allowed)
+            c->rule = NULL;
         e->allowed = allowed;
         (void)snprintf(e->reason, sizeof(e->reason), "%s", reason);
         return;
@@ -132,7 +136,8 @@ static void conn_record(struct proxy *p, struct conn *c, const char *host, uint1
     r->connections_total++;
     if (!allowed)
         r->connections_refused++;
-    if (r->n_connections == NSBOX_NETWORK_MAX) {
+    if (r->n_connections == NSBOX_NETWORK_MAX ||
+        (!allowed && p->refused_listed >= NSBOX_NETWORK_MAX / 2)) {
         r->connections_omitted++;
         return;
     }
@@ -143,6 +148,42 @@ static void conn_record(struct proxy *p, struct conn *c, const char *host, uint1
     if (c)
         c->record = r->n_connections;
     r->n_connections++;
+    p->refused_listed += !allowed;
+}
+
+static struct nsbox_network_host *host_entry(struct nsbox_network_report *r, const char *host,
+                                             uint16_t port)
+{
+    for (size_t i = 0; i < r->n_hosts; i++)
+        if (r->hosts[i].port == port && strcmp(r->hosts[i].host, host) == 0)
+            return &r->hosts[i];
+    return NULL;
+}
+
+/* Add an allowed connection's bytes to the totals of its host and port (see
+ * struct nsbox_network_host): every allowed byte is in an entry. */
+static void host_account(struct proxy *p, const struct conn *c)
+{
+    struct nsbox_network_report *r = &p->report;
+    struct nsbox_network_host *e;
+    char key[sizeof(r->hosts[0].host)];
+    uint16_t port = c->head.port;
+
+    (void)snprintf(key, sizeof(key), "%s", c->head.host);
+    if (c->rule->wildcard && !host_entry(r, key, port) &&
+        NSBOX_NETWORK_HOSTS_MAX - r->n_hosts <= NSBOX_NETWORK_HOSTS_WILDCARD)
+        (void)snprintf(key, sizeof(key), "*.%.250s", c->rule->host);
+    e = host_entry(r, key, port);
+    if (!e && r->n_hosts + 1 < NSBOX_NETWORK_HOSTS_MAX) {
+        e = &r->hosts[r->n_hosts++];
+        (void)snprintf(e->host, sizeof(e->host), "%s", key);
+        e->port = port;
+    }
+    if (!e && !(e = host_entry(r, "", 0))) /* the last entry: the others */
+        e = &r->hosts[r->n_hosts++];
+    e->connections++;
+    e->bytes_sent += c->bytes_up;
+    e->bytes_received += c->bytes_down;
 }
 
 /* A refusal or cut after the record was made: say why, once. */
@@ -185,6 +226,8 @@ static void conn_close(struct proxy *p, size_t i)
     }
     p->report.bytes_sent += c->bytes_up;
     p->report.bytes_received += c->bytes_down;
+    if (c->rule)
+        host_account(p, c);
     free(c);
     p->conns[i] = NULL;
     p->accept_paused_until = 0; /* descriptors were freed: accept again */
@@ -348,6 +391,7 @@ static void conn_resolved(struct proxy *p, struct conn *c)
 
     if (c->n_addrs == 0) {
         conn_note(p, c, "the name did not resolve");
+        c->rule = NULL;
         if (c->record != SIZE_MAX)
             p->report.connections[c->record].allowed = false;
         p->report.connections_refused++;
@@ -363,6 +407,7 @@ static void conn_resolved(struct proxy *p, struct conn *c)
             addr_text(&c->addrs[i], text, sizeof(text));
             (void)snprintf(reason, sizeof(reason), "resolves to non-public address %s", text);
             conn_note(p, c, reason);
+            c->rule = NULL;
             if (c->record != SIZE_MAX)
                 p->report.connections[c->record].allowed = false;
             p->report.connections_refused++;
@@ -521,6 +566,7 @@ static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
         return;
     }
     conn_record(p, c, c->head.host, c->head.port, true, "");
+    c->rule = rule;
     if (c->head.kind == HTTPHEAD_CONNECT) {
         /* Bytes after a CONNECT head are the start of the tunnel (a TLS ClientHello sent
          * early): kept, to go upstream. */

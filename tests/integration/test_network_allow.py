@@ -216,15 +216,50 @@ class TestNetworkAllow(NsboxTestCase):
                       f"other.test:{self.up.echo_port} (not in --network allow)", p.stderr)
 
     def test_connections_list_is_capped(self):
-        # 70 refused connections: the first 64 listed, the rest counted.
+        # 70 refused connections: the first 32 listed (half the list: the rest is kept for
+        # allowed ones), the rest counted.
         code = CLIENT + "for i in range(70):\n    ask(b'CONNECT n%d.test:443 HTTP/1.1\\r\\n\\r\\n' % i)\n"
         p, r = py(code, *self.allow("up.test"))
         n = r["network"]
         self.assertEqual((len(n["connections"]), n["connections_omitted"], n["connections_total"],
-                          n["connections_refused"]), (64, 6, 70, 70), r["stderr"])
-        self.assertEqual(n["connections"][63]["host"], "n63.test")
+                          n["connections_refused"]), (32, 38, 70, 70), r["stderr"])
+        self.assertEqual(n["connections"][31]["host"], "n31.test")
+        self.assertEqual(n["hosts"], [])
         self.assertTrue(any("refused 70 connections" in x and x.endswith(", and more")
                             for x in r["notes"]), r["notes"])
+
+    def test_refused_requests_cannot_hide_an_allowed_one(self):
+        # 70 refused requests, then the one that carries data out: it stays in the list, and
+        # in the totals by host.
+        code = CLIENT + ("for i in range(70):\n"
+                         "    ask(b'CONNECT n%d.test:443 HTTP/1.1\\r\\n\\r\\n' % i)\n"
+                         f"ask(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'secret')\n")
+        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}"))
+        n = r["network"]
+        self.assertEqual([(c["host"], c["bytes_sent"]) for c in n["connections"] if c["allowed"]],
+                         [("up.test", 6)], r["stderr"])
+        self.assertEqual(n["hosts"], [{"host": "up.test", "port": self.up.echo_port,
+                                       "connections": 1, "bytes_sent": 6,
+                                       "bytes_received": 6}])
+
+    def test_hosts_totals_keep_every_allowed_byte(self):
+        # 70 allowed connections to 50 names below *.up.test: the connection list holds 64,
+        # the totals all. The first 48 names have an entry each; with 16 entries left, the
+        # other names count under their pattern.
+        names = [f"a{i}.up.test" for i in range(50)] + ["a0.up.test"] * 20
+        hosts = [x for i in range(50) for x in ("--add-host", f"a{i}.up.test:127.0.0.1")]
+        code = CLIENT + (f"for name in {names!r}:\n"
+                         f"    ask(b'CONNECT %s:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n' % name.encode(), b'xy')\n")
+        p, r = py(code, "--network", f"allow=*.up.test:{self.up.echo_port}", *hosts)
+        n = r["network"]
+        self.assertEqual((len(n["connections"]), n["connections_omitted"]), (64, 6), r["stderr"])
+        h = n["hosts"]
+        self.assertEqual([e["host"] for e in h],
+                         [f"a{i}.up.test" for i in range(48)] + ["*.up.test"], r["stderr"])
+        self.assertEqual((h[0]["connections"], h[0]["bytes_sent"]), (21, 42))
+        self.assertEqual((h[-1]["connections"], h[-1]["bytes_sent"]), (2, 4))
+        self.assertEqual(sum(e["bytes_sent"] for e in h), n["bytes_sent"])
+        self.assertEqual(n["bytes_sent"], 140)
 
     def test_wildcard_and_default_ports(self):
         # *.domain is below domain only; without :PORT only 80 and 443.
