@@ -417,9 +417,17 @@ int httphead_parse(const char *buf, size_t len, struct httphead *ret, const char
     /* Every byte before the end is checked below; a bare CR or LF is refused there, and a
      * NUL or another control character anywhere in the head too. */
     if (!end) {
-        for (size_t i = 0; i < scan; i++)
+        /* Incomplete, but already wrong: a NUL, or a line ended by a bare LF or CR, which
+         * no more bytes can mend (waiting for them would hold a client that uses bare LF,
+         * RFC 9112 2.2, until the head timeout). */
+        for (size_t i = 0; i < scan; i++) {
             if (buf[i] == '\0')
                 FAIL(-EBADMSG, "a NUL byte in the request head");
+            if (buf[i] == '\n' && (i == 0 || buf[i - 1] != '\r'))
+                FAIL(-EBADMSG, "a line ended by a bare LF, not CRLF");
+            if (buf[i] == '\r' && i + 1 < scan && buf[i + 1] != '\n')
+                FAIL(-EBADMSG, "a bare CR in the request head");
+        }
         if (len >= HTTPHEAD_MAX)
             FAIL(-E2BIG, "the request head is longer than 8192 bytes");
         return 0;

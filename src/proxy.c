@@ -215,6 +215,10 @@ static void conn_close(struct proxy *p, size_t i)
 
     if (!c)
         return;
+    /* A client that went (or was left when the sandbox ended) before its head was complete:
+     * counted too, so that the result accounts for every connection. */
+    if (c->state == ST_HEAD && c->record == SIZE_MAX)
+        conn_record(p, c, "", 0, false, "incomplete request");
     lookup_stop(c);
     if (c->client >= 0)
         (void)close(c->client);
@@ -806,9 +810,18 @@ static void accept_all(struct proxy *p, uint64_t now)
             else if (p->conns[i]->state != ST_ANSWER && p->conns[i]->state != ST_LINGER)
                 busy++;
         if (free_slot == SIZE_MAX) {
-            /* Every slot, the overflow ones too, is taken: no answer. */
+            /* Every slot, the overflow ones too, is taken: a 503 in one try (a new socket's
+             * send buffer is empty), no lingering close, so the client may see a reset
+             * instead. */
+#define BUSY_BODY "nsbox: the proxy holds as many connections as it may (--network-max-connections)\n"
+            static const char busy503[] =
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                "Connection: close\r\nContent-Length: 81\r\n\r\n" BUSY_BODY;
+            _Static_assert(sizeof(BUSY_BODY) - 1 == 81, "Content-Length of BUSY_BODY");
             p->report.connections_limit_hit = true;
             conn_record(p, NULL, "", 0, false, "--network-max-connections reached");
+            (void)!send(fd, busy503, sizeof(busy503) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)shutdown(fd, SHUT_WR);
             (void)close(fd);
             continue;
         }

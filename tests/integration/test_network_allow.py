@@ -410,6 +410,42 @@ class TestNetworkAllow(NsboxTestCase):
                                        "the Host header names another host or port than the "
                                        "request target"])
 
+    def test_incomplete_and_bare_lf_requests(self):
+        # A client that leaves before its head is complete is counted (refused); a head with
+        # bare LF line ends gets its 400 at once, not after the 10 s head timeout.
+        code = CLIENT + ("import time\n"
+                         "s = socket.create_connection((host, int(port)))\n"
+                         "s.sendall(b'GET http://up'); time.sleep(0.3); s.close()\n"
+                         "start = time.monotonic()\n"
+                         "print(ask(b'GET http://up.test/ HTTP/1.1\\nHost: up.test\\n\\n')[0])\n"
+                         "print(time.monotonic() - start < 5)\n")
+        p, r = py(code, *self.allow("up.test"))
+        self.assertEqual(r["stdout"].splitlines(), ["HTTP/1.1 400 Bad Request", "True"],
+                         r["stderr"])
+        self.assertEqual([(c["allowed"], c["reason"]) for c in r["network"]["connections"]],
+                         [(False, "incomplete request"),
+                          (False, "a line ended by a bare LF, not CRLF")])
+        self.assertEqual(r["network"]["connections_refused"], 2)
+
+    def test_past_every_slot_a_503(self):
+        # --network-max-connections 1: one tunnel held, 8 answered with 503 and kept open by
+        # the client (all the proxy's slots), and one more: a 503 too, not a reset.
+        target = f"up.test:{self.up.echo_port}"
+        code = CLIENT + ("held = []\n"
+                         "for i in range(10):\n"
+                         "    s = socket.create_connection((host, int(port)), timeout=10)\n"
+                         f"    s.sendall(b'CONNECT {target} HTTP/1.1\\r\\n\\r\\n')\n"
+                         "    try:\n"
+                         "        print(s.recv(200).split(b'\\r\\n')[0].decode() or 'EOF')\n"
+                         "    except OSError as e:\n"
+                         "        print(type(e).__name__)\n"
+                         "    held.append(s)\n")
+        p, r = py(code, *self.allow(target), "--network-max-connections", "1")
+        self.assertEqual(r["stdout"].splitlines(),
+                         ["HTTP/1.1 200 Connection established"] +
+                         ["HTTP/1.1 503 Service Unavailable"] * 9, r["stderr"])
+        self.assertEqual(r["network"]["connections_total"], 10)
+
     def test_stalled_client_does_not_block_others(self):
         # A client that connects and sends nothing (slowloris) holds one slot; others go on.
         code = CLIENT + ("idle = socket.create_connection((host, int(port)))\n"
@@ -576,6 +612,10 @@ print(ok)
                 start, end = [json.loads(l) for l in f]
             self.assertEqual((start["network"], start["network_allow"]),
                              ("allow", [f"up.test:{self.up.echo_port}"]))
+            # The caller's name-to-address word and the bounds that applied, defaults too.
+            self.assertEqual((start["network_hosts"], start["network_max_connections"],
+                              start["network_max_bytes"]),
+                             (["up.test:127.0.0.1", "other.test:127.0.0.1"], 32, 1 << 30))
             conns = end["result"]["network"]["connections"]
             self.assertEqual([(c["host"], c["allowed"], c["bytes_sent"], c["bytes_received"])
                               for c in conns],

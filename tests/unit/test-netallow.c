@@ -202,6 +202,13 @@ Test(httphead, parse)
         /* Incomplete: more bytes needed. */
         {"CONNECT pypi.org:443 HTTP/1.1\r\n", 0, NULL, 0},
         {"", 0, NULL, 0},
+        {"CONNECT pypi.org:443 HTTP/1.1\r", 0, NULL, 0},
+        /* Refused before the head is complete: bare LF or CR line ends, which no more bytes
+         * can mend (no wait for the head timeout). */
+        {"GET http://a.test/ HTTP/1.1\nHost: a.test\n\n", -EBADMSG, NULL, 0},
+        {"GET http://a.test/ HTTP/1.1\n", -EBADMSG, NULL, 0},
+        {"\n", -EBADMSG, NULL, 0},
+        {"GET http://a.test/ HTTP/1.1\rHost", -EBADMSG, NULL, 0},
         /* Refused. */
         {"CONNECT pypi.org HTTP/1.1\r\n\r\n", -EINVAL, NULL, 0},
         {"CONNECT pypi.org:0 HTTP/1.1\r\n\r\n", -EINVAL, NULL, 0},
