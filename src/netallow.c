@@ -347,6 +347,23 @@ bool netallow_addr_is_public(const struct sockaddr *addr)
     return false;
 }
 
+bool netallow_addr_in(const struct sockaddr *addr, const struct sockaddr_storage *own, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (own[i].ss_family != addr->sa_family)
+            continue;
+        if (addr->sa_family == AF_INET &&
+            ((const struct sockaddr_in *)addr)->sin_addr.s_addr ==
+                ((const struct sockaddr_in *)&own[i])->sin_addr.s_addr)
+            return true;
+        if (addr->sa_family == AF_INET6 &&
+            memcmp(&((const struct sockaddr_in6 *)addr)->sin6_addr,
+                   &((const struct sockaddr_in6 *)&own[i])->sin6_addr, sizeof(struct in6_addr)) == 0)
+            return true;
+    }
+    return false;
+}
+
 void netallow_describe(const struct netallow *list, char *buf, size_t size)
 {
     size_t n = 0;

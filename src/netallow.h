@@ -58,6 +58,11 @@ const struct netallow_rule *netallow_match(const struct netallow *list, const ch
  * one of those. */
 bool netallow_addr_is_public(const struct sockaddr *addr);
 
+/* true when addr's address (its port aside) is one of the n addresses of own[] (IPv4 or IPv6
+ * socket addresses; other families never match): for the proxy, the host's own interface
+ * addresses (getifaddrs(3)), which a name must not lead to even when they are public. */
+bool netallow_addr_in(const struct sockaddr *addr, const struct sockaddr_storage *own, size_t n);
+
 /* The "what is allowed" line of a 403: "allowed: pypi.org, *.example.com:8443" cut to fit
  * size bytes. */
 void netallow_describe(const struct netallow *list, char *buf, size_t size);

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <resolv.h> /* its <sys/param.h> has a MIN() of its own: macro.h's is used */
@@ -104,6 +105,8 @@ struct proxy {
     uint64_t cache_clock;
     struct host_entry *hosts;
     size_t n_hosts;
+    struct sockaddr_storage *own; /* this host's interface addresses, at the start */
+    size_t n_own;
     size_t max_connections;
     size_t n_slots; /* max_connections + OVERFLOW_SLOTS */
     uint64_t max_bytes, bytes;
@@ -406,7 +409,22 @@ static void conn_resolved(struct proxy *p, struct conn *c)
     /* Every address, not the first: a name with one public and one private address would
      * otherwise reach the private one when the first does not answer. */
     for (size_t i = 0; i < c->n_addrs && !c->explicit_addr; i++)
-        if (!netallow_addr_is_public((const struct sockaddr *)&c->addrs[i])) {
+        if (netallow_addr_in((const struct sockaddr *)&c->addrs[i], p->own, p->n_own)) {
+            char reason[96];
+            addr_text(&c->addrs[i], text, sizeof(text));
+            (void)snprintf(reason, sizeof(reason), "resolves to this host's address %s", text);
+            conn_note(p, c, reason);
+            c->rule = NULL;
+            if (c->record != SIZE_MAX)
+                p->report.connections[c->record].allowed = false;
+            p->report.connections_refused++;
+            conn_answer(p, c, "403 Forbidden",
+                        "nsbox: %s resolves to %s, an address of the host nsbox runs on, "
+                        "which --network allow refuses for a name (an address pattern or "
+                        "--add-host allows it)",
+                        c->head.host, text);
+            return;
+        } else if (!netallow_addr_is_public((const struct sockaddr *)&c->addrs[i])) {
             char reason[96];
             addr_text(&c->addrs[i], text, sizeof(text));
             (void)snprintf(reason, sizeof(reason), "resolves to non-public address %s", text);
@@ -651,6 +669,38 @@ static int nofile_fit(struct proxy *p, char *why, size_t why_size)
     return 0;
 }
 
+/* The host's own interface addresses (getifaddrs(3), one netlink dump): a name that
+ * resolves to one of them reaches a service of this host, loopback or not. Taken once, at
+ * the start; an address added during the run is not among them. */
+static int own_addresses(struct proxy *p, char *why, size_t why_size)
+{
+    struct ifaddrs *list = NULL;
+    size_t n = 0;
+
+    if (getifaddrs(&list) < 0) {
+        int r = -errno;
+        (void)snprintf(why, why_size,
+                       "--network allow: listing this host's addresses failed (getifaddrs): %s",
+                       strerror(-r));
+        return r == -ENOMEM ? r : -EINVAL;
+    }
+    for (struct ifaddrs *i = list; i; i = i->ifa_next)
+        n += i->ifa_addr && (i->ifa_addr->sa_family == AF_INET ||
+                             i->ifa_addr->sa_family == AF_INET6);
+    p->own = calloc(n + 1, sizeof(*p->own));
+    if (!p->own) {
+        freeifaddrs(list);
+        return -ENOMEM;
+    }
+    for (struct ifaddrs *i = list; i; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+            memcpy(&p->own[p->n_own++], i->ifa_addr, sizeof(struct sockaddr_in));
+        else if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6)
+            memcpy(&p->own[p->n_own++], i->ifa_addr, sizeof(struct sockaddr_in6));
+    freeifaddrs(list);
+    return 0;
+}
+
 int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_t why_size)
 {
     struct proxy *p = calloc(1, sizeof(*p));
@@ -702,6 +752,11 @@ int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_
         }
     }
     p->n_hosts = n_hosts;
+    r = own_addresses(p, why, why_size);
+    if (r < 0) {
+        proxy_free(p);
+        return r;
+    }
     r = nofile_fit(p, why, why_size);
     if (r < 0) {
         proxy_free(p);
@@ -1062,6 +1117,7 @@ void proxy_free(struct proxy *p)
         (void)setrlimit(RLIMIT_NOFILE, &p->nofile_saved);
     netallow_free(&p->allow);
     free(p->cache);
+    free(p->own);
     free(p->hosts);
     free(p->conns);
     free(p);

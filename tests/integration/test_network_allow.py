@@ -288,15 +288,16 @@ class TestNetworkAllow(NsboxTestCase):
         self.assertEqual(r["stdout"].splitlines()[0], "reached", r["stderr"])
 
     def test_name_resolving_to_loopback_refused(self):
-        # "localhost" resolves (outside, by getaddrinfo) to a loopback address: refused for a
-        # name, though the pattern allows it ...
+        # "localhost" resolves (outside, by getaddrinfo) to a loopback address, an address of
+        # this host's lo: refused for a name, though the pattern allows it (the check of the
+        # host's own addresses comes first; tests/unit/test-netallow.c tests it with others) ...
         code = CLIENT + (f"print(*ask(b'CONNECT localhost:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'x'))")
         p, r = py(code, "--network", f"allow=localhost:{self.up.echo_port}")
         self.assertTrue(r["stdout"].startswith("HTTP/1.1 403 Forbidden"), r["stdout"])
         self.assertIn("resolves to", r["stdout"])
         c = r["network"]["connections"][0]
         self.assertFalse(c["allowed"])
-        self.assertTrue(c["reason"].startswith("resolves to non-public address"), c)
+        self.assertTrue(c["reason"].startswith("resolves to this host's address "), c)
         # ... and the same name given an address by the caller goes through (the control).
         p, r = py(code, "--network", f"allow=localhost:{self.up.echo_port}",
                   "--add-host", "localhost:127.0.0.1")
@@ -358,9 +359,9 @@ class TestNetworkAllow(NsboxTestCase):
             with self.subTest(uid=uid):
                 self.assertEqual(r["stdout"].splitlines(),
                                  ["nsbox: pypi.example did not resolve to an address",
-                                  "nsbox: localhost resolves to 127.0.0.1, a loopback, private or "
-                                  "link-local address, which --network allow refuses for a name "
-                                  "(an address pattern allows an address)"], r["stderr"])
+                                  "nsbox: localhost resolves to 127.0.0.1, an address of the host "
+                                  "nsbox runs on, which --network allow refuses for a name (an "
+                                  "address pattern or --add-host allows it)"], r["stderr"])
                 self.assertIn("pypi.example", names)  # the fake server answered the lookups
                 self.assertEqual([n for n in names if n.endswith("corp.test")], [], names)
 

@@ -259,3 +259,41 @@ Test(httphead, too_long)
     cr_expect_eq(httphead_parse(buf, HTTPHEAD_MAX, &h, &why), -E2BIG);
     cr_expect_eq(httphead_parse(buf, sizeof(buf), &h, &why), -E2BIG);
 }
+
+static struct sockaddr_storage addr_of(const char *text, uint16_t port)
+{
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+
+    if (inet_pton(AF_INET, text, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons(port);
+    } else {
+        cr_assert_eq(inet_pton(AF_INET6, text, &in6->sin6_addr), 1, "%s", text);
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+    }
+    return ss;
+}
+
+/* A name must not lead to the host's own interface addresses, public ones included: the list
+ * is what getifaddrs(3) gave at the start (here, made up). */
+Test(addr, own_addresses)
+{
+    struct sockaddr_storage own[] = {addr_of("203.0.113.5", 0), addr_of("2001:db8:1::5", 0),
+                                     addr_of("127.0.0.1", 0)};
+    struct sockaddr_storage in4 = addr_of("203.0.113.5", 443), other4 = addr_of("203.0.113.6", 443),
+                            in6 = addr_of("2001:db8:1::5", 80),
+                            other6 = addr_of("2001:db8:1::6", 80),
+                            mapped = addr_of("::ffff:203.0.113.5", 443);
+
+    cr_expect(netallow_addr_in((struct sockaddr *)&in4, own, 3));
+    cr_expect(netallow_addr_in((struct sockaddr *)&in6, own, 3));
+    cr_expect(!netallow_addr_in((struct sockaddr *)&other4, own, 3));
+    cr_expect(!netallow_addr_in((struct sockaddr *)&other6, own, 3));
+    /* The family counts: the mapped form is another address (and never public anyway). */
+    cr_expect(!netallow_addr_in((struct sockaddr *)&mapped, own, 3));
+    cr_expect(!netallow_addr_is_public((struct sockaddr *)&mapped));
+    cr_expect(!netallow_addr_in((struct sockaddr *)&in4, own, 0));
+}
