@@ -550,3 +550,34 @@ int httphead_parse(const char *buf, size_t len, struct httphead *ret, const char
     *ret = h;
     return (int)h.head_len;
 }
+
+int httphead_rewrite(const char *buf, const struct httphead *h, char *out, size_t out_size)
+{
+    const char *p, *end = buf + h->head_len - 2; /* the final CRLF */
+    size_t n;
+    int k;
+
+    k = snprintf(out, out_size, "%.*s %s%.*s%.*s\r\n", (int)h->method_len, buf,
+                 h->path_len && buf[h->path_off] == '/' ? "" : "/", (int)h->path_len,
+                 buf + h->path_off, 9, buf + h->version_off);
+    if (k < 0 || (size_t)k >= out_size)
+        return -E2BIG;
+    n = (size_t)k;
+    /* The header lines, each "name: value CRLF" (httphead_parse() checked them all). */
+    p = (const char *)memchr(buf, '\n', h->head_len) + 1;
+    while (p < end) {
+        const char *le = (const char *)memchr(p, '\n', (size_t)(end - p + 2)) + 1;
+        const char *colon = memchr(p, ':', (size_t)(le - p));
+        if (!httphead_is_hop_header(p, (size_t)(colon - p))) {
+            if (n + (size_t)(le - p) >= out_size)
+                return -E2BIG;
+            memcpy(out + n, p, (size_t)(le - p));
+            n += (size_t)(le - p);
+        }
+        p = le;
+    }
+    k = snprintf(out + n, out_size - n, "Connection: close\r\n\r\n");
+    if (k < 0 || (size_t)k >= out_size - n)
+        return -E2BIG;
+    return (int)(n + (size_t)k);
+}

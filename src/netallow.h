@@ -100,6 +100,12 @@ struct httphead {
  */
 int httphead_parse(const char *buf, size_t len, struct httphead *ret, const char **why);
 
+/* The head of a plain request (HTTPHEAD_FORWARD, h from httphead_parse() of buf) as the proxy
+ * sends it upstream: "METHOD /path HTTP/1.x" (origin form), the client's header lines but
+ * the hop-by-hop ones (httphead_is_hop_header()), "Connection: close", the empty line. Into
+ * out[out_size]; returns its length, or -E2BIG when it does not fit. */
+int httphead_rewrite(const char *buf, const struct httphead *h, char *out, size_t out_size);
+
 /* Is header line name (of name_len bytes) one the proxy drops when it forwards a request
  * (Proxy-*, Connection, Keep-Alive, and what Connection lists is not honoured: the proxy
  * always closes)? */

@@ -520,42 +520,19 @@ static void conn_connect_next(struct proxy *p, struct conn *c)
                 (unsigned)c->head.port);
 }
 
-/* The head of a plain request as it goes upstream: "METHOD /path HTTP/1.x", the client's
- * headers but the hop-by-hop ones, "Connection: close"; then what the client sent after the
- * head. In place in c->up. */
+/* A plain request's head rewritten for upstream (httphead_rewrite()), then what the client sent
+ * after the head. In place in c->up. */
 static int conn_rewrite(struct conn *c)
 {
     char out[HTTPHEAD_MAX + 128];
-    const struct httphead *h = &c->head;
-    const char *p, *end = c->up + h->head_len - 2;
-    size_t n = 0, rest = c->up_len - h->head_len;
-    int k;
+    size_t rest = c->up_len - c->head.head_len;
+    int n = httphead_rewrite(c->up, &c->head, out, sizeof(out));
 
-    k = snprintf(out, sizeof(out), "%.*s %s%.*s%.*s\r\n", (int)h->method_len, c->up,
-                 h->path_len && c->up[h->path_off] == '/' ? "" : "/", (int)h->path_len,
-                 c->up + h->path_off, 9, c->up + h->version_off);
-    if (k < 0 || (size_t)k >= sizeof(out))
+    if (n < 0 || (size_t)n + rest > sizeof(c->up))
         return -E2BIG;
-    n = (size_t)k;
-    p = (const char *)memchr(c->up, '\n', h->head_len) + 1;
-    while (p < end) {
-        const char *le = (const char *)memchr(p, '\n', (size_t)(end - p + 2)) + 1;
-        const char *colon = memchr(p, ':', (size_t)(le - p));
-        if (!httphead_is_hop_header(p, (size_t)(colon - p))) {
-            if (n + (size_t)(le - p) >= sizeof(out))
-                return -E2BIG;
-            memcpy(out + n, p, (size_t)(le - p));
-            n += (size_t)(le - p);
-        }
-        p = le;
-    }
-    k = snprintf(out + n, sizeof(out) - n, "Connection: close\r\n\r\n");
-    if (k < 0 || (size_t)k >= sizeof(out) - n || n + (size_t)k + rest > sizeof(c->up))
-        return -E2BIG;
-    n += (size_t)k;
-    memmove(c->up + n, c->up + h->head_len, rest);
-    memcpy(c->up, out, n);
-    c->up_len = n + rest;
+    memmove(c->up + n, c->up + c->head.head_len, rest);
+    memcpy(c->up, out, (size_t)n);
+    c->up_len = (size_t)n + rest;
     c->up_off = 0;
     return 0;
 }

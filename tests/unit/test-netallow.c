@@ -297,3 +297,23 @@ Test(addr, own_addresses)
     cr_expect(!netallow_addr_is_public((struct sockaddr *)&mapped));
     cr_expect(!netallow_addr_in((struct sockaddr *)&in4, own, 0));
 }
+
+/* A plain request as it goes upstream: origin form, hop-by-hop headers dropped, one
+ * "Connection: close"; too small a buffer is -E2BIG, never a cut head. */
+Test(httphead, rewrite)
+{
+    static const char in[] = "GET http://a.test:8080?q=1 HTTP/1.1\r\nHost: a.test:8080\r\n"
+                             "Proxy-Connection: keep-alive\r\nAccept: */*\r\nConnection: x\r\n"
+                             "Te: trailers\r\n\r\nbody";
+    static const char want[] = "GET /?q=1 HTTP/1.1\r\nHost: a.test:8080\r\nAccept: */*\r\n"
+                               "Connection: close\r\n\r\n";
+    struct httphead h;
+    const char *why = NULL;
+    char out[256];
+
+    cr_assert_eq(httphead_parse(in, sizeof(in) - 1, &h, &why), (int)(sizeof(in) - 5), "%s", why);
+    cr_expect_eq(httphead_rewrite(in, &h, out, sizeof(out)), (int)(sizeof(want) - 1));
+    cr_expect(memcmp(out, want, sizeof(want) - 1) == 0, "%.*s", (int)(sizeof(want) - 1), out);
+    cr_expect_eq(httphead_rewrite(in, &h, out, sizeof(want) - 1), -E2BIG);
+    cr_expect_eq(httphead_rewrite(in, &h, out, 10), -E2BIG);
+}
