@@ -261,6 +261,10 @@ static void conn_answer(struct proxy *p, struct conn *c, const char *status, con
                  status, strlen(body), body);
     c->down_len = n > 0 && (size_t)n < sizeof(c->down) ? (size_t)n : 0;
     c->down_off = 0;
+    /* Refused or failed before the relay: what the client sent with its head (counted against
+     * the budget when it was taken) never left. */
+    if (c->state == ST_RESOLVE || c->state == ST_CONNECT)
+        c->bytes_up = 0;
     lookup_stop(c);
     if (c->upstream >= 0) {
         (void)close(c->upstream);

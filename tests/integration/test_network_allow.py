@@ -298,6 +298,13 @@ class TestNetworkAllow(NsboxTestCase):
         c = r["network"]["connections"][0]
         self.assertFalse(c["allowed"])
         self.assertTrue(c["reason"].startswith("resolves to this host's address "), c)
+        # Early data sent with a refused CONNECT never left: not reported as sent.
+        early = CLIENT + (f"print(ask(b'CONNECT localhost:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n"
+                          f"early data')[0])")
+        p, r = py(early, "--network", f"allow=localhost:{self.up.echo_port}")
+        self.assertEqual(r["stdout"], "HTTP/1.1 403 Forbidden\n", r["stderr"])
+        self.assertEqual((r["network"]["bytes_sent"], r["network"]["connections"][0]["bytes_sent"]),
+                         (0, 0))
         # ... and the same name given an address by the caller goes through (the control).
         p, r = py(code, "--network", f"allow=localhost:{self.up.echo_port}",
                   "--add-host", "localhost:127.0.0.1")
@@ -573,6 +580,23 @@ print(ok)
         # header: under --network-max-bytes 4096 only the first goes upstream.
         port = self.up.http_port
         before = len(self.up.requests)
+        # The tunnels go to a sink that never answers: an echo's answer would spend the
+        # budget on the way down too, and cut the others at a moment of its own.
+        sink = socket.socket()
+        sink.bind(("127.0.0.1", 0))
+        sink.listen(8)
+        self.addCleanup(sink.close)
+        held = []
+        self.addCleanup(lambda: [c.close() for c in held])
+
+        def accept():
+            while True:
+                try:
+                    held.append(sink.accept()[0])
+                except OSError:
+                    return
+        threading.Thread(target=accept, daemon=True).start()
+        sink_port = sink.getsockname()[1]
         code = CLIENT + (
             "def early(raw):\n"
             "    s = socket.create_connection((host, int(port)), timeout=20)\n"
@@ -580,11 +604,11 @@ print(ok)
             "    line = s.recv(100).split(b'\\r\\n')[0].decode()\n"
             "    s.close()\n"
             "    return line\n"
-            f"print(early(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n' + b'a' * 3000))\n"
-            f"print(early(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n' + b'b' * 3000))\n"
+            f"print(early(b'CONNECT up.test:{sink_port} HTTP/1.1\\r\\n\\r\\n' + b'a' * 3000))\n"
+            f"print(early(b'CONNECT up.test:{sink_port} HTTP/1.1\\r\\n\\r\\n' + b'b' * 3000))\n"
             f"print(ask(b'GET http://up.test:{port}/ HTTP/1.1\\r\\nHost: up.test:{port}\\r\\n"
             f"X-Data: ' + b'c' * 3000 + b'\\r\\n\\r\\n')[0])\n")
-        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}", f"up.test:{port}"),
+        p, r = py(code, *self.allow(f"up.test:{sink_port}", f"up.test:{port}"),
                   "--network-max-bytes", "4096")
         self.assertEqual(r["stdout"].splitlines(),
                          ["HTTP/1.1 200 Connection established"] +
@@ -595,7 +619,7 @@ print(ok)
         self.assertEqual([c["bytes_sent"] for c in n["connections"]], [3000, 0, 0])
         self.assertEqual(len(self.up.requests), before)  # the long head never reached the server
         # The control: without the limit all three go through, each counted.
-        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}", f"up.test:{port}"))
+        p, r = py(code, *self.allow(f"up.test:{sink_port}", f"up.test:{port}"))
         self.assertEqual(r["stdout"].splitlines(),
                          ["HTTP/1.1 200 Connection established"] * 2 + ["HTTP/1.0 200 OK"],
                          r["stderr"])
