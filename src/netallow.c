@@ -358,7 +358,8 @@ bool netallow_addr_in(const struct sockaddr *addr, const struct sockaddr_storage
             return true;
         if (addr->sa_family == AF_INET6 &&
             memcmp(&((const struct sockaddr_in6 *)addr)->sin6_addr,
-                   &((const struct sockaddr_in6 *)&own[i])->sin6_addr, sizeof(struct in6_addr)) == 0)
+                   &((const struct sockaddr_in6 *)&own[i])->sin6_addr,
+                   sizeof(struct in6_addr)) == 0)
             return true;
     }
     return false;

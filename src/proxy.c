@@ -630,16 +630,15 @@ static int nofile_fit(struct proxy *p, char *why, size_t why_size)
     if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
         return 0;
     if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
-        (void)snprintf(why, why_size,
-                       "--network-max-connections %zu needs %llu file descriptors, but "
-                       "RLIMIT_NOFILE allows %llu (ulimit -Hn): lower --network-max-connections "
-                       "to %llu or raise the limit",
-                       p->max_connections, (unsigned long long)need,
-                       (unsigned long long)rl.rlim_max,
-                       rl.rlim_max > FDS_RESERVE + FDS_PER_SLOT * OVERFLOW_SLOTS
-                           ? (unsigned long long)((rl.rlim_max - FDS_RESERVE) / FDS_PER_SLOT -
-                                                  OVERFLOW_SLOTS)
-                           : 0ULL);
+        (void)snprintf(
+            why, why_size,
+            "--network-max-connections %zu needs %llu file descriptors, but "
+            "RLIMIT_NOFILE allows %llu (ulimit -Hn): lower --network-max-connections "
+            "to %llu or raise the limit",
+            p->max_connections, (unsigned long long)need, (unsigned long long)rl.rlim_max,
+            rl.rlim_max > FDS_RESERVE + FDS_PER_SLOT * OVERFLOW_SLOTS
+                ? (unsigned long long)((rl.rlim_max - FDS_RESERVE) / FDS_PER_SLOT - OVERFLOW_SLOTS)
+                : 0ULL);
         return -EINVAL;
     }
     p->nofile_saved = rl;
@@ -666,8 +665,8 @@ static int own_addresses(struct proxy *p, char *why, size_t why_size)
         return r == -ENOMEM ? r : -EINVAL;
     }
     for (struct ifaddrs *i = list; i; i = i->ifa_next)
-        n += i->ifa_addr && (i->ifa_addr->sa_family == AF_INET ||
-                             i->ifa_addr->sa_family == AF_INET6);
+        n += i->ifa_addr &&
+             (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6);
     p->own = calloc(n + 1, sizeof(*p->own));
     if (!p->own) {
         freeifaddrs(list);
@@ -849,7 +848,8 @@ static void accept_all(struct proxy *p, uint64_t now)
             /* Every slot, the overflow ones too, is taken: a 503 in one try (a new socket's
              * send buffer is empty), no lingering close, so the client may see a reset
              * instead. */
-#define BUSY_BODY "nsbox: the proxy holds as many connections as it may (--network-max-connections)\n"
+#define BUSY_BODY                                                                                  \
+    "nsbox: the proxy holds as many connections as it may (--network-max-connections)\n"
             static const char busy503[] =
                 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
                 "Connection: close\r\nContent-Length: 81\r\n\r\n" BUSY_BODY;
