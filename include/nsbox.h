@@ -294,16 +294,34 @@ struct nsbox_network_connection {
 };
 #define NSBOX_NETWORK_MAX 64
 
+/* The allowed connections of one host and port, all of them (the connection list keeps only
+ * NSBOX_NETWORK_MAX). A host below a wildcard pattern is counted under the pattern
+ * ("*.example.com") once fewer than NSBOX_NETWORK_HOSTS_WILDCARD entries are left; the last
+ * entry, host "" and port 0, counts whatever no entry was left for. */
+struct nsbox_network_host {
+    char host[254];
+    uint16_t port;
+    uint64_t connections;
+    uint64_t bytes_sent, bytes_received;
+};
+#define NSBOX_NETWORK_HOSTS_MAX 64
+#define NSBOX_NETWORK_HOSTS_WILDCARD 16
+
 /* What the proxy of network_allow did; enabled is false without it. */
 struct nsbox_network_report {
     bool enabled;
-    struct nsbox_network_connection connections[NSBOX_NETWORK_MAX]; /* in order of arrival */
+    /* In order of arrival; refused ones take at most half of the list, so that requests that
+     * are refused cannot push an allowed one out. */
+    struct nsbox_network_connection connections[NSBOX_NETWORK_MAX];
     size_t n_connections;
-    uint64_t connections_omitted; /* connections past the first NSBOX_NETWORK_MAX */
+    uint64_t connections_omitted; /* connections not in the list */
     uint64_t connections_total, connections_refused;
     uint64_t bytes_sent, bytes_received; /* all connections */
     bool bytes_limit_hit;       /* network_max_bytes was reached: connections were cut */
     bool connections_limit_hit; /* a connection was refused for network_max_connections */
+    /* Every allowed connection's bytes, by host and port, in order of first arrival. */
+    struct nsbox_network_host hosts[NSBOX_NETWORK_HOSTS_MAX];
+    size_t n_hosts;
 };
 
 /* A file copied out of the sandbox (see nsbox_config.copy_out). */

@@ -16,6 +16,7 @@
 #include "audit.h"
 #include "fileio.h"
 #include "macro.h"
+#include "proxy.h"
 #include "result.h"
 
 /* Whether (dev, ino) is one of the writable bind sources of c; *ret_source names it. */
@@ -269,6 +270,22 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
                                                                     : "none"));
         (void)json_object_set_new(record, "network_allow",
                                   allow ? string_array(c->network_allow, -1) : json_null());
+        /* The caller's own name-to-address word (reached whatever its range), and the
+         * proxy's bounds as they apply (the defaults when not given). */
+        (void)json_object_set_new(record, "network_hosts",
+                                  allow && c->network_hosts ? string_array(c->network_hosts, -1)
+                                                            : json_null());
+        (void)json_object_set_new(
+            record, "network_max_connections",
+            allow ? json_integer((json_int_t)(c->network_max_connections
+                                                  ? c->network_max_connections
+                                                  : PROXY_DEFAULT_MAX_CONNECTIONS))
+                  : json_null());
+        (void)json_object_set_new(
+            record, "network_max_bytes",
+            allow ? json_integer((json_int_t)(c->network_max_bytes ? c->network_max_bytes
+                                                                   : PROXY_DEFAULT_MAX_BYTES))
+                  : json_null());
     }
     return append(a, record);
 }

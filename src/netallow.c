@@ -347,6 +347,24 @@ bool netallow_addr_is_public(const struct sockaddr *addr)
     return false;
 }
 
+bool netallow_addr_in(const struct sockaddr *addr, const struct sockaddr_storage *own, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (own[i].ss_family != addr->sa_family)
+            continue;
+        if (addr->sa_family == AF_INET &&
+            ((const struct sockaddr_in *)addr)->sin_addr.s_addr ==
+                ((const struct sockaddr_in *)&own[i])->sin_addr.s_addr)
+            return true;
+        if (addr->sa_family == AF_INET6 &&
+            memcmp(&((const struct sockaddr_in6 *)addr)->sin6_addr,
+                   &((const struct sockaddr_in6 *)&own[i])->sin6_addr,
+                   sizeof(struct in6_addr)) == 0)
+            return true;
+    }
+    return false;
+}
+
 void netallow_describe(const struct netallow *list, char *buf, size_t size)
 {
     size_t n = 0;
@@ -417,9 +435,17 @@ int httphead_parse(const char *buf, size_t len, struct httphead *ret, const char
     /* Every byte before the end is checked below; a bare CR or LF is refused there, and a
      * NUL or another control character anywhere in the head too. */
     if (!end) {
-        for (size_t i = 0; i < scan; i++)
+        /* Incomplete, but already wrong: a NUL, or a line ended by a bare LF or CR, which
+         * no more bytes can mend (waiting for them would hold a client that uses bare LF,
+         * RFC 9112 2.2, until the head timeout). */
+        for (size_t i = 0; i < scan; i++) {
             if (buf[i] == '\0')
                 FAIL(-EBADMSG, "a NUL byte in the request head");
+            if (buf[i] == '\n' && (i == 0 || buf[i - 1] != '\r'))
+                FAIL(-EBADMSG, "a line ended by a bare LF, not CRLF");
+            if (buf[i] == '\r' && i + 1 < scan && buf[i + 1] != '\n')
+                FAIL(-EBADMSG, "a bare CR in the request head");
+        }
         if (len >= HTTPHEAD_MAX)
             FAIL(-E2BIG, "the request head is longer than 8192 bytes");
         return 0;
@@ -524,4 +550,35 @@ int httphead_parse(const char *buf, size_t len, struct httphead *ret, const char
         FAIL(-EINVAL, "the Host header names another host or port than the request target");
     *ret = h;
     return (int)h.head_len;
+}
+
+int httphead_rewrite(const char *buf, const struct httphead *h, char *out, size_t out_size)
+{
+    const char *p, *end = buf + h->head_len - 2; /* the final CRLF */
+    size_t n;
+    int k;
+
+    k = snprintf(out, out_size, "%.*s %s%.*s%.*s\r\n", (int)h->method_len, buf,
+                 h->path_len && buf[h->path_off] == '/' ? "" : "/", (int)h->path_len,
+                 buf + h->path_off, 9, buf + h->version_off);
+    if (k < 0 || (size_t)k >= out_size)
+        return -E2BIG;
+    n = (size_t)k;
+    /* The header lines, each "name: value CRLF" (httphead_parse() checked them all). */
+    p = (const char *)memchr(buf, '\n', h->head_len) + 1;
+    while (p < end) {
+        const char *le = (const char *)memchr(p, '\n', (size_t)(end - p + 2)) + 1;
+        const char *colon = memchr(p, ':', (size_t)(le - p));
+        if (!httphead_is_hop_header(p, (size_t)(colon - p))) {
+            if (n + (size_t)(le - p) >= out_size)
+                return -E2BIG;
+            memcpy(out + n, p, (size_t)(le - p));
+            n += (size_t)(le - p);
+        }
+        p = le;
+    }
+    k = snprintf(out + n, out_size - n, "Connection: close\r\n\r\n");
+    if (k < 0 || (size_t)k >= out_size - n)
+        return -E2BIG;
+    return (int)(n + (size_t)k);
 }

@@ -58,6 +58,11 @@ const struct netallow_rule *netallow_match(const struct netallow *list, const ch
  * one of those. */
 bool netallow_addr_is_public(const struct sockaddr *addr);
 
+/* true when addr's address (its port aside) is one of the n addresses of own[] (IPv4 or IPv6
+ * socket addresses; other families never match): for the proxy, the host's own interface
+ * addresses (getifaddrs(3)), which a name must not lead to even when they are public. */
+bool netallow_addr_in(const struct sockaddr *addr, const struct sockaddr_storage *own, size_t n);
+
 /* The "what is allowed" line of a 403: "allowed: pypi.org, *.example.com:8443" cut to fit
  * size bytes. */
 void netallow_describe(const struct netallow *list, char *buf, size_t size);
@@ -94,6 +99,12 @@ struct httphead {
  * that is not an absolute http URI. *why gets a short phrase for the 400 answer.
  */
 int httphead_parse(const char *buf, size_t len, struct httphead *ret, const char **why);
+
+/* The head of a plain request (HTTPHEAD_FORWARD, h from httphead_parse() of buf) as the proxy
+ * sends it upstream: "METHOD /path HTTP/1.x" (origin form), the client's header lines but
+ * the hop-by-hop ones (httphead_is_hop_header()), "Connection: close", the empty line. Into
+ * out[out_size]; returns its length, or -E2BIG when it does not fit. */
+int httphead_rewrite(const char *buf, const struct httphead *h, char *out, size_t out_size);
 
 /* Is header line name (of name_len bytes) one the proxy drops when it forwards a request
  * (Proxy-*, Connection, Keep-Alive, and what Connection lists is not honoured: the proxy

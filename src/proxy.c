@@ -18,18 +18,22 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <resolv.h> /* its <sys/param.h> has a MIN() of its own: macro.h's is used */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#undef MIN
 #include "macro.h"
 #include "proxy.h"
 #include "syscalls.h"
@@ -42,6 +46,20 @@
  * BUF_SIZE x 4 bytes) before the close: closing a socket with unread data sends a reset, which
  * can destroy the answer before the client reads it (RFC 9112 9.6, "lingering close"). */
 #define LINGER_USEC (2 * 1000000ULL)
+/* Descriptors: a connection holds at most two (the client, and the upstream or the lookup's
+ * pipe; a third for a moment between pipe2() and fork()); the supervisor keeps this many for
+ * itself (the sandbox's pidfd, pipes, signalfd, the audit log, ...). */
+#define FDS_PER_SLOT 2
+#define FDS_RESERVE 64
+/* accept4() failed for want of descriptors or memory: the listener is left out of poll(2)
+ * until a connection closes or this passes (it stays readable, and would wake the loop at
+ * once, again and again). */
+#define ACCEPT_PAUSE_USEC (1 * 1000000ULL)
+/* Names looked up are kept for the run (a lookup is a process outside the sandbox, beyond
+ * --cpus): this many, the least recently used one making room. A name that did not resolve
+ * is kept for NEGATIVE_USEC only, so that a passing DNS failure does not last the run. */
+#define CACHE_SIZE 256
+#define NEGATIVE_USEC (5 * 1000000ULL)
 
 enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_ANSWER, ST_LINGER };
 
@@ -62,7 +80,10 @@ struct conn {
     size_t n_addrs, next_addr;
     bool explicit_addr; /* the caller gave the address: no range check */
     size_t record;      /* index in report.connections, or SIZE_MAX */
+    /* Where proxy_poll_fill() put this connection's descriptors in fds[], or SIZE_MAX. */
+    size_t pi_client, pi_upstream, pi_lookup;
     uint64_t bytes_up, bytes_down;
+    const struct netallow_rule *rule; /* allowed by this rule, or NULL: refused */
 };
 
 struct host_entry {
@@ -70,16 +91,32 @@ struct host_entry {
     struct sockaddr_storage addr;
 };
 
+struct cache_entry {
+    char name[NETALLOW_HOST_MAX + 1]; /* "": unused */
+    struct sockaddr_storage addrs[MAX_ADDRS];
+    size_t n_addrs;
+    uint64_t expires; /* 0: for the run */
+    uint64_t used;    /* p->cache_clock when last found or stored */
+};
+
 struct proxy {
     struct netallow allow;
+    struct cache_entry *cache; /* CACHE_SIZE entries, allocated on the first lookup */
+    uint64_t cache_clock;
     struct host_entry *hosts;
     size_t n_hosts;
+    struct sockaddr_storage *own; /* this host's interface addresses, at the start */
+    size_t n_own;
     size_t max_connections;
     size_t n_slots; /* max_connections + OVERFLOW_SLOTS */
     uint64_t max_bytes, bytes;
     int listener;
+    uint64_t accept_paused_until; /* 0: the listener is polled */
+    struct rlimit nofile_saved;   /* RLIMIT_NOFILE before proxy_new() raised it */
+    bool nofile_raised;
     struct conn **conns; /* n_slots slots */
     struct nsbox_network_report report;
+    size_t refused_listed; /* refused connections in report.connections */
     char allowed_text[512];
 };
 
@@ -93,6 +130,8 @@ static void conn_record(struct proxy *p, struct conn *c, const char *host, uint1
         struct nsbox_network_connection *e = &r->connections[c->record];
         if (e->allowed && !allowed)
             r->connections_refused++;
+        if (!allowed)
+            c->rule = NULL;
         e->allowed = allowed;
         (void)snprintf(e->reason, sizeof(e->reason), "%s", reason);
         return;
@@ -100,7 +139,8 @@ static void conn_record(struct proxy *p, struct conn *c, const char *host, uint1
     r->connections_total++;
     if (!allowed)
         r->connections_refused++;
-    if (r->n_connections == NSBOX_NETWORK_MAX) {
+    if (r->n_connections == NSBOX_NETWORK_MAX ||
+        (!allowed && p->refused_listed >= NSBOX_NETWORK_MAX / 2)) {
         r->connections_omitted++;
         return;
     }
@@ -111,6 +151,42 @@ static void conn_record(struct proxy *p, struct conn *c, const char *host, uint1
     if (c)
         c->record = r->n_connections;
     r->n_connections++;
+    p->refused_listed += !allowed;
+}
+
+static struct nsbox_network_host *host_entry(struct nsbox_network_report *r, const char *host,
+                                             uint16_t port)
+{
+    for (size_t i = 0; i < r->n_hosts; i++)
+        if (r->hosts[i].port == port && strcmp(r->hosts[i].host, host) == 0)
+            return &r->hosts[i];
+    return NULL;
+}
+
+/* Add an allowed connection's bytes to the totals of its host and port (see
+ * struct nsbox_network_host): every allowed byte is in an entry. */
+static void host_account(struct proxy *p, const struct conn *c)
+{
+    struct nsbox_network_report *r = &p->report;
+    struct nsbox_network_host *e;
+    char key[sizeof(r->hosts[0].host)];
+    uint16_t port = c->head.port;
+
+    (void)snprintf(key, sizeof(key), "%s", c->head.host);
+    if (c->rule->wildcard && !host_entry(r, key, port) &&
+        NSBOX_NETWORK_HOSTS_MAX - r->n_hosts <= NSBOX_NETWORK_HOSTS_WILDCARD)
+        (void)snprintf(key, sizeof(key), "*.%.250s", c->rule->host);
+    e = host_entry(r, key, port);
+    if (!e && r->n_hosts + 1 < NSBOX_NETWORK_HOSTS_MAX) {
+        e = &r->hosts[r->n_hosts++];
+        (void)snprintf(e->host, sizeof(e->host), "%s", key);
+        e->port = port;
+    }
+    if (!e && !(e = host_entry(r, "", 0))) /* the last entry: the others */
+        e = &r->hosts[r->n_hosts++];
+    e->connections++;
+    e->bytes_sent += c->bytes_up;
+    e->bytes_received += c->bytes_down;
 }
 
 /* A refusal or cut after the record was made: say why, once. */
@@ -142,6 +218,10 @@ static void conn_close(struct proxy *p, size_t i)
 
     if (!c)
         return;
+    /* A client that went (or was left when the sandbox ended) before its head was complete:
+     * counted too, so that the result accounts for every connection. */
+    if (c->state == ST_HEAD && c->record == SIZE_MAX)
+        conn_record(p, c, "", 0, false, "incomplete request");
     lookup_stop(c);
     if (c->client >= 0)
         (void)close(c->client);
@@ -153,8 +233,11 @@ static void conn_close(struct proxy *p, size_t i)
     }
     p->report.bytes_sent += c->bytes_up;
     p->report.bytes_received += c->bytes_down;
+    if (c->rule)
+        host_account(p, c);
     free(c);
     p->conns[i] = NULL;
+    p->accept_paused_until = 0; /* descriptors were freed: accept again */
 }
 
 /* Answer the client with status and one line, then close (ST_ANSWER). The line names what
@@ -178,6 +261,10 @@ static void conn_answer(struct proxy *p, struct conn *c, const char *status, con
                  status, strlen(body), body);
     c->down_len = n > 0 && (size_t)n < sizeof(c->down) ? (size_t)n : 0;
     c->down_off = 0;
+    /* Refused or failed before the relay: what the client sent with its head (counted against
+     * the budget when it was taken) never left. */
+    if (c->state == ST_RESOLVE || c->state == ST_CONNECT)
+        c->bytes_up = 0;
     lookup_stop(c);
     if (c->upstream >= 0) {
         (void)close(c->upstream);
@@ -241,6 +328,15 @@ _noreturn_ static void lookup_child(const char *host, int fd)
         _exit(1);
     fd = 3;
     (void)sys_close_range(4, ~0U, 0);
+    /* The name as given, never the host's search list: "pypi.example" with resolv.conf's
+     * "search corp.test" (and ndots above its dots) would be looked up as
+     * "pypi.example.corp.test" too, a name not on the list, and its address used
+     * (resolv.conf(5) search, ndots). RES_DNSRCH and RES_DEFNAMES are what res_nsearch()
+     * consults for that (glibc resolv/res_query.c); getaddrinfo() uses the thread's _res
+     * once res_init() made it (resolv/resolv_context.c). Not a trailing dot: that is a
+     * name /etc/hosts does not match. */
+    if (res_init() == 0)
+        _res.options &= ~(unsigned long)(RES_DNSRCH | RES_DEFNAMES);
     if (getaddrinfo(host, NULL, &hints, &res) == 0) {
         for (struct addrinfo *ai = res; ai && n < MAX_ADDRS; ai = ai->ai_next)
             if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
@@ -257,6 +353,48 @@ _noreturn_ static void lookup_child(const char *host, int fd)
 
 static void conn_connect_next(struct proxy *p, struct conn *c);
 
+static struct cache_entry *cache_find(struct proxy *p, const char *name, uint64_t now)
+{
+    for (size_t i = 0; p->cache && i < CACHE_SIZE; i++) {
+        struct cache_entry *e = &p->cache[i];
+        if (e->name[0] && strcmp(e->name, name) == 0) {
+            if (e->expires && now >= e->expires) {
+                e->name[0] = '\0';
+                return NULL;
+            }
+            e->used = ++p->cache_clock;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* Keep what a lookup of name found (n addresses, maybe none). Nothing kept without memory:
+ * the next request looks up again. */
+static void cache_put(struct proxy *p, const char *name, const struct sockaddr_storage *addrs,
+                      size_t n, uint64_t now)
+{
+    struct cache_entry *e;
+
+    if (!p->cache && !(p->cache = calloc(CACHE_SIZE, sizeof(*p->cache))))
+        return;
+    e = &p->cache[0];
+    for (size_t i = 0; i < CACHE_SIZE; i++) {
+        struct cache_entry *x = &p->cache[i];
+        if (x->name[0] && strcmp(x->name, name) == 0) {
+            e = x; /* two lookups of a name ran at once: the later one's answer */
+            break;
+        }
+        if (!x->name[0] ? e->name[0] != '\0' : e->name[0] && x->used < e->used)
+            e = x;
+    }
+    (void)snprintf(e->name, sizeof(e->name), "%s", name);
+    memcpy(e->addrs, addrs, n * sizeof(addrs[0]));
+    e->n_addrs = n;
+    e->expires = n ? 0 : now + NEGATIVE_USEC;
+    e->used = ++p->cache_clock;
+}
+
 /* The addresses are known: check them, then connect. */
 static void conn_resolved(struct proxy *p, struct conn *c)
 {
@@ -264,6 +402,7 @@ static void conn_resolved(struct proxy *p, struct conn *c)
 
     if (c->n_addrs == 0) {
         conn_note(p, c, "the name did not resolve");
+        c->rule = NULL;
         if (c->record != SIZE_MAX)
             p->report.connections[c->record].allowed = false;
         p->report.connections_refused++;
@@ -274,11 +413,27 @@ static void conn_resolved(struct proxy *p, struct conn *c)
     /* Every address, not the first: a name with one public and one private address would
      * otherwise reach the private one when the first does not answer. */
     for (size_t i = 0; i < c->n_addrs && !c->explicit_addr; i++)
-        if (!netallow_addr_is_public((const struct sockaddr *)&c->addrs[i])) {
+        if (netallow_addr_in((const struct sockaddr *)&c->addrs[i], p->own, p->n_own)) {
+            char reason[96];
+            addr_text(&c->addrs[i], text, sizeof(text));
+            (void)snprintf(reason, sizeof(reason), "resolves to this host's address %s", text);
+            conn_note(p, c, reason);
+            c->rule = NULL;
+            if (c->record != SIZE_MAX)
+                p->report.connections[c->record].allowed = false;
+            p->report.connections_refused++;
+            conn_answer(p, c, "403 Forbidden",
+                        "nsbox: %s resolves to %s, an address of the host nsbox runs on, "
+                        "which --network allow refuses for a name (an address pattern or "
+                        "--add-host allows it)",
+                        c->head.host, text);
+            return;
+        } else if (!netallow_addr_is_public((const struct sockaddr *)&c->addrs[i])) {
             char reason[96];
             addr_text(&c->addrs[i], text, sizeof(text));
             (void)snprintf(reason, sizeof(reason), "resolves to non-public address %s", text);
             conn_note(p, c, reason);
+            c->rule = NULL;
             if (c->record != SIZE_MAX)
                 p->report.connections[c->record].allowed = false;
             p->report.connections_refused++;
@@ -296,9 +451,10 @@ static void conn_resolved(struct proxy *p, struct conn *c)
     conn_connect_next(p, c);
 }
 
-static void conn_start_lookup(struct proxy *p, struct conn *c)
+static void conn_start_lookup(struct proxy *p, struct conn *c, uint64_t now)
 {
     const struct host_entry *h;
+    const struct cache_entry *e;
     int fds[2];
     pid_t pid;
 
@@ -314,6 +470,13 @@ static void conn_start_lookup(struct proxy *p, struct conn *c)
         c->explicit_addr = true;
         c->addrs[0] = h->addr;
         c->n_addrs = 1;
+        conn_resolved(p, c);
+        return;
+    }
+    e = cache_find(p, c->head.host, now);
+    if (e) {
+        memcpy(c->addrs, e->addrs, e->n_addrs * sizeof(e->addrs[0]));
+        c->n_addrs = e->n_addrs;
         conn_resolved(p, c);
         return;
     }
@@ -361,45 +524,24 @@ static void conn_connect_next(struct proxy *p, struct conn *c)
                 (unsigned)c->head.port);
 }
 
-/* The head of a plain request as it goes upstream: "METHOD /path HTTP/1.x", the client's
- * headers but the hop-by-hop ones, "Connection: close"; then what the client sent after the
- * head. In place in c->up. */
+/* A plain request's head rewritten for upstream (httphead_rewrite()), then what the client sent
+ * after the head. In place in c->up. */
 static int conn_rewrite(struct conn *c)
 {
     char out[HTTPHEAD_MAX + 128];
-    const struct httphead *h = &c->head;
-    const char *p, *end = c->up + h->head_len - 2;
-    size_t n = 0, rest = c->up_len - h->head_len;
-    int k;
+    size_t rest = c->up_len - c->head.head_len;
+    int n = httphead_rewrite(c->up, &c->head, out, sizeof(out));
 
-    k = snprintf(out, sizeof(out), "%.*s %s%.*s%.*s\r\n", (int)h->method_len, c->up,
-                 h->path_len && c->up[h->path_off] == '/' ? "" : "/", (int)h->path_len,
-                 c->up + h->path_off, 9, c->up + h->version_off);
-    if (k < 0 || (size_t)k >= sizeof(out))
+    if (n < 0 || (size_t)n + rest > sizeof(c->up))
         return -E2BIG;
-    n = (size_t)k;
-    p = (const char *)memchr(c->up, '\n', h->head_len) + 1;
-    while (p < end) {
-        const char *le = (const char *)memchr(p, '\n', (size_t)(end - p + 2)) + 1;
-        const char *colon = memchr(p, ':', (size_t)(le - p));
-        if (!httphead_is_hop_header(p, (size_t)(colon - p))) {
-            if (n + (size_t)(le - p) >= sizeof(out))
-                return -E2BIG;
-            memcpy(out + n, p, (size_t)(le - p));
-            n += (size_t)(le - p);
-        }
-        p = le;
-    }
-    k = snprintf(out + n, sizeof(out) - n, "Connection: close\r\n\r\n");
-    if (k < 0 || (size_t)k >= sizeof(out) - n || n + (size_t)k + rest > sizeof(c->up))
-        return -E2BIG;
-    n += (size_t)k;
-    memmove(c->up + n, c->up + h->head_len, rest);
-    memcpy(c->up, out, n);
-    c->up_len = n + rest;
+    memmove(c->up + n, c->up + c->head.head_len, rest);
+    memcpy(c->up, out, (size_t)n);
+    c->up_len = (size_t)n + rest;
     c->up_off = 0;
     return 0;
 }
+
+static bool budget(struct proxy *p, size_t n);
 
 static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
 {
@@ -427,6 +569,7 @@ static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
         return;
     }
     conn_record(p, c, c->head.host, c->head.port, true, "");
+    c->rule = rule;
     if (c->head.kind == HTTPHEAD_CONNECT) {
         /* Bytes after a CONNECT head are the start of the tunnel (a TLS ClientHello sent
          * early): kept, to go upstream. */
@@ -439,8 +582,18 @@ static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
                     "nsbox: the request head is too long to forward");
         return;
     }
+    /* What goes upstream from here on is counted as it enters c->up: the rewritten head of a
+     * plain request, and what the client sent after the head (CONNECT's early data, a request
+     * body), up to HTTPHEAD_MAX bytes that the relay never reads again. */
+    if (!budget(p, c->up_len)) {
+        conn_note(p, c, "cut: --network-max-bytes reached");
+        conn_answer(p, c, "503 Service Unavailable",
+                    "nsbox: the proxy relayed all the bytes it may (--network-max-bytes)");
+        return;
+    }
+    c->bytes_up += c->up_len;
     c->deadline = now + PROXY_CONNECT_TIMEOUT_USEC;
-    conn_start_lookup(p, c);
+    conn_start_lookup(p, c, now);
 }
 
 static void cut_all(struct proxy *p, const char *reason)
@@ -462,10 +615,77 @@ static bool budget(struct proxy *p, size_t n)
     return false;
 }
 
+/* Make sure max_connections fit under RLIMIT_NOFILE: raise the soft limit as far as needed
+ * (an unprivileged process may, up to the hard limit: setrlimit(2)), or refuse. Past it,
+ * accept4() fails with EMFILE while the payload holds connections it was promised. The
+ * sandbox's own limit is set apart (sandbox.c, BUDGET_NOFILE); proxy_free() puts the soft
+ * limit back. */
+static int nofile_fit(struct proxy *p, char *why, size_t why_size)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)(FDS_PER_SLOT * p->n_slots + FDS_RESERVE);
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        (void)snprintf(
+            why, why_size,
+            "--network-max-connections %zu needs %llu file descriptors, but "
+            "RLIMIT_NOFILE allows %llu (ulimit -Hn): lower --network-max-connections "
+            "to %llu or raise the limit",
+            p->max_connections, (unsigned long long)need, (unsigned long long)rl.rlim_max,
+            rl.rlim_max > FDS_RESERVE + FDS_PER_SLOT * OVERFLOW_SLOTS
+                ? (unsigned long long)((rl.rlim_max - FDS_RESERVE) / FDS_PER_SLOT - OVERFLOW_SLOTS)
+                : 0ULL);
+        return -EINVAL;
+    }
+    p->nofile_saved = rl;
+    rl.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    p->nofile_raised = true;
+    return 0;
+}
+
+/* The host's own interface addresses (getifaddrs(3), one netlink dump): a name that
+ * resolves to one of them reaches a service of this host, loopback or not. Taken once, at
+ * the start; an address added during the run is not among them. */
+static int own_addresses(struct proxy *p, char *why, size_t why_size)
+{
+    struct ifaddrs *list = NULL;
+    size_t n = 0;
+
+    if (getifaddrs(&list) < 0) {
+        int r = -errno;
+        (void)snprintf(why, why_size,
+                       "--network allow: listing this host's addresses failed (getifaddrs): %s",
+                       strerror(-r));
+        return r == -ENOMEM ? r : -EINVAL;
+    }
+    for (struct ifaddrs *i = list; i; i = i->ifa_next)
+        n += i->ifa_addr &&
+             (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6);
+    p->own = calloc(n + 1, sizeof(*p->own));
+    if (!p->own) {
+        freeifaddrs(list);
+        return -ENOMEM;
+    }
+    for (struct ifaddrs *i = list; i; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+            memcpy(&p->own[p->n_own++], i->ifa_addr, sizeof(struct sockaddr_in));
+        else if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6)
+            memcpy(&p->own[p->n_own++], i->ifa_addr, sizeof(struct sockaddr_in6));
+    freeifaddrs(list);
+    return 0;
+}
+
 int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_t why_size)
 {
     struct proxy *p = calloc(1, sizeof(*p));
     size_t n_hosts = 0;
+    int r;
 
     if (!p)
         return -ENOMEM;
@@ -475,7 +695,7 @@ int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_
     p->max_bytes = c->network_max_bytes ? c->network_max_bytes : PROXY_DEFAULT_MAX_BYTES;
     p->report.enabled = true;
     for (char *const *s = c->network_allow; s && *s; s++) {
-        int r = netallow_add(&p->allow, *s);
+        r = netallow_add(&p->allow, *s);
         if (r < 0) {
             (void)snprintf(why, why_size,
                            "--network allow: '%s' is not a list of host, *.domain, IPv4 or "
@@ -512,6 +732,16 @@ int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_
         }
     }
     p->n_hosts = n_hosts;
+    r = own_addresses(p, why, why_size);
+    if (r < 0) {
+        proxy_free(p);
+        return r;
+    }
+    r = nofile_fit(p, why, why_size);
+    if (r < 0) {
+        proxy_free(p);
+        return r;
+    }
     *ret = p;
     return 0;
 }
@@ -540,19 +770,25 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
 {
     size_t n = 0;
 
-    if (p->listener >= 0)
+    if (p->accept_paused_until && now >= p->accept_paused_until)
+        p->accept_paused_until = 0;
+    if (p->listener >= 0 && !p->accept_paused_until)
         fds[n++] = (struct pollfd){.fd = p->listener, .events = POLLIN};
+    else if (p->listener >= 0)
+        lower_timeout(timeout_ms, p->accept_paused_until, now);
     for (size_t i = 0; i < p->n_slots; i++) {
         struct conn *c = p->conns[i];
         short ce = 0, ue = 0;
         if (!c)
             continue;
+        c->pi_client = c->pi_upstream = c->pi_lookup = SIZE_MAX;
         lower_timeout(timeout_ms, c->deadline, now);
         switch (c->state) {
         case ST_HEAD:
             ce = POLLIN;
             break;
         case ST_RESOLVE:
+            c->pi_lookup = n;
             fds[n++] = (struct pollfd){.fd = c->lookup_fd, .events = POLLIN};
             break;
         case ST_CONNECT:
@@ -579,10 +815,14 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
          * whatever the events, and a peer that hung up while the other side cannot move
          * would wake the loop at once, again and again. Its end shows at the next read or
          * write. */
-        if (c->client >= 0 && ce)
+        if (c->client >= 0 && ce) {
+            c->pi_client = n;
             fds[n++] = (struct pollfd){.fd = c->client, .events = ce};
-        if (c->upstream >= 0 && ue)
+        }
+        if (c->upstream >= 0 && ue) {
+            c->pi_upstream = n;
             fds[n++] = (struct pollfd){.fd = c->upstream, .events = ue};
+        }
     }
     return n;
 }
@@ -592,17 +832,32 @@ static void accept_all(struct proxy *p, uint64_t now)
     for (int k = 0; k < 16; k++) {
         int fd = accept4(p->listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         size_t busy = 0, free_slot = SIZE_MAX;
-        if (fd < 0)
+        if (fd < 0) {
+            /* Out of descriptors (the caller's own may use up what nofile_fit() counted on)
+             * or memory: the connection waits in the listen queue (accept(2)). */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                p->accept_paused_until = now + ACCEPT_PAUSE_USEC;
             return;
+        }
         for (size_t i = 0; i < p->n_slots; i++)
             if (!p->conns[i])
                 free_slot = free_slot == SIZE_MAX ? i : free_slot;
             else if (p->conns[i]->state != ST_ANSWER && p->conns[i]->state != ST_LINGER)
                 busy++;
         if (free_slot == SIZE_MAX) {
-            /* Every slot, the overflow ones too, is taken: no answer. */
+            /* Every slot, the overflow ones too, is taken: a 503 in one try (a new socket's
+             * send buffer is empty), no lingering close, so the client may see a reset
+             * instead. */
+#define BUSY_BODY                                                                                  \
+    "nsbox: the proxy holds as many connections as it may (--network-max-connections)\n"
+            static const char busy503[] =
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                "Connection: close\r\nContent-Length: 81\r\n\r\n" BUSY_BODY;
+            _Static_assert(sizeof(BUSY_BODY) - 1 == 81, "Content-Length of BUSY_BODY");
             p->report.connections_limit_hit = true;
             conn_record(p, NULL, "", 0, false, "--network-max-connections reached");
+            (void)!send(fd, busy503, sizeof(busy503) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)shutdown(fd, SHUT_WR);
             (void)close(fd);
             continue;
         }
@@ -616,6 +871,9 @@ static void accept_all(struct proxy *p, uint64_t now)
                                              .upstream = -1,
                                              .lookup_fd = -1,
                                              .record = SIZE_MAX,
+                                             .pi_client = SIZE_MAX,
+                                             .pi_upstream = SIZE_MAX,
+                                             .pi_lookup = SIZE_MAX,
                                              .deadline = now + PROXY_HEAD_TIMEOUT_USEC};
         if (busy >= p->max_connections || p->report.bytes_limit_hit) {
             struct conn *c = p->conns[free_slot];
@@ -669,25 +927,24 @@ static bool relay_way(struct proxy *p, int from, int to, short rev_from, short r
     return true;
 }
 
-static short revents_of(const struct pollfd *fds, size_t n, int fd)
+/* What poll(2) said of the entry proxy_poll_fill() put at index i for fd (SIZE_MAX: none).
+ * The descriptor is checked too: one closed since (and its number reused) has nothing. */
+static short revents_at(const struct pollfd *fds, size_t n, size_t i, int fd)
 {
-    for (size_t i = 0; fd >= 0 && i < n; i++)
-        if (fds[i].fd == fd)
-            return fds[i].revents;
-    return 0;
+    return i < n && fd >= 0 && fds[i].fd == fd ? fds[i].revents : 0;
 }
 
 void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint64_t now)
 {
-    if (p->listener >= 0 && revents_of(fds, n, p->listener))
+    if (p->listener >= 0 && n > 0 && fds[0].fd == p->listener && fds[0].revents)
         accept_all(p, now);
     for (size_t i = 0; i < p->n_slots; i++) {
         struct conn *c = p->conns[i];
         short cr, ur;
         if (!c)
             continue;
-        cr = revents_of(fds, n, c->client);
-        ur = revents_of(fds, n, c->upstream);
+        cr = revents_at(fds, n, c->pi_client, c->client);
+        ur = revents_at(fds, n, c->pi_upstream, c->upstream);
         switch (c->state) {
         case ST_HEAD:
             if (cr) {
@@ -704,7 +961,7 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
             }
             break;
         case ST_RESOLVE:
-            if (revents_of(fds, n, c->lookup_fd)) {
+            if (revents_at(fds, n, c->pi_lookup, c->lookup_fd)) {
                 ssize_t k = read(c->lookup_fd, (char *)c->addrs + c->lookup_have,
                                  sizeof(c->addrs) - c->lookup_have);
                 if (k > 0)
@@ -712,6 +969,7 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
                 else if (k == 0 || (errno != EAGAIN && errno != EINTR)) {
                     lookup_stop(c);
                     c->n_addrs = c->lookup_have / sizeof(c->addrs[0]);
+                    cache_put(p, c->head.host, c->addrs, c->n_addrs, now);
                     conn_resolved(p, c);
                 }
             }
@@ -836,7 +1094,11 @@ void proxy_free(struct proxy *p)
             conn_close(p, i);
     if (p->listener >= 0)
         (void)close(p->listener);
+    if (p->nofile_raised)
+        (void)setrlimit(RLIMIT_NOFILE, &p->nofile_saved);
     netallow_free(&p->allow);
+    free(p->cache);
+    free(p->own);
     free(p->hosts);
     free(p->conns);
     free(p);

@@ -9,8 +9,9 @@
  * namespace: a socket belongs to the namespace it was created in, wherever its descriptor goes
  * (socket(7), network_namespaces(7)). Decisions are by the name the client asks for (CONNECT's
  * target, or a plain request's absolute URI, which must agree with Host:), names are resolved
- * outside (a forked child per lookup runs getaddrinfo(3), so the supervisor never blocks),
- * TLS is relayed untouched.
+ * outside (a forked child per lookup runs getaddrinfo(3), so the supervisor never blocks; a
+ * name is looked up once a run, without the resolv.conf search list), an address that is not
+ * public or is one of the host's own is refused for a name, TLS is relayed untouched.
  *
  * Single-threaded and non-blocking: supervise.c's poll loop asks for the descriptors
  * (proxy_poll_fill()) and hands back what poll(2) said (proxy_poll_handle()). Memory is
@@ -42,7 +43,10 @@
 struct proxy;
 
 /* A proxy for config c (network_allow, network_hosts, the limits). Checks the patterns and the
- * hosts: on -EINVAL, why[why_size] says which is wrong. Returns 0 or -errno (-ENOMEM). */
+ * hosts, takes the host's interface addresses (getifaddrs(3)), and raises the process's soft
+ * RLIMIT_NOFILE as far as network_max_connections need (proxy_free() puts it back): on
+ * -EINVAL, why[why_size] says what is wrong (a pattern, a host, a limit that cannot fit under
+ * the hard RLIMIT_NOFILE). Returns 0 or -errno (-ENOMEM). */
 int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_t why_size);
 
 /* Serve on listener (a listening TCP socket, taken: closed by proxy_free()). */

@@ -392,11 +392,11 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
     return count;
 }
 
-/* The proxy of --network allow=: each connection (the first NSBOX_NETWORK_MAX), the totals,
- * the limits hit; null without it. */
+/* The proxy of --network allow=: each connection (NSBOX_NETWORK_MAX at most), the allowed
+ * connections' bytes by host and port, the totals, the limits hit; null without it. */
 static json_t *network_json(const struct nsbox_network_report *n)
 {
-    json_t *list, *root;
+    json_t *list, *hosts, *root;
 
     if (!n->enabled)
         return json_null();
@@ -412,8 +412,20 @@ static json_t *network_json(const struct nsbox_network_report *n)
                             "bytes_sent", (json_int_t)e->bytes_sent, "bytes_received",
                             (json_int_t)e->bytes_received));
     }
-    root = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "connections",
-                     list ? list : json_null(), "connections_total",
+    hosts = json_array();
+    for (size_t i = 0; hosts && i < n->n_hosts; i++) {
+        const struct nsbox_network_host *e = &n->hosts[i];
+        (void)json_array_append_new(
+            hosts, json_pack("{s:o, s:o, s:I, s:I, s:I}", "host",
+                             e->host[0] ? json_text(e->host, strlen(e->host)) : json_null(),
+                             "port", e->port ? json_integer(e->port) : json_null(),
+                             "connections", (json_int_t)e->connections, "bytes_sent",
+                             (json_int_t)e->bytes_sent, "bytes_received",
+                             (json_int_t)e->bytes_received));
+    }
+    root = json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "connections",
+                     list ? list : json_null(), "hosts", hosts ? hosts : json_null(),
+                     "connections_total",
                      (json_int_t)n->connections_total, "connections_refused",
                      (json_int_t)n->connections_refused, "connections_omitted",
                      (json_int_t)n->connections_omitted, "bytes_sent", (json_int_t)n->bytes_sent,

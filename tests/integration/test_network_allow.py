@@ -8,12 +8,14 @@ TCP echo (uppercase) server that CONNECT tunnels reach. Test names resolve to 12
 import http.server
 import json
 import os
+import resource
 import socket
+import subprocess
 import tempfile
 import threading
 import unittest
 
-from nsboxtest import NsboxTestCase, nsbox, nsbox_json
+from nsboxtest import HERE, NSBOX, NsboxTestCase, nsbox, nsbox_json
 
 
 def py(code, *opts, **kw):
@@ -214,15 +216,50 @@ class TestNetworkAllow(NsboxTestCase):
                       f"other.test:{self.up.echo_port} (not in --network allow)", p.stderr)
 
     def test_connections_list_is_capped(self):
-        # 70 refused connections: the first 64 listed, the rest counted.
+        # 70 refused connections: the first 32 listed (half the list: the rest is kept for
+        # allowed ones), the rest counted.
         code = CLIENT + "for i in range(70):\n    ask(b'CONNECT n%d.test:443 HTTP/1.1\\r\\n\\r\\n' % i)\n"
         p, r = py(code, *self.allow("up.test"))
         n = r["network"]
         self.assertEqual((len(n["connections"]), n["connections_omitted"], n["connections_total"],
-                          n["connections_refused"]), (64, 6, 70, 70), r["stderr"])
-        self.assertEqual(n["connections"][63]["host"], "n63.test")
+                          n["connections_refused"]), (32, 38, 70, 70), r["stderr"])
+        self.assertEqual(n["connections"][31]["host"], "n31.test")
+        self.assertEqual(n["hosts"], [])
         self.assertTrue(any("refused 70 connections" in x and x.endswith(", and more")
                             for x in r["notes"]), r["notes"])
+
+    def test_refused_requests_cannot_hide_an_allowed_one(self):
+        # 70 refused requests, then the one that carries data out: it stays in the list, and
+        # in the totals by host.
+        code = CLIENT + ("for i in range(70):\n"
+                         "    ask(b'CONNECT n%d.test:443 HTTP/1.1\\r\\n\\r\\n' % i)\n"
+                         f"ask(b'CONNECT up.test:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'secret')\n")
+        p, r = py(code, *self.allow(f"up.test:{self.up.echo_port}"))
+        n = r["network"]
+        self.assertEqual([(c["host"], c["bytes_sent"]) for c in n["connections"] if c["allowed"]],
+                         [("up.test", 6)], r["stderr"])
+        self.assertEqual(n["hosts"], [{"host": "up.test", "port": self.up.echo_port,
+                                       "connections": 1, "bytes_sent": 6,
+                                       "bytes_received": 6}])
+
+    def test_hosts_totals_keep_every_allowed_byte(self):
+        # 70 allowed connections to 50 names below *.up.test: the connection list holds 64,
+        # the totals all. The first 48 names have an entry each; with 16 entries left, the
+        # other names count under their pattern.
+        names = [f"a{i}.up.test" for i in range(50)] + ["a0.up.test"] * 20
+        hosts = [x for i in range(50) for x in ("--add-host", f"a{i}.up.test:127.0.0.1")]
+        code = CLIENT + (f"for name in {names!r}:\n"
+                         f"    ask(b'CONNECT %s:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n' % name.encode(), b'xy')\n")
+        p, r = py(code, "--network", f"allow=*.up.test:{self.up.echo_port}", *hosts)
+        n = r["network"]
+        self.assertEqual((len(n["connections"]), n["connections_omitted"]), (64, 6), r["stderr"])
+        h = n["hosts"]
+        self.assertEqual([e["host"] for e in h],
+                         [f"a{i}.up.test" for i in range(48)] + ["*.up.test"], r["stderr"])
+        self.assertEqual((h[0]["connections"], h[0]["bytes_sent"]), (21, 42))
+        self.assertEqual((h[-1]["connections"], h[-1]["bytes_sent"]), (2, 4))
+        self.assertEqual(sum(e["bytes_sent"] for e in h), n["bytes_sent"])
+        self.assertEqual(n["bytes_sent"], 140)
 
     def test_wildcard_and_default_ports(self):
         # *.domain is below domain only; without :PORT only 80 and 443.
@@ -251,19 +288,103 @@ class TestNetworkAllow(NsboxTestCase):
         self.assertEqual(r["stdout"].splitlines()[0], "reached", r["stderr"])
 
     def test_name_resolving_to_loopback_refused(self):
-        # "localhost" resolves (outside, by getaddrinfo) to a loopback address: refused for a
-        # name, though the pattern allows it ...
+        # "localhost" resolves (outside, by getaddrinfo) to a loopback address, an address of
+        # this host's lo: refused for a name, though the pattern allows it (the check of the
+        # host's own addresses comes first; tests/unit/test-netallow.c tests it with others) ...
         code = CLIENT + (f"print(*ask(b'CONNECT localhost:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'x'))")
         p, r = py(code, "--network", f"allow=localhost:{self.up.echo_port}")
         self.assertTrue(r["stdout"].startswith("HTTP/1.1 403 Forbidden"), r["stdout"])
         self.assertIn("resolves to", r["stdout"])
         c = r["network"]["connections"][0]
         self.assertFalse(c["allowed"])
-        self.assertTrue(c["reason"].startswith("resolves to non-public address"), c)
+        self.assertTrue(c["reason"].startswith("resolves to this host's address "), c)
+        # Early data sent with a refused CONNECT never left: not reported as sent.
+        early = CLIENT + (f"print(ask(b'CONNECT localhost:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n"
+                          f"early data')[0])")
+        p, r = py(early, "--network", f"allow=localhost:{self.up.echo_port}")
+        self.assertEqual(r["stdout"], "HTTP/1.1 403 Forbidden\n", r["stderr"])
+        self.assertEqual((r["network"]["bytes_sent"], r["network"]["connections"][0]["bytes_sent"]),
+                         (0, 0))
         # ... and the same name given an address by the caller goes through (the control).
         p, r = py(code, "--network", f"allow=localhost:{self.up.echo_port}",
                   "--add-host", "localhost:127.0.0.1")
         self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established X\n", r["stdout"])
+
+    def with_fake_dns(self, args):
+        """Run `nsbox run --json ARGS` as root and as uid 65534, each in a private mount and
+        network namespace (nothing leaves it) whose /etc/resolv.conf has the search list
+        corp.test, ndots:5 and tests/integration/netns/fakedns.py as its server, /etc/hosts
+        only localhost. Yields (uid, result, the names asked of the server in order). A
+        private /etc/resolv.conf takes the host's root: as another user, yields nothing (this
+        run covers uid 65534)."""
+        if os.geteuid() != 0:
+            return
+        d = tempfile.mkdtemp(dir="/tmp")
+        os.chmod(d, 0o755)
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        with open(os.path.join(d, "resolv.conf"), "w") as f:
+            f.write("search corp.test\nnameserver 127.0.0.1\noptions attempts:1 timeout:1 ndots:5\n")
+        with open(os.path.join(d, "hosts"), "w") as f:
+            f.write("127.0.0.1 localhost\n")
+        script = ('ip link set lo up && mount --bind "$D/resolv.conf" /etc/resolv.conf && '
+                  'mount --bind "$D/hosts" /etc/hosts || exit 99\n'
+                  'python3 "$DNS" "$D/log" "$D/ready" & dns=$!\n'
+                  'while [ ! -e "$D/ready" ]; do sleep 0.05; done\n'
+                  '"$@"; rc=$?; kill $dns; exit $rc\n')
+        for uid in (0, 65534):
+            open(os.path.join(d, "log"), "w").close()
+            if os.path.exists(os.path.join(d, "ready")):
+                os.unlink(os.path.join(d, "ready"))
+            xdg = tempfile.mkdtemp()
+            os.chown(xdg, uid, uid)
+            cmd = [NSBOX, "run", "--json", *args]
+            if uid:
+                cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "env",
+                       "-i", "PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=" + xdg,
+                       "NSBOX_ROOTFS=" + os.environ.get("NSBOX_ROOTFS", "")] + cmd
+            env = dict(os.environ, D=d, DNS=os.path.join(HERE, "netns", "fakedns.py"),
+                       XDG_RUNTIME_DIR=xdg)
+            p = subprocess.run(["unshare", "-m", "-n", "sh", "-c", script, "sh", *cmd],
+                               env=env, capture_output=True, text=True, timeout=60)
+            subprocess.run(["rm", "-rf", xdg])
+            try:
+                r = json.loads(p.stdout)
+            except ValueError:
+                self.fail(f"nsbox printed no JSON: {p.stdout!r} {p.stderr!r}")
+            with open(os.path.join(d, "log")) as f:
+                names = [line.split()[0] for line in f]
+            yield uid, r, names
+
+    def test_no_search_list_lookups(self):
+        # The host's resolv.conf has a search list and ndots:5: getaddrinfo("pypi.example")
+        # would also look up pypi.example.corp.test, a name not on the list, and use its
+        # address. nsbox looks up the name as given only; /etc/hosts still counts.
+        code = CLIENT + ("for t in (b'pypi.example:443', b'localhost:443'):\n"
+                         "    print(ask(b'CONNECT ' + t + b' HTTP/1.1\\r\\n\\r\\n')[1].strip())\n")
+        for uid, r, names in self.with_fake_dns(["--network", "allow=pypi.example,localhost",
+                                                 "--", "python3", "-c", code]):
+            with self.subTest(uid=uid):
+                self.assertEqual(r["stdout"].splitlines(),
+                                 ["nsbox: pypi.example did not resolve to an address",
+                                  "nsbox: localhost resolves to 127.0.0.1, an address of the host "
+                                  "nsbox runs on, which --network allow refuses for a name (an "
+                                  "address pattern or --add-host allows it)"], r["stderr"])
+                self.assertIn("pypi.example", names)  # the fake server answered the lookups
+                self.assertEqual([n for n in names if n.endswith("corp.test")], [], names)
+
+    def test_lookups_are_cached(self):
+        # A name is looked up once a run, not once a request: each lookup is a process outside
+        # the sandbox, beyond --cpus. Ten requests for a.corp.test (127.0.0.2: refused, but
+        # looked up), then one for b.corp.test.
+        code = CLIENT + ("for t in [b'a.corp.test:443'] * 10 + [b'b.corp.test:443']:\n"
+                         "    print(ask(b'CONNECT ' + t + b' HTTP/1.1\\r\\n\\r\\n')[0])\n")
+        for uid, r, names in self.with_fake_dns(["--network", "allow=*.corp.test", "--",
+                                                 "python3", "-c", code]):
+            with self.subTest(uid=uid):
+                self.assertEqual(r["stdout"].splitlines(), ["HTTP/1.1 403 Forbidden"] * 11,
+                                 r["stderr"])
+                # One A and one AAAA question per name.
+                self.assertEqual(sorted(names), ["a.corp.test"] * 2 + ["b.corp.test"] * 2, names)
 
     def test_ip_literal_not_listed_refused(self):
         code = CLIENT + (f"print(*ask(b'CONNECT 127.0.0.1:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n', b'ip'))")
@@ -296,6 +417,42 @@ class TestNetworkAllow(NsboxTestCase):
         self.assertEqual(reasons[:2], ["more than one Host header",
                                        "the Host header names another host or port than the "
                                        "request target"])
+
+    def test_incomplete_and_bare_lf_requests(self):
+        # A client that leaves before its head is complete is counted (refused); a head with
+        # bare LF line ends gets its 400 at once, not after the 10 s head timeout.
+        code = CLIENT + ("import time\n"
+                         "s = socket.create_connection((host, int(port)))\n"
+                         "s.sendall(b'GET http://up'); time.sleep(0.3); s.close()\n"
+                         "start = time.monotonic()\n"
+                         "print(ask(b'GET http://up.test/ HTTP/1.1\\nHost: up.test\\n\\n')[0])\n"
+                         "print(time.monotonic() - start < 5)\n")
+        p, r = py(code, *self.allow("up.test"))
+        self.assertEqual(r["stdout"].splitlines(), ["HTTP/1.1 400 Bad Request", "True"],
+                         r["stderr"])
+        self.assertEqual([(c["allowed"], c["reason"]) for c in r["network"]["connections"]],
+                         [(False, "incomplete request"),
+                          (False, "a line ended by a bare LF, not CRLF")])
+        self.assertEqual(r["network"]["connections_refused"], 2)
+
+    def test_past_every_slot_a_503(self):
+        # --network-max-connections 1: one tunnel held, 8 answered with 503 and kept open by
+        # the client (all the proxy's slots), and one more: a 503 too, not a reset.
+        target = f"up.test:{self.up.echo_port}"
+        code = CLIENT + ("held = []\n"
+                         "for i in range(10):\n"
+                         "    s = socket.create_connection((host, int(port)), timeout=10)\n"
+                         f"    s.sendall(b'CONNECT {target} HTTP/1.1\\r\\n\\r\\n')\n"
+                         "    try:\n"
+                         "        print(s.recv(200).split(b'\\r\\n')[0].decode() or 'EOF')\n"
+                         "    except OSError as e:\n"
+                         "        print(type(e).__name__)\n"
+                         "    held.append(s)\n")
+        p, r = py(code, *self.allow(target), "--network-max-connections", "1")
+        self.assertEqual(r["stdout"].splitlines(),
+                         ["HTTP/1.1 200 Connection established"] +
+                         ["HTTP/1.1 503 Service Unavailable"] * 9, r["stderr"])
+        self.assertEqual(r["network"]["connections_total"], 10)
 
     def test_stalled_client_does_not_block_others(self):
         # A client that connects and sends nothing (slowloris) holds one slot; others go on.
@@ -335,6 +492,70 @@ class TestNetworkAllow(NsboxTestCase):
         self.assertEqual(r["network"]["connections"][1]["reason"],
                          "--network-max-connections reached")
 
+    def run_with_nofile(self, soft, hard, args, pass_fds=()):
+        """nsbox run --json args under RLIMIT_NOFILE soft:hard; (CompletedProcess, result or
+        None, CPU seconds nsbox and its children used)."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.run([NSBOX, "run", "--json", *args], capture_output=True, text=True,
+                           timeout=60, pass_fds=pass_fds,
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE,
+                                                                 (soft, hard)))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        try:
+            return p, json.loads(p.stdout), cpu
+        except ValueError:
+            return p, None, cpu
+
+    # Inside: open n CONNECT tunnels at once, keep them, then say how many got their 200.
+    HOLD = CLIENT + r'''
+import sys, time
+n, target, hold = int(sys.argv[1]), sys.argv[2].encode(), float(sys.argv[3])
+socks, ok = [], 0
+for i in range(n):
+    s = socket.create_connection((host, int(port)), timeout=15)
+    s.sendall(b"CONNECT " + target + b" HTTP/1.1\r\n\r\n")
+    socks.append(s)
+for s in socks:
+    try:
+        ok += s.recv(100).startswith(b"HTTP/1.1 200")
+    except OSError:
+        pass
+    s.settimeout(3)
+time.sleep(hold)
+print(ok)
+'''
+
+    def test_connections_fit_the_descriptor_limit(self):
+        # --network-max-connections is promised: the soft RLIMIT_NOFILE is raised to fit it
+        # (here 100 would leave room for some 40 connections), ...
+        target = f"up.test:{self.up.echo_port}"
+        args = [*self.allow(target), "--network-max-connections", "100", "--", "python3", "-c",
+                self.HOLD, "100", target, "0"]
+        p, r, _ = self.run_with_nofile(100, 4096, args)
+        self.assertIsNotNone(r, p.stderr)
+        self.assertEqual(r["stdout"], "100\n", (r["stderr"], r["network"]["connections_total"]))
+        # ... and one that cannot fit under the hard limit is refused before the run.
+        p, r, _ = self.run_with_nofile(200, 200, args)
+        self.assertOneLineError(p, contains="--network-max-connections 100 needs 280 file "
+                                            "descriptors, but RLIMIT_NOFILE allows 200")
+
+    def test_out_of_descriptors_does_not_spin(self):
+        # The caller's own descriptors (170 inherited ones here) can still use up the limit:
+        # 30 clients that send nothing hold one each, accept4() fails with EMFILE, and the
+        # listener stays readable. The proxy stops polling it until a connection closes
+        # instead of waking at once, again and again, for the 4 s the clients wait.
+        null = [os.open("/dev/null", os.O_RDONLY) for _ in range(170)]
+        self.addCleanup(lambda: [os.close(fd) for fd in null])
+        code = CLIENT + ("import time\n"
+                         "held = [socket.create_connection((host, int(port))) for i in range(30)]\n"
+                         "time.sleep(4)\n")
+        p, r, cpu = self.run_with_nofile(200, 200, [*self.allow("up.test"), "--", "python3", "-c",
+                                                    code], pass_fds=null)
+        self.assertIsNotNone(r, p.stderr)
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        self.assertLess(cpu, 1.5, r["network"])
+
     def test_byte_limit(self):
         code = ("import urllib.request\n"
                 "try:\n"
@@ -353,6 +574,57 @@ class TestNetworkAllow(NsboxTestCase):
         self.assertEqual(r["stdout"], "1000020\n", r["stderr"])
         self.assertFalse(r["network"]["bytes_limit_hit"])
 
+    def test_byte_limit_counts_request_heads(self):
+        # What comes with the head counts too: CONNECT's early data (read with the head, up to
+        # 8 KiB) and a plain request's head. 3000 bytes of early data twice and a 3000-byte
+        # header: under --network-max-bytes 4096 only the first goes upstream.
+        port = self.up.http_port
+        before = len(self.up.requests)
+        # The tunnels go to a sink that never answers: an echo's answer would spend the
+        # budget on the way down too, and cut the others at a moment of its own.
+        sink = socket.socket()
+        sink.bind(("127.0.0.1", 0))
+        sink.listen(8)
+        self.addCleanup(sink.close)
+        held = []
+        self.addCleanup(lambda: [c.close() for c in held])
+
+        def accept():
+            while True:
+                try:
+                    held.append(sink.accept()[0])
+                except OSError:
+                    return
+        threading.Thread(target=accept, daemon=True).start()
+        sink_port = sink.getsockname()[1]
+        code = CLIENT + (
+            "def early(raw):\n"
+            "    s = socket.create_connection((host, int(port)), timeout=20)\n"
+            "    s.sendall(raw)\n"
+            "    line = s.recv(100).split(b'\\r\\n')[0].decode()\n"
+            "    s.close()\n"
+            "    return line\n"
+            f"print(early(b'CONNECT up.test:{sink_port} HTTP/1.1\\r\\n\\r\\n' + b'a' * 3000))\n"
+            f"print(early(b'CONNECT up.test:{sink_port} HTTP/1.1\\r\\n\\r\\n' + b'b' * 3000))\n"
+            f"print(ask(b'GET http://up.test:{port}/ HTTP/1.1\\r\\nHost: up.test:{port}\\r\\n"
+            f"X-Data: ' + b'c' * 3000 + b'\\r\\n\\r\\n')[0])\n")
+        p, r = py(code, *self.allow(f"up.test:{sink_port}", f"up.test:{port}"),
+                  "--network-max-bytes", "4096")
+        self.assertEqual(r["stdout"].splitlines(),
+                         ["HTTP/1.1 200 Connection established"] +
+                         ["HTTP/1.1 503 Service Unavailable"] * 2, r["stderr"])
+        n = r["network"]
+        self.assertTrue(n["bytes_limit_hit"])
+        self.assertEqual(n["bytes_sent"], 3000)
+        self.assertEqual([c["bytes_sent"] for c in n["connections"]], [3000, 0, 0])
+        self.assertEqual(len(self.up.requests), before)  # the long head never reached the server
+        # The control: without the limit all three go through, each counted.
+        p, r = py(code, *self.allow(f"up.test:{sink_port}", f"up.test:{port}"))
+        self.assertEqual(r["stdout"].splitlines(),
+                         ["HTTP/1.1 200 Connection established"] * 2 + ["HTTP/1.0 200 OK"],
+                         r["stderr"])
+        self.assertGreater(r["network"]["bytes_sent"], 9000)
+
     def test_audit_records_connections(self):
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "audit.log")
@@ -365,6 +637,10 @@ class TestNetworkAllow(NsboxTestCase):
                 start, end = [json.loads(l) for l in f]
             self.assertEqual((start["network"], start["network_allow"]),
                              ("allow", [f"up.test:{self.up.echo_port}"]))
+            # The caller's name-to-address word and the bounds that applied, defaults too.
+            self.assertEqual((start["network_hosts"], start["network_max_connections"],
+                              start["network_max_bytes"]),
+                             (["up.test:127.0.0.1", "other.test:127.0.0.1"], 32, 1 << 30))
             conns = end["result"]["network"]["connections"]
             self.assertEqual([(c["host"], c["allowed"], c["bytes_sent"], c["bytes_received"])
                               for c in conns],

@@ -202,6 +202,13 @@ Test(httphead, parse)
         /* Incomplete: more bytes needed. */
         {"CONNECT pypi.org:443 HTTP/1.1\r\n", 0, NULL, 0},
         {"", 0, NULL, 0},
+        {"CONNECT pypi.org:443 HTTP/1.1\r", 0, NULL, 0},
+        /* Refused before the head is complete: bare LF or CR line ends, which no more bytes
+         * can mend (no wait for the head timeout). */
+        {"GET http://a.test/ HTTP/1.1\nHost: a.test\n\n", -EBADMSG, NULL, 0},
+        {"GET http://a.test/ HTTP/1.1\n", -EBADMSG, NULL, 0},
+        {"\n", -EBADMSG, NULL, 0},
+        {"GET http://a.test/ HTTP/1.1\rHost", -EBADMSG, NULL, 0},
         /* Refused. */
         {"CONNECT pypi.org HTTP/1.1\r\n\r\n", -EINVAL, NULL, 0},
         {"CONNECT pypi.org:0 HTTP/1.1\r\n\r\n", -EINVAL, NULL, 0},
@@ -251,4 +258,62 @@ Test(httphead, too_long)
     cr_expect_eq(httphead_parse(buf, HTTPHEAD_MAX - 1, &h, &why), 0);
     cr_expect_eq(httphead_parse(buf, HTTPHEAD_MAX, &h, &why), -E2BIG);
     cr_expect_eq(httphead_parse(buf, sizeof(buf), &h, &why), -E2BIG);
+}
+
+static struct sockaddr_storage addr_of(const char *text, uint16_t port)
+{
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+
+    if (inet_pton(AF_INET, text, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons(port);
+    } else {
+        cr_assert_eq(inet_pton(AF_INET6, text, &in6->sin6_addr), 1, "%s", text);
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+    }
+    return ss;
+}
+
+/* A name must not lead to the host's own interface addresses, public ones included: the list
+ * is what getifaddrs(3) gave at the start (here, made up). */
+Test(addr, own_addresses)
+{
+    struct sockaddr_storage own[] = {addr_of("203.0.113.5", 0), addr_of("2001:db8:1::5", 0),
+                                     addr_of("127.0.0.1", 0)};
+    struct sockaddr_storage in4 = addr_of("203.0.113.5", 443), other4 = addr_of("203.0.113.6", 443),
+                            in6 = addr_of("2001:db8:1::5", 80),
+                            other6 = addr_of("2001:db8:1::6", 80),
+                            mapped = addr_of("::ffff:203.0.113.5", 443);
+
+    cr_expect(netallow_addr_in((struct sockaddr *)&in4, own, 3));
+    cr_expect(netallow_addr_in((struct sockaddr *)&in6, own, 3));
+    cr_expect(!netallow_addr_in((struct sockaddr *)&other4, own, 3));
+    cr_expect(!netallow_addr_in((struct sockaddr *)&other6, own, 3));
+    /* The family counts: the mapped form is another address (and never public anyway). */
+    cr_expect(!netallow_addr_in((struct sockaddr *)&mapped, own, 3));
+    cr_expect(!netallow_addr_is_public((struct sockaddr *)&mapped));
+    cr_expect(!netallow_addr_in((struct sockaddr *)&in4, own, 0));
+}
+
+/* A plain request as it goes upstream: origin form, hop-by-hop headers dropped, one
+ * "Connection: close"; too small a buffer is -E2BIG, never a cut head. */
+Test(httphead, rewrite)
+{
+    static const char in[] = "GET http://a.test:8080?q=1 HTTP/1.1\r\nHost: a.test:8080\r\n"
+                             "Proxy-Connection: keep-alive\r\nAccept: */*\r\nConnection: x\r\n"
+                             "Te: trailers\r\n\r\nbody";
+    static const char want[] = "GET /?q=1 HTTP/1.1\r\nHost: a.test:8080\r\nAccept: */*\r\n"
+                               "Connection: close\r\n\r\n";
+    struct httphead h;
+    const char *why = NULL;
+    char out[256];
+
+    cr_assert_eq(httphead_parse(in, sizeof(in) - 1, &h, &why), (int)(sizeof(in) - 5), "%s", why);
+    cr_expect_eq(httphead_rewrite(in, &h, out, sizeof(out)), (int)(sizeof(want) - 1));
+    cr_expect(memcmp(out, want, sizeof(want) - 1) == 0, "%.*s", (int)(sizeof(want) - 1), out);
+    cr_expect_eq(httphead_rewrite(in, &h, out, sizeof(want) - 1), -E2BIG);
+    cr_expect_eq(httphead_rewrite(in, &h, out, 10), -E2BIG);
 }

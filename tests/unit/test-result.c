@@ -541,6 +541,8 @@ Test(explain, network_refusals_and_cut_in_notes_and_json)
             .bytes_sent = 10,
             .bytes_received = 20000,
             .bytes_limit_hit = true,
+            .hosts = {{"pypi.org", 443, 1, 10, 20000}, {"", 0, 2, 5, 6}},
+            .n_hosts = 2,
         },
     };
     json_t *notes = json_array(), *j, *want, *net;
@@ -562,6 +564,12 @@ Test(explain, network_refusals_and_cut_in_notes_and_json)
                              json_pack("{s:n, s:n, s:b, s:s, s:i, s:i}", "host", "port",
                                        "allowed", 0, "reason", "more than one Host header",
                                        "bytes_sent", 0, "bytes_received", 0)));
+    /* The totals by host; the last entry, for all others, has no host and no port. */
+    cr_expect(json_equal_new(json_object_get(net, "hosts"),
+                             json_pack("[{s:s, s:i, s:i, s:i, s:i}, {s:n, s:n, s:i, s:i, s:i}]",
+                                       "host", "pypi.org", "port", 443, "connections", 1,
+                                       "bytes_sent", 10, "bytes_received", 20000, "host", "port",
+                                       "connections", 2, "bytes_sent", 5, "bytes_received", 6)));
     json_decref(notes);
     json_decref(want);
     json_decref(j);
