@@ -17,6 +17,7 @@
 #include "fileio.h"
 #include "filter.h"
 #include "macro.h"
+#include "syscalls.h"
 
 struct filter_ctx;
 static int dump_ctx(const struct filter_ctx *f, int fd);
@@ -474,7 +475,7 @@ bool filter_notify_supported(void)
     if (read_file_at(AT_FDCWD, "/proc/sys/kernel/seccomp/actions_avail", buf, sizeof(buf)) <= 0 ||
         !strstr(buf, "user_notif"))
         return false;
-    return syscall(SYS_pidfd_getfd, -1, 0, 0) < 0 && errno == EBADF;
+    return sys_pidfd_getfd(-1, 0, 0) < 0 && errno == EBADF;
 }
 
 int filter_dump(const struct policy *p, int fd, struct policy_error *e)

@@ -159,7 +159,7 @@ static bool handle_report(struct session_state *s, struct nsbox_result *ret)
     if (n != sizeof(rep))
         return n < 0 && errno == EAGAIN;
     if (rep.type == REPORT_LISTENER) {
-        s->listener = (int)syscall(SYS_pidfd_getfd, s->fds->pidfd, rep.code, 0);
+        s->listener = sys_pidfd_getfd(s->fds->pidfd, rep.code, 0);
         (void)!write(s->fds->sync, "x", 1);
         return true;
     }

@@ -570,7 +570,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                 if (report_have == sizeof(report) && report.type == REPORT_PROXY &&
                     fds->proxy) {
                     /* Take the proxy's listening socket; init waits for the byte. */
-                    int fd = (int)syscall(SYS_pidfd_getfd, fds->pidfd, report.code, 0);
+                    int fd = sys_pidfd_getfd(fds->pidfd, report.code, 0);
                     report_have = 0;
                     if (fd < 0) {
                         r = negative_errno();
@@ -584,7 +584,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                 } else if (report_have == sizeof(report) && report.type == REPORT_LISTENER) {
                     report_have = 0;
                     /* Take init's listener; init waits for the byte on the sync pipe. */
-                    listener = (int)syscall(SYS_pidfd_getfd, fds->pidfd, report.code, 0);
+                    listener = sys_pidfd_getfd(fds->pidfd, report.code, 0);
                     if (listener < 0) {
                         r = negative_errno();
                         goto kill;

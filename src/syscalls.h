@@ -85,6 +85,13 @@ static inline int sys_pidfd_send_signal(int pidfd, int sig)
     return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 }
 
+/* pidfd_getfd(2), Linux 5.6: a copy of descriptor fd of the process pidfd names (needs
+ * PTRACE_MODE_ATTACH_REALCREDS on it). */
+static inline int sys_pidfd_getfd(int pidfd, int fd, unsigned flags)
+{
+    return (int)syscall(SYS_pidfd_getfd, pidfd, fd, flags);
+}
+
 static inline int sys_open_tree(int dfd, const char *path, unsigned flags)
 {
     return (int)syscall(SYS_open_tree, dfd, path, flags);
