@@ -233,7 +233,9 @@ static json_t *transact(int fd, json_t *request, char **ret_line)
         return NULL;
     }
     *ret_line = buf;
-    return json_loadb(buf, have, 0, NULL);
+    /* JSON_ALLOW_NUL: a step's output may hold NUL bytes (\u0000), which must not make its
+     * answer unreadable. */
+    return json_loadb(buf, have, JSON_ALLOW_NUL, NULL);
 }
 
 /* Write the step's text to fd; on a terminal (unless --raw-output) escaped as `nsbox run` does

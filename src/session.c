@@ -305,7 +305,11 @@ static int run_step(struct session_state *s, const struct step_request *q, int c
     payload_fd = memfd_with(q->payload, q->size);
     if (payload_fd < 0)
         return payload_fd;
-    if (pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(err, O_CLOEXEC | O_NONBLOCK) < 0) {
+    /* Non-blocking on our read ends only: O_NONBLOCK of pipe2() would be on the write ends the
+     * step gets too, and a step writing faster than we read would meet EAGAIN and lose output
+     * that the result then called complete. */
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+        fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0) {
         r = negative_errno();
         goto fail;
     }

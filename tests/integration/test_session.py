@@ -137,6 +137,24 @@ class TestSessionSteps(SessionTestCase):
         p, r = self.code(sid, "print(x)")
         self.assertEqual(r["stdout"], "6\n")
 
+    def test_fast_writers_lose_nothing(self):
+        # The step's pipes block for the step (only nsbox's read ends are non-blocking): 3 MB
+        # written at once all arrive, counted, as in nsbox run (the attack review saw 65537).
+        sid, _ = self.start()
+        for p, r in (self.run_step(sid, "python3", "-c", "print('x' * 3000000)",
+                                   opts=("--output-limit", "10")),
+                     self.code(sid, "print('x' * 3000000)", "--output-limit", "10")):
+            self.assertEqual((r["status"], r["stdout_bytes"], r["stdout_truncated"]),
+                             ("exited", 3000001, True), r["stderr"])
+
+    def test_nul_in_output(self):
+        # A NUL byte in a step's output is output like any other, not an unreadable answer.
+        sid, _ = self.start()
+        p = nsbox("session", "exec", sid, "--", "sh", "-c", "printf 'a\\000b'; exit 3")
+        self.assertEqual((p.returncode, p.stdout), (3, "a\0b"), p.stderr)
+        p, r = self.run_step(sid, "sh", "-c", "printf 'a\\000b'; exit 3")
+        self.assertEqual((r["exit_code"], r["stdout"]), (3, "a\0b"))
+
     def test_output_limit_per_step(self):
         sid, _ = self.start("--output-limit", "100")
         p, r = self.run_step(sid, "python3", "-c", "print('x' * 1000)")
