@@ -7,6 +7,7 @@
 
 #include "nsbox.h"
 #include "parse.h"
+#include "utf8.h"
 
 int parse_decimal(const char *s, uint64_t unit, uint64_t *ret)
 {
@@ -493,9 +494,17 @@ bool copy_name_is_valid(const char *name)
 
     if (!name || !*name || *name == '/' || strlen(name) >= PATH_MAX)
         return false;
-    for (const char *c = name; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+    /* Well-formed UTF-8 without anything a reader cannot see (utf8.h: C0, DEL, C1, the line
+     * separators, bidi and other format characters): such a name could hide what it is on
+     * the host, and one that is not UTF-8 could not be said as it is in the JSON result (two
+     * names would show as one). */
+    for (size_t i = 0, n = strlen(name); i < n;) {
+        int len = utf8_check((const unsigned char *)name + i, n - i);
+        if (len <= 0 || (unsigned char)name[i] < 0x20 ||
+            utf8_hidden(utf8_decode((const unsigned char *)name + i, len)))
             return false;
+        i += (size_t)len;
+    }
     while (*p) {
         const char *slash = strchr(p, '/');
         size_t n = slash ? (size_t)(slash - p) : strlen(p);

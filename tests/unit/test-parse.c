@@ -316,6 +316,11 @@ Test(parse, copy_names)
         {"", false},           {"/etc/shadow", false},   {"../x", false},   {"a/../b", false},
         {"a/..", false},       {"./a", false},           {"a//b", false},   {"a/", false},
         {"a/\x1b[2J", false},  {"a\nb", false},          {"a\x7f", false},
+        /* UTF-8 text is fine; not UTF-8 (two names would show as one U+FFFD), C1 controls,
+         * bidi overrides and invisible format characters are not. */
+        {"r\xc3\xa9sum\xc3\xa9.txt", true}, {"report\xff.txt", false},
+        {"a\xc2\x9b" "31m", false}, {"evil\xe2\x80\xaetxt.exe", false},
+        {"ns\xe2\x80\x8b" "box", false},
     };
     char long_component[300];
 
