@@ -50,7 +50,8 @@ static bool owned_and_closed(const char *path, uid_t uid)
  * The registry directory, created if needed: $XDG_RUNTIME_DIR/nsbox, else
  * /run/user/UID/nsbox (each only if that directory is the caller's and closed to others),
  * else for root /run/nsbox/registry (beside the uid pool, where only root can write), else
- * /tmp/nsbox-UID. That last name is predictable in a directory everyone can write: another
+ * /tmp/nsbox-UID, else (no writable /tmp, as in a container with a read-only root)
+ * /dev/shm/nsbox-UID. Those last names are predictable in directories everyone can write: another
  * user can make it first (a squat that would hide this user's runs from ps and kill, or plant
  * records). So it is refused unless it is a real directory (not a symlink: lstat) of the
  * caller's with mode 0700, with the squatter named in dir_problem and the fix: a
@@ -69,16 +70,22 @@ static int registry_dir(char *buf, size_t size)
         (void)snprintf(buf, size, "%s/nsbox", xdg);
     else if (owned_and_closed(run_user, uid))
         (void)snprintf(buf, size, "%s/nsbox", run_user);
-    else if (uid == 0) {
-        if (mkdir("/run/nsbox", 0700) < 0 && errno != EEXIST)
-            return negative_errno();
+    else if (uid == 0 && (mkdir("/run/nsbox", 0700) == 0 || errno == EEXIST)) {
         if (!owned_and_closed("/run/nsbox", 0))
             return -EPERM;
         (void)snprintf(buf, size, "/run/nsbox/registry");
     } else
         (void)snprintf(buf, size, "/tmp/nsbox-%u", (unsigned)uid);
-    if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-        return negative_errno();
+    /* A container with a read-only root (Docker's --read-only, Kubernetes'
+     * readOnlyRootFilesystem) may have no writable /run or /tmp: /dev/shm, the tmpfs every
+     * container has, is the last place, under the same rule as /tmp. */
+    if (mkdir(buf, 0700) < 0 && errno != EEXIST) {
+        if ((errno != EROFS && errno != EACCES) || strncmp(buf, "/tmp/", 5) != 0)
+            return negative_errno();
+        (void)snprintf(buf, size, "/dev/shm/nsbox-%u", (unsigned)uid);
+        if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+            return negative_errno();
+    }
     if (lstat(buf, &st) < 0)
         return negative_errno();
     if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077)) {
