@@ -92,10 +92,11 @@ static int start_main(int argc, char *argv[])
     struct session_options o = {0};
     const struct nsbox_config *parsed;
     struct nsbox_config c;
-    char **labels;
+    _cleanup_free_ char **labels = NULL;
+    _cleanup_free_ struct nsbox_tmpfs *work_tmpfs = NULL;
     size_t n = 0;
     int r, nargc = argc;
-    char **args = calloc((size_t)argc + 1, sizeof(char *));
+    _cleanup_free_ char **args = calloc((size_t)argc + 1, sizeof(char *));
 
     if (!args)
         log_oom();
@@ -128,20 +129,19 @@ static int start_main(int argc, char *argv[])
      * tmpfs at /work (of --tmp-size), unless -v or --tmpfs put something there. */
     {
         bool have_work = false;
-        struct nsbox_tmpfs *t;
         for (size_t i = 0; i < c.n_binds; i++)
             have_work |= strcmp(c.binds[i].target, "/work") == 0;
         for (size_t i = 0; i < c.n_tmpfs; i++)
             have_work |= strcmp(c.tmpfs[i].target, "/work") == 0;
         if (!have_work) {
-            t = calloc(c.n_tmpfs + 1, sizeof(*t));
-            if (!t)
+            work_tmpfs = calloc(c.n_tmpfs + 1, sizeof(*work_tmpfs));
+            if (!work_tmpfs)
                 log_oom();
             if (c.n_tmpfs)
-                memcpy(t, c.tmpfs, c.n_tmpfs * sizeof(*t));
-            t[c.n_tmpfs++] = (struct nsbox_tmpfs){.target = "/work", .size = c.tmp_size,
-                                                  .mode = 0755};
-            c.tmpfs = t;
+                memcpy(work_tmpfs, c.tmpfs, c.n_tmpfs * sizeof(*work_tmpfs));
+            work_tmpfs[c.n_tmpfs++] = (struct nsbox_tmpfs){.target = "/work", .size = c.tmp_size,
+                                                           .mode = 0755};
+            c.tmpfs = work_tmpfs;
         }
     }
     /* Marked for `nsbox session ls` (a label, so `nsbox ps --filter label=nsbox.session` too). */

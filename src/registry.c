@@ -63,6 +63,7 @@ static int registry_dir(char *buf, size_t size)
     uid_t uid = getuid();
     struct stat st;
     char run_user[64];
+    bool in_tmp = false;
 
     dir_problem[0] = '\0';
     (void)snprintf(run_user, sizeof(run_user), "/run/user/%u", (unsigned)uid);
@@ -74,13 +75,15 @@ static int registry_dir(char *buf, size_t size)
         if (!owned_and_closed("/run/nsbox", 0))
             return -EPERM;
         (void)snprintf(buf, size, "/run/nsbox/registry");
-    } else
+    } else {
         (void)snprintf(buf, size, "/tmp/nsbox-%u", (unsigned)uid);
+        in_tmp = true;
+    }
     /* A container with a read-only root (Docker's --read-only, Kubernetes'
      * readOnlyRootFilesystem) may have no writable /run or /tmp: /dev/shm, the tmpfs every
      * container has, is the last place, under the same rule as /tmp. */
     if (mkdir(buf, 0700) < 0 && errno != EEXIST) {
-        if ((errno != EROFS && errno != EACCES) || strncmp(buf, "/tmp/", 5) != 0)
+        if ((errno != EROFS && errno != EACCES) || !in_tmp)
             return negative_errno();
         (void)snprintf(buf, size, "/dev/shm/nsbox-%u", (unsigned)uid);
         if (mkdir(buf, 0700) < 0 && errno != EEXIST)
@@ -290,6 +293,7 @@ int registry_add(const char *run_id, int argc, char *const argv[], const struct 
     r = registry_dir(dir, sizeof(dir));
     if (r < 0) {
         (void)snprintf(why, why_size, "%s", dir_problem);
+        json_decref(argv_json);
         return r;
     }
     /* The records of an nsbox that was SIGKILLed go with the next run, as its cgroup leaf does. */
