@@ -486,8 +486,9 @@ class TestToolOutput(SandboxTestCase):
             self.code("print(1)", rootfs="/nonexistent")
         self.assertEqual(cm.exception.as_tool_output(),
                          "nsbox could not run the code: rootfs '/nonexistent': No such file or "
-                         "directory (build it with 'meson compile -C build rootfs', install it "
-                         "with 'meson install', or point $NSBOX_ROOTFS or --rootfs at one)")
+                         "directory (build it with 'ninja -C build' or 'nsbox rootfs build DIR', "
+                         "install it with 'meson install', or point $NSBOX_ROOTFS or --rootfs at "
+                         "one)")
 
 
 class TestBadOutput(SandboxTestCase):
