@@ -30,11 +30,14 @@ FAST = ["--cpus", "unlimited", "--timeout", "120"]
 
 
 def podman_run(*opts, cmd, user="1000:1000", timeout=300):
-    """Run cmd (a shell script) in a container with opts; CompletedProcess with text."""
+    """Run cmd (a shell script) in a container with opts; CompletedProcess with text. The
+    checkout (nsbox, its rootfs) is a read-only volume at its own path: Podman's --read-only
+    mounts a tmpfs of its own on /tmp and /run, which would hide a checkout below them (CI
+    clones below /tmp)."""
     return subprocess.run(
         [*PODMAN, "run", "--rm", "--network", "none", "--read-only", "--user", user,
          "-e", f"NSBOX_ROOTFS={ROOTFS}", "-e", "PATH=/usr/bin:/bin", *opts,
-         "--rootfs", ROOT, "/bin/sh", "-c", cmd],
+         "-v", f"{TOP}:{TOP}:ro", "--rootfs", ROOT, "/bin/sh", "-c", cmd],
         capture_output=True, text=True, timeout=timeout)
 
 
