@@ -55,18 +55,24 @@ int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len)
     return 0;
 }
 
-int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len)
+int read_regular_fd(int fd, size_t max, char **ret, size_t *ret_len)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     struct stat st;
 
-    if (fd < 0)
-        return negative_errno();
     if (fstat(fd, &st) < 0)
         return negative_errno();
     if (!S_ISREG(st.st_mode))
         return -EINVAL;
     return read_fd_all(fd, max, ret, ret_len);
+}
+
+int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+    if (fd < 0)
+        return negative_errno();
+    return read_regular_fd(fd, max, ret, ret_len);
 }
 
 ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size)

@@ -11,6 +11,10 @@
  * Returns 0 (length in *ret_len), -ENOMEM, or read(2)'s -errno. */
 int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len);
 
+/* read_fd_all() of fd if it is a regular file (fstat(2)), else -EINVAL: for a descriptor opened
+ * with O_NONBLOCK, so that a FIFO opened by mistake cannot block. */
+int read_regular_fd(int fd, size_t max, char **ret, size_t *ret_len);
+
 /* read_fd_all() of the regular file at path. Opened with O_NONBLOCK, so that a FIFO cannot
  * block; anything but a regular file is -EINVAL. */
 int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len);

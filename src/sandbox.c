@@ -533,16 +533,11 @@ static int read_rootfs_file(int rootfd, const char *path, char **ret, size_t *re
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
                                       RESOLVE_NO_MAGICLINKS};
     _cleanup_close_ int fd = -EBADF;
-    struct stat st;
 
     fd = sys_openat2(rootfd, path, &how);
     if (fd < 0)
         return negative_errno();
-    if (fstat(fd, &st) < 0)
-        return negative_errno();
-    if (!S_ISREG(st.st_mode))
-        return -EINVAL;
-    return read_fd_all(fd, IDFILES_MAX, ret, ret_len);
+    return read_regular_fd(fd, IDFILES_MAX, ret, ret_len);
 }
 
 /* For --user ids the rootfs's /etc/passwd or /etc/group does not name, copies of them with a
