@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "copy.h"
+#include "fileio.h"
 #include "macro.h"
 #include "parse.h"
 
@@ -36,17 +37,6 @@ struct copy_packer {
     const char *exclude;
 };
 
-static int fail(char *why, size_t why_size, int r, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *why, size_t why_size, int r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(why, why_size, fmt, ap);
-    va_end(ap);
-    return r;
-}
 
 /* libarchive is loaded with dlopen() when a run copies files, and only then: linked at build
  * time, it and what it pulls in (libxml2, ICU, libstdc++, five compressors) cost every nsbox
@@ -132,12 +122,12 @@ int copy_load(char *why, size_t why_size)
     /* The soname: "libarchive.so" comes only with libarchive-dev. */
     lib = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
-        return fail(why, why_size, -EOPNOTSUPP,
+        return why_fail(why, why_size, -EOPNOTSUPP,
                     "copying files needs libarchive (Debian: libarchive13): %s", dlerror());
     for (size_t i = 0; i < ELEMENTSOF(table); i++) {
         void *f = dlsym(lib, table[i].name);
         if (!f)
-            return fail(why, why_size, -EOPNOTSUPP, "libarchive.so.13 lacks %s",
+            return why_fail(why, why_size, -EOPNOTSUPP, "libarchive.so.13 lacks %s",
                         table[i].name);
         memcpy((char *)&ar + table[i].offset, &f, sizeof(f));
     }
@@ -200,12 +190,12 @@ int copy_packer_new(int fd, const struct copy_caps *caps, struct copy_packer **r
         return r;
     p = calloc(1, sizeof(*p));
     if (!p)
-        return fail(why, why_size, -ENOMEM, "out of memory");
+        return why_fail(why, why_size, -ENOMEM, "out of memory");
     p->caps = *caps;
     p->a = archive_write_new();
     if (!p->a || archive_write_set_format_pax(p->a) != ARCHIVE_OK ||
         archive_write_open_fd(p->a, fd) != ARCHIVE_OK) {
-        r = fail(why, why_size, -EIO, "cannot start the copy stream: %s",
+        r = why_fail(why, why_size, -EIO, "cannot start the copy stream: %s",
                      p->a ? archive_error_string(p->a) : "out of memory");
         if (p->a)
             archive_write_free(p->a);
@@ -219,7 +209,7 @@ int copy_packer_new(int fd, const struct copy_caps *caps, struct copy_packer **r
 static int write_error(struct copy_packer *p, char *why, size_t why_size)
 {
     int e = archive_errno(p->a);
-    return fail(why, why_size, e > 0 ? -e : -EIO, "writing the copy stream failed: %s",
+    return why_fail(why, why_size, e > 0 ? -e : -EIO, "writing the copy stream failed: %s",
                 archive_error_string(p->a) ? archive_error_string(p->a) : "unknown error");
 }
 
@@ -230,7 +220,7 @@ static int put_header(struct copy_packer *p, const char *name, mode_t type, mode
     int r;
 
     if (!e)
-        return fail(why, why_size, -ENOMEM, "out of memory");
+        return why_fail(why, why_size, -ENOMEM, "out of memory");
     archive_entry_set_pathname(e, name);
     archive_entry_set_filetype(e, type);
     archive_entry_set_perm(e, perm);
@@ -262,11 +252,11 @@ static int pack_file(struct copy_packer *p, int fd, const struct stat *st, const
     int r;
 
     if (p->caps.max_files && p->stats.files >= p->caps.max_files)
-        return p->caps.fail ? fail(why, why_size, -EFBIG, "more than %llu files",
+        return p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu files",
                                    (unsigned long long)p->caps.max_files)
                             : skip(p, name, "over --copy-out-max-files", why, why_size);
     if (p->caps.max_bytes && left > p->caps.max_bytes - p->stats.bytes)
-        return p->caps.fail ? fail(why, why_size, -EFBIG, "more than %llu bytes",
+        return p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu bytes",
                                    (unsigned long long)p->caps.max_bytes)
                             : skip(p, name, "over --copy-out-max-bytes", why, why_size);
     r = put_header(p, name, AE_IFREG, copy_mode(st), st->st_size, NULL, why, why_size);
@@ -286,7 +276,7 @@ static int pack_file(struct copy_packer *p, int fd, const struct stat *st, const
                     return write_error(p, why, why_size);
                 left -= k;
             }
-            return fail(why, why_size, n < 0 ? -errno : -EIO, "reading %s failed", name);
+            return why_fail(why, why_size, n < 0 ? -errno : -EIO, "reading %s failed", name);
         }
         if (archive_write_data(p->a, buf, (size_t)n) < 0)
             return write_error(p, why, why_size);
@@ -344,7 +334,7 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
             goto out;
         }
         if (p->caps.max_files && p->stats.dirs >= p->caps.max_files) {
-            r = p->caps.fail ? fail(why, why_size, -EFBIG, "more than %llu directories",
+            r = p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu directories",
                                     (unsigned long long)p->caps.max_files)
                              : skip(p, name, "over --copy-out-max-files (directories)", why,
                                     why_size);
@@ -385,11 +375,11 @@ static int pack_dir(struct copy_packer *p, int dfd, char *name, size_t name_size
     struct dirent *de;
 
     if (fd < 0)
-        return fail(why, why_size, -errno, "%s: %m", shown);
+        return why_fail(why, why_size, -errno, "%s: %m", shown);
     d = fdopendir(fd);
     if (!d) {
         (void)close(fd);
-        return fail(why, why_size, -errno, "%s: %m", shown);
+        return why_fail(why, why_size, -errno, "%s: %m", shown);
     }
     while ((errno = 0, de = readdir(d))) {
         int r;
@@ -400,7 +390,7 @@ static int pack_dir(struct copy_packer *p, int dfd, char *name, size_t name_size
             return r;
     }
     if (errno)
-        return fail(why, why_size, -errno, "reading directory %s: %m", shown);
+        return why_fail(why, why_size, -errno, "reading directory %s: %m", shown);
     return 0;
 }
 
@@ -421,7 +411,7 @@ int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_sk
     p->list_skipped = list_skipped;
     p->exclude = src->exclude;
     if (fstat(src->src_fd, &st) < 0)
-        return fail(why, why_size, -errno, "%s: %m", src->shown);
+        return why_fail(why, why_size, -errno, "%s: %m", src->shown);
     p->dev = st.st_dev;
     (void)snprintf(name, sizeof(name), "%s", src->prefix);
     /* Reopened for reading: src_fd may be an O_PATH descriptor. Through /proc/self/fd, which
@@ -436,7 +426,7 @@ int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_sk
         else
             return skip(p, name, "not a regular file or directory", why, why_size);
         if (fd < 0)
-            return fail(why, why_size, -errno, "%s: %m", src->shown);
+            return why_fail(why, why_size, -errno, "%s: %m", src->shown);
     }
     if (S_ISREG(st.st_mode))
         return pack_file(p, fd, &st, name, why, why_size);
@@ -580,28 +570,28 @@ static int unpack_file(struct archive *a, int dfd, const char *name, mode_t mode
     fd = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
                 mode);
     if (fd < 0)
-        return fail(why, why_size, -errno, "cannot write %s: %m", shown);
+        return why_fail(why, why_size, -errno, "cannot write %s: %m", shown);
     if (fstat(fd, &st) < 0)
-        return fail(why, why_size, -errno, "cannot write %s: %m", shown);
+        return why_fail(why, why_size, -errno, "cannot write %s: %m", shown);
     if (!S_ISREG(st.st_mode))
-        return fail(why, why_size, -EEXIST, "cannot write %s: something else than a regular "
+        return why_fail(why, why_size, -EEXIST, "cannot write %s: something else than a regular "
                                             "file is there", shown);
     /* A second name of a file elsewhere would have that file overwritten. */
     if (host && st.st_nlink > 1)
-        return fail(why, why_size, -EMLINK, "cannot write %s: the file there has other hard "
+        return why_fail(why, why_size, -EMLINK, "cannot write %s: the file there has other hard "
                                             "links; remove it first", shown);
     if (ftruncate(fd, 0) < 0 || fchmod(fd, mode) < 0)
-        return fail(why, why_size, -errno, "cannot write %s: %m", shown);
+        return why_fail(why, why_size, -errno, "cannot write %s: %m", shown);
     for (;;) {
         ssize_t n = archive_read_data(a, buf, sizeof(buf));
         if (n == 0)
             break;
         if (n < 0)
-            return fail(why, why_size, -EIO, "reading the copy stream failed: %s",
+            return why_fail(why, why_size, -EIO, "reading the copy stream failed: %s",
                         archive_error_string(a));
         total += (uint64_t)n;
         if (total > expected)
-            return fail(why, why_size, -EIO, "the copy stream is corrupt");
+            return why_fail(why, why_size, -EIO, "the copy stream is corrupt");
         if (sha)
             sha256_update(sha, (size_t)n, (const uint8_t *)buf);
         for (ssize_t off = 0; off < n;) {
@@ -609,7 +599,7 @@ static int unpack_file(struct archive *a, int dfd, const char *name, mode_t mode
             if (w < 0 && errno == EINTR)
                 continue;
             if (w < 0)
-                return fail(why, why_size, -errno,
+                return why_fail(why, why_size, -errno,
                             errno == ENOSPC ? "cannot write %s: no room left (%m)"
                                             : "cannot write %s: %m",
                             shown);
@@ -617,7 +607,7 @@ static int unpack_file(struct archive *a, int dfd, const char *name, mode_t mode
         }
     }
     if (total != expected)
-        return fail(why, why_size, -EIO, "the copy stream is corrupt (short file)");
+        return why_fail(why, why_size, -EIO, "the copy stream is corrupt (short file)");
     return 0;
 }
 
@@ -633,13 +623,13 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
     if (r < 0)
         return r;
     if (lseek(fd, 0, SEEK_SET) < 0)
-        return fail(why, why_size, -errno, "copy stream: %m");
+        return why_fail(why, why_size, -errno, "copy stream: %m");
     a = archive_read_new();
     if (!a)
-        return fail(why, why_size, -ENOMEM, "out of memory");
+        return why_fail(why, why_size, -ENOMEM, "out of memory");
     if (archive_read_support_format_tar(a) != ARCHIVE_OK ||
         archive_read_open_fd(a, fd, 65536) != ARCHIVE_OK) {
-        r = fail(why, why_size, -EIO, "reading the copy stream failed: %s",
+        r = why_fail(why, why_size, -EIO, "reading the copy stream failed: %s",
                  archive_error_string(a));
         goto out;
     }
@@ -651,13 +641,13 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
         mode_t type;
 
         if (hr < ARCHIVE_WARN) {
-            r = fail(why, why_size, -EIO, "reading the copy stream failed: %s",
+            r = why_fail(why, why_size, -EIO, "reading the copy stream failed: %s",
                      archive_error_string(a));
             goto out;
         }
         pathname = archive_entry_pathname(e);
         if (!pathname) {
-            r = fail(why, why_size, -EINVAL, "the copy stream has an invalid name");
+            r = why_fail(why, why_size, -EINVAL, "the copy stream has an invalid name");
             goto out;
         }
         (void)snprintf(name, sizeof(name), "%s", pathname);
@@ -665,7 +655,7 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
         if (archive_entry_filetype(e) == AE_IFDIR && name[0] && name[strlen(name) - 1] == '/')
             name[strlen(name) - 1] = '\0';
         if (!copy_name_is_valid(name)) {
-            r = fail(why, why_size, -EINVAL, "the copy stream has an invalid name");
+            r = why_fail(why, why_size, -EINVAL, "the copy stream has an invalid name");
             goto out;
         }
         if (t->indexed) {
@@ -673,7 +663,7 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
             unsigned long i = strtoul(name, &end, 10);
             if (name[0] < '0' || name[0] > '9' || end == name ||
                 (*end != '/' && *end != '\0') || i >= t->n_roots) {
-                r = fail(why, why_size, -EINVAL, "the copy stream has an invalid name");
+                r = why_fail(why, why_size, -EINVAL, "the copy stream has an invalid name");
                 goto out;
             }
             idx = i;
@@ -707,13 +697,13 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
         }
         dfd = open_parents(t->root_fds[idx], (char *)rel, &last);
         if (dfd < 0) {
-            r = fail(why, why_size, dfd, "cannot make the directories of %s: %s", shown,
+            r = why_fail(why, why_size, dfd, "cannot make the directories of %s: %s", shown,
                      strerror(-dfd));
             goto out;
         }
         if (type == AE_IFDIR) {
             if (mkdirat(dfd, last, 0755) < 0 && errno != EEXIST) {
-                r = fail(why, why_size, -errno, "cannot make %s: %m", shown);
+                r = why_fail(why, why_size, -errno, "cannot make %s: %m", shown);
                 goto out;
             }
             continue;
@@ -728,7 +718,7 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
             bytes += size;
             if ((caps->max_files && files > caps->max_files) ||
                 (caps->max_bytes && bytes > caps->max_bytes)) {
-                r = fail(why, why_size, -EFBIG, "the copy stream is over its caps");
+                r = why_fail(why, why_size, -EFBIG, "the copy stream is over its caps");
                 goto out;
             }
             sha256_init(&sha);
@@ -738,7 +728,7 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
             sha256_digest(&sha, sizeof(digest), digest);
             if (res && (r = add_copied(res, shown, host_path[0] ? host_path : NULL, size,
                                        digest)) < 0) {
-                (void)fail(why, why_size, r, "out of memory");
+                (void)why_fail(why, why_size, r, "out of memory");
                 goto out;
             }
         }

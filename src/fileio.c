@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <time.h>
 #include <stdio.h>
@@ -252,4 +253,14 @@ int path_open_nofollow(const char *path, bool follow_root_links, char *walked, s
     if (len == 0)
         (void)snprintf(walked, size, "/");
     return TAKE_FD(fd);
+}
+
+int why_fail(char *why, size_t why_size, int r, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(why, why_size, fmt, ap);
+    va_end(ap);
+    return r;
 }

@@ -53,3 +53,8 @@ uint64_t now_usec(void);
  * -ENAMETOOLONG, -ELOOP, or the -errno of openat(2)/readlinkat(2).
  */
 int path_open_nofollow(const char *path, bool follow_root_links, char *walked, size_t size);
+
+/* Write the printf(3)-style message into why (why_size bytes, cut to fit) and return r: the
+ * "-errno, and a sentence saying why" of functions whose caller words the error. */
+int why_fail(char *why, size_t why_size, int r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
