@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The host ids a sandbox runs as: root's runs each get ids of their own from nsbox's range
-(src/uidpool.c), an ordinary user's map to the user themself."""
+(src/lib/uidpool.c), an ordinary user's map to the user themself."""
 import fcntl
 import json
 import os
@@ -18,7 +18,7 @@ ROOT = os.geteuid() == 0
 # These tests fill the pool, hold its slots and kill every process of an id: they use the test
 # suite's own pool (NSBOX_UID_POOL=test: the 4096 ids after the real pool's, a lock file of
 # their own), so that root's real runs on this host meanwhile neither find the pool full nor
-# share an id with a test (src/uidpool.h).
+# share an id with a test (src/lib/uidpool.h).
 BASE, SIZE = 0x7E000000 + 4096, 4096
 LOCK = "/run/nsbox/uid-pool-test"
 _saved_pool = None

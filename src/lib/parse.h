@@ -85,7 +85,7 @@ bool run_name_is_valid(const char *name);
  * *ret_key_len is the length of KEY. */
 bool label_is_valid(const char *label, size_t *ret_key_len);
 
-/* A name in a copy stream (src/copy.c), checked before anything is made by it: relative, no
+/* A name in a copy stream (src/lib/copy.c), checked before anything is made by it: relative, no
  * empty, "." or ".." component, no trailing '/', no control character, components of at most
  * NAME_MAX and the whole under PATH_MAX bytes. */
 bool copy_name_is_valid(const char *name);

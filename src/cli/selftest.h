@@ -5,7 +5,7 @@
 
 /*
  * The `nsbox selftest [--json] [--ablate] [--control] [--only NAMES] [--rootfs DIR]` command.
- * argv[0] is "selftest". Runs every attack of src/selftest-attacks.py inside `nsbox run` (this
+ * argv[0] is "selftest". Runs every attack of src/cli/selftest-attacks.py inside `nsbox run` (this
  * binary, /proc/self/exe) with the normal protections; with --ablate each again with only its
  * protection removed (the opt-outs of `nsbox run`); with --control each without nsbox at all,
  * as the host's own uid for the sandbox (nobody when root runs it). Prints a table, or one JSON

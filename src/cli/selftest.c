@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* nsbox selftest: the attacks of src/selftest-attacks.py, run inside `nsbox run` on this host,
+/* nsbox selftest: the attacks of src/cli/selftest-attacks.py, run inside `nsbox run` on this host,
  * judged by what reached the host where the host can see it (a listener reached, a victim
  * killed, a file written), else by the attack's own report, and only once it ran to its end. */
 #include <errno.h>
@@ -34,7 +34,7 @@
 #include "selftest.h"
 #include "uidpool.h"
 
-/* src/selftest-attacks.py, generated into selftest-attacks.c at build time. */
+/* src/cli/selftest-attacks.py, generated into selftest-attacks.c at build time. */
 extern const char selftest_attacks[];
 
 #define OUTPUT_MAX (64U << 20) /* bytes kept of one trial's output */
