@@ -509,8 +509,10 @@ void nsbox_result_reason(const struct nsbox_result *result, char *buf, size_t si
 
 /*
  * Calls note(sentence, userdata) for each further thing the caller should know about the run,
- * in a fixed order: the rlimit memory hint for a SIGSEGV/SIGBUS, forks refused by pids.max,
- * the system calls the seccomp policy refused, each truncated stream. The same sentences are
+ * in a fixed order: the rlimit memory hint for a SIGSEGV/SIGBUS, a MemoryError on the captured
+ * stderr, forks refused by pids.max (or, under rlimits, a failed fork that stderr shows), an
+ * ENOSPC on stderr, the system calls the seccomp policy refused, the network proxy's
+ * refusals, each truncated stream. The same sentences are
  * `nsbox run`'s warnings on stderr and the JSON result's "notes". sentence is valid only
  * during the call. Returns the number of notes. Cannot fail.
  */

@@ -316,12 +316,41 @@ static void emit(void (*note)(const char *, void *), void *userdata, size_t *cou
         note(buf, userdata);
 }
 
+/* Whether the captured stderr holds text. Under rlimits the kernel refuses an allocation or a
+ * fork quietly (no counter says so, as memory.events and pids.events do for a cgroup), and a
+ * tmpfs that filled up and emptied again leaves no trace: the program's own error message is
+ * then the only witness, and the notes below quote what it said rather than guess. */
+static bool stderr_mentions(const struct nsbox_result *r, const char *text)
+{
+    return r->err.data && memmem(r->err.data, r->err.captured, text, strlen(text));
+}
+
+/* A fork or a thread start refused with EAGAIN, as Python, glibc's pthread users and shells
+ * word it (RLIMIT_NPROC and pids.max both answer EAGAIN: fork(2), pthread_create(3)): 2 when
+ * the message names process creation, 1 for a bare "Resource temporarily unavailable" (also a
+ * non-blocking socket's answer, and all a traceback of `python3 -c` shows of os.fork()), else
+ * 0. */
+static int stderr_mentions_failed_fork(const struct nsbox_result *r)
+{
+    static const char *const creators[] = {"fork", "spawn", "Popen", "Thread", "thread"};
+
+    if (stderr_mentions(r, "can't start new thread") || stderr_mentions(r, "Cannot fork"))
+        return 2;
+    if (!stderr_mentions(r, "Resource temporarily unavailable"))
+        return 0;
+    for (size_t i = 0; i < sizeof(creators) / sizeof(creators[0]); i++)
+        if (stderr_mentions(r, creators[i]))
+            return 2;
+    return 1;
+}
+
 size_t nsbox_result_notes(const struct nsbox_result *r,
                           void (*note)(const char *sentence, void *userdata), void *userdata)
 {
     const struct nsbox_stream *streams[] = {&r->out, &r->err};
     static const char *const names[] = {"stdout", "stderr"};
     size_t count = 0;
+    int fork_failed;
 
     /* RLIMIT_DATA caps private writable mappings, reserved or used (setrlimit(2)): a program
      * denied one it did not check for (the dynamic loader, a thread stack) dies of SIGSEGV
@@ -334,10 +363,39 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              "mapping may crash instead of failing cleanly",
              sigabbrev_np(r->signal), (unsigned long long)(r->memory.value >> 20));
     }
+    if (r->status != NSBOX_STATUS_OOM && r->status != NSBOX_STATUS_ERROR && r->memory.value &&
+        stderr_mentions(r, "MemoryError"))
+        emit(note, userdata, &count,
+             "the program's stderr mentions MemoryError: an allocation was refused within "
+             "--memory %llum (%s); raise --memory if the program needs more, or make it use "
+             "less",
+             (unsigned long long)(r->memory.value >> 20),
+             r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT
+                 ? "under rlimits, RLIMIT_DATA: each process's writable mappings, reserved or used"
+                 : "the cgroup's memory.max");
     if (r->cgroup.valid && r->cgroup.pids_limit_hits > 0 && r->pids_limit.value)
         emit(note, userdata, &count, "the process limit (--pids-limit %llu) refused %llu forks",
              (unsigned long long)r->pids_limit.value,
              (unsigned long long)r->cgroup.pids_limit_hits);
+    else if (r->status != NSBOX_STATUS_ERROR && r->pids_limit.value &&
+             r->pids_limit.enforced_by == NSBOX_ENFORCER_RLIMIT &&
+             (fork_failed = stderr_mentions_failed_fork(r)) > 0)
+        emit(note, userdata, &count,
+             "the program's stderr mentions %s: under rlimits, --pids-limit %llu is "
+             "RLIMIT_NPROC, the processes and threads of the sandbox's user together; raise "
+             "--pids-limit if the program needs more",
+             fork_failed == 2 ? "a fork or thread start that failed with EAGAIN (Resource "
+                                "temporarily unavailable)"
+                              : "EAGAIN (Resource temporarily unavailable); if a fork or a "
+                                "thread start failed with it",
+             (unsigned long long)r->pids_limit.value);
+    if (r->status != NSBOX_STATUS_ERROR && !r->work_full && !r->shm_full &&
+        stderr_mentions(r, "No space left on device"))
+        emit(note, userdata, &count,
+             "the program's stderr mentions ENOSPC (No space left on device): the sandbox's "
+             "writable places are memory file systems of a fixed size: /tmp (--tmpfs "
+             "/tmp:size=...), /work (--workdir-size), /dev/shm (--shm-size), and each --tmpfs; "
+             "raise the size of the one it wrote to");
     if (r->n_refused > 0) {
         char list[1536] = "";
         size_t n = 0;

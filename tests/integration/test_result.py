@@ -70,6 +70,33 @@ class TestReason(NsboxTestCase):
             "caps its writable mappings (RLIMIT_DATA), not its use, and a program denied a "
             "mapping may crash instead of failing cleanly"])
 
+    def test_what_stderr_says_of_a_limit_is_a_note(self):
+        # Under rlimits the kernel refuses an allocation or a fork without a counter to read:
+        # the program's own error is the witness, and the note names the option to raise. A
+        # full /tmp that the program emptied again leaves only its ENOSPC.
+        forks = ("import os, time\nfor i in range(10):\n    if os.fork() == 0:\n"
+                 "        time.sleep(2)\n        os._exit(0)\n")
+        cases = [
+            (["--cgroup", "off", "--memory", "64m", "--", "python3", "-c",
+              "x = bytearray(200 << 20)"], "--memory 64m (under rlimits, RLIMIT_DATA"),
+            (["--cgroup", "off", "--pids-limit", "4", "--code", "-"],
+             "a fork or thread start that failed with EAGAIN"),
+            (["--tmpfs", "/tmp:size=1m", "--", "python3", "-c",
+              "import os\ntry: open('/tmp/x', 'wb').write(b'x' * (2 << 20))\n"
+              "finally: os.unlink('/tmp/x')"], "/tmp (--tmpfs /tmp:size=...)"),
+        ]
+        for args, words in cases:
+            with self.subTest(words=words):
+                p, r = nsbox_json(*args, input=forks if "--code" in args else None)
+                self.assertEqual(r["status"], "exited", r)
+                self.assertNotEqual(r["exit_code"], 0, r)
+                self.assertEqual(len(r["notes"]), 1, r)
+                self.assertIn(words, r["notes"][0])
+        # Control: the same programs within their limits get no note.
+        p, r = nsbox_json("--cgroup", "off", "--memory", "64m", "--", "python3", "-c",
+                          "x = bytearray(1 << 20)")
+        self.assertEqual((r["exit_code"], r["notes"]), (0, []))
+
     def test_notes_name_refusals_and_truncation(self):
         p, r = nsbox_json("--output-limit", "3", "--", "python3", "-c",
                           "import socket\ntry: socket.socket()\nexcept OSError: pass\n"

@@ -579,3 +579,61 @@ Test(explain, network_refusals_and_cut_in_notes_and_json)
     cr_expect(json_is_null(json_object_get(j, "network")));
     json_decref(j);
 }
+
+/* What the program's stderr says of a limit it met: the only witness under rlimits. */
+Test(explain, stderr_witnesses_of_memory_pids_and_space)
+{
+    char memerr[] = "Traceback (most recent call last):\nMemoryError\n";
+    char forkerr[] = "  pid = os.fork()\nBlockingIOError: [Errno 11] Resource temporarily "
+                     "unavailable\n";
+    char bare[] = "BlockingIOError: [Errno 11] Resource temporarily unavailable\n";
+    char nospc[] = "OSError: [Errno 28] No space left on device\n";
+    char other[] = "ValueError: bad\n";
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .exit_code = 1,
+        .memory = {64 << 20, NSBOX_ENFORCER_RLIMIT},
+        .pids_limit = {4, NSBOX_ENFORCER_RLIMIT},
+    };
+    json_t *notes = json_array();
+
+    r.err = (struct nsbox_stream){.data = other, .captured = strlen(other)};
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
+
+    r.err = (struct nsbox_stream){.data = memerr, .captured = strlen(memerr)};
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "--memory 64m (under rlimits, "
+                                                                  "RLIMIT_DATA"));
+    r.memory.enforced_by = NSBOX_ENFORCER_CGROUP;
+    json_array_clear(notes);
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "the cgroup's memory.max"));
+    r.status = NSBOX_STATUS_OOM; /* the reason says it already */
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
+    r.status = NSBOX_STATUS_EXITED;
+    r.memory.value = 0; /* no limit: nothing to raise */
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
+
+    r.err = (struct nsbox_stream){.data = forkerr, .captured = strlen(forkerr)};
+    json_array_clear(notes);
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 0)),
+                     "a fork or thread start that failed with EAGAIN"));
+    cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "--pids-limit 4 is RLIMIT_NPROC"));
+    r.err = (struct nsbox_stream){.data = bare, .captured = strlen(bare)};
+    json_array_clear(notes);
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 0)),
+                     "; if a fork or a thread start failed with it"));
+    /* A cgroup counts refused forks itself (pids.events): no guess from the text. */
+    r.pids_limit.enforced_by = NSBOX_ENFORCER_CGROUP;
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
+
+    r.err = (struct nsbox_stream){.data = nospc, .captured = strlen(nospc)};
+    json_array_clear(notes);
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "/tmp (--tmpfs /tmp:size=...)"));
+    r.work_full = true; /* measured: that warning names --workdir-size already */
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
+    json_decref(notes);
+}
