@@ -465,6 +465,11 @@ class TestToolOutput(SandboxTestCase):
                 "BlockingIOError: [Errno 11] Resource temporarily unavailable")
         if not self.rlimits(r):  # a cgroup counts the forks pids.max refused
             want += "\n[the process limit (--pids-limit 4) refused 1 forks]"
+        else:  # under rlimits the program's own error is the witness
+            want += ("\n[the program's stderr mentions a fork or thread start that failed with "
+                     "EAGAIN (Resource temporarily unavailable): under rlimits, --pids-limit 4 "
+                     "is RLIMIT_NPROC, the processes and threads of the sandbox's user together; "
+                     "raise --pids-limit if the program needs more]")
         self.assertEqual(r.as_tool_output(), want)
 
     def test_network(self):
