@@ -374,18 +374,6 @@ def _popen(cmd: List[str], stdin_data: Optional[bytes], env_fd: Optional[int],
         raise _start_error(cmd, e) from e
 
 
-def _execute(cmd: List[str], stdin_data: Optional[bytes], timeout: _Timeout,
-             env_fd: Optional[int] = None) -> Result:
-    """Run ``nsbox run --json ...`` and parse what it prints."""
-    proc = _popen(cmd, stdin_data, env_fd)
-    got: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
-    returncode = _communicate(proc, stdin_data, timeout,
-                              {proc.stdout: "stdout", proc.stderr: "stderr"},
-                              lambda name, data: got[name].extend(data))
-    return _result_from(returncode, bytes(got["stdout"]),
-                        got["stderr"].decode("utf-8", "replace"))
-
-
 class _Streams:
     """Hands the program's output to the callbacks as text, decoded incrementally (a UTF-8
     sequence split between two reads is kept for the next; invalid bytes become U+FFFD)."""
@@ -402,34 +390,64 @@ class _Streams:
             callback(text)
 
 
-def _execute_streaming(binary: str, options: List[str], program: List[str],
-                       stdin_data: Optional[bytes], timeout: _Timeout,
-                       env_fd: Optional[int], streams: _Streams) -> Result:
-    """Run ``nsbox run --result-fd N ...``, pass the output to the callbacks as it arrives,
-    parse the result from the pipe."""
-    result_r, result_w = os.pipe()
-    cmd = [binary, "run", "--result-fd", str(result_w), *options, "--", *program]
-    try:
-        proc = _popen(cmd, stdin_data, env_fd, (result_w,))
-    except BaseException:
-        os.close(result_r)
-        raise
-    finally:
-        os.close(result_w)
-    result = bytearray()
+class _Invocation:
+    """One ``nsbox run``, started: all of it that does not depend on how its pipes are waited
+    for (_communicate(), or _acommunicate() for asyncio). Without streams: ``--json``, and the
+    output kept whole; with streams: ``--result-fd N``, the program's output handed to the
+    callbacks as it arrives, the result read from its own pipe."""
 
-    def on_data(name: str, data: bytes) -> None:
-        if name == "result":
-            result.extend(data)
+    def __init__(self, binary: str, options: List[str], program: List[str],
+                 stdin_data: Optional[bytes], env_fd: Optional[int],
+                 streams: "Optional[_Streams]") -> None:
+        self.streams = streams
+        self.got: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray(),
+                                          "result": bytearray()}
+        self.result_r: Optional[int] = None
+        if streams is None:
+            self.proc = _popen([binary, "run", "--json", *options, "--", *program],
+                               stdin_data, env_fd)
         else:
-            streams.feed(name, data)
+            self.result_r, result_w = os.pipe()
+            try:
+                self.proc = _popen([binary, "run", "--result-fd", str(result_w), *options,
+                                    "--", *program], stdin_data, env_fd, (result_w,))
+            except BaseException:
+                self.close()
+                raise
+            finally:
+                os.close(result_w)
+        self.readers: Dict[Any, str] = {self.proc.stdout: "stdout", self.proc.stderr: "stderr"}
+        if self.result_r is not None:
+            self.readers[self.result_r] = "result"
+
+    def on_data(self, name: str, data: bytes) -> None:
+        if self.streams is not None and name != "result":
+            self.streams.feed(name, data)
+        else:
+            self.got[name].extend(data)
+
+    def close(self) -> None:
+        if self.result_r is not None:
+            os.close(self.result_r)
+            self.result_r = None
+
+    def result(self, returncode: int) -> Result:
+        if self.streams is None:
+            return _result_from(returncode, bytes(self.got["stdout"]),
+                                self.got["stderr"].decode("utf-8", "replace"))
+        return _result_from(returncode, bytes(self.got["result"]), "")
+
+
+def _execute(binary: str, options: List[str], program: List[str],
+             stdin_data: Optional[bytes], timeout: _Timeout, env_fd: Optional[int],
+             streams: "Optional[_Streams]") -> Result:
+    """Run nsbox (see _Invocation) and parse its result."""
+    run = _Invocation(binary, options, program, stdin_data, env_fd, streams)
     try:
-        returncode = _communicate(proc, stdin_data, timeout,
-                                  {proc.stdout: "stdout", proc.stderr: "stderr",
-                                   result_r: "result"}, on_data)
+        returncode = _communicate(run.proc, stdin_data, timeout, run.readers, run.on_data)
     finally:
-        os.close(result_r)
-    return _result_from(returncode, bytes(result), "")
+        run.close()
+    return run.result(returncode)
 
 
 async def _acommunicate(proc: "subprocess.Popen[bytes]", stdin_data: Optional[bytes],
@@ -534,41 +552,15 @@ async def _acommunicate(proc: "subprocess.Popen[bytes]", stdin_data: Optional[by
 async def _aexecute(binary: str, options: List[str], program: List[str],
                     stdin_data: Optional[bytes], timeout: _Timeout,
                     env_fd: Optional[int],
-                    streams: Optional[_Streams]) -> Result:
-    """The asyncio form of _execute (streams None) and _execute_streaming."""
-    if streams is None:
-        cmd = [binary, "run", "--json", *options, "--", *program]
-        proc = _popen(cmd, stdin_data, env_fd)
-        got: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
-        returncode = await _acommunicate(proc, stdin_data, timeout,
-                                         {proc.stdout: "stdout", proc.stderr: "stderr"},
-                                         lambda name, data: got[name].extend(data))
-        return _result_from(returncode, bytes(got["stdout"]),
-                            got["stderr"].decode("utf-8", "replace"))
-
-    result_r, result_w = os.pipe()
-    cmd = [binary, "run", "--result-fd", str(result_w), *options, "--", *program]
+                    streams: "Optional[_Streams]") -> Result:
+    """The asyncio form of _execute."""
+    run = _Invocation(binary, options, program, stdin_data, env_fd, streams)
     try:
-        proc = _popen(cmd, stdin_data, env_fd, (result_w,))
-    except BaseException:
-        os.close(result_r)
-        raise
+        returncode = await _acommunicate(run.proc, stdin_data, timeout, run.readers,
+                                         run.on_data)
     finally:
-        os.close(result_w)
-    result = bytearray()
-
-    def on_data(name: str, data: bytes) -> None:
-        if name == "result":
-            result.extend(data)
-        else:
-            streams.feed(name, data)
-    try:
-        returncode = await _acommunicate(proc, stdin_data, timeout,
-                                         {proc.stdout: "stdout", proc.stderr: "stderr",
-                                          result_r: "result"}, on_data)
-    finally:
-        os.close(result_r)
-    return _result_from(returncode, bytes(result), "")
+        run.close()
+    return run.result(returncode)
 
 
 @contextlib.contextmanager
@@ -658,13 +650,10 @@ def _run(program: List[str], code: Optional[bytes], timeout: _Timeout, memory: _
     with _prepared(program, code, timeout, memory, cpus, pids_limit, files, stdin, env, nsbox,
                    rootfs, output_limit, network, extra_args, log, copy_out, copy_out_dir,
                    workspace) as (binary, options, data, env_fd):
-        if on_stdout is None and on_stderr is None:
-            result = _execute([binary, "run", "--json", *options, "--", *program], data,
-                              timeout, env_fd)
-        else:
-            result = _execute_streaming(binary, options, program, data, timeout, env_fd,
-                                        _Streams(on_stdout, on_stderr))
-        return _collect_files(result)
+        streams = None if on_stdout is None and on_stderr is None else _Streams(on_stdout,
+                                                                                 on_stderr)
+        return _collect_files(_execute(binary, options, program, data, timeout, env_fd,
+                                       streams))
 
 
 async def _arun(program: List[str], code: Optional[bytes], timeout: _Timeout, memory: _Limit,
