@@ -197,6 +197,17 @@ static void conn_note(struct proxy *p, struct conn *c, const char *reason)
                        sizeof(p->report.connections[c->record].reason), "%s", reason);
 }
 
+/* A connection its rule allowed, refused once its name was looked up: the record (made
+ * allowed) becomes refused, with reason unless it has one. */
+static void refuse_after_lookup(struct proxy *p, struct conn *c, const char *reason)
+{
+    conn_note(p, c, reason);
+    c->rule = NULL;
+    if (c->record != SIZE_MAX)
+        p->report.connections[c->record].allowed = false;
+    p->report.connections_refused++;
+}
+
 static void lookup_stop(struct conn *c)
 {
     if (c->lookup_fd >= 0) {
@@ -401,11 +412,7 @@ static void conn_resolved(struct proxy *p, struct conn *c)
     char text[INET6_ADDRSTRLEN];
 
     if (c->n_addrs == 0) {
-        conn_note(p, c, "the name did not resolve");
-        c->rule = NULL;
-        if (c->record != SIZE_MAX)
-            p->report.connections[c->record].allowed = false;
-        p->report.connections_refused++;
+        refuse_after_lookup(p, c, "the name did not resolve");
         conn_answer(p, c, "502 Bad Gateway", "nsbox: %s did not resolve to an address",
                     c->head.host);
         return;
@@ -417,11 +424,7 @@ static void conn_resolved(struct proxy *p, struct conn *c)
             char reason[96];
             addr_text(&c->addrs[i], text, sizeof(text));
             (void)snprintf(reason, sizeof(reason), "resolves to this host's address %s", text);
-            conn_note(p, c, reason);
-            c->rule = NULL;
-            if (c->record != SIZE_MAX)
-                p->report.connections[c->record].allowed = false;
-            p->report.connections_refused++;
+            refuse_after_lookup(p, c, reason);
             conn_answer(p, c, "403 Forbidden",
                         "nsbox: %s resolves to %s, an address of the host nsbox runs on, "
                         "which --network allow refuses for a name (an address pattern or "
@@ -432,11 +435,7 @@ static void conn_resolved(struct proxy *p, struct conn *c)
             char reason[96];
             addr_text(&c->addrs[i], text, sizeof(text));
             (void)snprintf(reason, sizeof(reason), "resolves to non-public address %s", text);
-            conn_note(p, c, reason);
-            c->rule = NULL;
-            if (c->record != SIZE_MAX)
-                p->report.connections[c->record].allowed = false;
-            p->report.connections_refused++;
+            refuse_after_lookup(p, c, reason);
             conn_answer(p, c, "403 Forbidden",
                         "nsbox: %s resolves to %s, a loopback, private or link-local address, "
                         "which --network allow refuses for a name (an address pattern allows "
