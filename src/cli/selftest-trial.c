@@ -301,8 +301,14 @@ static int spawn(const struct ctx *c, char **argv, const struct trial *t, bool d
         return -errno;
     }
     pid = fork();
-    if (pid < 0)
-        return -errno;
+    if (pid < 0) {
+        int r = -errno;
+        (void)close(out[0]);
+        (void)close(out[1]);
+        (void)close(err[0]);
+        (void)close(err[1]);
+        return r;
+    }
     if (pid == 0) {
         int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
