@@ -122,6 +122,10 @@ struct attack {
     int (*setup)(const struct ctx *c, struct trial *t);
     enum judge judge;
     const char *report; /* JUDGE_REPORT: what follows "SUCCEEDED " */
+    /* Two runs, judged by the later: first the attack program with "plant" (and the trial's
+     * nonce, if any, in its environment), which must finish; then with "find", without it.
+     * For what must not outlive a run. */
+    bool two_runs;
 };
 
 extern const struct attack selftest_attacks_table[];

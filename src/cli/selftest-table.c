@@ -2,7 +2,7 @@
 /* nsbox selftest's attacks: for each, what it tries, the protection that stops it, the opt-out
  * of `nsbox run` that --ablate removes it with, what it needs on the host (its setup), and how
  * its success is judged. The attack programs are the functions of the same names in
- * selftest-attacks.py; a new attack goes in both, with its entry last in attacks[] (the order
+ * selftest-attacks.py; a new attack goes in both, with its entry last in the table (the order
  * of the table and of the JSON). */
 #include <errno.h>
 #include <fcntl.h>
@@ -411,6 +411,37 @@ static int setup_leftover(const struct ctx *c, struct trial *t)
     return 0;
 }
 
+static int setup_tmpfs_persistence(const struct ctx *c, struct trial *t)
+{
+    new_canary(t);
+    t->secret_to_env = true; /* to the earlier run only (two_runs) */
+    if (t->mode == MODE_SANDBOX) {
+        add_arg(t, "/tmp");
+        add_arg(t, "/work");
+        return 0;
+    }
+    /* Ablated: a directory of the host, writable by the sandbox's host uid, bound at both
+     * instead of the tmpfs mounts; control: that directory itself. */
+    t->sub_fd = make_host_uid_dir(c, t, "kept");
+    if (t->sub_fd < 0)
+        return t->sub_fd;
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%s/kept", t->dir);
+    if (t->mode == MODE_CONTROL) {
+        add_arg(t, t->buf[0]);
+        add_arg(t, t->buf[0]);
+        return 0;
+    }
+    (void)snprintf(t->buf[1], sizeof(t->buf[1]), "%.400s:/tmp:rw", t->buf[0]);
+    (void)snprintf(t->buf[2], sizeof(t->buf[2]), "%.400s:/work:rw", t->buf[0]);
+    add_opt(t, "-v");
+    add_opt(t, t->buf[1]);
+    add_opt(t, "-v");
+    add_opt(t, t->buf[2]);
+    add_arg(t, "/tmp");
+    add_arg(t, "/work");
+    return 0;
+}
+
 const struct attack selftest_attacks_table[] = {
     {
         .name = "read-host-file",
@@ -578,6 +609,16 @@ const struct attack selftest_attacks_table[] = {
         .opt_out = "--pid host --cgroup off",
         .setup = setup_leftover,
         .judge = JUDGE_PROCESS_LEFT,
+    },
+    {
+        .name = "tmpfs-persistence",
+        .tried = "leave files in /tmp and /work for a later run",
+        .protection = "/tmp and /work are tmpfs mounts that die with the run",
+        .opt_out = "-v DIR:/tmp:rw -v DIR:/work:rw",
+        .setup = setup_tmpfs_persistence,
+        /* The later run gets no nonce: it can only print one it found. */
+        .judge = JUDGE_CANARY,
+        .two_runs = true,
     },
 };
 

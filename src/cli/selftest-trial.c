@@ -509,6 +509,84 @@ static void last_line(const struct outcome *o, char *buf, size_t size)
     (void)snprintf(buf, size, "%.*s", (int)MIN(end - start, size - 1), o->errout + start);
 }
 
+/* The command line of one run of attack a into argv (64 entries): `nsbox run` with the trial's
+ * options, or the bare python3 of --control; step, if not NULL, is the attack's first argument
+ * (a two-run attack's "plant" or "find"). */
+static void trial_argv(const struct ctx *c, const struct attack *a, const struct trial *t,
+                       const char *step, char **argv)
+{
+    size_t n = 0;
+
+    if (t->mode == MODE_CONTROL) {
+        argv[n++] = (char *)c->python;
+    } else {
+        argv[n++] = (char *)c->exe;
+        argv[n++] = (char *)"run";
+        argv[n++] = (char *)"--json";
+        /* Time is the protection of one attack only (runaway, which sets its own): the others
+         * get a minute, so that a slow machine does not stop them for the wrong reason. */
+        argv[n++] = (char *)"--timeout";
+        argv[n++] = (char *)"60";
+        if (c->rootfs) {
+            argv[n++] = (char *)"--rootfs";
+            argv[n++] = (char *)c->rootfs;
+        }
+        if (c->host_user[0]) {
+            argv[n++] = (char *)"--host-user";
+            argv[n++] = (char *)c->host_user;
+        }
+        if (t->secret_to_env) {
+            argv[n++] = (char *)"-e";
+            argv[n++] = (char *)"NSBOX_SELFTEST_SECRET";
+        }
+        for (size_t i = 0; i < t->n_opts; i++)
+            argv[n++] = (char *)t->opts[i];
+        argv[n++] = (char *)"--";
+        argv[n++] = (char *)"python3";
+    }
+    argv[n++] = (char *)"-I";
+    argv[n++] = (char *)"-B";
+    argv[n++] = (char *)"-c";
+    argv[n++] = (char *)selftest_attacks;
+    argv[n++] = (char *)a->name;
+    if (step)
+        argv[n++] = (char *)step;
+    for (size_t i = 0; i < t->n_args; i++)
+        argv[n++] = (char *)t->args[i];
+    argv[n] = NULL;
+}
+
+/* The earlier run of a two-run attack ("plant", with the nonce): it must run to its end, or
+ * the later run would have nothing to find for another reason than the protection. Returns 0,
+ * or -1 with *v the error. */
+static int earlier_run(struct ctx *c, const struct attack *a, struct trial *t, struct verdict *v)
+{
+    struct outcome o = {0};
+    char *argv[64], line[400] = "";
+    int r;
+
+    trial_argv(c, a, t, "plant", argv);
+    r = spawn(c, argv, t, t->mode == MODE_CONTROL && !t->as_caller, &o);
+    if (r >= 0 && t->mode != MODE_CONTROL)
+        take_json_result(c, &o);
+    if (r < 0)
+        (void)snprintf(v->detail, sizeof(v->detail), "cannot start the trial: %s", strerror(-r));
+    else if (t->mode != MODE_CONTROL && strcmp(o.status, "error") == 0)
+        (void)snprintf(v->detail, sizeof(v->detail), "nsbox run failed (the earlier run): %.380s",
+                       o.err);
+    else if (!marked(&o, "DONE", a->name)) {
+        last_line(&o, line, sizeof(line));
+        (void)snprintf(v->detail, sizeof(v->detail), "the earlier run did not finish (%s%s%s)",
+                       o.status, line[0] ? ": " : "", line);
+    }
+    free(o.out);
+    free(o.errout);
+    if (!v->detail[0])
+        return 0;
+    v->word = "error";
+    return -1;
+}
+
 void selftest_run_trial(struct ctx *c, const struct attack *a, enum mode mode, struct verdict *v)
 {
     static const char *const mode_names[] = {"sandbox", "ablated", "control"};
@@ -521,7 +599,6 @@ void selftest_run_trial(struct ctx *c, const struct attack *a, enum mode mode, s
                       .top_fd = -1};
     struct outcome o = {0};
     char *argv[64], name[64], line[400];
-    size_t n = 0;
     bool success;
     int r;
 
@@ -563,41 +640,14 @@ void selftest_run_trial(struct ctx *c, const struct attack *a, enum mode mode, s
         return;
     }
 
-    if (mode == MODE_CONTROL) {
-        argv[n++] = c->python;
-    } else {
-        argv[n++] = c->exe;
-        argv[n++] = (char *)"run";
-        argv[n++] = (char *)"--json";
-        /* Time is the protection of one attack only (runaway, which sets its own): the others
-         * get a minute, so that a slow machine does not stop them for the wrong reason. */
-        argv[n++] = (char *)"--timeout";
-        argv[n++] = (char *)"60";
-        if (c->rootfs) {
-            argv[n++] = (char *)"--rootfs";
-            argv[n++] = (char *)c->rootfs;
+    if (a->two_runs) {
+        if (earlier_run(c, a, &t, v) < 0) {
+            trial_cleanup(c, &t);
+            return;
         }
-        if (c->host_user[0]) {
-            argv[n++] = (char *)"--host-user";
-            argv[n++] = (char *)c->host_user;
-        }
-        if (t.secret_to_env) {
-            argv[n++] = (char *)"-e";
-            argv[n++] = (char *)"NSBOX_SELFTEST_SECRET";
-        }
-        for (size_t i = 0; i < t.n_opts; i++)
-            argv[n++] = (char *)t.opts[i];
-        argv[n++] = (char *)"--";
-        argv[n++] = (char *)"python3";
+        t.secret_to_env = false; /* the later run has only what the earlier one left */
     }
-    argv[n++] = (char *)"-I";
-    argv[n++] = (char *)"-B";
-    argv[n++] = (char *)"-c";
-    argv[n++] = (char *)selftest_attacks;
-    argv[n++] = (char *)a->name;
-    for (size_t i = 0; i < t.n_args; i++)
-        argv[n++] = (char *)t.args[i];
-    argv[n] = NULL;
+    trial_argv(c, a, &t, a->two_runs ? "find" : NULL, argv);
 
     r = spawn(c, argv, &t, mode == MODE_CONTROL && !t.as_caller, &o);
     if (r < 0) {

@@ -25,7 +25,7 @@ ROOT_ONLY_CONTROL = {"setuid", "proc-writes", "hostname"}
 ALL = ["read-host-file", "network-egress", "memory", "fork-bomb", "persistence",
        "env-credentials", "inherited-fd", "signal-outside", "proc-writes", "nested-userns",
        "setuid", "tiocsti", "abstract-socket", "sysv-ipc", "hostname", "fill-tmp",
-       "output-flood", "runaway", "leftover-process"]
+       "output-flood", "runaway", "leftover-process", "tmpfs-persistence"]
 
 
 def leftovers():
