@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
 #include "macro.h"
 #include "rmtree.h"
 
@@ -25,14 +24,17 @@ struct level {
 
 #define OPEN_LEVELS 128 /* descriptors held open at most; deeper ones are closed and reopened */
 
-/* Remove one entry of dir: a file, or an empty directory. Returns 1 when the first non-empty
- * directory found must be entered (*ret_name), 0 when dir is empty, -errno on failure. */
+/* Remove what can be removed of dir: its files, its empty directories. Returns 1 when the first
+ * non-empty directory found must be entered (*ret_name), 0 when dir is empty, or -errno: of
+ * reading dir, or of the first entry that cannot be removed (EACCES, EPERM, EBUSY), once the
+ * rest of dir is done. Such an entry ends the walk: entering or reading dir again would only
+ * find it again (an endless walk, or one stopped by its step budget). */
 static int clear_one(int dir, char *ret_name, size_t size)
 {
     int copy = dup(dir);
     DIR *d = copy >= 0 ? fdopendir(copy) : NULL;
     struct dirent *de;
-    int r = 0;
+    int failed = 0;
 
     if (!d) {
         if (copy >= 0)
@@ -45,24 +47,27 @@ static int clear_one(int dir, char *ret_name, size_t size)
             continue;
         if (unlinkat(dir, de->d_name, 0) == 0 || errno == ENOENT)
             continue;
-        if (errno != EISDIR)
-            continue; /* not ours to remove; the rmdir above it will say so */
-        if (unlinkat(dir, de->d_name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-            continue;
-        (void)snprintf(ret_name, size, "%s", de->d_name);
-        r = 1;
-        break;
+        if (errno == EISDIR) {
+            if (unlinkat(dir, de->d_name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+                continue;
+            if (errno == ENOTEMPTY || errno == EEXIST) { /* rmdir(2): either may say so */
+                (void)snprintf(ret_name, size, "%s", de->d_name);
+                (void)closedir(d);
+                return 1;
+            }
+        }
+        if (failed == 0)
+            failed = -errno;
     }
     (void)closedir(d);
-    return r;
+    return failed;
 }
 
 /* Remove everything below the directory top, however deep, never following a symlink, never
  * leaving its file system, holding at most OPEN_LEVELS descriptors: past that, an upper level
  * is closed and reopened later through ".." of the level below, checked against the device
  * and inode it had. Whatever a writer changes meanwhile is at worst left behind, never
- * followed. Returns 0 when top is empty, else -errno (-ELOOP: the tree moved under the walk,
- * -E2BIG: too much to remove). */
+ * followed. Returns 0 when top is empty, else -errno (rmtree.h). */
 int rmtree_below(int top)
 {
     _cleanup_free_ struct level *st = NULL;
@@ -96,10 +101,14 @@ int rmtree_below(int top)
                 break;
             }
             if (n == cap) {
+                struct level *grown = realloc(st, (cap ? 2 * cap : 64) * sizeof(*st));
+                if (!grown) {
+                    (void)close(fd);
+                    r = -ENOMEM;
+                    break;
+                }
+                st = grown;
                 cap = cap ? 2 * cap : 64;
-                st = realloc(st, cap * sizeof(*st));
-                if (!st)
-                    log_oom();
             }
             st[n++] = (struct level){.fd = fd, .dev = sub.st_dev, .ino = sub.st_ino};
             if (n > OPEN_LEVELS && st[n - 1 - OPEN_LEVELS].fd >= 0) {

@@ -7,9 +7,10 @@
  * following a symlink and never leaving top's file system (st_dev). It holds a bounded number
  * of descriptors: deeper levels are reopened through ".." and checked against the device and
  * inode they had, so whatever a writer moves meanwhile is at worst left behind, never
- * followed. Files the caller may not remove are left (the rmdir of top then fails).
- * Returns 0 when the walk is done, else -errno: -ELOOP (the tree moved under the walk), -EXDEV
- * (a mount point below top), -E2BIG (more than about four million steps), or the -errno of
- * openat(2)/fstat(2)/fdopendir(3).
+ * followed.
+ * Returns 0 when top is empty, else -errno: of the first entry the caller may not remove
+ * (-EACCES, -EPERM, -EBUSY; the walk stops in that directory once the rest of it is removed),
+ * -ELOOP (the tree moved under the walk), -EXDEV (another file system below top), -E2BIG (more
+ * than about four million steps), -ENOMEM, or of openat(2)/fstat(2)/fdopendir(3).
  */
 int rmtree_below(int top);
