@@ -291,6 +291,24 @@ def leave_process():
     print("left a process behind", flush=True)
 
 
+def tmpfs_persistence(step, *directories):
+    # "plant" (with the nonce): a file in each directory; "find" (a later run, without it):
+    # read them back. Planting must work (no "blocked"): the run dies with it otherwise.
+    nonce = os.environ.get("NSBOX_SELFTEST_SECRET", "")
+    for i, d in enumerate(directories):
+        p = os.path.join(d, "nsbox-selftest-kept-%d" % i)
+        if step == "plant":
+            with open(p, "w") as f:
+                f.write("left by an earlier run: %s\n" % nonce)
+            print("planted", p, flush=True)
+            continue
+        try:
+            with open(p) as f:
+                got("found %s: %s" % (p, f.read().strip()))
+        except OSError as e:
+            blocked("open " + p, e)
+
+
 ATTACKS = {
     "read-host-file": read_host_file,
     "network-egress": network_egress,
@@ -311,6 +329,7 @@ ATTACKS = {
     "output-flood": flood_output,
     "runaway": runaway,
     "leftover-process": leave_process,
+    "tmpfs-persistence": tmpfs_persistence,
 }
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Shared helpers for the integration tests: run the built nsbox, or an attack program bare.
+"""Shared helpers for the integration tests: run the built nsbox.
 
 Environment: NSBOX (the binary), NSBOX_ROOTFS (the rootfs; optional when the binary finds its
 own), NSBOX_TESTS_MUST_WORK=1 turns skips into failures (set in CI).
@@ -13,17 +13,12 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ATTACKS = os.path.join(HERE, "attacks")
 NSBOX = os.environ.get("NSBOX") or os.path.join(HERE, "..", "..", "build", "src", "nsbox")
 PROBE = os.environ.get("NSBOX_PROBE") or os.path.join(HERE, "..", "..", "build", "tests", "probe",
                                                       "nsbox-probe")
 MUST_WORK = os.environ.get("NSBOX_TESTS_MUST_WORK") == "1"
-# The Python that runs attack programs bare, as negative controls.
+# The host's Python, for programs the tests run outside nsbox.
 HOST_PYTHON = sys.executable
-
-
-def attack_path(name):
-    return os.path.join(ATTACKS, name + ".py")
 
 
 def nsbox(*args, env=None, timeout=60, input=None, pass_fds=()):
@@ -41,17 +36,6 @@ def nsbox_json(*args, **kw):
     except ValueError as e:
         raise AssertionError(f"nsbox printed no JSON ({e}): stdout={p.stdout!r} stderr={p.stderr!r}")
     return p, result
-
-
-def run_code(code_file, *script_args, opts=(), **kw):
-    """Run a Python file in the sandbox with --json."""
-    return nsbox_json(*opts, "--code", code_file, "--", *script_args, **kw)
-
-
-def run_bare(code_file, *script_args, env=None, timeout=60):
-    """Run a Python file directly on the host: the negative control of an attack."""
-    return subprocess.run([HOST_PYTHON, code_file, *script_args], capture_output=True,
-                          text=True, env=env, timeout=timeout)
 
 
 FALLBACK_WARNING = "nsbox: warning: limits are enforced with rlimits, not a cgroup"

@@ -4,6 +4,7 @@ and every attack program works without nsbox (the negative control); and the opt
 `nsbox run` that --ablate uses, each one named on stderr."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,7 +25,7 @@ ROOT_ONLY_CONTROL = {"setuid", "proc-writes", "hostname"}
 ALL = ["read-host-file", "network-egress", "memory", "fork-bomb", "persistence",
        "env-credentials", "inherited-fd", "signal-outside", "proc-writes", "nested-userns",
        "setuid", "tiocsti", "abstract-socket", "sysv-ipc", "hostname", "fill-tmp",
-       "output-flood", "runaway", "leftover-process"]
+       "output-flood", "runaway", "leftover-process", "tmpfs-persistence"]
 
 
 def leftovers():
@@ -193,6 +194,28 @@ class TestSelftestCommand(NsboxTestCase):
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(q.returncode, 0, q.stdout + q.stderr)
         self.assertFalse(os.path.exists(os.path.join("/var/tmp", mine[0])))
+
+    def test_a_failed_fork_leaks_no_descriptors(self):
+        # Every fork of the self-test fails (strace injects EAGAIN into clone): each trial is an
+        # error, and the output pipes it made for the run are closed again, so that the second
+        # trial gets the same descriptors as the first. Two attacks whose setups keep nothing open.
+        strace = shutil.which("strace")
+        if not strace:
+            self.skip_or_fail("no strace to make fork fail (apt-get install strace)")
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "strace.log")
+            p = subprocess.run([strace, "-qq", "-o", log, "-e", "trace=pipe2,clone,clone3",
+                                "-e", "inject=clone,clone3:error=EAGAIN", NSBOX, "selftest",
+                                "--json", "--only", "memory,env-credentials"],
+                               capture_output=True, text=True, timeout=120)
+            with open(log) as f:
+                pipes = re.findall(r"^pipe2\(\[(\d+), (\d+)\]", f.read(), re.M)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        for a in json.loads(p.stdout)["attacks"]:
+            self.assertEqual(a["sandbox"]["verdict"], "error", a)
+            self.assertIn("cannot start the trial", a["sandbox"]["detail"])
+        self.assertEqual(len(pipes), 4, pipes)
+        self.assertEqual(pipes[2:], pipes[:2], "the first trial's pipes were left open")
 
     def test_bad_arguments(self):
         for args, what in [(["--only", "no-such-attack"], "no attack named 'no-such-attack'"),
