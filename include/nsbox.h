@@ -19,6 +19,16 @@
 extern "C" {
 #endif
 
+/* What libnsbox exports: the functions declared here, each marked NSBOX_EXPORT, and nothing
+ * else. The library is built with -fvisibility=hidden (meson's gnu_symbol_visibility), so that
+ * its internal functions stay out of libnsbox.so's dynamic symbol table (tests/install/run
+ * checks that it holds exactly these). */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define NSBOX_EXPORT __attribute__((visibility("default")))
+#else
+#define NSBOX_EXPORT
+#endif
+
 /* What enforced a resource limit (see nsbox_result.limits). */
 enum nsbox_enforcer {
     NSBOX_ENFORCER_NONE = 0, /* the limit was not set ("unlimited") */
@@ -437,12 +447,12 @@ enum nsbox_limit {
 };
 
 /* Fill *config with the defaults listed in struct nsbox_config. Cannot fail. */
-void nsbox_config_init(struct nsbox_config *config);
+NSBOX_EXPORT void nsbox_config_init(struct nsbox_config *config);
 
 /* The rootfs used when config->rootfs is NULL: $NSBOX_ROOTFS if set, else the build tree's
  * rootfs when running from the build tree and it exists, else the installed data directory.
  * Returns a static string; never NULL. */
-const char *nsbox_default_rootfs(void);
+NSBOX_EXPORT const char *nsbox_default_rootfs(void);
 
 /*
  * Run the configured payload in a fresh sandbox and wait for it to end.
@@ -460,30 +470,30 @@ const char *nsbox_default_rootfs(void);
  * The sandbox setup errors (-EPERM from clone3 when user namespaces are disabled, -ENOENT for a
  * missing rootfs, ...) are reported in *ret with return value 0, not as a negative return.
  */
-int nsbox_run(const struct nsbox_config *config, struct nsbox_result *ret);
+NSBOX_EXPORT int nsbox_run(const struct nsbox_config *config, struct nsbox_result *ret);
 
 /* Release what nsbox_run() allocated in *result; safe on a zeroed or already freed result. */
-void nsbox_result_free(struct nsbox_result *result);
+NSBOX_EXPORT void nsbox_result_free(struct nsbox_result *result);
 
 /*
  * The exit status the nsbox command reports for a result: the payload's status; 128+N when
  * signal N killed it (137 for an OOM kill); 124 on timeout; 126 when the program could not be
  * executed; 127 when it was not found; 125 for any other nsbox failure.
  */
-int nsbox_exit_status(const struct nsbox_result *result);
+NSBOX_EXPORT int nsbox_exit_status(const struct nsbox_result *result);
 
 /*
  * Encode *result (and the limits of *config) as one JSON object, as `nsbox run --json` prints it.
  * Captured output that is not valid UTF-8 is encoded with U+FFFD for each invalid byte.
  * Returns a malloc()ed NUL-terminated string, or NULL when out of memory.
  */
-char *nsbox_result_to_json(const struct nsbox_result *result);
+NSBOX_EXPORT char *nsbox_result_to_json(const struct nsbox_result *result);
 
 /* "exited", "signaled", "timeout", "error", "oom" or "killed". */
-const char *nsbox_status_to_string(enum nsbox_status status);
+NSBOX_EXPORT const char *nsbox_status_to_string(enum nsbox_status status);
 
 /* "none", "rlimit" or "cgroup". */
-const char *nsbox_enforcer_to_string(enum nsbox_enforcer enforcer);
+NSBOX_EXPORT const char *nsbox_enforcer_to_string(enum nsbox_enforcer enforcer);
 
 /*
  * The limit that ended the run, or else the one it ran into. A limit that stopped the payload
@@ -493,10 +503,11 @@ const char *nsbox_enforcer_to_string(enum nsbox_enforcer enforcer);
  * limit stopped the payload. Under rlimits, a MemoryError or a crash is the payload's own end,
  * not a limit (nsbox_result_notes() gives the hint). Cannot fail.
  */
-enum nsbox_limit nsbox_result_limit(const struct nsbox_result *result, bool *ret_stopped);
+NSBOX_EXPORT enum nsbox_limit nsbox_result_limit(const struct nsbox_result *result,
+                                                 bool *ret_stopped);
 
 /* "none", "timeout", "memory", "pids", "cpu" or "output". */
-const char *nsbox_limit_to_string(enum nsbox_limit limit);
+NSBOX_EXPORT const char *nsbox_limit_to_string(enum nsbox_limit limit);
 
 /*
  * The one sentence that says how the run ended, as `nsbox run` prints it on stderr and as
@@ -505,7 +516,7 @@ const char *nsbox_limit_to_string(enum nsbox_limit limit);
  * 0.41 s)", "stopped: CPU time limit ...", "killed on request (nsbox kill)", or nsbox's error.
  * Written to buf (size bytes, always NUL-terminated, cut if too small). Cannot fail.
  */
-void nsbox_result_reason(const struct nsbox_result *result, char *buf, size_t size);
+NSBOX_EXPORT void nsbox_result_reason(const struct nsbox_result *result, char *buf, size_t size);
 
 /*
  * Calls note(sentence, userdata) for each further thing the caller should know about the run,
@@ -516,8 +527,9 @@ void nsbox_result_reason(const struct nsbox_result *result, char *buf, size_t si
  * `nsbox run`'s warnings on stderr and the JSON result's "notes". sentence is valid only
  * during the call. Returns the number of notes. Cannot fail.
  */
-size_t nsbox_result_notes(const struct nsbox_result *result,
-                          void (*note)(const char *sentence, void *userdata), void *userdata);
+NSBOX_EXPORT size_t nsbox_result_notes(const struct nsbox_result *result,
+                                       void (*note)(const char *sentence, void *userdata),
+                                       void *userdata);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cmd-session.h"
+#include "command.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
@@ -421,27 +422,37 @@ static int stop_main(int argc, char *argv[])
     return 0;
 }
 
+static int ls_main(int argc, char *argv[])
+{
+    char *filter[] = {(char *)"label=" SESSION_LABEL};
+    bool json = argc == 2 && strcmp(argv[1], "--json") == 0;
+
+    if (argc > 2 || (argc == 2 && !json)) {
+        log_error("usage: nsbox session ls [--json]");
+        return EXIT_NSBOX_FAILURE;
+    }
+    return registry_ps(json, filter, 1);
+}
+
+static const struct command session_commands[] = {
+    {.name = "start", .main = start_main},
+    {.name = "exec", .main = exec_main},
+    {.name = "stop", .main = stop_main},
+    {.name = "ls", .main = ls_main},
+    {},
+};
+
 int session_main(int argc, char *argv[])
 {
+    const struct command *c;
+
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_NSBOX_FAILURE : 0;
     }
-    if (strcmp(argv[1], "start") == 0)
-        return start_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "exec") == 0)
-        return exec_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "stop") == 0)
-        return stop_main(argc - 1, argv + 1);
-    if (strcmp(argv[1], "ls") == 0) {
-        char *filter[] = {(char *)"label=" SESSION_LABEL};
-        bool json = argc == 3 && strcmp(argv[2], "--json") == 0;
-        if (argc > 3 || (argc == 3 && !json)) {
-            log_error("usage: nsbox session ls [--json]");
-            return EXIT_NSBOX_FAILURE;
-        }
-        return registry_ps(json, filter, 1);
-    }
+    c = command_find(session_commands, argv[1]);
+    if (c)
+        return c->main(argc - 1, argv + 1);
     log_error("unknown session command '%s' (see 'nsbox session --help')", argv[1]);
     return EXIT_NSBOX_FAILURE;
 }

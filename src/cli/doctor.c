@@ -20,8 +20,10 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "command.h"
 #include "doctor.h"
 #include "fileio.h"
+#include "log.h"
 #include "macro.h"
 #include "nsbox.h"
 #include "rootfs-cmd.h"
@@ -397,7 +399,7 @@ static void check_run(struct doctor *d, const struct nsbox_config *base)
     nsbox_result_free(&r);
 }
 
-int doctor_main(const char *rootfs)
+static int doctor(const char *rootfs)
 {
     struct doctor d = {0};
     struct nsbox_config c;
@@ -416,4 +418,19 @@ int doctor_main(const char *rootfs)
     (void)printf("%s\n", d.failures ? "nsbox run cannot work here: fix the FAIL lines above"
                                     : "nsbox run works here");
     return d.failures ? 1 : 0;
+}
+
+int doctor_main(int argc, char *argv[])
+{
+    if (argc == 1)
+        return doctor(NULL);
+    if (argc == 3 && strcmp(argv[1], "--rootfs") == 0)
+        return doctor(argv[2]);
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        (void)printf("Usage: nsbox doctor [--rootfs DIR]\n\nCheck that nsbox can work on "
+                     "this host, explain what is missing, and run a real sandbox.\n");
+        return EXIT_SUCCESS;
+    }
+    log_error("usage: nsbox doctor [--rootfs DIR]");
+    return EXIT_NSBOX_FAILURE;
 }

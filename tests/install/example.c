@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* A program built against the installed libnsbox (pkg-config nsbox): run Python, print the
- * JSON result. Used by scripts/test to check the installation. */
+ * JSON result. tests/install/run builds it against the static and the shared library. */
 #include <nsbox.h>
 #include <stdio.h>
 #include <stdlib.h>
