@@ -277,8 +277,10 @@ static int build(int argc, char **argv)
     pid_t pid;
     int c, status;
 
+    /* ':' and opterr = 0: one line of nsbox's own for a bad option, as for nsbox run. */
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+:h", options, NULL)) != -1) {
         switch (c) {
         case 'p':
             if (strchr(optarg, '/') || optarg[0] == '.' || optarg[0] == '\0') {
@@ -299,8 +301,13 @@ static int build(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case ':':
+            log_error("rootfs build: option '%s' needs a value (see nsbox rootfs --help)",
+                      argv[optind - 1]);
+            return EXIT_USAGE;
         default:
-            usage(stderr);
+            log_error("rootfs build: unknown option '%s' (see nsbox rootfs --help)",
+                      argv[optind - 1]);
             return EXIT_USAGE;
         }
     }
@@ -366,6 +373,13 @@ int rootfs_main(int argc, char **argv)
         return verify(argv[2]);
     if (argc == 4 && strcmp(argv[1], "verify") == 0 && strcmp(argv[2], "--") == 0)
         return verify(argv[3]);
-    usage(stderr);
+    if (argc >= 2 && strcmp(argv[1], "verify") == 0)
+        log_error("rootfs verify: give one DIR, the tree to check (see nsbox rootfs --help)");
+    else if (argc >= 2)
+        log_error("unknown rootfs command '%s': build or verify (see nsbox rootfs --help)",
+                  argv[1]);
+    else
+        log_error("rootfs: give a command: build [OPTIONS] DIR or verify DIR (see nsbox rootfs "
+                  "--help)");
     return EXIT_USAGE;
 }

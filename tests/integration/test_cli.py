@@ -35,6 +35,31 @@ class TestCli(NsboxTestCase):
             p = nsbox("run", opt)
             self.assertNotIn("unknown option", p.stderr, opt)
 
+    def test_help_names_the_commands_of_the_man_page(self):
+        # The command table (src/cli/main.c) and the man page's SYNOPSIS name the same commands.
+        p = nsbox("--help")
+        listed = set(re.findall(r"^  ([a-z]+)\b", p.stdout, re.M))
+        with open(MAN) as f:
+            man = f.read()
+        synopsis = man[man.index("# SYNOPSIS"):man.index("# DESCRIPTION")]
+        documented = set(re.findall(r"^\*nsbox ([a-z]+)", synopsis, re.M))
+        self.assertEqual(listed, documented)
+
+    def test_usage_errors_are_one_line(self):
+        # A subcommand used wrongly says so in one nsbox: line, exit status 125, naming its
+        # --help: never a screenful of usage on stderr.
+        for args in (["rootfs"], ["rootfs", "bogus"], ["rootfs", "verify"],
+                     ["rootfs", "build", "--bogus", "d"], ["rootfs", "build", "--profile"],
+                     ["rootfs", "build"], ["policy"], ["policy", "bogus"], ["workspace"],
+                     ["workspace", "bogus"], ["session", "bogus"], ["bogus"],
+                     ["run", "--bogus"]):
+            with self.subTest(args=args):
+                p = nsbox(*args)
+                self.assertEqual(p.returncode, 125, p.stderr)
+                self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+                self.assertRegex(p.stderr, r"^nsbox: ")
+                self.assertEqual(p.stdout, "")
+
 
 if __name__ == "__main__":
     unittest.main()
