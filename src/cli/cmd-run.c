@@ -255,8 +255,10 @@ static void run_args_free(struct run_args *a)
         free((char *)a->tmpfs[i].target);
     for (size_t i = 0; i < a->n_env; i++)
         free(a->env[i]);
-    for (size_t i = 0; i < a->config.n_copy_in; i++)
+    for (size_t i = 0; i < a->config.n_copy_in; i++) {
         free((char *)a->copy_in[i].host);
+        free((char *)a->copy_in[i].sandbox);
+    }
     for (size_t i = 0; i < a->config.n_copy_out; i++)
         free((char *)a->copy_out[i].host);
     free(a->copy_in);
@@ -580,6 +582,36 @@ static int add_bind(struct run_args *a, const char *option, const char *value, c
     return 0;
 }
 
+/* The sandbox side of --copy-in HOST:SANDBOX or --copy-out SANDBOX:HOSTDIR, as docker cp reads
+ * it: for copy-in, a SANDBOX ending in '/' is a directory the copy goes into under the host
+ * path's last name (returned allocated; else a copy of SANDBOX); for copy-out, SANDBOX's
+ * trailing slashes name the same directory and are cut (in place: argv's). Returns 0, or
+ * -EINVAL when a copy-in's host path has no last name ("/"). */
+static int copy_sandbox_path(bool in, char *sandbox, const char *host, char **ret)
+{
+    size_t len = strlen(sandbox), hlen = strlen(host), base;
+
+    if (!in) {
+        while (len > 1 && sandbox[len - 1] == '/')
+            sandbox[--len] = '\0';
+        *ret = sandbox;
+        return 0;
+    }
+    if (len <= 1 || sandbox[len - 1] != '/') {
+        *ret = xstrdup(sandbox);
+        return 0;
+    }
+    while (hlen > 1 && host[hlen - 1] == '/')
+        hlen--;
+    for (base = hlen; base > 0 && host[base - 1] != '/';)
+        base--;
+    if (base == hlen)
+        return -EINVAL;
+    if (asprintf(ret, "%s%.*s", sandbox, (int)(hlen - base), host + base) < 0)
+        log_oom();
+    return 0;
+}
+
 static int parse_run_args(int argc, char *argv[], struct run_args *a)
 {
     static const struct option options[] = {
@@ -640,6 +672,9 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
     while ((opt = getopt_long(argc, argv, "+:v:e:u:m:w:ih", options, NULL)) != -1) {
         switch (opt) {
         case ARG_CODE:
+            /* One program: a second --code would silently replace the first. */
+            if (a->code_path)
+                return BAD_VALUE("--code", optarg, "--code is given twice; a run has one program");
             a->code_path = optarg;
             break;
         case ARG_ROOTFS:
@@ -874,6 +909,11 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             sandbox = in ? arg + (colon - optarg) + 1 : arg;
             if (!in)
                 arg[colon - optarg] = '\0'; /* optarg is argv's, ours to cut */
+            r = copy_sandbox_path(in, sandbox, resolved, &sandbox);
+            if (r < 0)
+                return BAD_VALUE(in ? "--copy-in" : "--copy-out", optarg,
+                                 "a SANDBOXPATH ending in '/' is a directory the copy goes into "
+                                 "under the source's name, and the source has no name");
             *list = realloc(*list, (*n + 1) * sizeof(**list));
             if (!*list)
                 log_oom();

@@ -52,7 +52,7 @@ class TestCli(NsboxTestCase):
                      ["rootfs", "build", "--bogus", "d"], ["rootfs", "build", "--profile"],
                      ["rootfs", "build"], ["policy"], ["policy", "bogus"], ["workspace"],
                      ["workspace", "bogus"], ["session", "bogus"], ["bogus"],
-                     ["run", "--bogus"]):
+                     ["run", "--bogus"], ["run", "--code", "a.py", "--code", "b.py"]):
             with self.subTest(args=args):
                 p = nsbox(*args)
                 self.assertEqual(p.returncode, 125, p.stderr)

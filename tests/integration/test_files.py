@@ -58,6 +58,26 @@ class TestCopy(NsboxTestCase):
                   ".hexdigest())", "--copy-in", f"{src}:/work/in/blob.bin")
         self.assertEqual(r["stdout"].strip(), hashlib.sha256(data).hexdigest(), r["stderr"])
 
+    def test_a_sandbox_path_ending_in_a_slash_is_a_directory(self):
+        # As docker cp: SRC:/work/ puts SRC in /work under its own name, a directory too; and
+        # /work/ to copy out is /work. A source with no name (/) is refused in one line.
+        os.mkdir(os.path.join(self.tmp.name, "d"))
+        for name in ("f.txt", "d/g.txt"):
+            with open(os.path.join(self.tmp.name, name), "w") as f:
+                f.write(name)
+        out = os.path.join(self.tmp.name, "out")
+        p, r = py("import os\nfor d, _, fs in sorted(os.walk('/work/in')):\n"
+                  "    print(d, sorted(fs))",
+                  "--copy-in", f"{self.tmp.name}/f.txt:/work/in/",
+                  "--copy-in", f"{self.tmp.name}/d/:/work/in/",
+                  "--copy-out", f"/work/in/:{out}")
+        self.assertEqual(r["stdout"], "/work/in ['f.txt']\n/work/in/d ['g.txt']\n", r)
+        self.assertEqual(sorted(os.listdir(os.path.join(out, "in"))), ["d", "f.txt"])
+        p = nsbox("run", "--copy-in", "/:/work/", "--", "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
+        self.assertIn("ending in '/' is a directory", p.stderr)
+
     def test_copy_in_larger_than_the_sandbox_can_hold_is_refused(self):
         src = os.path.join(self.tmp.name, "big")
         with open(src, "wb") as f:
