@@ -60,7 +60,7 @@ def podman_run(*opts, cmd, user="1000:1000", timeout=240):
     first, _, p.stdout = p.stdout.partition("\n")
     if first != STARTED:
         raise AssertionError(f"the container did not start (podman exit {p.returncode}): "
-                             f"{p.stderr.strip()} {first}")
+                             f"{p.stderr.strip()}" + (f" (stdout: {first!r})" if first else ""))
     return p
 
 
@@ -100,10 +100,10 @@ class TestPodman(unittest.TestCase):
         # One container first: if none can start, each test fails at once with this error
         # instead of waiting for its own.
         try:
-            p = podman_run(cmd="true", timeout=120)
+            p = podman_run(cmd="true", timeout=60)
             if p.returncode != 0:
                 cls.broken = f"a container running true: exit {p.returncode}: {p.stderr.strip()}"
-        except AssertionError as e:
+        except (AssertionError, OSError) as e:
             cls.broken = str(e)
 
     @classmethod
