@@ -7,6 +7,8 @@ No image registry is needed: each container's root is the VM's own root (the hos
 read-only over 9p), bound at ROOT and passed with --rootfs, and started with --read-only, so
 the container has the very nsbox build and rootfs under test, at their host paths. Podman's
 storage is on the VM's tmpfs (vfs driver, cgroupfs manager, no network).
+
+The last line of the output is "vm: N passed, M failed", as test_cgroup.py's.
 """
 import json
 import os
@@ -27,18 +29,39 @@ SHIPPED = ["--security-opt", f"seccomp={PROFILE}"]
 UNMASK = ["--security-opt", "unmask=ALL"]
 # Emulated CPUs are slow.
 FAST = ["--cpus", "unlimited", "--timeout", "120"]
+# The container's first line of output, which podman_run() takes off again: without it the
+# container did not start, and the test fails at once with podman's (crun's) error.
+STARTED = "nsbox-vm: container started"
 
 
-def podman_run(*opts, cmd, user="1000:1000", timeout=300):
-    """Run cmd (a shell script) in a container with opts; CompletedProcess with text. The
-    checkout (nsbox, its rootfs) is a read-only volume at its own path: Podman's --read-only
-    mounts a tmpfs of its own on /tmp and /run, which would hide a checkout below them (CI
-    clones below /tmp)."""
-    return subprocess.run(
-        [*PODMAN, "run", "--rm", "--network", "none", "--read-only", "--user", user,
-         "-e", f"NSBOX_ROOTFS={ROOTFS}", "-e", "PATH=/usr/bin:/bin", *opts,
-         "-v", f"{TOP}:{TOP}:ro", "--rootfs", ROOT, "/bin/sh", "-c", cmd],
-        capture_output=True, text=True, timeout=timeout)
+def text(out):
+    """What a subprocess.TimeoutExpired carries (bytes, or None) as text."""
+    return out.decode(errors="replace") if isinstance(out, bytes) else out or ""
+
+
+def podman_run(*opts, cmd, user="1000:1000", timeout=240):
+    """Run cmd (a shell script) in a container with opts; CompletedProcess with text, stdout
+    without the STARTED line. Podman kills the container after timeout seconds; podman itself
+    gets 60 more. The checkout (nsbox, its rootfs) is a read-only volume at its own path:
+    Podman's --read-only mounts a tmpfs of its own on /tmp and /run, which would hide a
+    checkout below them (CI clones below /tmp).
+
+    Raises AssertionError, with what podman said, when the container did not start or podman
+    did not return."""
+    argv = [*PODMAN, "run", "--rm", "--network", "none", "--read-only", "--user", user,
+            "--timeout", str(timeout), "-e", f"NSBOX_ROOTFS={ROOTFS}", "-e", "PATH=/usr/bin:/bin",
+            *opts, "-v", f"{TOP}:{TOP}:ro", "--rootfs", ROOT,
+            "/bin/sh", "-c", f"echo '{STARTED}'; {cmd}"]
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 60)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"podman run did not return in {timeout + 60} s: "
+                             f"stdout={text(e.stdout)!r} stderr={text(e.stderr)!r}") from None
+    first, _, p.stdout = p.stdout.partition("\n")
+    if first != STARTED:
+        raise AssertionError(f"the container did not start (podman exit {p.returncode}): "
+                             f"{p.stderr.strip()}" + (f" (stdout: {first!r})" if first else ""))
+    return p
 
 
 def nsbox_in(*opts, args, user="1000:1000"):
@@ -53,6 +76,8 @@ def nsbox_in(*opts, args, user="1000:1000"):
 
 
 class TestPodman(unittest.TestCase):
+    broken = None  # why no container starts, if none does
+
     @classmethod
     def setUpClass(cls):
         # The VM's / is the initramfs' rootfs with the 9p share on top, which pivot_root(2)
@@ -60,10 +85,34 @@ class TestPodman(unittest.TestCase):
         os.makedirs(ROOT, exist_ok=True)
         subprocess.run(["mount", "--rbind", "/", ROOT], check=True)
         subprocess.run(["mount", "--make-rprivate", ROOT], check=True)
+        # Empty /tmp, /var/tmp and /run, as in an image. The VM's are not empty: /tmp has
+        # Podman's storage and, when the checkout is a clone below /tmp, the whole checkout
+        # with its build trees (its own 9p share, which the rbind brings along), and /run has
+        # Podman's run root and the VM's share. Podman's --read-only (and --tmpfs) mounts a
+        # tmpfs there with the "tmpcopyup" option, for which crun copies what the root has
+        # there into each container's new tmpfs (copy_recursive_fd_to_fd() in crun's
+        # utils.c): from a clone below /tmp, every container start copied the checkout over
+        # 9p, a minute or more under TCG, and a checkout larger than the tmpfs (half the
+        # VM's memory) failed with "crun: write: No space left on device".
+        for d, mode in (("tmp", "1777"), ("var/tmp", "1777"), ("run", "0755")):
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"ro,nosuid,nodev,noexec,mode={mode}",
+                            "tmpfs", f"{ROOT}/{d}"], check=True)
+        # One container first: if none can start, each test fails at once with this error
+        # instead of waiting for its own.
+        try:
+            p = podman_run(cmd="true", timeout=60)
+            if p.returncode != 0:
+                cls.broken = f"a container running true: exit {p.returncode}: {p.stderr.strip()}"
+        except (AssertionError, OSError) as e:
+            cls.broken = str(e)
 
     @classmethod
     def tearDownClass(cls):
         subprocess.run(["umount", "-R", ROOT])
+
+    def setUp(self):
+        if self.broken:
+            self.fail(f"no container starts: {self.broken}")
 
     def test_default_profile_fails_with_one_line_pointing_at_doctor(self):
         # Podman's defaults: a masked /proc with /proc/sys read-only, and a seccomp profile
@@ -127,28 +176,19 @@ class TestPodman(unittest.TestCase):
         self.assertIn("memory", out[-1])
 
     def test_ps_and_kill_with_a_read_only_root(self):
-        script = (f"{NSBOX} run --name long {' '.join(FAST)} --cgroup off -- sleep 100 & "
-                  "sleep 5; "
-                  f"{NSBOX} ps; {NSBOX} kill long; echo kill=$?; wait $!; echo run=$?")
-        p = podman_run(*SHIPPED, *UNMASK, cmd=script)
-        self.assertIn("long", p.stdout, p.stdout + p.stderr)
-        self.assertIn("kill=0", p.stdout, p.stdout + p.stderr)
-        self.assertNotIn("will not see this run", p.stderr)
-        self.assertRegex(p.stdout, r"run=1[0-9][0-9]")
-
-    def test_ps_and_kill_with_a_read_only_root(self):
         # Docker's --read-only and Kubernetes' readOnlyRootFilesystem leave no writable /tmp
         # or /run: the registry goes to /dev/shm, the tmpfs every container has, so ps and
         # kill work with no setting at all. The control: with /dev/shm read-only too, the run
         # says that ps and kill will not see it (and still runs).
         script = (f"{NSBOX} run --name long {' '.join(FAST)} --cgroup off -- sleep 100 & "
                   "sleep 5; "
-                  f"{NSBOX} ps | grep -c long; {NSBOX} kill long; echo kill=$?; wait $!; "
+                  f"echo ps=$({NSBOX} ps | grep -c long); {NSBOX} kill long; echo kill=$?; wait $!; "
                   "echo run=$?")
         # (This container's root is the VM's, whose writable /tmp comes with it: a read-only
         # tmpfs covers it.)
         p = podman_run(*SHIPPED, *UNMASK, "--tmpfs", "/tmp:ro", cmd=script)
         self.assertNotIn("will not see this run", p.stderr, p.stdout + p.stderr)
+        self.assertIn("ps=1\n", p.stdout, p.stdout + p.stderr)
         self.assertIn("kill=0", p.stdout, p.stdout + p.stderr)
         self.assertRegex(p.stdout, r"run=1[0-9][0-9]")
         control = f"{NSBOX} run {' '.join(FAST)} --cgroup off -- true; echo run=$?"
@@ -157,5 +197,9 @@ class TestPodman(unittest.TestCase):
         self.assertEqual(p.stderr.count("will not see this run"), 1, p.stdout + p.stderr)
         self.assertIn("run=0", p.stdout)
 
+
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    result = unittest.main(exit=False, verbosity=2).result
+    bad = len(result.failures) + len(result.errors) + len(result.skipped)
+    print(f"vm: {result.testsRun - bad} passed, {bad} failed", flush=True)
+    sys.exit(0 if bad == 0 and result.testsRun > 0 else 1)
