@@ -26,8 +26,8 @@
  * Payload (PID 2), born under the filters:
  *   stdio -> close every other fd -> default signals -> rlimits -> execve.
  *
- * Failures inside are sent to the supervisor as a struct report on an O_CLOEXEC pipe; the
- * child then _exit()s, never exit().
+ * A step inside that fails is recorded as a struct report_step and sent to the supervisor on
+ * the report pipe (report.h); the child then _exit()s, never exit().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -68,6 +68,7 @@
 #include "parse.h"
 #include "policyfile.h"
 #include "proxy.h"
+#include "report.h"
 #include "result.h"
 #include "sandbox.h"
 #include "supervise.h"
@@ -101,20 +102,6 @@ static unsigned long sandbox_namespaces(const struct nsbox_config *c)
     if (c->ipc_host)
         flags &= ~(unsigned long)CLONE_NEWIPC;
     return flags;
-}
-
-int step_fail(struct step_error *e, int r, const char *step, const char *detail_fmt, ...)
-{
-    e->err = r < 0 ? -r : 0;
-    (void)snprintf(e->step, sizeof(e->step), "%s", step);
-    e->detail[0] = '\0';
-    if (detail_fmt) {
-        va_list ap;
-        va_start(ap, detail_fmt);
-        (void)vsnprintf(e->detail, sizeof(e->detail), detail_fmt, ap);
-        va_end(ap);
-    }
-    return r;
 }
 
 void nsbox_config_init(struct nsbox_config *c)
@@ -178,25 +165,6 @@ void nsbox_result_free(struct nsbox_result *r)
     free(r->skipped);
     r->skipped = NULL;
     r->n_copied = r->n_skipped = 0;
-}
-
-static int plan_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int plan_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
-{
-    va_list ap;
-
-    ret->status = NSBOX_STATUS_ERROR;
-    ret->exit_code = 125;
-    ret->error_errno = r < 0 ? -r : 0;
-    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", step);
-    if (r < 0)
-        errno = -r; /* for %m */
-    va_start(ap, fmt);
-    (void)vsnprintf(ret->error, sizeof(ret->error), fmt, ap);
-    va_end(ap);
-    return r;
 }
 
 static void sandbox_free(struct sandbox *sb)
@@ -296,7 +264,7 @@ static int plan_env(struct sandbox *sb, struct nsbox_result *ret)
             n_extra++;
     sb->envp = calloc(n_inherited + n_base + n_extra + 1, sizeof(char *));
     if (!sb->envp)
-        return plan_error(ret, -ENOMEM, "environment", "out of memory");
+        return report_error(ret, -ENOMEM, "environment", "out of memory");
 
     for (size_t i = 0; i < n_inherited + n_base + n_extra; i++) {
         const char *kv = i < n_inherited            ? environ[i]
@@ -309,7 +277,7 @@ static int plan_env(struct sandbox *sb, struct nsbox_result *ret)
         if (i < n_inherited && (!eq || !env_name_is_valid(kv, (size_t)(eq - kv))))
             continue;
         if (!eq || !env_name_is_valid(kv, (size_t)(eq - kv)))
-            return plan_error(ret, -EINVAL, "environment", "invalid environment entry '%s'", kv);
+            return report_error(ret, -EINVAL, "environment", "invalid environment entry '%s'", kv);
         key_len = (size_t)(eq - kv) + 1;
         for (j = 0; j < n; j++)
             if (strncmp(sb->envp[j], kv, key_len) == 0)
@@ -320,7 +288,7 @@ static int plan_env(struct sandbox *sb, struct nsbox_result *ret)
             n++;
         sb->envp[j] = strdup(kv);
         if (!sb->envp[j])
-            return plan_error(ret, -ENOMEM, "environment", "out of memory");
+            return report_error(ret, -ENOMEM, "environment", "out of memory");
         if (strncmp(kv, "PATH=", 5) == 0)
             sb->path = sb->envp[j] + 5;
     }
@@ -335,7 +303,7 @@ static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
 
     sb->mounts = calloc(c->n_binds + c->n_tmpfs + 1, sizeof(*sb->mounts));
     if (!sb->mounts)
-        return plan_error(ret, -ENOMEM, "mounts", "out of memory");
+        return report_error(ret, -ENOMEM, "mounts", "out of memory");
 
     for (size_t i = 0; i < c->n_binds + c->n_tmpfs; i++) {
         struct sandbox_mount *m = &sb->mounts[n];
@@ -347,8 +315,9 @@ static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
             int fd;
 
             if (!b->source || b->source[0] != '/')
-                return plan_error(ret, -EINVAL, "bind", "bind source '%s' is not an absolute path",
-                                  b->source ? b->source : "");
+                return report_error(ret, -EINVAL, "bind",
+                                    "bind source '%s' is not an absolute path",
+                                    b->source ? b->source : "");
             /* A symlink in a source may have been planted by an earlier run that had its
              * directory writable: following it would bind what the caller never named (a 0700
              * directory of root's, the caller's ~/.ssh). Only root's links in directories only
@@ -358,44 +327,44 @@ static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
              * (mount_clone_sources()), so a link swapped in meanwhile is refused too. */
             fd = path_open_nofollow(b->source, true, walked, sizeof(walked));
             if (fd == -ELOOP)
-                return plan_error(ret, fd, "bind",
-                                  "-v %s: '%s' is a symlink, and nsbox follows only root's "
-                                  "symlinks in directories only root can write (a sandbox may "
-                                  "have planted it): name the path it points to",
-                                  b->source, walked);
+                return report_error(ret, fd, "bind",
+                                    "-v %s: '%s' is a symlink, and nsbox follows only root's "
+                                    "symlinks in directories only root can write (a sandbox may "
+                                    "have planted it): name the path it points to",
+                                    b->source, walked);
             if (fd < 0)
-                return plan_error(ret, fd, "bind", "bind source '%s': %m", b->source);
+                return report_error(ret, fd, "bind", "bind source '%s': %m", b->source);
             (void)close(fd);
             *m = (struct sandbox_mount){.target = b->target, .writable = b->writable,
                                         .source_owned = strdup(walked)};
             if (!m->source_owned)
-                return plan_error(ret, -ENOMEM, "bind", "out of memory");
+                return report_error(ret, -ENOMEM, "bind", "out of memory");
             m->source = m->source_owned;
         } else {
             const struct nsbox_tmpfs *t = &c->tmpfs[i - c->n_binds];
             if (t->size == 0)
-                return plan_error(ret, -EINVAL, "tmpfs", "tmpfs on %s has size 0", t->target);
+                return report_error(ret, -EINVAL, "tmpfs", "tmpfs on %s has size 0", t->target);
             *m = (struct sandbox_mount){.is_tmpfs = true, .target = t->target, .size = t->size,
                                         .mode = t->mode, .exec = t->exec, .is_dir = true};
         }
         m->tree_fd = -EBADF;
         target = m->target;
         if (!path_is_safe_target(target))
-            return plan_error(ret, -EINVAL, "mounts",
-                              "mount target '%s' must be an absolute path without '.' or '..'",
-                              target ? target : "");
+            return report_error(ret, -EINVAL, "mounts",
+                                "mount target '%s' must be an absolute path without '.' or '..'",
+                                target ? target : "");
         /* /proc and /dev are nsbox's: a bind there could hand the payload a host device or a
          * second procfs view. */
         if (path_is_at_or_below(target, "/proc") || path_is_at_or_below(target, "/dev"))
-            return plan_error(ret, -EINVAL, "mounts",
-                              "mount target '%s': /proc and /dev are managed by nsbox", target);
+            return report_error(ret, -EINVAL, "mounts",
+                                "mount target '%s': /proc and /dev are managed by nsbox", target);
         if (c->code && path_is_at_or_below("/work/main.py", target))
-            return plan_error(ret, -EINVAL, "mounts",
-                              "mount target '%s' would hide /work/main.py given by --code",
-                              target);
+            return report_error(ret, -EINVAL, "mounts",
+                                "mount target '%s' would hide /work/main.py given by --code",
+                                target);
         for (size_t j = 0; j < n; j++)
             if (strcmp(sb->mounts[j].target, target) == 0)
-                return plan_error(ret, -EINVAL, "mounts", "two mounts on '%s'", target);
+                return report_error(ret, -EINVAL, "mounts", "two mounts on '%s'", target);
         have_tmp = have_tmp || strcmp(target, "/tmp") == 0;
         n++;
     }
@@ -450,10 +419,10 @@ static int plan_mount_points(struct sandbox *sb, int rootfd, struct nsbox_result
             if (errno == ENOENT)
                 sb->rootfs_lacks |= 1U << i;
         } else if (!S_ISDIR(st.st_mode))
-            return plan_error(ret, -ENOTDIR, "rootfs",
-                              "rootfs '%s': /%s is not a directory (nsbox mounts its own there; "
-                              "remove it, or leave it out: nsbox then adds it)",
-                              sb->rootfs, mount_base_points[i]);
+            return report_error(ret, -ENOTDIR, "rootfs",
+                                "rootfs '%s': /%s is not a directory (nsbox mounts its own there; "
+                                "remove it, or leave it out: nsbox then adds it)",
+                                sb->rootfs, mount_base_points[i]);
     }
     for (size_t i = 0; i < sb->n_mounts; i++) {
         struct sandbox_mount *m = &sb->mounts[i];
@@ -477,27 +446,28 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd
 
     fd = open(sb->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return plan_error(ret, negative_errno(), "rootfs",
-                          "rootfs '%s': %m (build it with 'ninja -C build' or 'nsbox rootfs "
-                          "build DIR', install it with 'meson install', or point $NSBOX_ROOTFS "
-                          "or --rootfs at one)",
-                          sb->rootfs);
+        return report_error(ret, negative_errno(), "rootfs",
+                            "rootfs '%s': %m (build it with 'ninja -C build' or 'nsbox rootfs "
+                            "build DIR', install it with 'meson install', or point $NSBOX_ROOTFS "
+                            "or --rootfs at one)",
+                            sb->rootfs);
     if (fstat(fd, &st) == 0 && stat("/", &host_root) == 0 && st.st_dev == host_root.st_dev &&
         st.st_ino == host_root.st_ino)
-        return plan_error(ret, -EINVAL, "rootfs",
-                          "rootfs '%s' is the host's own root: nsbox needs a separate root "
-                          "filesystem (the built one, or a directory made with nsbox rootfs build)",
-                          sb->rootfs);
+        return report_error(
+            ret, -EINVAL, "rootfs",
+            "rootfs '%s' is the host's own root: nsbox needs a separate root "
+            "filesystem (the built one, or a directory made with nsbox rootfs build)",
+            sb->rootfs);
     /* A directory with neither /usr nor /bin is no root filesystem: most often the directory
      * above one (a copy of build/rootfs, whose tree is in tree/), which would run as an empty
      * root and end in a puzzling "not found". */
     if (fstatat(fd, "usr", &st, AT_SYMLINK_NOFOLLOW) < 0 &&
         fstatat(fd, "bin", &st, AT_SYMLINK_NOFOLLOW) < 0) {
         bool tree = fstatat(fd, "tree/usr", &st, AT_SYMLINK_NOFOLLOW) == 0;
-        return plan_error(ret, -ENOTDIR, "rootfs",
-                          "rootfs '%s' has neither /usr nor /bin: not a root filesystem%s%s%s",
-                          sb->rootfs, tree ? " (did you mean '" : "", tree ? sb->rootfs : "",
-                          tree ? "/tree'?)" : " (nsbox rootfs build DIR makes one)");
+        return report_error(ret, -ENOTDIR, "rootfs",
+                            "rootfs '%s' has neither /usr nor /bin: not a root filesystem%s%s%s",
+                            sb->rootfs, tree ? " (did you mean '" : "", tree ? sb->rootfs : "",
+                            tree ? "/tree'?)" : " (nsbox rootfs build DIR makes one)");
     }
     /* Mount points it lacks are made without writing to it (mount.c, skeletons). */
     if (plan_mount_points(sb, fd, ret) < 0)
@@ -620,7 +590,7 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
     }
     if (r < 0) {
         policy_error_format(&e, where, sizeof(where));
-        return plan_error(ret, r, "seccomp", "%s", where);
+        return report_error(ret, r, "seccomp", "%s", where);
     }
     return 0;
 }
@@ -657,9 +627,9 @@ static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
 
     r = cgroup_leaf_create(c, leaf, reason, sizeof(reason));
     if (r < 0)
-        return plan_error(ret, r, "cgroup", "%s", reason);
+        return report_error(ret, r, "cgroup", "%s", reason);
     if (r == 0 && c->cgroup == NSBOX_CGROUP_REQUIRED)
-        return plan_error(ret, -EOPNOTSUPP, "cgroup", "--cgroup required: %s", reason);
+        return report_error(ret, -EOPNOTSUPP, "cgroup", "--cgroup required: %s", reason);
     sb->in_cgroup = r > 0;
     by = sb->in_cgroup ? NSBOX_ENFORCER_CGROUP : NSBOX_ENFORCER_RLIMIT;
     ret->memory.enforced_by = c->memory ? by : NSBOX_ENFORCER_NONE;
@@ -723,28 +693,29 @@ static int plan_identity(const struct nsbox_config *c, struct nsbox_result *ret)
     size_t n = 0, key_len;
 
     if (c->name && !run_name_is_valid(c->name))
-        return plan_error(ret, -EINVAL, "config",
-                          "invalid name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most %d "
-                          "bytes",
-                          c->name, NSBOX_NAME_MAX);
+        return report_error(ret, -EINVAL, "config",
+                            "invalid name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most %d "
+                            "bytes",
+                            c->name, NSBOX_NAME_MAX);
     if (c->name)
         (void)snprintf(ret->name, sizeof(ret->name), "%s", c->name);
     if (!c->labels || !c->labels[0])
         return 0;
     while (c->labels[n])
         if (!label_is_valid(c->labels[n++], &key_len))
-            return plan_error(ret, -EINVAL, "config",
-                              "invalid label '%s': expected KEY=VALUE, KEY [a-zA-Z0-9][a-zA-Z0-9_./-]* "
-                              "of at most %d bytes, VALUE of at most %d bytes without control "
-                              "characters",
-                              c->labels[n - 1], LABEL_KEY_MAX, LABEL_VALUE_MAX);
+            return report_error(
+                ret, -EINVAL, "config",
+                "invalid label '%s': expected KEY=VALUE, KEY [a-zA-Z0-9][a-zA-Z0-9_./-]* "
+                "of at most %d bytes, VALUE of at most %d bytes without control "
+                "characters",
+                c->labels[n - 1], LABEL_KEY_MAX, LABEL_VALUE_MAX);
     ret->labels = calloc(n + 1, sizeof(char *));
     if (!ret->labels)
-        return plan_error(ret, -ENOMEM, "config", "out of memory");
+        return report_error(ret, -ENOMEM, "config", "out of memory");
     for (size_t i = 0; i < n; i++) {
         ret->labels[i] = strdup(c->labels[i]);
         if (!ret->labels[i])
-            return plan_error(ret, -ENOMEM, "config", "out of memory");
+            return report_error(ret, -ENOMEM, "config", "out of memory");
     }
     return 0;
 }
@@ -777,17 +748,17 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
     sb->privileged = geteuid() == 0;
     if (!sb->privileged) {
         if ((c->host_uid && c->host_uid != geteuid()) || (c->host_gid && c->host_gid != getegid()))
-            return plan_error(ret, -EINVAL, "config",
-                              "--host-user is for root: an ordinary user's sandbox maps to the "
-                              "user themself (uid %u, gid %u), the only ids it may map",
-                              (unsigned)geteuid(), (unsigned)getegid());
+            return report_error(ret, -EINVAL, "config",
+                                "--host-user is for root: an ordinary user's sandbox maps to the "
+                                "user themself (uid %u, gid %u), the only ids it may map",
+                                (unsigned)geteuid(), (unsigned)getegid());
         sb->host_uid = geteuid();
         sb->host_gid = getegid();
     } else if (c->host_uid) {
         sb->host_uid = c->host_uid;
         sb->host_gid = c->host_gid ? c->host_gid : c->host_uid;
         if (sb->host_uid == (uid_t)-1 || sb->host_gid == (gid_t)-1)
-            return plan_error(ret, -EINVAL, "config", "host ids must not be -1");
+            return report_error(ret, -EINVAL, "config", "host ids must not be -1");
         add_warning(c, ret,
                     "--host-user %u:%u: the sandbox runs as these host ids, shared with every "
                     "other process and file of theirs (without it, each run of root has ids of "
@@ -801,7 +772,7 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
          * from here. Its nobody is the one id such a namespace is sure to have that is not its
          * root; said in the result, and --host-user chooses another. */
         if (c->host_gid)
-            return plan_error(ret, -EINVAL, "config", "a host gid needs a host uid");
+            return report_error(ret, -EINVAL, "config", "a host gid needs a host uid");
         sb->host_uid = NOBODY;
         sb->host_gid = NOBODY;
         add_warning(c, ret,
@@ -812,21 +783,21 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
                     (unsigned)UIDPOOL_BASE);
     } else {
         if (c->host_gid)
-            return plan_error(ret, -EINVAL, "config", "a host gid needs a host uid");
+            return report_error(ret, -EINVAL, "config", "a host gid needs a host uid");
         r = uidpool_acquire(&id, &sb->host_ids_lock, detail, sizeof(detail));
         if (r < 0)
-            return plan_error(ret, r, "host ids",
-                              "taking host ids of the sandbox's own failed: %s (--host-user "
-                              "UID[:GID] chooses them instead)",
-                              detail);
+            return report_error(ret, r, "host ids",
+                                "taking host ids of the sandbox's own failed: %s (--host-user "
+                                "UID[:GID] chooses them instead)",
+                                detail);
         sb->host_uid = id;
         sb->host_gid = id;
         /* Without a pid namespace, processes of the id can outlive the payload: say so in the
          * pool until kill_leftovers() has killed them, for the case that nsbox is killed. */
         r = c->pid_host ? uidpool_mark(sb->host_ids_lock, id, true) : 0;
         if (r < 0)
-            return plan_error(ret, r, "host ids", "marking host uid %u in %s failed: %s",
-                              (unsigned)id, uidpool_lock_path(), strerror(-r));
+            return report_error(ret, r, "host ids", "marking host uid %u in %s failed: %s",
+                                (unsigned)id, uidpool_lock_path(), strerror(-r));
     }
     ret->host_uid = sb->host_uid;
     ret->host_gid = sb->host_gid;
@@ -837,13 +808,13 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
 static int check_sandbox_path(const char *path, const char *what, struct nsbox_result *ret)
 {
     if (!path_is_safe_target(path) || strcmp(path, "/") == 0)
-        return plan_error(ret, -EINVAL, "config",
-                          "%s '%s' must be an absolute path inside the sandbox, not '/', without "
-                          "'.' or '..'",
-                          what, path ? path : "");
+        return report_error(ret, -EINVAL, "config",
+                            "%s '%s' must be an absolute path inside the sandbox, not '/', without "
+                            "'.' or '..'",
+                            what, path ? path : "");
     if (path_is_at_or_below(path, "/proc") || path_is_at_or_below(path, "/dev"))
-        return plan_error(ret, -EINVAL, "config", "%s '%s': /proc and /dev are nsbox's", what,
-                          path);
+        return report_error(ret, -EINVAL, "config", "%s '%s': /proc and /dev are nsbox's", what,
+                            path);
     return 0;
 }
 
@@ -856,23 +827,25 @@ static int open_copy_out_dir(const char *path, struct nsbox_result *ret)
     int fd;
 
     if (!path || path[0] != '/')
-        return plan_error(ret, -EINVAL, "config", "--copy-out host directory '%s' is not an "
-                          "absolute path", path ? path : "");
+        return report_error(ret, -EINVAL, "config",
+                            "--copy-out host directory '%s' is not an "
+                            "absolute path",
+                            path ? path : "");
     if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return plan_error(ret, negative_errno(), "copy-out",
-                          "cannot make the --copy-out directory '%s': %m", path);
+        return report_error(ret, negative_errno(), "copy-out",
+                            "cannot make the --copy-out directory '%s': %m", path);
     fd = path_open_nofollow(path, true, walked, sizeof(walked));
     if (fd == -ELOOP)
-        return plan_error(ret, fd, "copy-out",
-                          "--copy-out %s: '%s' is a symlink, and nsbox follows only root's "
-                          "symlinks in directories only root can write: name the real directory",
-                          path, walked);
+        return report_error(ret, fd, "copy-out",
+                            "--copy-out %s: '%s' is a symlink, and nsbox follows only root's "
+                            "symlinks in directories only root can write: name the real directory",
+                            path, walked);
     if (fd < 0)
-        return plan_error(ret, fd, "copy-out", "--copy-out directory '%s': %s", path,
-                          strerror(-fd));
+        return report_error(ret, fd, "copy-out", "--copy-out directory '%s': %s", path,
+                            strerror(-fd));
     if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
         (void)close(fd);
-        return plan_error(ret, -ENOTDIR, "copy-out", "--copy-out '%s' is not a directory", path);
+        return report_error(ret, -ENOTDIR, "copy-out", "--copy-out '%s' is not a directory", path);
     }
     return fd;
 }
@@ -892,16 +865,16 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
     if (c->workdir && (r = check_sandbox_path(c->workdir, "-w", ret)) < 0)
         return r;
     if (c->workdir_size == 0)
-        return plan_error(ret, -EINVAL, "config", "--workdir-size must be above 0");
+        return report_error(ret, -EINVAL, "config", "--workdir-size must be above 0");
     if ((c->n_copy_out || c->workspace) && c->pid_host)
-        return plan_error(ret, -EINVAL, "config",
-                          "--copy-out and --workspace need the sandbox's own pid namespace (not "
-                          "--pid host): the copy is taken when every process of the sandbox is "
-                          "gone, which only a pid namespace makes sure of");
+        return report_error(ret, -EINVAL, "config",
+                            "--copy-out and --workspace need the sandbox's own pid namespace (not "
+                            "--pid host): the copy is taken when every process of the sandbox is "
+                            "gone, which only a pid namespace makes sure of");
     if ((c->n_copy_out || c->workspace) && (c->copy_out_max_bytes == 0 ||
                                             c->copy_out_max_files == 0))
-        return plan_error(ret, -EINVAL, "config",
-                          "--copy-out-max-bytes and --copy-out-max-files must be above 0");
+        return report_error(ret, -EINVAL, "config",
+                            "--copy-out-max-bytes and --copy-out-max-files must be above 0");
     /* What goes in is bounded by what the sandbox's tmpfs mounts can hold. */
     for (size_t i = 0; i < sb->n_mounts; i++)
         if (sb->mounts[i].is_tmpfs)
@@ -914,22 +887,22 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
     /* Now, while host libraries are reachable: init uses it inside (copy.h). */
     r = copy_load(why, sizeof(why));
     if (r < 0)
-        return plan_error(ret, r, "copy", "%s", why);
+        return report_error(ret, r, "copy", "%s", why);
 
     if (c->workspace) {
         r = workspace_open(c->workspace, true, &sb->ws, why, sizeof(why));
         if (r < 0)
-            return plan_error(ret, r, "workspace", "%s", why);
+            return report_error(ret, r, "workspace", "%s", why);
         (void)snprintf(ret->workspace, sizeof(ret->workspace), "%s", c->workspace);
     }
 
     if (c->n_copy_in || c->workspace) {
         sb->copy_in_fd = memfd_create("nsbox-copy-in", MFD_CLOEXEC);
         if (sb->copy_in_fd < 0)
-            return plan_error(ret, negative_errno(), "copy-in", "memfd_create: %m");
+            return report_error(ret, negative_errno(), "copy-in", "memfd_create: %m");
         r = copy_packer_new(sb->copy_in_fd, &in_caps, &p, why, sizeof(why));
         if (r < 0)
-            return plan_error(ret, r, "copy-in", "%s", why);
+            return report_error(ret, r, "copy-in", "%s", why);
         if (c->workspace) {
             /* The workspace holds what /work held: NAME/work (none yet on first use). */
             _cleanup_close_ int wfd =
@@ -942,7 +915,7 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
             if (c->code)
                 src.exclude = main_py;
             if (wfd < 0 && errno != ENOENT) {
-                r = plan_error(ret, negative_errno(), "workspace", "%s/work: %m", sb->ws.path);
+                r = report_error(ret, negative_errno(), "workspace", "%s/work: %m", sb->ws.path);
                 goto in_fail_reported;
             }
             r = wfd < 0 ? 0 : copy_pack(p, &src, false, why, sizeof(why));
@@ -959,22 +932,24 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
             if (r < 0)
                 goto in_fail_reported;
             if (!cp->host || cp->host[0] != '/') {
-                r = plan_error(ret, -EINVAL, "config", "--copy-in source '%s' is not an "
-                               "absolute path", cp->host ? cp->host : "");
+                r = report_error(ret, -EINVAL, "config",
+                                 "--copy-in source '%s' is not an "
+                                 "absolute path",
+                                 cp->host ? cp->host : "");
                 goto in_fail_reported;
             }
             fd = path_open_nofollow(cp->host, true, walked, sizeof(walked));
             if (fd == -ELOOP) {
-                r = plan_error(ret, fd, "copy-in",
-                               "--copy-in %s: '%s' is a symlink, and nsbox follows only root's "
-                               "symlinks in directories only root can write: name the path it "
-                               "points to",
-                               cp->host, walked);
+                r = report_error(ret, fd, "copy-in",
+                                 "--copy-in %s: '%s' is a symlink, and nsbox follows only root's "
+                                 "symlinks in directories only root can write: name the path it "
+                                 "points to",
+                                 cp->host, walked);
                 goto in_fail_reported;
             }
             if (fd < 0) {
-                r = plan_error(ret, fd, "copy-in", "--copy-in source '%s': %s", cp->host,
-                               strerror(-fd));
+                r = report_error(ret, fd, "copy-in", "--copy-in source '%s': %s", cp->host,
+                                 strerror(-fd));
                 goto in_fail_reported;
             }
             src = (struct copy_source){.src_fd = fd, .prefix = cp->sandbox + 1,
@@ -986,7 +961,7 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
         r = copy_packer_finish(p, &stats, why, sizeof(why));
         p = NULL;
         if (r < 0)
-            return plan_error(ret, r, "copy-in", "%s", why);
+            return report_error(ret, r, "copy-in", "%s", why);
         if (stats.skipped)
             add_warning(c, ret,
                         "copy-in: %llu entr%s not copied (only regular files and directories "
@@ -1002,7 +977,7 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
         sb->out_host_paths = calloc(n, sizeof(char *));
         sb->out_shown = calloc(n, sizeof(char *));
         if (!sb->out_fds || !sb->out_host_paths || !sb->out_shown)
-            return plan_error(ret, -ENOMEM, "copy-out", "out of memory");
+            return report_error(ret, -ENOMEM, "copy-out", "out of memory");
         for (size_t i = 0; i < n; i++)
             sb->out_fds[i] = -EBADF;
         sb->n_out = n;
@@ -1018,7 +993,7 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
             /* Owned: init wipes the memory of nsbox's argv, where the option's value lives. */
             sb->out_shown[i] = strdup(c->copy_out[i].sandbox);
             if (!sb->out_shown[i])
-                return plan_error(ret, -ENOMEM, "copy-out", "out of memory");
+                return report_error(ret, -ENOMEM, "copy-out", "out of memory");
         }
         if (c->workspace) {
             /* A fresh staging directory: what a run copies back lands there, and replaces the
@@ -1034,28 +1009,28 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
                     r = negative_errno();
             }
             if (r < 0)
-                return plan_error(ret, r, "workspace",
-                                  "cannot make the staging directory of workspace %s: %s",
-                                  sb->ws.path, strerror(-r));
+                return report_error(ret, r, "workspace",
+                                    "cannot make the staging directory of workspace %s: %s",
+                                    sb->ws.path, strerror(-r));
             sb->out_fds[n - 1] = r;
             sb->out_shown[n - 1] = strdup("/work");
             if (!sb->out_shown[n - 1])
-                return plan_error(ret, -ENOMEM, "workspace", "out of memory");
+                return report_error(ret, -ENOMEM, "workspace", "out of memory");
         }
         sb->copy_out_fd = memfd_create("nsbox-copy-out", MFD_CLOEXEC);
         if (sb->copy_out_fd < 0)
-            return plan_error(ret, negative_errno(), "copy-out", "memfd_create: %m");
+            return report_error(ret, negative_errno(), "copy-out", "memfd_create: %m");
     }
     return 0;
 
 in_fail:
     if (r == -EFBIG)
-        (void)plan_error(ret, r, "copy-in",
-                         "the files to copy in are larger than the sandbox's tmpfs mounts can "
-                         "hold (%s; raise --workdir-size or the --tmpfs size)",
-                         why);
+        (void)report_error(ret, r, "copy-in",
+                           "the files to copy in are larger than the sandbox's tmpfs mounts can "
+                           "hold (%s; raise --workdir-size or the --tmpfs size)",
+                           why);
     else
-        (void)plan_error(ret, r, "copy-in", "%s", why);
+        (void)report_error(ret, r, "copy-in", "%s", why);
 in_fail_reported:
     if (p)
         (void)copy_packer_finish(p, NULL, why, sizeof(why));
@@ -1080,35 +1055,35 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
         while (c->argv[n_args])
             n_args++;
     if (!c->code && n_args == 0)
-        return plan_error(ret, -EINVAL, "config", "no program to run (give PROGRAM or --code)");
+        return report_error(ret, -EINVAL, "config", "no program to run (give PROGRAM or --code)");
     if (c->uid == (uid_t)-1 || c->gid == (gid_t)-1)
-        return plan_error(ret, -EINVAL, "config", "uid and gid must not be -1");
+        return report_error(ret, -EINVAL, "config", "uid and gid must not be -1");
     if (c->tmp_size == 0 || c->shm_size == 0)
-        return plan_error(ret, -EINVAL, "config", "tmpfs sizes must be above 0");
+        return report_error(ret, -EINVAL, "config", "tmpfs sizes must be above 0");
     if (c->output_limit > (1ULL << 30))
-        return plan_error(ret, -EINVAL, "config", "the output limit must be at most 1 GiB");
+        return report_error(ret, -EINVAL, "config", "the output limit must be at most 1 GiB");
     if (c->network_host && c->network_allow && c->network_allow[0])
-        return plan_error(ret, -EINVAL, "config",
-                          "--network host and --network allow= exclude each other");
+        return report_error(ret, -EINVAL, "config",
+                            "--network host and --network allow= exclude each other");
     if (c->network_hosts && c->network_hosts[0] && !network_allow_on(c))
-        return plan_error(ret, -EINVAL, "config",
-                          "--add-host names hosts for the proxy of --network allow=, which is "
-                          "not on");
+        return report_error(ret, -EINVAL, "config",
+                            "--add-host names hosts for the proxy of --network allow=, which is "
+                            "not on");
     if (c->network_max_connections > 1024)
-        return plan_error(ret, -EINVAL, "config",
-                          "--network-max-connections must be at most 1024");
+        return report_error(ret, -EINVAL, "config",
+                            "--network-max-connections must be at most 1024");
 
     /* --code FILE [ARGS...] runs python3 /work/main.py ARGS... */
     sb->argv = calloc(n_args + 3, sizeof(char *));
     if (!sb->argv)
-        return plan_error(ret, -ENOMEM, "config", "out of memory");
+        return report_error(ret, -ENOMEM, "config", "out of memory");
     /* Owned copies: the sandbox's init wipes the memory of nsbox's own argv. */
     for (size_t i = 0, j = 0; i < n_args + (c->code ? 2 : 0); i++) {
         const char *arg = !c->code ? c->argv[i] : i == 0 ? "python3" : i == 1 ? "/work/main.py"
                                                                                : c->argv[j++];
         sb->argv[i] = strdup(arg);
         if (!sb->argv[i])
-            return plan_error(ret, -ENOMEM, "config", "out of memory");
+            return report_error(ret, -ENOMEM, "config", "out of memory");
     }
 
     r = plan_env(sb, ret);
@@ -1137,40 +1112,18 @@ static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_r
 
 /* ---- inside the sandbox ------------------------------------------------------------------- */
 
-static void report_send(int fd, const struct report *rep)
-{
-    /* Best effort: if the supervisor is gone there is nobody to tell. */
-    (void)!write(fd, rep, sizeof(*rep));
-}
-
-_noreturn_ static void child_fail(int report_fd, const struct step_error *e)
-{
-    struct report rep = {.type = REPORT_SETUP_FAILED, .error = *e};
-    report_send(report_fd, &rep);
-    _exit(125);
-}
-
-/* An optional setup step was refused: tell the supervisor, which adds a warning, and go on. */
-static void report_skipped(int report_fd, int err, const char *step, const char *detail)
-{
-    struct report rep = {.type = REPORT_SKIPPED, .error = {.err = err}};
-
-    (void)snprintf(rep.error.step, sizeof(rep.error.step), "%s", step);
-    (void)snprintf(rep.error.detail, sizeof(rep.error.detail), "%s", detail);
-    report_send(report_fd, &rep);
-}
-
 /* A payload step failed under the seccomp filters: an EPERM there is most likely the policy
  * refusing what nsbox does before execve, so say so. */
-_noreturn_ static void payload_fail(int report_fd, int err, const char *step)
+_noreturn_ static void payload_step_failed(int report_fd, int err, const char *name)
 {
-    struct step_error e = {.err = err};
-    (void)snprintf(e.step, sizeof(e.step), "%s", step);
-    if (err == EPERM)
-        (void)snprintf(e.detail, sizeof(e.detail),
-                       "the seccomp policy must allow what nsbox does before execve: openat, "
-                       "dup2/dup3, fcntl, close_range, prlimit64, execve");
-    child_fail(report_fd, &e);
+    struct report_step e;
+
+    (void)report_step_failed(&e, -err, name, "%s",
+                             err == EPERM ? "the seccomp policy must allow what nsbox does "
+                                            "before execve: openat, dup2/dup3, fcntl, "
+                                            "close_range, prlimit64, execve"
+                                          : "");
+    report_setup_failed(report_fd, &e);
 }
 
 static int set_rlimit(int resource, uint64_t value)
@@ -1196,7 +1149,7 @@ static int lower_soft_rlimit(int resource, uint64_t value)
 
 /* Stand-in limits where no cgroup holds the sandbox: per process (memory), per uid in the
  * sandbox's user namespace (processes), CPU seconds per process (cpus x timeout). */
-static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct step_error *e)
+static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct report_step *e)
 {
     int r;
 
@@ -1207,7 +1160,7 @@ static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct 
          * allocation is; RLIMIT_AS would also count reservations glibc never touches. */
         r = set_rlimit(RLIMIT_DATA, c->memory);
         if (r < 0)
-            return step_fail(e, r, "setrlimit", "RLIMIT_DATA");
+            return report_step_failed(e, r, "setrlimit", "RLIMIT_DATA");
         /* Thread stacks are private writable mappings too, counted whole in RLIMIT_DATA
          * (is_data_mapping() in mm/internal.h), and glibc sizes them by RLIMIT_STACK's soft
          * limit, read once at start (8 MiB usually): 30 threads would take 256m. A soft limit
@@ -1217,12 +1170,12 @@ static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct 
          * (threading.stack_size), both within RLIMIT_DATA. */
         r = lower_soft_rlimit(RLIMIT_STACK, THREAD_STACK);
         if (r < 0)
-            return step_fail(e, r, "setrlimit", "RLIMIT_STACK");
+            return report_step_failed(e, r, "setrlimit", "RLIMIT_STACK");
     }
     if (c->pids_limit) {
         r = set_rlimit(RLIMIT_NPROC, c->pids_limit);
         if (r < 0)
-            return step_fail(e, r, "setrlimit", "RLIMIT_NPROC");
+            return report_step_failed(e, r, "setrlimit", "RLIMIT_NPROC");
     }
     if (c->cpus_milli && c->timeout) {
         /* cpus x timeout, kept at least 1 s away from the timeout so that the two never race
@@ -1232,7 +1185,7 @@ static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct 
          * limit a second later is SIGKILL (setrlimit(2)). */
         struct rlimit rl = {.rlim_cur = seconds, .rlim_max = seconds + 1};
         if (setrlimit(RLIMIT_CPU, &rl) < 0)
-            return step_fail(e, negative_errno(), "setrlimit", "RLIMIT_CPU");
+            return report_step_failed(e, negative_errno(), "setrlimit", "RLIMIT_CPU");
     }
     return 0;
 }
@@ -1271,7 +1224,7 @@ _noreturn_ void sandbox_payload_exec(const struct sandbox *sb, int in_fd, int ou
                                      int report_fd, int extra_fd)
 {
     const struct nsbox_config *c = sb->config;
-    struct step_error e = {0};
+    struct report_step e = {0};
     sigset_t none;
     int r;
 
@@ -1288,10 +1241,10 @@ _noreturn_ void sandbox_payload_exec(const struct sandbox *sb, int in_fd, int ou
     /* dup2(fd, fd) would keep O_CLOEXEC: when a descriptor already sits at 0, 1 or 2 (nsbox
      * started with those closed), clear the flag instead. */
     if (in_fd < 0 || (in_fd == 0 ? fcntl(0, F_SETFD, 0) : dup2(in_fd, 0)) < 0)
-        payload_fail(report_fd, errno, "stdin");
+        payload_step_failed(report_fd, errno, "stdin");
     if ((out_fd == 1 ? fcntl(1, F_SETFD, 0) : dup2(out_fd, 1)) < 0 ||
         (err_fd == 2 ? fcntl(2, F_SETFD, 0) : dup2(err_fd, 2)) < 0)
-        payload_fail(report_fd, errno, "stdout/stderr");
+        payload_step_failed(report_fd, errno, "stdout/stderr");
     /* The report pipe moves to fd 3 (close-on-exec); everything above it is closed, so no
      * descriptor of nsbox or of nsbox's caller reaches the payload. */
     if (c->keep_fds) {
@@ -1300,14 +1253,14 @@ _noreturn_ void sandbox_payload_exec(const struct sandbox *sb, int in_fd, int ou
     } else {
         if (report_fd != 3) {
             if (dup3(report_fd, 3, O_CLOEXEC) < 0)
-                payload_fail(report_fd, errno, "report pipe");
+                payload_step_failed(report_fd, errno, "report pipe");
             report_fd = 3;
         }
         /* A session's Python interpreter (session-init.c) keeps its channel to init at fd 4. */
         if (extra_fd >= 0 && dup2(extra_fd, 4) < 0)
-            payload_fail(report_fd, errno, "session channel");
+            payload_step_failed(report_fd, errno, "session channel");
         if (sys_close_range(extra_fd >= 0 ? 5 : 4, ~0U, 0) < 0)
-            payload_fail(report_fd, errno, "close_range");
+            payload_step_failed(report_fd, errno, "close_range");
     }
 
     /* The signal mask survives execve(2): clear it (init reset the dispositions). */
@@ -1319,13 +1272,13 @@ _noreturn_ void sandbox_payload_exec(const struct sandbox *sb, int in_fd, int ou
      * which can only lower limits, and execve(2) remain. */
     r = payload_rlimits(c, sb->in_cgroup, &e);
     if (r < 0)
-        child_fail(report_fd, &e);
+        report_setup_failed(report_fd, &e);
 
     r = payload_execve(sb);
     struct report rep = {.type = REPORT_EXEC_FAILED, .code = r == -ENOENT ? 127 : 126};
-    (void)step_fail(&rep.error, r, "execve", "%s", sb->argv[0]);
+    (void)report_step_failed(&rep.step, r, "execve", "%s", sb->argv[0]);
     if (r == -ENOENT)
-        (void)snprintf(rep.error.detail, sizeof(rep.error.detail),
+        (void)snprintf(rep.step.detail, sizeof(rep.step.detail),
                        strchr(sb->argv[0], '/') ? "%s: not found in the sandbox"
                                                 : "%s: not found in the sandbox's PATH (%s)",
                        sb->argv[0], sb->path ? sb->path : SANDBOX_PATH);
@@ -1536,7 +1489,7 @@ static int wipe_own_cmdline(void)
  * pivot_root (the sysctls below act on the writer's own namespaces, whatever procfs the file
  * is in). Returns 0, 0 when this kernel has no such file (where told to skip it), or -errno. */
 static int write_sysctl(const char *name, const char *value, bool skip_missing,
-                        struct step_error *e)
+                        struct report_step *e)
 {
     char path[128];
     int r;
@@ -1547,12 +1500,12 @@ static int write_sysctl(const char *name, const char *value, bool skip_missing,
         return 0;
     if (r == -EROFS)
         /* Docker and Podman mount a container's /proc/sys read-only by default. */
-        return step_fail(e, r, "sysctl",
-                         "%s = %s: /proc/sys is read-only, as in a container by default; "
-                         "'nsbox doctor' names the container setting that unmasks it",
-                         name, value);
+        return report_step_failed(e, r, "sysctl",
+                                  "%s = %s: /proc/sys is read-only, as in a container by default; "
+                                  "'nsbox doctor' names the container setting that unmasks it",
+                                  name, value);
     if (r < 0)
-        return step_fail(e, r, "sysctl", "%s = %s", name, value);
+        return report_step_failed(e, r, "sysctl", "%s = %s", name, value);
     return 0;
 }
 
@@ -1584,7 +1537,7 @@ static const struct {
 
 /* Kernel settings of the sandbox's own namespaces, set by init while it holds every
  * capability in them and before it switches ids. */
-static int sandbox_sysctls(const struct sandbox *sb, struct step_error *e)
+static int sandbox_sysctls(const struct sandbox *sb, struct report_step *e)
 {
     const struct nsbox_config *c = sb->config;
     int r;
@@ -1684,7 +1637,7 @@ static int lower_rlimit(int resource, uint64_t value)
     return set_rlimit(resource, value);
 }
 
-static int sandbox_budgets(const struct sandbox *sb, struct step_error *e)
+static int sandbox_budgets(const struct sandbox *sb, struct report_step *e)
 {
     static const struct {
         int resource;
@@ -1706,17 +1659,17 @@ static int sandbox_budgets(const struct sandbox *sb, struct step_error *e)
     for (size_t i = 0; i < ELEMENTSOF(fixed); i++) {
         r = lower_rlimit(fixed[i].resource, fixed[i].value);
         if (r < 0)
-            return step_fail(e, r, "setrlimit", "%s", fixed[i].name);
+            return report_step_failed(e, r, "setrlimit", "%s", fixed[i].name);
     }
     r = lower_rlimit(RLIMIT_FSIZE, sandbox_fsize(sb));
     if (r < 0)
-        return step_fail(e, r, "setrlimit", "RLIMIT_FSIZE");
+        return report_step_failed(e, r, "setrlimit", "RLIMIT_FSIZE");
     return 0;
 }
 
 /* Unpack the copy-in stream below the sandbox's "/", as the sandbox's uid, before the payload
  * exists: made only where the sandbox can write (EROFS elsewhere), never through a symlink. */
-static int sandbox_copy_in(struct sandbox *sb, struct step_error *e)
+static int sandbox_copy_in(struct sandbox *sb, struct report_step *e)
 {
     struct copy_caps caps = {0};
     _cleanup_close_ int root = -EBADF;
@@ -1728,7 +1681,7 @@ static int sandbox_copy_in(struct sandbox *sb, struct step_error *e)
         return 0;
     root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (root < 0)
-        return step_fail(e, negative_errno(), "copy-in", "open /");
+        return report_step_failed(e, negative_errno(), "copy-in", "open /");
     root_fds[0] = root;
     r = copy_unpack(sb->copy_in_fd, &(struct copy_target){.root_fds = root_fds, .n_roots = 1,
                                                           .shown_prefix = "/"},
@@ -1736,17 +1689,18 @@ static int sandbox_copy_in(struct sandbox *sb, struct step_error *e)
     (void)close(sb->copy_in_fd);
     sb->copy_in_fd = -EBADF;
     if (r < 0)
-        return step_fail(e, r, "copy-in", "%s%s", why,
-                         r == -ENOSPC   ? "; raise --workdir-size or the --tmpfs size"
-                         : r == -EROFS ? "; copy below /work, /tmp or another writable mount"
-                                       : "");
+        return report_step_failed(e, r, "copy-in", "%s%s", why,
+                                  r == -ENOSPC ? "; raise --workdir-size or the --tmpfs size"
+                                  : r == -EROFS
+                                      ? "; copy below /work, /tmp or another writable mount"
+                                      : "");
     return 0;
 }
 
 _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 {
     int dev_fds[MOUNT_N_DEVICES];
-    struct step_error e = {0};
+    struct report_step e = {0};
     struct pollfd pfd;
     sigset_t mask;
     pid_t payload, init_pid;
@@ -1765,25 +1719,26 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     /* The cgroup namespace made by clone3 is rooted at nsbox's own cgroup; root it at the
      * sandbox's leaf instead, so the sandbox sees itself as "/" (cgroup_namespaces(7)). */
     if (sb->in_cgroup && unshare(CLONE_NEWCGROUP) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "cgroup namespace"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "cgroup namespace"});
 
     r = mount_clone_sources(sb, dev_fds, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
     r = sandbox_sysctls(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
     r = mount_enter_rootfs(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
 
     /* Now, before any file is created: files can only be created by an id mapped in the
      * namespace (EOVERFLOW otherwise), and for root's sandboxes the initial id (host root) is
      * not mapped. Supplementary groups can be cleared only where setgroups is "allow", which
      * is the privileged case; an ordinary user keeps their own groups (user_namespaces(7)). */
-    r = caps_switch_ids(sb->config->uid, sb->config->gid, sb->privileged);
+    r = caps_switch_ids(sb->config->uid, sb->config->gid, sb->privileged, &e);
     if (r < 0)
-        child_fail(fds->report, &(struct step_error){.err = -r, .step = "switch ids"});
+        report_setup_failed(fds->report, &e);
     /* In root's runs the switch changed init's kernel uid (to the pool's), which leaves it
      * non-dumpable (commit_creds() in kernel/cred.c). Ptrace access to a non-dumpable process,
      * which pidfd_getfd(2) of the seccomp listener needs, then takes CAP_SYS_PTRACE in the user
@@ -1793,20 +1748,21 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
      * until then, and init is made non-dumpable for good below, before any payload exists. */
     if (sb->privileged && !sb->config->seccomp_disabled &&
         prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "PR_SET_DUMPABLE"});
 
     r = mount_populate(sb, dev_fds, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
     r = mount_identity_files(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
     r = sandbox_copy_in(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
     r = mount_enter_workdir(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
 
     /* Optional: the name only tells the payload it is in a sandbox; the UTS namespace is the
      * sandbox's own whether or not it is renamed. Container runtimes' default seccomp profiles
@@ -1814,7 +1770,8 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
      * keeps the container's name, and the run's warnings say so. Any other error fails. */
     if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0) {
         if (errno != EPERM && errno != EACCES && errno != ENOSYS)
-            child_fail(fds->report, &(struct step_error){.err = errno, .step = "sethostname"});
+            report_setup_failed(fds->report,
+                                &(struct report_step){.err = errno, .name = "sethostname"});
         report_skipped(fds->report, errno, "sethostname",
                        "refused, as a container's seccomp profile does: the sandbox's hostname "
                        "is the outer one, not '" SANDBOX_HOSTNAME "'");
@@ -1823,19 +1780,22 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
      * thread counts of the same number. */
     r = cpus_pin(cpus_count(sb->config->cpus_milli));
     if (r < 0)
-        child_fail(fds->report, &(struct step_error){.err = -r, .step = "sched_setaffinity"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = -r, .name = "sched_setaffinity"});
     if ((sb->config->network_loopback || network_allow_on(sb->config)) &&
         !sb->config->network_host) {
         r = loopback_up();
         if (r < 0)
-            child_fail(fds->report, &(struct step_error){.err = -r, .step = "bring up lo"});
+            report_setup_failed(fds->report,
+                                &(struct report_step){.err = -r, .name = "bring up lo"});
     }
     if (network_allow_on(sb->config)) {
         r = proxy_listen_inside();
         if (r < 0)
-            child_fail(fds->report, &(struct step_error){.err = -r, .step = "proxy socket",
-                                                         .detail = PROXY_ADDRESS ":" STRINGIFY(
-                                                             PROXY_PORT)});
+            report_setup_failed(fds->report, &(struct report_step){.err = -r,
+                                                                   .name = "proxy socket",
+                                                                   .detail = PROXY_ADDRESS
+                                                                   ":" STRINGIFY(PROXY_PORT)});
         /* The supervisor takes the listening socket with pidfd_getfd(2) (init is dumpable
          * still, as for the seccomp listener below) and says so on the sync pipe; init's
          * copy is closed before the payload exists, so the payload is only ever a client. */
@@ -1847,24 +1807,27 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     }
     r = wipe_own_cmdline();
     if (r < 0)
-        child_fail(fds->report, &(struct step_error){.err = -r, .step = "wipe command line"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = -r, .name = "wipe command line"});
 
     /* Die with nsbox. Set after the id switch, which clears it (prctl(2)); then check that the
      * supervisor did not die before it was set. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_PDEATHSIG"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "PR_SET_PDEATHSIG"});
     pfd = (struct pollfd){.fd = fds->sync, .events = POLLIN};
     if (poll(&pfd, 1, 0) != 0)
         _exit(125);
 
-    r = caps_drop_all();
+    r = caps_drop_all(&e);
     if (r < 0)
-        child_fail(fds->report, &(struct step_error){.err = -r, .step = "drop capabilities"});
+        report_setup_failed(fds->report, &e);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "no_new_privs"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "no_new_privs"});
     /* No controlling terminal: TIOCSTI on the caller's terminal needs one. */
     if (setsid() < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "setsid"});
+        report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "setsid"});
 
     /* Dispositions set to SIG_IGN (nsbox's caller may have ignored some) survive fork(2) and
      * execve(2): reset them here, once, for init and the payload it forks. */
@@ -1877,17 +1840,18 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
     if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "sigprocmask"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "sigprocmask"});
 
     /* No core dumps. A limit of 1 (not 0) also stops a core_pattern pipe helper, which would
      * run as root outside the sandbox (core(5), fs/coredump.c); the default policy refuses
      * lowering it. Set before the filters, which refuse changing it. */
     r = set_rlimit(RLIMIT_CORE, 1);
     if (r < 0)
-        child_fail(fds->report, &(struct step_error){.err = -r, .step = "RLIMIT_CORE"});
+        report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "RLIMIT_CORE"});
     r = sandbox_budgets(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
 
     /* The seccomp filters, loaded here so that the payload is born under them; from here on
      * they apply to init too (the supervisor lets init's own refused calls through). */
@@ -1895,7 +1859,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         int listener = -1;
         r = filter_load(&sb->filter, &listener);
         if (r < 0)
-            child_fail(fds->report, &(struct step_error){.err = -r, .step = "seccomp"});
+            report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
         if (listener >= 0) {
             /* The supervisor takes the listener with pidfd_getfd(2) and says so on the sync
              * pipe; only then does init become non-dumpable (which would stop pidfd_getfd for
@@ -1910,7 +1874,8 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     }
     /* Not ptrace-attachable and no core dumps, even by the payload's own uid. */
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "PR_SET_DUMPABLE"});
 
     /* Kept by init (at fd 4) to say, when the payload ends, whether /dev/shm was full; and
      * /work (at fd 5) likewise. Above fd 6 for now, so that moving the report pipe to 3 cannot
@@ -1918,17 +1883,19 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     r = open("/dev/shm", O_PATH | O_DIRECTORY | O_CLOEXEC);
     shm_fd = r < 0 ? -1 : fcntl(r, F_DUPFD_CLOEXEC, 7);
     if (shm_fd < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "open /dev/shm"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "open /dev/shm"});
     (void)close(r);
     r = open("/work", O_PATH | O_DIRECTORY | O_CLOEXEC);
     work_fd = r < 0 ? -1 : fcntl(r, F_DUPFD_CLOEXEC, 7);
     if (work_fd < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "open /work"});
+        report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "open /work"});
     (void)close(r);
     if (sb->copy_out_fd >= 0) {
         r = fcntl(sb->copy_out_fd, F_DUPFD_CLOEXEC, 7);
         if (r < 0)
-            child_fail(fds->report, &(struct step_error){.err = errno, .step = "copy-out"});
+            report_setup_failed(fds->report,
+                                &(struct report_step){.err = errno, .name = "copy-out"});
         (void)close(sb->copy_out_fd);
         sb->copy_out_fd = r;
     }
@@ -1948,7 +1915,8 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     init_pid = getpid();
     payload = fork();
     if (payload < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "fork payload"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "fork payload"});
     if (payload == 0) {
         /* Without a pid namespace, the payload can see init and kill it: it must not live on,
          * unwatched and out of the wall clock (in a pid namespace, init's end ends all). */
@@ -2218,13 +2186,13 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     if (c->forward_signals) {
         supervise_signal_set(&forward); /* SIGUSR1 among them: `nsbox kill` */
         if (sigprocmask(SIG_BLOCK, &forward, &saved_mask) < 0) {
-            r = plan_error(ret, negative_errno(), "signals", "blocking signals failed: %m");
+            r = report_error(ret, negative_errno(), "signals", "blocking signals failed: %m");
             goto out;
         }
         mask_changed = true;
         sigfd = signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK);
         if (sigfd < 0) {
-            r = plan_error(ret, negative_errno(), "signals", "signalfd failed: %m");
+            r = report_error(ret, negative_errno(), "signals", "signalfd failed: %m");
             goto out;
         }
     }
@@ -2236,7 +2204,7 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         char why[512] = "";
         r = proxy_new(c, &proxy, why, sizeof(why));
         if (r < 0) {
-            (void)plan_error(ret, r, "config", "%s", r == -EINVAL ? why : strerror(-r));
+            (void)report_error(ret, r, "config", "%s", r == -EINVAL ? why : strerror(-r));
             goto out;
         }
     }
@@ -2249,7 +2217,7 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         /* A socket, so that the supervisor's writes can use MSG_NOSIGNAL: no SIGPIPE in the
          * caller's process when the payload closes its stdin. */
         (c->pass_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)) {
-        r = plan_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
+        r = report_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
         goto out;
     }
 
@@ -2258,8 +2226,8 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
                         &attached_by_clone);
     if (pid < 0) {
         r = negative_errno();
-        (void)plan_error(ret, r, "clone3", "creating the sandbox's namespaces failed: %s%s",
-                         strerror(-r), clone_hint(-r));
+        (void)report_error(ret, r, "clone3", "creating the sandbox's namespaces failed: %s%s",
+                           strerror(-r), clone_hint(-r));
         goto out;
     }
     if (pid == 0) {
@@ -2298,8 +2266,8 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
             r = negative_errno();
         (void)sys_pidfd_send_signal(pidfd, SIGKILL);
         (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)pidfd, &si, WEXITED));
-        (void)plan_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s%s",
-                         strerror(-r), host_ids_hint(&sb, r));
+        (void)report_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s%s",
+                           strerror(-r), host_ids_hint(&sb, r));
         goto out;
     }
 
@@ -2317,12 +2285,11 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         } else
             r = supervise(c, &sfds, start, ret);
         if (r < 0)
-            (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s%s",
-                             strerror(-r),
-                             proxy && r == -ENOSYS
-                                 ? " (--network allow= takes the proxy's socket from the "
-                                   "sandbox with pidfd_getfd(2), Linux 5.6 or later)"
-                                 : "");
+            (void)report_error(
+                ret, r, "supervise", "supervising the sandbox failed: %s%s", strerror(-r),
+                proxy && r == -ENOSYS ? " (--network allow= takes the proxy's socket from the "
+                                        "sandbox with pidfd_getfd(2), Linux 5.6 or later)"
+                                      : "");
     }
     if (proxy)
         proxy_finish(proxy, &ret->network);
@@ -2340,7 +2307,7 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
 
 out:
     if (leaf.dir_fd >= 0 && cgroup_leaf_destroy(&leaf) < 0 && ret->status != NSBOX_STATUS_ERROR)
-        (void)plan_error(ret, -EBUSY, "cgroup", "removing cgroup %s failed", leaf.path);
+        (void)report_error(ret, -EBUSY, "cgroup", "removing cgroup %s failed", leaf.path);
     close_pair(out);
     close_pair(err);
     close_pair(sync);

@@ -11,18 +11,6 @@
 #include "nsbox.h"
 #include "workspace.h"
 
-/* Where a sandbox setup step failed; sent from the child to the supervisor over the report
- * pipe, so it has a fixed size below PIPE_BUF (one atomic write). */
-struct step_error {
-    int err;        /* errno value (positive), or 0 */
-    char step[64];  /* "pivot_root", "mount /proc", ... */
-    char detail[192];
-};
-
-/* Record a failed step and return r (a -errno). detail may be NULL. */
-int step_fail(struct step_error *e, int r, const char *step, const char *detail_fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
 /* A mount inside the sandbox from -v or --tmpfs, in the order it is applied. */
 struct sandbox_mount {
     bool is_tmpfs;

@@ -29,6 +29,7 @@
 
 #include "fileio.h"
 #include "macro.h"
+#include "report.h"
 #include "sandbox.h"
 #include "session.h"
 #include "syscalls.h"
@@ -375,9 +376,11 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
 
     (void)shm_fd;
     rn.proc_fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rn.proc_fd < 0)
+        report_setup_failed(report_fd, &(struct report_step){.err = errno, .name = "open /proc"});
     sigfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (rn.proc_fd < 0 || sigfd < 0)
-        _exit(125);
+    if (sigfd < 0)
+        report_setup_failed(report_fd, &(struct report_step){.err = errno, .name = "signalfd"});
     control_send(&rn, &ready);
 
     for (;;) {
