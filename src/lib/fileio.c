@@ -264,3 +264,9 @@ int why_fail(char *why, size_t why_size, int r, const char *fmt, ...)
     va_end(ap);
     return r;
 }
+
+bool path_is_at_or_below(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}

@@ -32,6 +32,10 @@ int write_file_at(int dirfd, const char *name, const char *text);
  * across pid reuse. */
 unsigned long long process_start_time(pid_t pid);
 
+/* Whether the absolute path is dir or below it, by its components ("/a/bc" is not below
+ * "/a/b"); no "." or ".." is resolved. */
+bool path_is_at_or_below(const char *path, const char *dir);
+
 /* The monotonic clock (CLOCK_MONOTONIC), in microseconds. Cannot fail. */
 uint64_t now_usec(void);
 

@@ -94,3 +94,17 @@ int report_error(struct nsbox_result *ret, int r, const char *step, const char *
     va_end(ap);
     return r;
 }
+
+void report_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt, ...)
+{
+    char line[512];
+    size_t n = strlen(ret->warnings);
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n, "%s%s", n ? "\n" : "", line);
+    if (c->warn)
+        c->warn(line, c->warn_userdata);
+}

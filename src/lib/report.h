@@ -93,6 +93,10 @@ int report_read(int fd, struct report_reader *rd);
  * in ret: status, exit_code, error_step, error_errno and error. */
 void report_to_result(const struct report *rep, struct nsbox_result *ret);
 
+/* Add a warning to ret->warnings (a line; cut when full) and pass it to c->warn at once. */
+void report_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /*
  * A step of the supervisor failed (planning the run, clone3, the id maps, supervising): record
  * it in ret as the run's error (status error, exit status 125) with the message fmt, in which

@@ -11,6 +11,18 @@
 #include "nsbox.h"
 #include "workspace.h"
 
+/* The ids a sandbox runs as by default (nobody, nogroup), inside and, for root's runs in a
+ * container's user namespace, outside. */
+#define SANDBOX_NOBODY 65534
+/* The payload's PATH unless -e sets one; also where a program name is looked up without it. */
+#define SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin"
+
+/* --network allow=: the proxy's mode (proxy.h). */
+static inline bool sandbox_network_allow(const struct nsbox_config *c)
+{
+    return c->network_allow && c->network_allow[0] && !c->network_host;
+}
+
 /* A mount inside the sandbox from -v or --tmpfs, in the order it is applied. */
 struct sandbox_mount {
     bool is_tmpfs;

@@ -357,21 +357,6 @@ bool supervise_answer_notification(int listener, pid_t init_pid, bool no_network
     return answer_notification(&one, listener, init_pid, no_network, ret);
 }
 
-/* An optional step the sandbox left out (REPORT_SKIPPED): add it to the result's warnings and
- * pass it to the caller's callback at once, as plan-time warnings are. */
-static void warn_skipped(const struct nsbox_config *c, struct nsbox_result *ret,
-                         const struct report_step *e)
-{
-    char line[512];
-    size_t n = strlen(ret->warnings);
-
-    (void)snprintf(line, sizeof(line), "optional setup step %s skipped: %s (%s)", e->name,
-                   strerror(e->err), e->detail);
-    (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n, "%s%s", n ? "\n" : "", line);
-    if (c->warn)
-        c->warn(line, c->warn_userdata);
-}
-
 int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
               struct nsbox_result *ret)
 {
@@ -577,7 +562,9 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                     goto kill;
                 }
             } else if (k > 0 && report->type == REPORT_SKIPPED) {
-                warn_skipped(c, ret, &report->step);
+                /* An optional step the sandbox left out: a warning, passed on at once. */
+                report_warning(c, ret, "optional setup step %s skipped: %s (%s)", report->step.name,
+                               strerror(report->step.err), report->step.detail);
             } else if (k > 0) {
                 if (report->type == REPORT_SETUP_FAILED || report->type == REPORT_EXEC_FAILED) {
                     if (!failure.type)
