@@ -448,7 +448,7 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
 }
 
 /* Shared memory is not in RLIMIT_DATA (which counts private mappings): what bounds it without
- * a cgroup, for the limits_note. sandbox_sysctls() sets kernel.shm* where it can. */
+ * a cgroup, for the limits_note. init_sysctls() sets kernel.shm* where it can. */
 static const char *shared_memory_note(const struct nsbox_config *c, const struct sandbox *sb)
 {
     if (c->memory == 0)
