@@ -25,15 +25,9 @@
 #include "macro.h"
 #include "nsbox.h"
 #include "rootfs-cmd.h"
+#include "syscalls.h"
 
 #include <nettle/sha2.h>
-
-#ifndef LANDLOCK_CREATE_RULESET_VERSION
-#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
-#endif
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#endif
 
 struct doctor {
     unsigned failures;
@@ -270,10 +264,10 @@ static void check_seccomp(struct doctor *d)
 
 static void check_landlock(struct doctor *d)
 {
-    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    int abi = sys_landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 
     if (abi > 0)
-        line(d, "info", "Landlock: ABI %ld available (nsbox does not use it yet)", abi);
+        line(d, "info", "Landlock: ABI %d available (nsbox does not use it yet)", abi);
     else
         line(d, "info", "Landlock: not available (%s); nsbox does not need it", strerror(errno));
 }

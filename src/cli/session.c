@@ -874,10 +874,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     if (!s->ended) {
         siginfo_t si;
         (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
-        (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)fds->pidfd, &si, WEXITED));
+        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
     } else {
         siginfo_t si;
-        (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)fds->pidfd, &si, WEXITED));
+        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
     }
     if (s->listener >= 0)
         (void)close(s->listener);

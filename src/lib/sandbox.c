@@ -436,13 +436,10 @@ static int clone_sandbox(unsigned long namespaces, int cgroup_fd, int *ret_pidfd
         args.cgroup = 0;
     }
     pid = sys_clone3(&args);
-    if (pid < 0 && errno == ENOSYS) {
-        /* Linux < 5.3. The child of a raw clone(2) must not rely on glibc's cached thread id
-         * (raise(3)); nsbox's child does not. x86-64 argument order: flags, stack, parent_tid
-         * (where CLONE_PIDFD stores the pidfd), child_tid, tls. */
-        pid = syscall(SYS_clone, namespaces | CLONE_PIDFD | SIGCHLD,
-                      NULL, ret_pidfd, NULL, 0);
-    }
+    /* Linux < 5.3: clone(2), whose child must not rely on glibc's cached thread id (raise(3));
+     * nsbox's child does not. */
+    if (pid < 0 && errno == ENOSYS)
+        pid = sys_clone_fork(namespaces | CLONE_PIDFD | SIGCHLD, ret_pidfd);
     return (int)pid;
 }
 
@@ -730,7 +727,7 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         if (r >= 0)
             r = negative_errno();
         (void)sys_pidfd_send_signal(pidfd, SIGKILL);
-        (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)pidfd, &si, WEXITED));
+        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED));
         (void)report_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s%s",
                            strerror(-r), host_ids_hint(&sb, r));
         goto out;

@@ -26,10 +26,6 @@
 #include "syscalls.h"
 #include "termsafe.h"
 
-#ifndef P_PIDFD
-#define P_PIDFD 3
-#endif
-
 /* How long the payload has after a forwarded SIGINT/SIGTERM/SIGHUP before the sandbox is
  * killed; a second signal kills at once. */
 #define SIGNAL_GRACE_USEC (5 * 1000000ULL)
