@@ -317,8 +317,7 @@ static int manifest_mismatch(const char *rootfs, char *what, size_t size)
                 sha256_update(&ctx, (size_t)k, (const uint8_t *)buf);
             (void)close(fd);
             sha256_digest(&ctx, sizeof(d), d);
-            for (size_t i = 0; i < sizeof(d); i++)
-                (void)sprintf(got + 2 * i, "%02x", d[i]);
+            hex_encode(d, sizeof(d), got);
             if (k < 0 || strcmp(got, want) != 0) {
                 (void)snprintf(what, size, "%s (changed)", name + 1);
                 return 1;

@@ -77,25 +77,16 @@ int init_proxy_listen(void)
  * /proc/1/cmdline, and nsbox's arguments name host paths and values meant for nsbox. */
 int init_wipe_cmdline(void)
 {
-    char buf[2048], *p;
+    char buf[2048];
+    const char *state, *p;
     unsigned long start = 0, end = 0;
-    _cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    ssize_t n;
+    int r;
 
-    if (fd < 0)
-        return negative_errno();
-    n = RETRY_EINTR(read(fd, buf, sizeof(buf) - 1));
-    if (n <= 0)
-        return -EIO;
-    buf[n] = '\0';
-    /* Fields after the command name, which is in parentheses and may hold spaces. */
-    p = strrchr(buf, ')');
-    if (!p)
-        return -EIO;
-    p++;
-    for (int field = 3; field < 48 && p; field++)
-        p = strchr(p + 1, ' ');
-    if (!p || sscanf(p, " %lu %lu", &start, &end) != 2 || end <= start)
+    r = proc_stat_read(AT_FDCWD, "/proc/self/stat", buf, sizeof(buf), &state);
+    if (r < 0)
+        return r;
+    p = proc_stat_field(state, 48);
+    if (!p || sscanf(p, "%lu %lu", &start, &end) != 2 || end <= start)
         return -EIO;
     memset((void *)start, 0, end - start);
     return 0;
