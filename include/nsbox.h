@@ -483,7 +483,7 @@ NSBOX_EXPORT void nsbox_result_free(struct nsbox_result *result);
 NSBOX_EXPORT int nsbox_exit_status(const struct nsbox_result *result);
 
 /*
- * Encode *result (and the limits of *config) as one JSON object, as `nsbox run --json` prints it.
+ * Encode *result (with the limits the run had) as one JSON object, as `nsbox run --json` prints it.
  * Captured output that is not valid UTF-8 is encoded with U+FFFD for each invalid byte.
  * Returns a malloc()ed NUL-terminated string, or NULL when out of memory.
  */

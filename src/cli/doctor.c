@@ -27,15 +27,9 @@
 #include "macro.h"
 #include "nsbox.h"
 #include "rootfs-cmd.h"
+#include "syscalls.h"
 
 #include <nettle/sha2.h>
-
-#ifndef LANDLOCK_CREATE_RULESET_VERSION
-#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
-#endif
-#ifndef SYS_landlock_create_ruleset
-#define SYS_landlock_create_ruleset 444
-#endif
 
 struct doctor {
     unsigned failures;
@@ -272,10 +266,10 @@ static void check_seccomp(struct doctor *d)
 
 static void check_landlock(struct doctor *d)
 {
-    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    int abi = sys_landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 
     if (abi > 0)
-        line(d, "info", "Landlock: ABI %ld available (nsbox does not use it yet)", abi);
+        line(d, "info", "Landlock: ABI %d available (nsbox does not use it yet)", abi);
     else
         line(d, "info", "Landlock: not available (%s); nsbox does not need it", strerror(errno));
 }
@@ -325,8 +319,7 @@ static int manifest_mismatch(const char *rootfs, char *what, size_t size)
                 sha256_update(&ctx, (size_t)k, (const uint8_t *)buf);
             (void)close(fd);
             sha256_digest(&ctx, sizeof(d), d);
-            for (size_t i = 0; i < sizeof(d); i++)
-                (void)sprintf(got + 2 * i, "%02x", d[i]);
+            hex_encode(d, sizeof(d), got);
             if (k < 0 || strcmp(got, want) != 0) {
                 (void)snprintf(what, size, "%s (changed)", name + 1);
                 return 1;

@@ -32,6 +32,7 @@
 #include "log.h"
 #include "macro.h"
 #include "registry.h"
+#include "report.h"
 #include "result.h"
 #include "sandbox.h"
 #include "session.h"
@@ -163,30 +164,10 @@ static bool handle_report(struct session_state *s, struct nsbox_result *ret)
         (void)!write(s->fds->sync, "x", 1);
         return true;
     }
-    if (rep.type == REPORT_SETUP_FAILED) {
-        ret->status = NSBOX_STATUS_ERROR;
-        ret->exit_code = 125;
-        ret->error_errno = rep.error.err;
-        (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", rep.error.step);
-        (void)snprintf(ret->error, sizeof(ret->error), "sandbox setup failed at %s: %s%s%s%s",
-                       rep.error.step, rep.error.err ? strerror(rep.error.err) : "failed",
-                       rep.error.detail[0] ? " (" : "", rep.error.detail,
-                       rep.error.detail[0] ? ")" : "");
-        return false;
-    }
-    if (rep.type == REPORT_EXEC_FAILED) {
-        /* A step's program could not be run: kept for that step's result. */
-        ret->status = NSBOX_STATUS_ERROR;
-        ret->exit_code = rep.code;
-        ret->error_errno = rep.error.err;
-        (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", rep.error.step);
-        if (rep.code == 127)
-            (void)snprintf(ret->error, sizeof(ret->error), "%s", rep.error.detail);
-        else
-            (void)snprintf(ret->error, sizeof(ret->error), "%s: %s", rep.error.detail,
-                           strerror(rep.error.err));
-    }
-    return true;
+    /* A setup failure ends the session; a program that could not be run is its step's result. */
+    if (rep.type == REPORT_SETUP_FAILED || rep.type == REPORT_EXEC_FAILED)
+        report_to_result(&rep, ret);
+    return rep.type != REPORT_SETUP_FAILED;
 }
 
 /* Signals to the supervisor: SIGUSR1 (`nsbox kill`), SIGTERM, SIGINT, SIGHUP end the session. */
@@ -893,10 +874,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     if (!s->ended) {
         siginfo_t si;
         (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
-        (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)fds->pidfd, &si, WEXITED));
+        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
     } else {
         siginfo_t si;
-        (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)fds->pidfd, &si, WEXITED));
+        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
     }
     if (s->listener >= 0)
         (void)close(s->listener);

@@ -5,20 +5,23 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "report.h"
+
 /*
  * Switch to uid:gid inside the user namespace: setgroups(2) to an empty list when
  * clear_groups (only possible where setgroups is "allow", i.e. a privileged caller), then
  * setresgid(2), then setresuid(2). Capabilities in the namespace are kept: the namespace's
  * root uid is not involved, so the setuid capability rules of capabilities(7) clear nothing.
- * Returns 0 or -errno of the failing call (-EPERM, -EINVAL for an unmapped id).
+ * Returns 0 or -errno of the failing call (-EPERM, -EINVAL for an unmapped id), with *e naming
+ * it (step "switch ids").
  */
-int caps_switch_ids(uid_t uid, gid_t gid, bool clear_groups);
+int caps_switch_ids(uid_t uid, gid_t gid, bool clear_groups, struct report_step *e);
 
 /*
  * Empty every capability set of the calling process: bounding, ambient, inheritable,
  * permitted and effective, with libcap-ng; then read them back and fail if any survived.
  * Needs CAP_SETPCAP (held by the namespace's creator) for the bounding set.
  * Returns 0; -EPERM when capng_apply() failed (its own codes are not errnos) or a capability
- * is still present afterwards.
+ * is still present afterwards, with *e saying which (step "drop capabilities").
  */
-int caps_drop_all(void);
+int caps_drop_all(struct report_step *e);

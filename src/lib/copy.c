@@ -504,8 +504,7 @@ static int add_copied(struct nsbox_result *res, const char *path, const char *ho
         free(c->host_path);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < SHA256_DIGEST_SIZE; i++)
-        (void)snprintf(c->sha256 + 2 * i, 3, "%02x", digest[i]);
+    hex_encode(digest, SHA256_DIGEST_SIZE, c->sha256);
     res->n_copied++;
     return 0;
 }

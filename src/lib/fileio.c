@@ -118,30 +118,65 @@ int write_file_at(int dirfd, const char *name, const char *text)
 }
 
 /* Linux start time of process pid (field 22 of /proc/PID/stat), or 0 if it is gone. */
-unsigned long long process_start_time(pid_t pid)
+int proc_stat_read(int dirfd, const char *name, char *buf, size_t size, const char **ret_state)
 {
-    char path[64], buf[1024], *p;
-    _cleanup_close_ int fd = -EBADF;
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    const char *p;
     ssize_t n;
 
-    (void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
-    if (n <= 0)
-        return 0;
+        return negative_errno();
+    n = RETRY_EINTR(read(fd, buf, size - 1));
+    if (n < 0)
+        return negative_errno();
     buf[n] = '\0';
     p = strrchr(buf, ')');
-    /* A zombie has ended: nobody reaps an orphan at once where PID 1 is slow to (a container's
-     * init), and until then it would count as running. */
-    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
-        return 0;
-    for (int field = 2; field < 22 && p; field++)
-        p = strchr(p + 1, ' ');
-    return p ? strtoull(p + 1, NULL, 10) : 0;
+    if (!p || p[1] != ' ' || p[2] == '\0')
+        return -EIO;
+    *ret_state = p + 2;
+    return 0;
 }
 
+const char *proc_stat_field(const char *state, unsigned n)
+{
+    const char *p = state;
+
+    for (unsigned field = 3; field < n; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return NULL;
+        p++;
+    }
+    return p;
+}
+
+unsigned long long process_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    const char *state, *p;
+
+    (void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (proc_stat_read(AT_FDCWD, path, buf, sizeof(buf), &state) < 0)
+        return 0;
+    /* A zombie has ended: nobody reaps an orphan at once where PID 1 is slow to (a container's
+     * init), and until then it would count as running. */
+    if (state[0] == 'Z' || state[0] == 'X')
+        return 0;
+    p = proc_stat_field(state, 22);
+    return p ? strtoull(p, NULL, 10) : 0;
+}
+
+void hex_encode(const void *data, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *d = data;
+
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[d[i] >> 4];
+        out[2 * i + 1] = digits[d[i] & 0xf];
+    }
+    out[2 * n] = '\0';
+}
 
 uint64_t now_usec(void)
 {
@@ -276,4 +311,10 @@ int why_fail(char *why, size_t why_size, int r, const char *fmt, ...)
     (void)vsnprintf(why, why_size, fmt, ap);
     va_end(ap);
     return r;
+}
+
+bool path_is_at_or_below(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }

@@ -32,10 +32,30 @@ ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size);
  * take a value per write. Returns 0, -errno, or -EIO for a short write. */
 int write_file_at(int dirfd, const char *name, const char *text);
 
+/*
+ * Read a /proc/PID/stat file (dirfd and name as for openat(2)) into buf (size bytes, cut to
+ * fit) and find the fields after the command name: that one is in parentheses and may hold
+ * spaces and parentheses itself, so the last ')' ends it (proc(5)). Returns 0 with *ret_state
+ * pointing into buf at field 3 (the state letter), -errno of openat(2) or read(2), or -EIO for
+ * a file without it.
+ */
+int proc_stat_read(int dirfd, const char *name, char *buf, size_t size, const char **ret_state);
+
+/* Field n (n >= 3, numbered as in proc(5)) of the line whose field 3 proc_stat_read() found at
+ * state; NULL if the line is shorter. */
+const char *proc_stat_field(const char *state, unsigned n);
+
+/* Write the n bytes at data as 2n lowercase hex digits and a NUL to out (2n + 1 bytes). */
+void hex_encode(const void *data, size_t n, char *out);
+
 /* The start time of process pid (field 22 of /proc/PID/stat, clock ticks since boot), or 0 if
  * there is no such process or it is a zombie (it has ended): with the pid, it names a process
  * across pid reuse. */
 unsigned long long process_start_time(pid_t pid);
+
+/* Whether the absolute path is dir or below it, by its components ("/a/bc" is not below
+ * "/a/b"); no "." or ".." is resolved. */
+bool path_is_at_or_below(const char *path, const char *dir);
 
 /* The monotonic clock (CLOCK_MONOTONIC), in microseconds. Cannot fail. */
 uint64_t now_usec(void);

@@ -457,11 +457,11 @@ int filter_load(const struct filter *f, int *ret_listener)
                                   .filter = (struct sock_filter *)f->prog[i].insns};
         /* The allow program comes first; with notify it brings the listener (O_CLOEXEC). */
         unsigned flags = i == 0 && f->notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
-        long r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+        int r = sys_seccomp(SECCOMP_SET_MODE_FILTER, flags, &prog);
         if (r < 0)
             return negative_errno();
         if (flags)
-            *ret_listener = (int)r;
+            *ret_listener = r;
     }
     return 0;
 }

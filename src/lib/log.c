@@ -94,14 +94,6 @@ void *xmalloc(size_t n)
     return p;
 }
 
-void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p)
-        log_oom();
-    return p;
-}
-
 char *xstrdup(const char *s)
 {
     char *p = strdup(s);

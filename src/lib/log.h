@@ -32,5 +32,4 @@ void log_warning(const char *fmt, ...) _printf_(1, 2);
 _noreturn_ void log_oom(void);
 
 void *xmalloc(size_t n);
-void *xcalloc(size_t n, size_t size);
 char *xstrdup(const char *s);

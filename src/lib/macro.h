@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
-#define _unused_ __attribute__((unused))
 #define _noreturn_ __attribute__((noreturn))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
 

@@ -39,20 +39,21 @@ static int set_mount_attr(int dfd, const char *path, unsigned flags, uint64_t se
     return sys_mount_setattr(dfd, path, flags, &attr) < 0 ? negative_errno() : 0;
 }
 
-int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step_error *e)
+int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct report_step *e)
 {
     /* A new mount namespace starts with the propagation of the one it was copied from: make
      * everything private first, so that nothing mounted here ever shows up on the host and host
      * mounts made later do not appear in here (mount_namespaces(7)). */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-        return step_fail(e, negative_errno(), "make mounts private", NULL);
+        return report_step_failed(e, negative_errno(), "make mounts private", NULL);
 
     /* A user namespace cannot mknod(2) devices, so the few harmless device nodes are bound from
      * the host, as bubblewrap does. They are cloned now, while host paths are reachable. */
     for (size_t i = 0; i < MOUNT_N_DEVICES; i++) {
         dev_fds[i] = sys_open_tree(AT_FDCWD, mount_devices[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (dev_fds[i] < 0)
-            return step_fail(e, negative_errno(), "clone device node", "%s", mount_devices[i]);
+            return report_step_failed(e, negative_errno(), "clone device node", "%s",
+                                      mount_devices[i]);
     }
 
     for (size_t i = 0; i < sb->n_mounts; i++) {
@@ -74,12 +75,12 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
          * mount of the caller's own mount namespace, EINVAL otherwise, fs/namespace.c.) */
         src = path_open_nofollow(m->source, false, walked, sizeof(walked));
         if (src == -ELOOP)
-            return step_fail(e, src, "bind source", "-v %s: %s became a symlink", m->source,
-                             walked);
+            return report_step_failed(e, src, "bind source", "-v %s: %s became a symlink",
+                                      m->source, walked);
         if (src < 0)
-            return step_fail(e, src, "bind source", "%s", m->source);
+            return report_step_failed(e, src, "bind source", "%s", m->source);
         if (fstat(src, &st) < 0)
-            return step_fail(e, negative_errno(), "bind source", "%s", m->source);
+            return report_step_failed(e, negative_errno(), "bind source", "%s", m->source);
         m->is_dir = S_ISDIR(st.st_mode);
         /* AT_RECURSIVE: what is mounted below the source comes along, and is made read-only
          * with it. The attributes are set on the detached clone, so the sandbox never sees a
@@ -88,12 +89,12 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
                                    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
                                        AT_EMPTY_PATH);
         if (m->tree_fd < 0)
-            return step_fail(e, negative_errno(), "clone bind source", "%s", m->source);
+            return report_step_failed(e, negative_errno(), "clone bind source", "%s", m->source);
         if (!m->writable)
             attrs |= MOUNT_ATTR_RDONLY;
         r = set_mount_attr(m->tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, attrs);
         if (r < 0)
-            return step_fail(e, r, "set bind attributes", "%s", m->source);
+            return report_step_failed(e, r, "set bind attributes", "%s", m->source);
     }
     return 0;
 }
@@ -119,7 +120,7 @@ static const char *const proc_masked[] = {
  * directory); the host's /dev/null is still reachable, before pivot_root. Over-mounting parts
  * of a procfs is allowed once it is mounted (mount_too_revealing() in fs/namespace.c only
  * checks new procfs mounts). */
-static int mask_proc(struct step_error *e)
+static int mask_proc(struct report_step *e)
 {
     for (size_t i = 0; i < ELEMENTSOF(proc_masked); i++) {
         const char *path = proc_masked[i];
@@ -129,26 +130,26 @@ static int mask_proc(struct step_error *e)
         if (lstat(path, &st) < 0) {
             if (errno == ENOENT)
                 continue;
-            return step_fail(e, negative_errno(), "mask", "%s", path);
+            return report_step_failed(e, negative_errno(), "mask", "%s", path);
         }
         if (S_ISDIR(st.st_mode)) {
             if (mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                       "size=4k,nr_inodes=1,mode=0555") < 0)
-                return step_fail(e, negative_errno(), "mask", "%s", path);
+                return report_step_failed(e, negative_errno(), "mask", "%s", path);
             continue;
         }
         if (mount("/dev/null", path, NULL, MS_BIND, NULL) < 0)
-            return step_fail(e, negative_errno(), "mask", "%s", path);
+            return report_step_failed(e, negative_errno(), "mask", "%s", path);
         /* Not nodev: the bound node is the device that reads as empty. */
         r = set_mount_attr(AT_FDCWD, path, 0,
                            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
         if (r < 0)
-            return step_fail(e, r, "mask", "%s", path);
+            return report_step_failed(e, r, "mask", "%s", path);
     }
     return 0;
 }
 
-static int populate_proc(bool pid_host, struct step_error *e)
+static int populate_proc(bool pid_host, struct report_step *e)
 {
     static const char *const read_only[] = {"proc/sys", "proc/sysrq-trigger"};
 
@@ -157,11 +158,12 @@ static int populate_proc(bool pid_host, struct step_error *e)
          * host's pid namespace (proc(5)), so the host's /proc is bound, with its submounts. */
         int r;
         if (mount("/proc", "proc", NULL, MS_BIND | MS_REC, NULL) < 0)
-            return step_fail(e, negative_errno(), "bind the host's /proc", "--pid host");
+            return report_step_failed(e, negative_errno(), "bind the host's /proc", "--pid host");
         r = set_mount_attr(AT_FDCWD, "proc", AT_RECURSIVE,
                            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
         if (r < 0)
-            return step_fail(e, r, "make the host's /proc nosuid, nodev, noexec", "--pid host");
+            return report_step_failed(e, r, "make the host's /proc nosuid, nodev, noexec",
+                                      "--pid host");
     } else if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
         /* A fresh procfs for the new pid namespace: it shows only the sandbox's processes.
          * Paths are relative to the new root, the working directory. It is mounted before the
@@ -169,9 +171,10 @@ static int populate_proc(bool pid_host, struct step_error *e)
          * visible one is mounted in the same mount namespace (mnt_already_visible() in
          * fs/namespace.c), so it also fails (EPERM) where the host's /proc has parts hidden by
          * over-mounts. */
-        return step_fail(e, negative_errno(), "mount /proc",
-                         "a fully visible /proc is needed; a container's masks parts of it by "
-                         "default: 'nsbox doctor' names the container setting that unmasks it");
+        return report_step_failed(
+            e, negative_errno(), "mount /proc",
+            "a fully visible /proc is needed; a container's masks parts of it by "
+            "default: 'nsbox doctor' names the container setting that unmasks it");
     }
 
     /* Kernel knobs stay read-only even for a payload that is root in its namespace; Docker
@@ -182,13 +185,13 @@ static int populate_proc(bool pid_host, struct step_error *e)
         if (mount(read_only[i], read_only[i], NULL, MS_BIND | MS_REC, NULL) < 0) {
             if (errno == ENOENT)
                 continue; /* a kernel without it (CONFIG_MAGIC_SYSRQ=n) */
-            return step_fail(e, negative_errno(), "bind", "%s", read_only[i]);
+            return report_step_failed(e, negative_errno(), "bind", "%s", read_only[i]);
         }
         r = set_mount_attr(AT_FDCWD, read_only[i], AT_RECURSIVE,
                            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                                MOUNT_ATTR_NOEXEC);
         if (r < 0)
-            return step_fail(e, r, "make read-only", "%s", read_only[i]);
+            return report_step_failed(e, r, "make read-only", "%s", read_only[i]);
     }
     return mask_proc(e);
 }
@@ -217,7 +220,7 @@ static int populate_proc(bool pid_host, struct step_error *e)
 /* Cover the directory dir (an O_PATH descriptor) with a skeleton; on success *ret_fd is the
  * skeleton's root (O_PATH). Entries are listed and bound through dir, which keeps reaching the
  * covered directory once the tmpfs is on top of it. */
-static int skeleton_cover(int dir, const char *where, int *ret_fd, struct step_error *e)
+static int skeleton_cover(int dir, const char *where, int *ret_fd, struct report_step *e)
 {
     _cleanup_close_ int fs = -EBADF, mnt = -EBADF;
     char value[32];
@@ -230,20 +233,21 @@ static int skeleton_cover(int dir, const char *where, int *ret_fd, struct step_e
      * not shown either. */
     list = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (list < 0)
-        return step_fail(e, negative_errno(), "mount point", "cannot list %s to add a mount point",
-                         where);
+        return report_step_failed(e, negative_errno(), "mount point",
+                                  "cannot list %s to add a mount point", where);
     if (fstat(list, &st) < 0 || !(d = fdopendir(list))) {
         r = negative_errno();
         (void)close(list);
-        return step_fail(e, r, "mount point", "%s", where);
+        return report_step_failed(e, r, "mount point", "%s", where);
     }
     for (struct dirent *de; (de = readdir(d));)
         n++;
     if (n > SKELETON_MAX_ENTRIES) {
         (void)closedir(d);
-        return step_fail(e, -E2BIG, "mount point",
-                         "%s has more than %d entries: too many to add a mount point beside them",
-                         where, SKELETON_MAX_ENTRIES);
+        return report_step_failed(
+            e, -E2BIG, "mount point",
+            "%s has more than %d entries: too many to add a mount point beside them", where,
+            SKELETON_MAX_ENTRIES);
     }
     rewinddir(d);
 
@@ -312,7 +316,7 @@ static int skeleton_cover(int dir, const char *where, int *ret_fd, struct step_e
     fail_entry:
         r = negative_errno();
         (void)closedir(d);
-        return step_fail(e, r, "mount point", "copy %s/%s into a skeleton", where, name);
+        return report_step_failed(e, r, "mount point", "copy %s/%s into a skeleton", where, name);
     }
     (void)closedir(d);
     *ret_fd = TAKE_FD(mnt);
@@ -322,13 +326,13 @@ fail:
     r = negative_errno();
 out:
     (void)closedir(d);
-    return step_fail(e, r, "mount point", "mount a tmpfs over %s", where);
+    return report_step_failed(e, r, "mount point", "mount a tmpfs over %s", where);
 }
 
 /* Make the mount point path (relative to the tree's top, *top) as a directory or an empty file,
  * covering the deepest directory on the way that exists read-only with a skeleton. *top is
  * replaced when the top itself gets covered. */
-static int make_mount_point(int *top, const char *path, bool is_dir, struct step_error *e)
+static int make_mount_point(int *top, const char *path, bool is_dir, struct report_step *e)
 {
     _cleanup_close_ int cur = -EBADF;
     const char *p = path;
@@ -338,7 +342,7 @@ static int make_mount_point(int *top, const char *path, bool is_dir, struct step
     p = path;
     cur = openat(*top, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (cur < 0)
-        return step_fail(e, negative_errno(), "mount point", "/");
+        return report_step_failed(e, negative_errno(), "mount point", "/");
     for (;;) {
         char name[NAME_MAX + 1];
         size_t len;
@@ -351,7 +355,7 @@ static int make_mount_point(int *top, const char *path, bool is_dir, struct step
         if (len == 0)
             return 0;
         if (len > NAME_MAX)
-            return step_fail(e, -ENAMETOOLONG, "mount point", "/%s", path);
+            return report_step_failed(e, -ENAMETOOLONG, "mount point", "/%s", path);
         memcpy(name, p, len);
         name[len] = '\0';
         p += len;
@@ -390,37 +394,38 @@ static int make_mount_point(int *top, const char *path, bool is_dir, struct step
                     if (depth == 0) {
                         int top_fd = openat(skel, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
                         if (top_fd < 0)
-                            return step_fail(e, negative_errno(), "mount point", "/");
+                            return report_step_failed(e, negative_errno(), "mount point", "/");
                         (void)close(*top);
                         *top = top_fd;
                     }
                 }
             }
             if (r < 0)
-                return step_fail(e, r, "mount point", "make /%s", path);
+                return report_step_failed(e, r, "mount point", "make /%s", path);
             next = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         }
         if (next < 0)
-            return step_fail(e, negative_errno(), "mount point", "/%s", path);
+            return report_step_failed(e, negative_errno(), "mount point", "/%s", path);
         (void)close(cur);
         cur = next;
         depth++;
         if (!last) {
             struct stat st;
             if (fstat(cur, &st) < 0)
-                return step_fail(e, negative_errno(), "mount point", "/%s", path);
+                return report_step_failed(e, negative_errno(), "mount point", "/%s", path);
             if (S_ISLNK(st.st_mode))
-                return step_fail(e, -ELOOP, "mount point", "/%s goes through a symlink", path);
+                return report_step_failed(e, -ELOOP, "mount point", "/%s goes through a symlink",
+                                          path);
             if (!S_ISDIR(st.st_mode))
-                return step_fail(e, -ENOTDIR, "mount point", "/%s: a parent is not a directory",
-                                 path);
+                return report_step_failed(e, -ENOTDIR, "mount point",
+                                          "/%s: a parent is not a directory", path);
         }
     }
 }
 
 /* Make the mount points the plan found missing in the rootfs (the working directory), then
  * make the tree read-only again; leaves the working directory at the tree's (new) top. */
-static int make_missing_mount_points(const struct sandbox *sb, struct step_error *e)
+static int make_missing_mount_points(const struct sandbox *sb, struct report_step *e)
 {
     _cleanup_close_ int top = -EBADF;
     int r;
@@ -434,11 +439,11 @@ static int make_missing_mount_points(const struct sandbox *sb, struct step_error
     (void)setfsuid(sb->config->uid);
     if ((uid_t)setfsuid((uid_t)-1) != sb->config->uid ||
         (gid_t)setfsgid((gid_t)-1) != sb->config->gid)
-        return step_fail(e, -EPERM, "mount point", "switch the filesystem ids");
+        return report_step_failed(e, -EPERM, "mount point", "switch the filesystem ids");
 
     top = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (top < 0)
-        return step_fail(e, negative_errno(), "mount point", "open the rootfs");
+        return report_step_failed(e, negative_errno(), "mount point", "open the rootfs");
     for (size_t i = 0; i < MOUNT_N_BASE; i++)
         if (sb->rootfs_lacks & (1U << i)) {
             r = make_mount_point(&top, mount_base_points[i], true, e);
@@ -456,19 +461,19 @@ static int make_missing_mount_points(const struct sandbox *sb, struct step_error
     /* Read-only, recursively: the skeletons, and any copy of one a later skeleton cloned. */
     r = set_mount_attr(top, "", AT_EMPTY_PATH | AT_RECURSIVE, MOUNT_ATTR_RDONLY);
     if (r < 0)
-        return step_fail(e, r, "mount point", "make the skeleton read-only");
+        return report_step_failed(e, r, "mount point", "make the skeleton read-only");
     if (fchdir(top) < 0)
-        return step_fail(e, negative_errno(), "mount point", "enter the skeleton");
+        return report_step_failed(e, negative_errno(), "mount point", "enter the skeleton");
     return 0;
 }
 
-int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e)
+int mount_enter_rootfs(const struct sandbox *sb, struct report_step *e)
 {
     int r;
 
     /* A plain (non-recursive) bind: whatever the host has mounted below the rootfs stays out. */
     if (mount(sb->rootfs, sb->rootfs, NULL, MS_BIND, NULL) < 0)
-        return step_fail(e, negative_errno(), "bind rootfs", "%s", sb->rootfs);
+        return report_step_failed(e, negative_errno(), "bind rootfs", "%s", sb->rootfs);
 
     /* mount_setattr(2) changes only the named attributes. A MS_REMOUNT would also have to
      * repeat every flag the kernel locked on the source mount when the user namespace copied
@@ -476,12 +481,12 @@ int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e)
     r = set_mount_attr(AT_FDCWD, sb->rootfs, 0,
                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
     if (r < 0)
-        return step_fail(e, r, "make rootfs read-only", "%s", sb->rootfs);
+        return report_step_failed(e, r, "make rootfs read-only", "%s", sb->rootfs);
 
     /* pivot_root(".", ".") stacks the old root on top of the new one; the lazy unmount then
      * drops it, and with it every host path (pivot_root(2), NOTES). */
     if (chdir(sb->rootfs) < 0)
-        return step_fail(e, negative_errno(), "chdir rootfs", "%s", sb->rootfs);
+        return report_step_failed(e, negative_errno(), "chdir rootfs", "%s", sb->rootfs);
     if (sb->rootfs_lacks || sb->n_missing) {
         r = make_missing_mount_points(sb, e);
         if (r < 0)
@@ -491,11 +496,11 @@ int mount_enter_rootfs(const struct sandbox *sb, struct step_error *e)
     if (r < 0)
         return r;
     if (sys_pivot_root(".", ".") < 0)
-        return step_fail(e, negative_errno(), "pivot_root", NULL);
+        return report_step_failed(e, negative_errno(), "pivot_root", NULL);
     if (umount2(".", MNT_DETACH) < 0)
-        return step_fail(e, negative_errno(), "detach old root", NULL);
+        return report_step_failed(e, negative_errno(), "detach old root", NULL);
     if (chdir("/") < 0)
-        return step_fail(e, negative_errno(), "chdir /", NULL);
+        return report_step_failed(e, negative_errno(), "chdir /", NULL);
     return 0;
 }
 
@@ -534,7 +539,7 @@ static int mkdir_parents(const char *path)
 /* Make sure target exists with the right type for what is mounted on it. Only possible below
  * the sandbox's own writable tmpfs mounts (/tmp, /work before it is sealed); elsewhere the
  * read-only rootfs must already have it. */
-static int ensure_mount_point(const char *target, bool is_dir, struct step_error *e)
+static int ensure_mount_point(const char *target, bool is_dir, struct report_step *e)
 {
     struct open_how how = {.flags = O_PATH | O_CLOEXEC,
                            .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
@@ -548,17 +553,17 @@ static int ensure_mount_point(const char *target, bool is_dir, struct step_error
     if (fd >= 0)
         (void)close(fd);
     else if (errno == ELOOP || errno == EXDEV)
-        return step_fail(e, -ELOOP, "mount point", "%s goes through a symlink", target);
+        return report_step_failed(e, -ELOOP, "mount point", "%s goes through a symlink", target);
 
     if (stat(target, &st) == 0) {
         if (is_dir && !S_ISDIR(st.st_mode))
-            return step_fail(e, -ENOTDIR, "mount point", "%s is not a directory", target);
+            return report_step_failed(e, -ENOTDIR, "mount point", "%s is not a directory", target);
         if (!is_dir && S_ISDIR(st.st_mode))
-            return step_fail(e, -EISDIR, "mount point", "%s is a directory", target);
+            return report_step_failed(e, -EISDIR, "mount point", "%s is a directory", target);
         return 0;
     }
     if (errno != ENOENT)
-        return step_fail(e, negative_errno(), "mount point", "%s", target);
+        return report_step_failed(e, negative_errno(), "mount point", "%s", target);
 
     r = mkdir_parents(target);
     if (r >= 0) {
@@ -572,13 +577,14 @@ static int ensure_mount_point(const char *target, bool is_dir, struct step_error
         }
     }
     if (r == -EROFS)
-        return step_fail(e, r, "mount point",
-                         "%s does not exist in the read-only bind that holds it; nsbox makes "
-                         "missing mount points in the rootfs, /tmp, /work and other writable "
-                         "mounts only",
-                         target);
+        return report_step_failed(
+            e, r, "mount point",
+            "%s does not exist in the read-only bind that holds it; nsbox makes "
+            "missing mount points in the rootfs, /tmp, /work and other writable "
+            "mounts only",
+            target);
     if (r < 0)
-        return step_fail(e, r, "mount point", "%s", target);
+        return report_step_failed(e, r, "mount point", "%s", target);
     return 0;
 }
 
@@ -594,21 +600,21 @@ static int ensure_mount_point(const char *target, bool is_dir, struct step_error
 #define DEVPTS_OPTIONS "newinstance,ptmxmode=0666,mode=0620,max=" STRINGIFY(DEVPTS_MAX)
 #define DEVPTS_MAX 64
 
-static int populate_devpts(const struct sandbox *sb, struct step_error *e)
+static int populate_devpts(const struct sandbox *sb, struct report_step *e)
 {
     const char *options = sb->config->gid == 5 ? DEVPTS_OPTIONS ",gid=5" : DEVPTS_OPTIONS;
 
     if (mkdir("/dev/pts", 0755) < 0)
-        return step_fail(e, negative_errno(), "mkdir /dev/pts", NULL);
+        return report_step_failed(e, negative_errno(), "mkdir /dev/pts", NULL);
     if (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, options) < 0)
-        return step_fail(e, negative_errno(), "mount /dev/pts", "devpts %s", options);
+        return report_step_failed(e, negative_errno(), "mount /dev/pts", "devpts %s", options);
     if (symlink("pts/ptmx", "/dev/ptmx") < 0)
-        return step_fail(e, negative_errno(), "symlink", "/dev/ptmx");
+        return report_step_failed(e, negative_errno(), "symlink", "/dev/ptmx");
     return 0;
 }
 
 static int populate_dev(const struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES],
-                        struct step_error *e)
+                        struct report_step *e)
 {
     static const struct {
         const char *path, *target;
@@ -623,39 +629,40 @@ static int populate_dev(const struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES],
     /* A tmpfs mounted in a user namespace never honours device nodes of its own (SB_I_NODEV);
      * the only devices here are the bound host nodes. */
     if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, DEV_TMPFS_OPTIONS) < 0)
-        return step_fail(e, negative_errno(), "mount /dev", NULL);
+        return report_step_failed(e, negative_errno(), "mount /dev", NULL);
 
     for (size_t i = 0; i < MOUNT_N_DEVICES; i++) {
         int fd = open(mount_devices[i], O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
         if (fd < 0)
-            return step_fail(e, negative_errno(), "create device mount point", "%s",
-                             mount_devices[i]);
+            return report_step_failed(e, negative_errno(), "create device mount point", "%s",
+                                      mount_devices[i]);
         (void)close(fd);
         if (sys_move_mount(dev_fds[i], "", AT_FDCWD, mount_devices[i], MOVE_MOUNT_F_EMPTY_PATH) <
             0)
-            return step_fail(e, negative_errno(), "bind device node", "%s", mount_devices[i]);
+            return report_step_failed(e, negative_errno(), "bind device node", "%s",
+                                      mount_devices[i]);
         (void)close(dev_fds[i]);
         dev_fds[i] = -EBADF;
     }
 
     for (size_t i = 0; i < ELEMENTSOF(links); i++)
         if (symlink(links[i].target, links[i].path) < 0)
-            return step_fail(e, negative_errno(), "symlink", "%s", links[i].path);
+            return report_step_failed(e, negative_errno(), "symlink", "%s", links[i].path);
 
     r = populate_devpts(sb, e);
     if (r < 0)
         return r;
 
     if (mkdir("/dev/shm", 01777) < 0)
-        return step_fail(e, negative_errno(), "mkdir /dev/shm", NULL);
+        return report_step_failed(e, negative_errno(), "mkdir /dev/shm", NULL);
     r = mount_tmpfs("/dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, sb->config->shm_size, 01777);
     if (r < 0)
-        return step_fail(e, r, "mount /dev/shm", NULL);
+        return report_step_failed(e, r, "mount /dev/shm", NULL);
 
     /* Non-recursive: /dev/shm stays writable. */
     r = set_mount_attr(AT_FDCWD, "/dev", 0, MOUNT_ATTR_RDONLY);
     if (r < 0)
-        return step_fail(e, r, "make /dev read-only", NULL);
+        return report_step_failed(e, r, "make /dev read-only", NULL);
     return 0;
 }
 
@@ -671,7 +678,7 @@ static int write_all(int fd, const char *buf, size_t n)
     return 0;
 }
 
-static int populate_work(const struct sandbox *sb, struct step_error *e)
+static int populate_work(const struct sandbox *sb, struct report_step *e)
 {
     const struct nsbox_config *c = sb->config;
     _cleanup_close_ int fd = -EBADF;
@@ -684,30 +691,30 @@ static int populate_work(const struct sandbox *sb, struct step_error *e)
     r = mount_tmpfs("/work", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                     c->workdir_size + c->code_size + WORK_TMPFS_SLACK, 0755);
     if (r < 0)
-        return step_fail(e, r, "mount /work", NULL);
+        return report_step_failed(e, r, "mount /work", NULL);
     if (!c->code)
         return 0;
 
     fd = open("/work/main.py", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
     if (fd < 0)
-        return step_fail(e, negative_errno(), "write /work/main.py", NULL);
+        return report_step_failed(e, negative_errno(), "write /work/main.py", NULL);
     r = write_all(fd, c->code, c->code_size);
     if (r < 0)
-        return step_fail(e, r, "write /work/main.py", NULL);
+        return report_step_failed(e, r, "write /work/main.py", NULL);
     /* The payload owns the file (same uid) and could chmod and rewrite it; bound read-only on
      * itself, a write, chmod or truncate gets EROFS, and as a mount point it cannot be
      * unlinked or renamed over (EBUSY, do_unlinkat()/do_renameat2() refuse mount points). */
     if (mount("/work/main.py", "/work/main.py", NULL, MS_BIND, NULL) < 0)
-        return step_fail(e, negative_errno(), "bind /work/main.py read-only", NULL);
+        return report_step_failed(e, negative_errno(), "bind /work/main.py read-only", NULL);
     r = set_mount_attr(AT_FDCWD, "/work/main.py", 0,
                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                            MOUNT_ATTR_NOEXEC);
     if (r < 0)
-        return step_fail(e, r, "bind /work/main.py read-only", NULL);
+        return report_step_failed(e, r, "bind /work/main.py read-only", NULL);
     return 0;
 }
 
-int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step_error *e)
+int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct report_step *e)
 {
     int r;
 
@@ -734,21 +741,22 @@ int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct step
             r = mount_tmpfs(m->target, MS_NOSUID | MS_NODEV | (m->exec ? 0 : MS_NOEXEC), m->size,
                             m->mode);
             if (r < 0)
-                return step_fail(e, r, "mount tmpfs", "%s", m->target);
+                return report_step_failed(e, r, "mount tmpfs", "%s", m->target);
         } else {
             if (sys_move_mount(m->tree_fd, "", AT_FDCWD, m->target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-                return step_fail(e, negative_errno(), "bind", "%s on %s", m->source, m->target);
+                return report_step_failed(e, negative_errno(), "bind", "%s on %s", m->source,
+                                          m->target);
             (void)close(m->tree_fd);
             m->tree_fd = -EBADF;
         }
     }
 
     if (chdir("/work") < 0)
-        return step_fail(e, negative_errno(), "chdir /work", NULL);
+        return report_step_failed(e, negative_errno(), "chdir /work", NULL);
     return 0;
 }
 
-int mount_enter_workdir(const struct sandbox *sb, struct step_error *e)
+int mount_enter_workdir(const struct sandbox *sb, struct report_step *e)
 {
     const char *dir = sb->config->workdir;
     int r;
@@ -759,11 +767,11 @@ int mount_enter_workdir(const struct sandbox *sb, struct step_error *e)
      * earlier run), and only where the sandbox can write. */
     r = ensure_mount_point(dir, true, e);
     if (r < 0) {
-        (void)snprintf(e->step, sizeof(e->step), "workdir");
+        (void)snprintf(e->name, sizeof(e->name), "workdir");
         return r;
     }
     if (chdir(dir) < 0)
-        return step_fail(e, negative_errno(), "workdir", "-w %s", dir);
+        return report_step_failed(e, negative_errno(), "workdir", "-w %s", dir);
     return 0;
 }
 
@@ -777,7 +785,7 @@ static int write_new_file(int dfd, const char *name, const char *text)
     return write_all(fd, text, strlen(text));
 }
 
-int mount_identity_files(const struct sandbox *sb, struct step_error *e)
+int mount_identity_files(const struct sandbox *sb, struct report_step *e)
 {
     static const char *const targets[] = {"/etc/passwd", "/etc/group"};
     const char *texts[] = {sb->passwd, sb->group};
@@ -791,7 +799,7 @@ int mount_identity_files(const struct sandbox *sb, struct step_error *e)
     /* A tmpfs of their own, only as large as the two files. */
     fs = sys_fsopen("tmpfs", FSOPEN_CLOEXEC);
     if (fs < 0)
-        return step_fail(e, negative_errno(), "identity files", "fsopen tmpfs");
+        return report_step_failed(e, negative_errno(), "identity files", "fsopen tmpfs");
     (void)snprintf(value, sizeof(value), "%zu",
                    (sb->passwd ? strlen(sb->passwd) : 0) + (sb->group ? strlen(sb->group) : 0) +
                        2 * 4096);
@@ -800,27 +808,27 @@ int mount_identity_files(const struct sandbox *sb, struct step_error *e)
         sys_fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", "8", 0) < 0 ||
         sys_fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
         sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-        return step_fail(e, negative_errno(), "identity files", "configure tmpfs");
+        return report_step_failed(e, negative_errno(), "identity files", "configure tmpfs");
     mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC,
                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
     if (mnt < 0)
-        return step_fail(e, negative_errno(), "identity files", "fsmount tmpfs");
+        return report_step_failed(e, negative_errno(), "identity files", "fsmount tmpfs");
     for (size_t i = 0; i < ELEMENTSOF(targets); i++)
         if (texts[i]) {
             r = write_new_file(mnt, targets[i] + strlen("/etc/"), texts[i]);
             if (r < 0)
-                return step_fail(e, r, "identity files", "write %s", targets[i]);
+                return report_step_failed(e, r, "identity files", "write %s", targets[i]);
         }
     r = set_mount_attr(mnt, "", AT_EMPTY_PATH, MOUNT_ATTR_RDONLY);
     if (r < 0)
-        return step_fail(e, r, "identity files", "make the tmpfs read-only");
+        return report_step_failed(e, r, "identity files", "make the tmpfs read-only");
 
     /* A file of a mount can be cloned (and so bound) only once the mount is in this namespace
      * (open_tree(2) on a detached one is EINVAL before Linux 6.15, fs/namespace.c): it is
      * attached on /dev for a moment, its files cloned, and detached again; the clones stay.
      * No untrusted code runs yet. */
     if (sys_move_mount(mnt, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) < 0)
-        return step_fail(e, negative_errno(), "identity files", "attach the tmpfs");
+        return report_step_failed(e, negative_errno(), "identity files", "attach the tmpfs");
     for (size_t i = 0; i < ELEMENTSOF(targets) && r >= 0; i++) {
         struct open_how how = {.flags = O_PATH | O_CLOEXEC,
                                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
@@ -835,9 +843,9 @@ int mount_identity_files(const struct sandbox *sb, struct step_error *e)
         if (target < 0 || tree < 0 ||
             sys_move_mount(tree, "", target, "",
                            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-            r = step_fail(e, negative_errno(), "identity files", "bind %s", targets[i]);
+            r = report_step_failed(e, negative_errno(), "identity files", "bind %s", targets[i]);
     }
     if (umount2("/dev", MNT_DETACH) < 0 && r >= 0)
-        r = step_fail(e, negative_errno(), "identity files", "detach the tmpfs");
+        r = report_step_failed(e, negative_errno(), "identity files", "detach the tmpfs");
     return r < 0 ? r : 0;
 }

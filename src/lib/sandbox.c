@@ -3,10 +3,12 @@
  * The one file that knows the order of the steps.
  *
  * Supervisor (the caller's process, outside):
- *   validate and plan (the copy-in stream packed, copy-out directories and the workspace
- *   opened) -> compile the seccomp filter -> pipes -> clone3(new user, pid, net,
- *   mount, ipc, uts and cgroup namespaces) -> write uid_map/gid_map -> release the child ->
- *   supervise (supervise.c) -> unpack the copy-out stream, save the workspace -> result.
+ *   validate and plan (plan.c: argv, environment, mounts, the copy-in stream packed, the
+ *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled) ->
+ *   the proxy (--network allow=) -> the cgroup leaf or rlimits (plan.c) -> pipes -> clone3(new
+ *   user, pid, net, mount, ipc, uts and cgroup namespaces) -> write uid_map/gid_map -> release
+ *   the child -> supervise (supervise.c) -> unpack the copy-out stream, save the workspace ->
+ *   result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
  *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
@@ -26,31 +28,21 @@
  * Payload (PID 2), born under the filters:
  *   stdio -> close every other fd -> default signals -> rlimits -> execve.
  *
- * Failures inside are sent to the supervisor as a struct report on an O_CLOEXEC pipe; the
- * child then _exit()s, never exit().
+ * A step inside that fails is recorded as a struct report_step and sent to the supervisor on
+ * the report pipe (report.h); the child then _exit()s, never exit().
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,21 +53,18 @@
 #include "copy.h"
 #include "fileio.h"
 #include "filter.h"
-#include "idfiles.h"
 #include "idmap.h"
+#include "init.h"
 #include "macro.h"
 #include "mount.h"
-#include "parse.h"
-#include "policyfile.h"
+#include "plan.h"
 #include "proxy.h"
-#include "result.h"
+#include "report.h"
 #include "sandbox.h"
 #include "supervise.h"
 #include "syscalls.h"
 #include "uidpool.h"
 
-#define NOBODY 65534
-#define SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin"
 #define SANDBOX_HOSTNAME "nsbox"
 
 /* Namespaces every sandbox gets. CLONE_NEWUSER first in the kernel's order of creation, so the
@@ -83,12 +72,6 @@
 #define SANDBOX_NAMESPACES                                                                         \
     (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |     \
      CLONE_NEWCGROUP)
-
-/* --network allow=: the proxy's mode (proxy.h). */
-static bool network_allow_on(const struct nsbox_config *c)
-{
-    return c->network_allow && c->network_allow[0] && !c->network_host;
-}
 
 /* The namespaces of this run: all of them, but those the config opted out of. */
 static unsigned long sandbox_namespaces(const struct nsbox_config *c)
@@ -103,25 +86,11 @@ static unsigned long sandbox_namespaces(const struct nsbox_config *c)
     return flags;
 }
 
-int step_fail(struct step_error *e, int r, const char *step, const char *detail_fmt, ...)
-{
-    e->err = r < 0 ? -r : 0;
-    (void)snprintf(e->step, sizeof(e->step), "%s", step);
-    e->detail[0] = '\0';
-    if (detail_fmt) {
-        va_list ap;
-        va_start(ap, detail_fmt);
-        (void)vsnprintf(e->detail, sizeof(e->detail), detail_fmt, ap);
-        va_end(ap);
-    }
-    return r;
-}
-
 void nsbox_config_init(struct nsbox_config *c)
 {
     *c = (struct nsbox_config){
-        .uid = NOBODY,
-        .gid = NOBODY,
+        .uid = SANDBOX_NOBODY,
+        .gid = SANDBOX_NOBODY,
         .memory = 256ULL << 20,
         .pids_limit = 64,
         .cpus_milli = 500,
@@ -180,1283 +149,7 @@ void nsbox_result_free(struct nsbox_result *r)
     r->n_copied = r->n_skipped = 0;
 }
 
-static int plan_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int plan_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
-{
-    va_list ap;
-
-    ret->status = NSBOX_STATUS_ERROR;
-    ret->exit_code = 125;
-    ret->error_errno = r < 0 ? -r : 0;
-    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", step);
-    if (r < 0)
-        errno = -r; /* for %m */
-    va_start(ap, fmt);
-    (void)vsnprintf(ret->error, sizeof(ret->error), fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-static void sandbox_free(struct sandbox *sb)
-{
-    if (sb->argv)
-        for (char **a = sb->argv; *a; a++)
-            free(*a);
-    free(sb->argv);
-    if (sb->envp)
-        for (char **e = sb->envp; *e; e++)
-            free(*e);
-    free(sb->envp);
-    /* calloc()ed with room for every bind and tmpfs and /tmp: unused entries are NULL. */
-    for (size_t i = 0; sb->mounts && i < sb->config->n_binds + sb->config->n_tmpfs + 1; i++)
-        free(sb->mounts[i].source_owned);
-    free(sb->mounts);
-    free(sb->passwd);
-    free(sb->group);
-    filter_free(&sb->filter);
-    if (sb->copy_in_fd >= 0)
-        (void)close(sb->copy_in_fd);
-    if (sb->copy_out_fd >= 0)
-        (void)close(sb->copy_out_fd);
-    sb->copy_in_fd = sb->copy_out_fd = -EBADF;
-    for (size_t i = 0; sb->out_fds && i < sb->n_out; i++)
-        if (sb->out_fds[i] >= 0)
-            (void)close(sb->out_fds[i]);
-    free(sb->out_fds);
-    free(sb->out_host_paths);
-    for (size_t i = 0; sb->out_shown && i < sb->n_out; i++)
-        free((char *)sb->out_shown[i]);
-    free(sb->out_shown);
-    sb->out_fds = NULL;
-    sb->out_host_paths = sb->out_shown = NULL;
-    if (sb->ws.base_fd >= 0 && sb->ws_staging[0])
-        (void)copy_remove_tree(sb->ws.base_fd, sb->ws_staging);
-    workspace_close(&sb->ws);
-    if (sb->host_ids_lock >= 0)
-        (void)close(sb->host_ids_lock); /* the host ids go back to the pool */
-    sb->host_ids_lock = -EBADF;
-}
-
-static bool path_is_at_or_below(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
-static size_t path_depth(const char *path)
-{
-    size_t d = 0;
-    for (; *path; path++)
-        d += *path == '/';
-    return d;
-}
-
-/* The payload's environment: with env_inherit the caller's environ(7) (entries that are not
- * KEY=VALUE skipped), then the fixed base, then config->env, where a later KEY wins. The base
- * holds the thread counts of the CPUs the sandbox is pinned to (cpus.c), so a -e wins. */
-static int plan_env(struct sandbox *sb, struct nsbox_result *ret)
-{
-    /* PYTHONUNBUFFERED: Python writes its output as it prints it, so what a payload printed
-     * before a timeout or a kill reaches the result instead of dying in its buffer; `-e
-     * PYTHONUNBUFFERED=` (empty: off, python(1)) buffers again. */
-    /* --network allow=: the proxy for every scheme, in both spellings (curl reads only
-     * http_proxy in lower case, CGI-minded tools only the upper), and nothing exempt. */
-#define PROXY_URL "http://" PROXY_ADDRESS ":" STRINGIFY(PROXY_PORT)
-    static const char *const proxy_env[] = {
-        "HTTP_PROXY=" PROXY_URL, "HTTPS_PROXY=" PROXY_URL, "ALL_PROXY=" PROXY_URL,
-        "http_proxy=" PROXY_URL, "https_proxy=" PROXY_URL, "all_proxy=" PROXY_URL,
-        "NO_PROXY=", "no_proxy="};
-#undef PROXY_URL
-    char threads[3][48];
-    const char *base[4 + ELEMENTSOF(threads) + ELEMENTSOF(proxy_env)] = {
-        "PATH=" SANDBOX_PATH, "HOME=/tmp", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"};
-    const struct nsbox_config *c = sb->config;
-    const unsigned ncpus = cpus_count(c->cpus_milli);
-    size_t n_base = 4;
-
-    if (ncpus) /* --cpus unlimited: no counts */
-        for (size_t i = 0; i < ELEMENTSOF(threads); i++)
-            base[n_base++] = threads[i];
-    if (network_allow_on(c))
-        for (size_t i = 0; i < ELEMENTSOF(proxy_env); i++)
-            base[n_base++] = proxy_env[i];
-    size_t n_inherited = 0, n_extra = 0, n = 0;
-
-    (void)snprintf(threads[0], sizeof(threads[0]), "OPENBLAS_NUM_THREADS=%u", ncpus);
-    (void)snprintf(threads[1], sizeof(threads[1]), "OMP_NUM_THREADS=%u", ncpus);
-    (void)snprintf(threads[2], sizeof(threads[2]), "MKL_NUM_THREADS=%u", ncpus);
-
-    if (c->env_inherit)
-        while (environ[n_inherited])
-            n_inherited++;
-    if (c->env)
-        while (c->env[n_extra])
-            n_extra++;
-    sb->envp = calloc(n_inherited + n_base + n_extra + 1, sizeof(char *));
-    if (!sb->envp)
-        return plan_error(ret, -ENOMEM, "environment", "out of memory");
-
-    for (size_t i = 0; i < n_inherited + n_base + n_extra; i++) {
-        const char *kv = i < n_inherited            ? environ[i]
-                         : i < n_inherited + n_base ? base[i - n_inherited]
-                                                    : c->env[i - n_inherited - n_base];
-        const char *eq = strchr(kv, '=');
-        size_t key_len;
-        size_t j;
-
-        if (i < n_inherited && (!eq || !env_name_is_valid(kv, (size_t)(eq - kv))))
-            continue;
-        if (!eq || !env_name_is_valid(kv, (size_t)(eq - kv)))
-            return plan_error(ret, -EINVAL, "environment", "invalid environment entry '%s'", kv);
-        key_len = (size_t)(eq - kv) + 1;
-        for (j = 0; j < n; j++)
-            if (strncmp(sb->envp[j], kv, key_len) == 0)
-                break;
-        if (j < n)
-            free(sb->envp[j]);
-        else
-            n++;
-        sb->envp[j] = strdup(kv);
-        if (!sb->envp[j])
-            return plan_error(ret, -ENOMEM, "environment", "out of memory");
-        if (strncmp(kv, "PATH=", 5) == 0)
-            sb->path = sb->envp[j] + 5;
-    }
-    return 0;
-}
-
-static int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
-{
-    const struct nsbox_config *c = sb->config;
-    bool have_tmp = false;
-    size_t n = 0;
-
-    sb->mounts = calloc(c->n_binds + c->n_tmpfs + 1, sizeof(*sb->mounts));
-    if (!sb->mounts)
-        return plan_error(ret, -ENOMEM, "mounts", "out of memory");
-
-    for (size_t i = 0; i < c->n_binds + c->n_tmpfs; i++) {
-        struct sandbox_mount *m = &sb->mounts[n];
-        const char *target;
-
-        if (i < c->n_binds) {
-            const struct nsbox_bind *b = &c->binds[i];
-            char walked[PATH_MAX];
-            int fd;
-
-            if (!b->source || b->source[0] != '/')
-                return plan_error(ret, -EINVAL, "bind", "bind source '%s' is not an absolute path",
-                                  b->source ? b->source : "");
-            /* A symlink in a source may have been planted by an earlier run that had its
-             * directory writable: following it would bind what the caller never named (a 0700
-             * directory of root's, the caller's ~/.ssh). Only root's links in directories only
-             * root can write are followed (path_open_nofollow()); here, as the caller, where
-             * owners read true. The result has no symlink left: the sandbox's init opens it
-             * again refusing every symlink, and binds that very descriptor
-             * (mount_clone_sources()), so a link swapped in meanwhile is refused too. */
-            fd = path_open_nofollow(b->source, true, walked, sizeof(walked));
-            if (fd == -ELOOP)
-                return plan_error(ret, fd, "bind",
-                                  "-v %s: '%s' is a symlink, and nsbox follows only root's "
-                                  "symlinks in directories only root can write (a sandbox may "
-                                  "have planted it): name the path it points to",
-                                  b->source, walked);
-            if (fd < 0)
-                return plan_error(ret, fd, "bind", "bind source '%s': %m", b->source);
-            (void)close(fd);
-            *m = (struct sandbox_mount){.target = b->target, .writable = b->writable,
-                                        .source_owned = strdup(walked)};
-            if (!m->source_owned)
-                return plan_error(ret, -ENOMEM, "bind", "out of memory");
-            m->source = m->source_owned;
-        } else {
-            const struct nsbox_tmpfs *t = &c->tmpfs[i - c->n_binds];
-            if (t->size == 0)
-                return plan_error(ret, -EINVAL, "tmpfs", "tmpfs on %s has size 0", t->target);
-            *m = (struct sandbox_mount){.is_tmpfs = true, .target = t->target, .size = t->size,
-                                        .mode = t->mode, .exec = t->exec, .is_dir = true};
-        }
-        m->tree_fd = -EBADF;
-        target = m->target;
-        if (!path_is_safe_target(target))
-            return plan_error(ret, -EINVAL, "mounts",
-                              "mount target '%s' must be an absolute path without '.' or '..'",
-                              target ? target : "");
-        /* /proc and /dev are nsbox's: a bind there could hand the payload a host device or a
-         * second procfs view. */
-        if (path_is_at_or_below(target, "/proc") || path_is_at_or_below(target, "/dev"))
-            return plan_error(ret, -EINVAL, "mounts",
-                              "mount target '%s': /proc and /dev are managed by nsbox", target);
-        if (c->code && path_is_at_or_below("/work/main.py", target))
-            return plan_error(ret, -EINVAL, "mounts",
-                              "mount target '%s' would hide /work/main.py given by --code",
-                              target);
-        for (size_t j = 0; j < n; j++)
-            if (strcmp(sb->mounts[j].target, target) == 0)
-                return plan_error(ret, -EINVAL, "mounts", "two mounts on '%s'", target);
-        have_tmp = have_tmp || strcmp(target, "/tmp") == 0;
-        n++;
-    }
-    if (!have_tmp)
-        sb->mounts[n++] = (struct sandbox_mount){.is_tmpfs = true, .target = "/tmp",
-                                                 .size = c->tmp_size, .mode = 01777,
-                                                 .is_dir = true, .tree_fd = -EBADF};
-
-    /* Parents before children (insertion sort, stable): a mount below another lands on top. */
-    for (size_t i = 1; i < n; i++) {
-        struct sandbox_mount m = sb->mounts[i];
-        size_t j = i;
-        for (; j > 0 && path_depth(sb->mounts[j - 1].target) > path_depth(m.target); j--)
-            sb->mounts[j] = sb->mounts[j - 1];
-        sb->mounts[j] = m;
-    }
-    sb->n_mounts = n;
-    return 0;
-}
-
-/* 1 if the rootfs (rootfd) lacks the absolute path, 0 if it has it or the lookup failed
- * otherwise (a symlink on the way, a file where a directory should be: mount_populate() says
- * which). Never through a symlink, never outside the rootfs (openat2(2) RESOLVE_BENEATH). A
- * single name is one fstatat(2), as cheap as the check of the base mount points always was. */
-static int rootfs_lacks(int rootfd, const char *path)
-{
-    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                      RESOLVE_NO_MAGICLINKS};
-    struct stat st;
-    int fd;
-
-    path += strspn(path, "/");
-    if (!strchr(path, '/'))
-        return fstatat(rootfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
-    fd = sys_openat2(rootfd, path, &how);
-    if (fd >= 0) {
-        (void)close(fd);
-        return 0;
-    }
-    return errno == ENOENT;
-}
-
-/* Which mount points the rootfs lacks, to be made in a skeleton (mount.c): the base ones
- * (mount_base_points[]) and the targets of mounts that are not below another mount (those are
- * made in that mount, as before: /tmp/x in the /tmp tmpfs). */
-static int plan_mount_points(struct sandbox *sb, int rootfd, struct nsbox_result *ret)
-{
-    for (size_t i = 0; i < MOUNT_N_BASE; i++) {
-        struct stat st;
-        if (fstatat(rootfd, mount_base_points[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno == ENOENT)
-                sb->rootfs_lacks |= 1U << i;
-        } else if (!S_ISDIR(st.st_mode))
-            return plan_error(ret, -ENOTDIR, "rootfs",
-                              "rootfs '%s': /%s is not a directory (nsbox mounts its own there; "
-                              "remove it, or leave it out: nsbox then adds it)",
-                              sb->rootfs, mount_base_points[i]);
-    }
-    for (size_t i = 0; i < sb->n_mounts; i++) {
-        struct sandbox_mount *m = &sb->mounts[i];
-        bool below = path_is_at_or_below(m->target, "/work");
-
-        for (size_t j = 0; j < sb->n_mounts && !below; j++)
-            below = j != i && path_depth(sb->mounts[j].target) < path_depth(m->target) &&
-                    path_is_at_or_below(m->target, sb->mounts[j].target);
-        if (!below && rootfs_lacks(rootfd, m->target) > 0) {
-            m->missing = true;
-            sb->n_missing++;
-        }
-    }
-    return 0;
-}
-
-static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd)
-{
-    _cleanup_close_ int fd = -EBADF;
-    struct stat st, host_root;
-
-    fd = open(sb->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return plan_error(ret, negative_errno(), "rootfs",
-                          "rootfs '%s': %m (build it with 'ninja -C build' or 'nsbox rootfs "
-                          "build DIR', install it with 'meson install', or point $NSBOX_ROOTFS "
-                          "or --rootfs at one)",
-                          sb->rootfs);
-    if (fstat(fd, &st) == 0 && stat("/", &host_root) == 0 && st.st_dev == host_root.st_dev &&
-        st.st_ino == host_root.st_ino)
-        return plan_error(ret, -EINVAL, "rootfs",
-                          "rootfs '%s' is the host's own root: nsbox needs a separate root "
-                          "filesystem (the built one, or a directory made with nsbox rootfs build)",
-                          sb->rootfs);
-    /* A directory with neither /usr nor /bin is no root filesystem: most often the directory
-     * above one (a copy of build/rootfs, whose tree is in tree/), which would run as an empty
-     * root and end in a puzzling "not found". */
-    if (fstatat(fd, "usr", &st, AT_SYMLINK_NOFOLLOW) < 0 &&
-        fstatat(fd, "bin", &st, AT_SYMLINK_NOFOLLOW) < 0) {
-        bool tree = fstatat(fd, "tree/usr", &st, AT_SYMLINK_NOFOLLOW) == 0;
-        return plan_error(ret, -ENOTDIR, "rootfs",
-                          "rootfs '%s' has neither /usr nor /bin: not a root filesystem%s%s%s",
-                          sb->rootfs, tree ? " (did you mean '" : "", tree ? sb->rootfs : "",
-                          tree ? "/tree'?)" : " (nsbox rootfs build DIR makes one)");
-    }
-    /* Mount points it lacks are made without writing to it (mount.c, skeletons). */
-    if (plan_mount_points(sb, fd, ret) < 0)
-        return -ENOTDIR;
-    *ret_fd = TAKE_FD(fd);
-    return 0;
-}
-
-/* Add a warning to ret->warnings and pass it to the caller's callback at once. */
-static void add_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt,
-                        ...) __attribute__((format(printf, 3, 4)));
-
-static void add_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt,
-                        ...)
-{
-    char line[512];
-    size_t n = strlen(ret->warnings);
-    va_list ap;
-
-    va_start(ap, fmt);
-    (void)vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n, "%s%s", n ? "\n" : "", line);
-    if (c->warn)
-        c->warn(line, c->warn_userdata);
-}
-
-/* The rootfs's etc/NAME (never through a symlink, never outside it), at most IDFILES_MAX
- * bytes: trusted data, but a passwd file of gigabytes would be copied into every run. */
-static int read_rootfs_file(int rootfd, const char *path, char **ret, size_t *ret_len)
-{
-    struct open_how how = {.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-                                      RESOLVE_NO_MAGICLINKS};
-    _cleanup_close_ int fd = -EBADF;
-
-    fd = sys_openat2(rootfd, path, &how);
-    if (fd < 0)
-        return negative_errno();
-    return read_regular_fd(fd, IDFILES_MAX, ret, ret_len);
-}
-
-/* For --user ids the rootfs's /etc/passwd or /etc/group does not name, copies of them with a
- * line added ("sandbox"), which init binds over the originals for this run
- * (mount_identity_files()); the rootfs is never written. The default ids need nothing: every
- * rootfs nsbox builds (and Debian's, Alpine's) has nobody and nogroup, and not reading the
- * files keeps them off every run's start. A file the rootfs lacks, holds as a symlink, or that
- * is over IDFILES_MAX is left as it is, with a warning. */
-static void plan_identity_files(struct sandbox *sb, int rootfd, struct nsbox_result *ret)
-{
-    const struct nsbox_config *c = sb->config;
-    static const char *const paths[] = {"/etc/passwd", "/etc/group"};
-
-    if (c->uid == NOBODY && c->gid == NOBODY)
-        return;
-    for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
-        _cleanup_free_ char *text = NULL;
-        bool mounted_over = false;
-        size_t len = 0;
-        int r;
-
-        /* A -v or --tmpfs on the file or a directory above it says what the sandbox sees
-         * there: the rootfs's file is not it, and is left alone. */
-        for (size_t j = 0; j < sb->n_mounts; j++)
-            mounted_over = mounted_over || path_is_at_or_below(paths[i], sb->mounts[j].target);
-        if (mounted_over)
-            continue;
-        r = read_rootfs_file(rootfd, paths[i] + 1, &text, &len);
-        if (r >= 0)
-            r = i == 0 ? idfiles_passwd(text, len, c->uid, c->gid, &sb->passwd)
-                       : idfiles_group(text, len, c->gid, &sb->group);
-        if (r < 0) {
-            errno = -r;
-            add_warning(c, ret,
-                        "--user %u:%u: the rootfs's %s was left as it is (%m), so the %s has "
-                        "no name in it",
-                        (unsigned)c->uid, (unsigned)c->gid, paths[i], i == 0 ? "user" : "group");
-        }
-    }
-}
-
-struct warn_context {
-    const struct nsbox_config *config;
-    struct nsbox_result *result;
-};
-
-static void warn_policy(const struct policy_rule *rule, const char *message, void *userdata)
-{
-    struct warn_context *w = userdata;
-    add_warning(w->config, w->result, "%s:%u: %s", rule->file, rule->line, message);
-}
-
-static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
-{
-    struct policy policy = {0};
-    struct policy_error e = {0};
-    char where[512];
-    int r;
-
-    if (sb->config->seccomp_disabled)
-        return 0;
-    if (!sb->config->seccomp_policy) {
-        /* The built-in ones, compiled at build time. */
-        bool notify = filter_notify_supported();
-        if (sb->config->network_host || sb->config->network_loopback ||
-            network_allow_on(sb->config))
-            sb->filter = notify ? filter_network_notify : filter_network;
-        else
-            sb->filter = notify ? filter_default_notify : filter_default;
-        return 0;
-    }
-    r = policy_load(sb->config->seccomp_policy, &policy, &e);
-    if (r >= 0) {
-        /* Unknown names are warnings in a user's policy (nsbox's own is checked when it is
-         * built). */
-        struct warn_context w = {sb->config, ret};
-        r = filter_compile(&policy, warn_policy, &w, filter_notify_supported(), &sb->filter,
-                           &e);
-        policy_free(&policy);
-    }
-    if (r < 0) {
-        policy_error_format(&e, where, sizeof(where));
-        return plan_error(ret, r, "seccomp", "%s", where);
-    }
-    return 0;
-}
-
-/* Shared memory is not in RLIMIT_DATA (which counts private mappings): what bounds it without
- * a cgroup, for the limits_note. sandbox_sysctls() sets kernel.shm* where it can. */
-static const char *shared_memory_note(const struct nsbox_config *c, const struct sandbox *sb)
-{
-    if (c->memory == 0)
-        return "shared memory is not bounded (--memory unlimited)";
-    if (c->ipc_host)
-        return "System V shared memory is the host's (--ipc host), /dev/shm is --shm-size, "
-               "each memfd at most RLIMIT_FSIZE (--memory) but not their number";
-    if (sb->host_root && c->uid != 0)
-        return "shared memory: System V at most --memory in all (kernel.shmall), /dev/shm "
-               "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
-    if (sb->host_root)
-        return "shared memory: System V is not bounded (with --user 0 the sandbox's root owns "
-               "kernel.shmall of its IPC namespace, which nsbox then cannot set), /dev/shm is "
-               "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
-    return "shared memory: System V is not bounded (only the host's root can set kernel.shmall "
-           "in the sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at most RLIMIT_FSIZE "
-           "(--memory) but not their number";
-}
-
-/* A cgroup leaf for the limits, or the rlimit fallback: explicit in the result, and an error
- * under NSBOX_CGROUP_REQUIRED. */
-static int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb,
-                       struct cgroup_leaf *leaf, struct nsbox_result *ret)
-{
-    char reason[1024] = "";
-    enum nsbox_enforcer by;
-    int r;
-
-    r = cgroup_leaf_create(c, leaf, reason, sizeof(reason));
-    if (r < 0)
-        return plan_error(ret, r, "cgroup", "%s", reason);
-    if (r == 0 && c->cgroup == NSBOX_CGROUP_REQUIRED)
-        return plan_error(ret, -EOPNOTSUPP, "cgroup", "--cgroup required: %s", reason);
-    sb->in_cgroup = r > 0;
-    by = sb->in_cgroup ? NSBOX_ENFORCER_CGROUP : NSBOX_ENFORCER_RLIMIT;
-    ret->memory.enforced_by = c->memory ? by : NSBOX_ENFORCER_NONE;
-    ret->pids_limit.enforced_by = c->pids_limit ? by : NSBOX_ENFORCER_NONE;
-    ret->cpus.enforced_by = c->cpus_milli && (sb->in_cgroup || c->timeout) ? by
-                                                                           : NSBOX_ENFORCER_NONE;
-    if (!sb->in_cgroup) {
-        (void)snprintf(ret->limits_note, sizeof(ret->limits_note),
-                       "%s; so memory is RLIMIT_DATA per process, pids is RLIMIT_NPROC for the "
-                       "sandbox's uid, cpus is RLIMIT_CPU of cpus x timeout seconds per process; "
-                       "%s",
-                       reason, shared_memory_note(c, sb));
-        if (c->cgroup == NSBOX_CGROUP_AUTO && (c->memory || c->pids_limit || c->cpus_milli))
-            add_warning(c, ret,
-                        "limits are enforced with rlimits, not a cgroup: %s (--cgroup off "
-                        "chooses rlimits quietly, --cgroup required refuses to run)",
-                        reason);
-        /* Socket buffers are kernel memory: memory.max counts them, no rlimit does, and TCP's
-         * (tcp_mem, tcp(7)) is one limit for the whole host. */
-        if ((c->network_loopback || network_allow_on(c)) && !c->network_host)
-            add_warning(c, ret,
-                        "--network %s without a cgroup: socket buffers are outside "
-                        "--memory, so the payload can use up the host's TCP memory (tcp_mem) "
-                        "while it runs; a cgroup leaf counts them",
-                        c->network_loopback ? "loopback" : "allow=");
-    }
-    return 0;
-}
-
-/* Every protection the config removes is said out loud, before the payload starts. */
-static void plan_opt_out_warnings(const struct nsbox_config *c, struct nsbox_result *ret)
-{
-    if (c->seccomp_disabled)
-        add_warning(c, ret, "--no-seccomp: the payload runs without a seccomp filter; never use "
-                            "this for untrusted code");
-    if (c->network_host)
-        add_warning(c, ret, "--network host: the payload shares the host's network and its "
-                            "abstract unix sockets%s",
-                    c->seccomp_policy || c->seccomp_disabled
-                        ? ""
-                        : " (built-in policy network.policy: internet sockets allowed)");
-    if (c->pid_host)
-        add_warning(c, ret, "--pid host: the payload sees every host process and can signal "
-                            "those of its host uid (for root's sandboxes: only its own, unless "
-                            "--host-user shares one), and what it starts in the background can "
-                            "outlive the run (root's, with ids of its own: they are killed at "
-                            "the end)");
-    if (c->ipc_host)
-        add_warning(c, ret, "--ipc host: the payload shares the host's System V IPC and POSIX "
-                            "message queues");
-    if (c->env_inherit)
-        add_warning(c, ret, "--env-inherit: the payload gets nsbox's whole environment, "
-                            "secrets included");
-    if (c->keep_fds)
-        add_warning(c, ret, "--keep-fds: descriptors nsbox inherited reach the payload");
-}
-
-/* The run's name and labels, checked and copied into the result. */
-static int plan_identity(const struct nsbox_config *c, struct nsbox_result *ret)
-{
-    size_t n = 0, key_len;
-
-    if (c->name && !run_name_is_valid(c->name))
-        return plan_error(ret, -EINVAL, "config",
-                          "invalid name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most %d "
-                          "bytes",
-                          c->name, NSBOX_NAME_MAX);
-    if (c->name)
-        (void)snprintf(ret->name, sizeof(ret->name), "%s", c->name);
-    if (!c->labels || !c->labels[0])
-        return 0;
-    while (c->labels[n])
-        if (!label_is_valid(c->labels[n++], &key_len))
-            return plan_error(ret, -EINVAL, "config",
-                              "invalid label '%s': expected KEY=VALUE, KEY [a-zA-Z0-9][a-zA-Z0-9_./-]* "
-                              "of at most %d bytes, VALUE of at most %d bytes without control "
-                              "characters",
-                              c->labels[n - 1], LABEL_KEY_MAX, LABEL_VALUE_MAX);
-    ret->labels = calloc(n + 1, sizeof(char *));
-    if (!ret->labels)
-        return plan_error(ret, -ENOMEM, "config", "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        ret->labels[i] = strdup(c->labels[i]);
-        if (!ret->labels[i])
-            return plan_error(ret, -ENOMEM, "config", "out of memory");
-    }
-    return 0;
-}
-
-/* The initial user namespace's inode number (PROC_USER_INIT_INO in include/linux/proc_ns.h);
- * other namespaces' are allocated from 0xF0000000 up (proc_alloc_inum()). */
-#define PROC_USER_INIT_INO 0xEFFFFFFDU
-
-/* Whether nsbox runs in the initial user namespace, where its uid 0 is the host's root. */
-static bool in_initial_user_namespace(void)
-{
-    struct stat st;
-    return stat("/proc/self/ns/user", &st) == 0 && st.st_ino == PROC_USER_INIT_INO;
-}
-
-/*
- * The host ids the sandbox's ids map to. Root outside must not be root anywhere: root's
- * sandbox maps to ids of its own from nsbox's range (uidpool.c: why, which range, how runs
- * share it), so an escape lands without privileges and shares nothing, not even with the
- * host's nobody; config->host_uid chooses other ids instead. An ordinary user maps to
- * themself, the only id an unprivileged writer may map (user_namespaces(7)).
- */
-static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb,
-                         struct nsbox_result *ret)
-{
-    char detail[256];
-    uid_t id = 0;
-    int r;
-
-    sb->privileged = geteuid() == 0;
-    if (!sb->privileged) {
-        if ((c->host_uid && c->host_uid != geteuid()) || (c->host_gid && c->host_gid != getegid()))
-            return plan_error(ret, -EINVAL, "config",
-                              "--host-user is for root: an ordinary user's sandbox maps to the "
-                              "user themself (uid %u, gid %u), the only ids it may map",
-                              (unsigned)geteuid(), (unsigned)getegid());
-        sb->host_uid = geteuid();
-        sb->host_gid = getegid();
-    } else if (c->host_uid) {
-        sb->host_uid = c->host_uid;
-        sb->host_gid = c->host_gid ? c->host_gid : c->host_uid;
-        if (sb->host_uid == (uid_t)-1 || sb->host_gid == (gid_t)-1)
-            return plan_error(ret, -EINVAL, "config", "host ids must not be -1");
-        add_warning(c, ret,
-                    "--host-user %u:%u: the sandbox runs as these host ids, shared with every "
-                    "other process and file of theirs (without it, each run of root has ids of "
-                    "its own)",
-                    (unsigned)sb->host_uid, (unsigned)sb->host_gid);
-    } else if (!in_initial_user_namespace() &&
-               (uidpool_mapped_here("/proc/self/uid_map", UIDPOOL_BASE) != 1 ||
-                uidpool_mapped_here("/proc/self/gid_map", UIDPOOL_BASE) != 1)) {
-        /* Root of a user namespace that does not map the pool (a container's, rootless
-         * Podman's, a Kubernetes pod's map 65536 ids or so): no id of the pool can be mapped
-         * from here. Its nobody is the one id such a namespace is sure to have that is not its
-         * root; said in the result, and --host-user chooses another. */
-        if (c->host_gid)
-            return plan_error(ret, -EINVAL, "config", "a host gid needs a host uid");
-        sb->host_uid = NOBODY;
-        sb->host_gid = NOBODY;
-        add_warning(c, ret,
-                    "nsbox runs as root of a user namespace that does not map its id range "
-                    "(%u and up), as in a container: the sandbox runs as that namespace's "
-                    "nobody (65534), shared with its other processes of that id; --host-user "
-                    "UID[:GID] chooses other ids",
-                    (unsigned)UIDPOOL_BASE);
-    } else {
-        if (c->host_gid)
-            return plan_error(ret, -EINVAL, "config", "a host gid needs a host uid");
-        r = uidpool_acquire(&id, &sb->host_ids_lock, detail, sizeof(detail));
-        if (r < 0)
-            return plan_error(ret, r, "host ids",
-                              "taking host ids of the sandbox's own failed: %s (--host-user "
-                              "UID[:GID] chooses them instead)",
-                              detail);
-        sb->host_uid = id;
-        sb->host_gid = id;
-        /* Without a pid namespace, processes of the id can outlive the payload: say so in the
-         * pool until kill_leftovers() has killed them, for the case that nsbox is killed. */
-        r = c->pid_host ? uidpool_mark(sb->host_ids_lock, id, true) : 0;
-        if (r < 0)
-            return plan_error(ret, r, "host ids", "marking host uid %u in %s failed: %s",
-                              (unsigned)id, uidpool_lock_path(), strerror(-r));
-    }
-    ret->host_uid = sb->host_uid;
-    ret->host_gid = sb->host_gid;
-    return 0;
-}
-
-/* A sandbox path for --copy-in, --copy-out, -w: absolute, no "." or "..", not in /proc or /dev. */
-static int check_sandbox_path(const char *path, const char *what, struct nsbox_result *ret)
-{
-    if (!path_is_safe_target(path) || strcmp(path, "/") == 0)
-        return plan_error(ret, -EINVAL, "config",
-                          "%s '%s' must be an absolute path inside the sandbox, not '/', without "
-                          "'.' or '..'",
-                          what, path ? path : "");
-    if (path_is_at_or_below(path, "/proc") || path_is_at_or_below(path, "/dev"))
-        return plan_error(ret, -EINVAL, "config", "%s '%s': /proc and /dev are nsbox's", what,
-                          path);
-    return 0;
-}
-
-/* Open a host directory for copy-out, made (0755) when missing; never through a symlink but
- * root's (path_open_nofollow()). */
-static int open_copy_out_dir(const char *path, struct nsbox_result *ret)
-{
-    char walked[PATH_MAX];
-    struct stat st;
-    int fd;
-
-    if (!path || path[0] != '/')
-        return plan_error(ret, -EINVAL, "config", "--copy-out host directory '%s' is not an "
-                          "absolute path", path ? path : "");
-    if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return plan_error(ret, negative_errno(), "copy-out",
-                          "cannot make the --copy-out directory '%s': %m", path);
-    fd = path_open_nofollow(path, true, walked, sizeof(walked));
-    if (fd == -ELOOP)
-        return plan_error(ret, fd, "copy-out",
-                          "--copy-out %s: '%s' is a symlink, and nsbox follows only root's "
-                          "symlinks in directories only root can write: name the real directory",
-                          path, walked);
-    if (fd < 0)
-        return plan_error(ret, fd, "copy-out", "--copy-out directory '%s': %s", path,
-                          strerror(-fd));
-    if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        (void)close(fd);
-        return plan_error(ret, -ENOTDIR, "copy-out", "--copy-out '%s' is not a directory", path);
-    }
-    return fd;
-}
-
-/* Pack what goes in (--copy-in, the workspace) into a memfd for init to unpack, and open where
- * what comes out goes. All host paths are opened here, as the caller, refusing symlinks as -v
- * does; the sandbox never sees a host path. */
-static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
-{
-    const struct nsbox_config *c = sb->config;
-    struct copy_caps in_caps = {.max_bytes = c->workdir_size, .fail = true};
-    struct copy_packer *p = NULL;
-    struct copy_stats stats;
-    char why[512] = "";
-    int r;
-
-    if (c->workdir && (r = check_sandbox_path(c->workdir, "-w", ret)) < 0)
-        return r;
-    if (c->workdir_size == 0)
-        return plan_error(ret, -EINVAL, "config", "--workdir-size must be above 0");
-    if ((c->n_copy_out || c->workspace) && c->pid_host)
-        return plan_error(ret, -EINVAL, "config",
-                          "--copy-out and --workspace need the sandbox's own pid namespace (not "
-                          "--pid host): the copy is taken when every process of the sandbox is "
-                          "gone, which only a pid namespace makes sure of");
-    if ((c->n_copy_out || c->workspace) && (c->copy_out_max_bytes == 0 ||
-                                            c->copy_out_max_files == 0))
-        return plan_error(ret, -EINVAL, "config",
-                          "--copy-out-max-bytes and --copy-out-max-files must be above 0");
-    /* What goes in is bounded by what the sandbox's tmpfs mounts can hold. */
-    for (size_t i = 0; i < sb->n_mounts; i++)
-        if (sb->mounts[i].is_tmpfs)
-            in_caps.max_bytes += sb->mounts[i].size;
-    /* ... and so is the number of files: a tmpfs holds one inode per KiB (mount.c). */
-    in_caps.max_files = in_caps.max_bytes / 1024;
-
-    if (!c->n_copy_in && !c->n_copy_out && !c->workspace)
-        return 0;
-    /* Now, while host libraries are reachable: init uses it inside (copy.h). */
-    r = copy_load(why, sizeof(why));
-    if (r < 0)
-        return plan_error(ret, r, "copy", "%s", why);
-
-    if (c->workspace) {
-        r = workspace_open(c->workspace, true, &sb->ws, why, sizeof(why));
-        if (r < 0)
-            return plan_error(ret, r, "workspace", "%s", why);
-        (void)snprintf(ret->workspace, sizeof(ret->workspace), "%s", c->workspace);
-    }
-
-    if (c->n_copy_in || c->workspace) {
-        sb->copy_in_fd = memfd_create("nsbox-copy-in", MFD_CLOEXEC);
-        if (sb->copy_in_fd < 0)
-            return plan_error(ret, negative_errno(), "copy-in", "memfd_create: %m");
-        r = copy_packer_new(sb->copy_in_fd, &in_caps, &p, why, sizeof(why));
-        if (r < 0)
-            return plan_error(ret, r, "copy-in", "%s", why);
-        if (c->workspace) {
-            /* The workspace holds what /work held: NAME/work (none yet on first use). */
-            _cleanup_close_ int wfd =
-                openat(sb->ws.dir_fd, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            char shown[sizeof(sb->ws.path) + 16], main_py[sizeof(shown) + 16];
-            struct copy_source src = {.src_fd = wfd, .prefix = "work", .shown = shown};
-            (void)snprintf(shown, sizeof(shown), "%s/work", sb->ws.path);
-            (void)snprintf(main_py, sizeof(main_py), "%s/main.py", shown);
-            /* Saved by a run without --code: --code's own main.py is the one (read-only). */
-            if (c->code)
-                src.exclude = main_py;
-            if (wfd < 0 && errno != ENOENT) {
-                r = plan_error(ret, negative_errno(), "workspace", "%s/work: %m", sb->ws.path);
-                goto in_fail_reported;
-            }
-            r = wfd < 0 ? 0 : copy_pack(p, &src, false, why, sizeof(why));
-            if (r < 0)
-                goto in_fail;
-        }
-        for (size_t i = 0; i < c->n_copy_in; i++) {
-            const struct nsbox_copy *cp = &c->copy_in[i];
-            char walked[PATH_MAX];
-            _cleanup_close_ int fd = -EBADF;
-            struct copy_source src;
-
-            r = check_sandbox_path(cp->sandbox, "--copy-in target", ret);
-            if (r < 0)
-                goto in_fail_reported;
-            if (!cp->host || cp->host[0] != '/') {
-                r = plan_error(ret, -EINVAL, "config", "--copy-in source '%s' is not an "
-                               "absolute path", cp->host ? cp->host : "");
-                goto in_fail_reported;
-            }
-            fd = path_open_nofollow(cp->host, true, walked, sizeof(walked));
-            if (fd == -ELOOP) {
-                r = plan_error(ret, fd, "copy-in",
-                               "--copy-in %s: '%s' is a symlink, and nsbox follows only root's "
-                               "symlinks in directories only root can write: name the path it "
-                               "points to",
-                               cp->host, walked);
-                goto in_fail_reported;
-            }
-            if (fd < 0) {
-                r = plan_error(ret, fd, "copy-in", "--copy-in source '%s': %s", cp->host,
-                               strerror(-fd));
-                goto in_fail_reported;
-            }
-            src = (struct copy_source){.src_fd = fd, .prefix = cp->sandbox + 1,
-                                       .shown = cp->host};
-            r = copy_pack(p, &src, false, why, sizeof(why));
-            if (r < 0)
-                goto in_fail;
-        }
-        r = copy_packer_finish(p, &stats, why, sizeof(why));
-        p = NULL;
-        if (r < 0)
-            return plan_error(ret, r, "copy-in", "%s", why);
-        if (stats.skipped)
-            add_warning(c, ret,
-                        "copy-in: %llu entr%s not copied (only regular files and directories "
-                        "are: symlinks, devices, FIFOs and sockets are left out, and so are "
-                        "files past the room of the sandbox's tmpfs mounts)",
-                        (unsigned long long)stats.skipped, stats.skipped == 1 ? "y was" : "ies were");
-    }
-
-    if (c->n_copy_out || c->workspace) {
-        size_t n = c->n_copy_out + (c->workspace ? 1 : 0);
-        ret->copy_out_asked = true;
-        sb->out_fds = calloc(n, sizeof(int));
-        sb->out_host_paths = calloc(n, sizeof(char *));
-        sb->out_shown = calloc(n, sizeof(char *));
-        if (!sb->out_fds || !sb->out_host_paths || !sb->out_shown)
-            return plan_error(ret, -ENOMEM, "copy-out", "out of memory");
-        for (size_t i = 0; i < n; i++)
-            sb->out_fds[i] = -EBADF;
-        sb->n_out = n;
-        for (size_t i = 0; i < c->n_copy_out; i++) {
-            r = check_sandbox_path(c->copy_out[i].sandbox, "--copy-out source", ret);
-            if (r < 0)
-                return r;
-            r = open_copy_out_dir(c->copy_out[i].host, ret);
-            if (r < 0)
-                return r;
-            sb->out_fds[i] = r;
-            sb->out_host_paths[i] = c->copy_out[i].host;
-            /* Owned: init wipes the memory of nsbox's argv, where the option's value lives. */
-            sb->out_shown[i] = strdup(c->copy_out[i].sandbox);
-            if (!sb->out_shown[i])
-                return plan_error(ret, -ENOMEM, "copy-out", "out of memory");
-        }
-        if (c->workspace) {
-            /* A fresh staging directory: what a run copies back lands there, and replaces the
-             * workspace only when complete (workspace_commit()). Ours under the lock. */
-            (void)snprintf(sb->ws_staging, sizeof(sb->ws_staging), ".%s.new", c->workspace);
-            r = copy_remove_tree(sb->ws.base_fd, sb->ws_staging);
-            if (r >= 0 && mkdirat(sb->ws.base_fd, sb->ws_staging, 0700) < 0)
-                r = negative_errno();
-            if (r >= 0) {
-                r = openat(sb->ws.base_fd, sb->ws_staging,
-                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (r < 0)
-                    r = negative_errno();
-            }
-            if (r < 0)
-                return plan_error(ret, r, "workspace",
-                                  "cannot make the staging directory of workspace %s: %s",
-                                  sb->ws.path, strerror(-r));
-            sb->out_fds[n - 1] = r;
-            sb->out_shown[n - 1] = strdup("/work");
-            if (!sb->out_shown[n - 1])
-                return plan_error(ret, -ENOMEM, "workspace", "out of memory");
-        }
-        sb->copy_out_fd = memfd_create("nsbox-copy-out", MFD_CLOEXEC);
-        if (sb->copy_out_fd < 0)
-            return plan_error(ret, negative_errno(), "copy-out", "memfd_create: %m");
-    }
-    return 0;
-
-in_fail:
-    if (r == -EFBIG)
-        (void)plan_error(ret, r, "copy-in",
-                         "the files to copy in are larger than the sandbox's tmpfs mounts can "
-                         "hold (%s; raise --workdir-size or the --tmpfs size)",
-                         why);
-    else
-        (void)plan_error(ret, r, "copy-in", "%s", why);
-in_fail_reported:
-    if (p)
-        (void)copy_packer_finish(p, NULL, why, sizeof(why));
-    return r;
-}
-
-static int plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
-{
-    _cleanup_close_ int rootfd = -EBADF;
-    size_t n_args = 0;
-    int r;
-
-    *sb = (struct sandbox){.config = c, .host_ids_lock = -EBADF, .copy_in_fd = -EBADF,
-                           .copy_out_fd = -EBADF,
-                           .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
-    sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
-    r = plan_identity(c, ret);
-    if (r < 0)
-        return r;
-
-    if (c->argv)
-        while (c->argv[n_args])
-            n_args++;
-    if (!c->code && n_args == 0)
-        return plan_error(ret, -EINVAL, "config", "no program to run (give PROGRAM or --code)");
-    if (c->uid == (uid_t)-1 || c->gid == (gid_t)-1)
-        return plan_error(ret, -EINVAL, "config", "uid and gid must not be -1");
-    if (c->tmp_size == 0 || c->shm_size == 0)
-        return plan_error(ret, -EINVAL, "config", "tmpfs sizes must be above 0");
-    if (c->output_limit > (1ULL << 30))
-        return plan_error(ret, -EINVAL, "config", "the output limit must be at most 1 GiB");
-    if (c->network_host && c->network_allow && c->network_allow[0])
-        return plan_error(ret, -EINVAL, "config",
-                          "--network host and --network allow= exclude each other");
-    if (c->network_hosts && c->network_hosts[0] && !network_allow_on(c))
-        return plan_error(ret, -EINVAL, "config",
-                          "--add-host names hosts for the proxy of --network allow=, which is "
-                          "not on");
-    if (c->network_max_connections > 1024)
-        return plan_error(ret, -EINVAL, "config",
-                          "--network-max-connections must be at most 1024");
-
-    /* --code FILE [ARGS...] runs python3 /work/main.py ARGS... */
-    sb->argv = calloc(n_args + 3, sizeof(char *));
-    if (!sb->argv)
-        return plan_error(ret, -ENOMEM, "config", "out of memory");
-    /* Owned copies: the sandbox's init wipes the memory of nsbox's own argv. */
-    for (size_t i = 0, j = 0; i < n_args + (c->code ? 2 : 0); i++) {
-        const char *arg = !c->code ? c->argv[i] : i == 0 ? "python3" : i == 1 ? "/work/main.py"
-                                                                               : c->argv[j++];
-        sb->argv[i] = strdup(arg);
-        if (!sb->argv[i])
-            return plan_error(ret, -ENOMEM, "config", "out of memory");
-    }
-
-    r = plan_env(sb, ret);
-    if (r < 0)
-        return r;
-    r = plan_mounts(sb, ret);
-    if (r < 0)
-        return r;
-    r = plan_rootfs(sb, ret, &rootfd);
-    if (r < 0)
-        return r;
-    plan_identity_files(sb, rootfd, ret);
-    r = plan_copies(sb, ret);
-    if (r < 0)
-        return r;
-
-    r = plan_host_ids(c, sb, ret);
-    if (r < 0)
-        return r;
-
-    sb->host_root = sb->privileged && in_initial_user_namespace();
-
-    plan_opt_out_warnings(c, ret);
-    return plan_filter(sb, ret);
-}
-
 /* ---- inside the sandbox ------------------------------------------------------------------- */
-
-static void report_send(int fd, const struct report *rep)
-{
-    /* Best effort: if the supervisor is gone there is nobody to tell. */
-    (void)!write(fd, rep, sizeof(*rep));
-}
-
-_noreturn_ static void child_fail(int report_fd, const struct step_error *e)
-{
-    struct report rep = {.type = REPORT_SETUP_FAILED, .error = *e};
-    report_send(report_fd, &rep);
-    _exit(125);
-}
-
-/* An optional setup step was refused: tell the supervisor, which adds a warning, and go on. */
-static void report_skipped(int report_fd, int err, const char *step, const char *detail)
-{
-    struct report rep = {.type = REPORT_SKIPPED, .error = {.err = err}};
-
-    (void)snprintf(rep.error.step, sizeof(rep.error.step), "%s", step);
-    (void)snprintf(rep.error.detail, sizeof(rep.error.detail), "%s", detail);
-    report_send(report_fd, &rep);
-}
-
-/* A payload step failed under the seccomp filters: an EPERM there is most likely the policy
- * refusing what nsbox does before execve, so say so. */
-_noreturn_ static void payload_fail(int report_fd, int err, const char *step)
-{
-    struct step_error e = {.err = err};
-    (void)snprintf(e.step, sizeof(e.step), "%s", step);
-    if (err == EPERM)
-        (void)snprintf(e.detail, sizeof(e.detail),
-                       "the seccomp policy must allow what nsbox does before execve: openat, "
-                       "dup2/dup3, fcntl, close_range, prlimit64, execve");
-    child_fail(report_fd, &e);
-}
-
-static int set_rlimit(int resource, uint64_t value)
-{
-    struct rlimit rl = {.rlim_cur = value, .rlim_max = value};
-    return setrlimit(resource, &rl) < 0 ? negative_errno() : 0;
-}
-
-#define THREAD_STACK (1ULL << 20) /* bytes: RLIMIT_STACK's soft limit under rlimits */
-
-/* Lower the soft limit of resource to value, if it is above; the hard limit stays. */
-static int lower_soft_rlimit(int resource, uint64_t value)
-{
-    struct rlimit rl;
-
-    if (getrlimit(resource, &rl) < 0)
-        return negative_errno();
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= value)
-        return 0;
-    rl.rlim_cur = value;
-    return setrlimit(resource, &rl) < 0 ? negative_errno() : 0;
-}
-
-/* Stand-in limits where no cgroup holds the sandbox: per process (memory), per uid in the
- * sandbox's user namespace (processes), CPU seconds per process (cpus x timeout). */
-static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct step_error *e)
-{
-    int r;
-
-    if (in_cgroup)
-        return 0; /* the cgroup leaf holds the limits, for the whole sandbox */
-    if (c->memory) {
-        /* RLIMIT_DATA (Linux 4.7+) counts private writable mappings, which is what a large
-         * allocation is; RLIMIT_AS would also count reservations glibc never touches. */
-        r = set_rlimit(RLIMIT_DATA, c->memory);
-        if (r < 0)
-            return step_fail(e, r, "setrlimit", "RLIMIT_DATA");
-        /* Thread stacks are private writable mappings too, counted whole in RLIMIT_DATA
-         * (is_data_mapping() in mm/internal.h), and glibc sizes them by RLIMIT_STACK's soft
-         * limit, read once at start (8 MiB usually): 30 threads would take 256m. A soft limit
-         * of THREAD_STACK gives them 1 MiB each, and the main thread's stack may grow as far;
-         * the hard limit stays, so a program that needs a deeper main stack raises its soft
-         * limit (resource.setrlimit), and one that needs big thread stacks asks for them
-         * (threading.stack_size), both within RLIMIT_DATA. */
-        r = lower_soft_rlimit(RLIMIT_STACK, THREAD_STACK);
-        if (r < 0)
-            return step_fail(e, r, "setrlimit", "RLIMIT_STACK");
-    }
-    if (c->pids_limit) {
-        r = set_rlimit(RLIMIT_NPROC, c->pids_limit);
-        if (r < 0)
-            return step_fail(e, r, "setrlimit", "RLIMIT_NPROC");
-    }
-    if (c->cpus_milli && c->timeout) {
-        /* cpus x timeout, kept at least 1 s away from the timeout so that the two never race
-         * (result_rlimit_cpu_seconds()). */
-        uint64_t seconds = result_rlimit_cpu_seconds(c->cpus_milli, c->timeout);
-        /* The soft limit sends SIGXCPU, so the result can say which limit was hit; the hard
-         * limit a second later is SIGKILL (setrlimit(2)). */
-        struct rlimit rl = {.rlim_cur = seconds, .rlim_max = seconds + 1};
-        if (setrlimit(RLIMIT_CPU, &rl) < 0)
-            return step_fail(e, negative_errno(), "setrlimit", "RLIMIT_CPU");
-    }
-    return 0;
-}
-
-/* execve(2) PROGRAM, looking a name without '/' up in the sandbox's PATH as execvp(3) does. */
-static int payload_execve(const struct sandbox *sb)
-{
-    const char *prog = sb->argv[0];
-    char buf[4096];
-    int saw_eacces = 0;
-
-    if (strchr(prog, '/')) {
-        execve(prog, sb->argv, sb->envp);
-        return negative_errno();
-    }
-    for (const char *p = sb->path ? sb->path : SANDBOX_PATH;; p++) {
-        size_t len = strcspn(p, ":");
-        if (len > 0 && len + 1 + strlen(prog) < sizeof(buf)) {
-            memcpy(buf, p, len);
-            buf[len] = '/';
-            strcpy(buf + len + 1, prog);
-            execve(buf, sb->argv, sb->envp);
-            if (errno == EACCES)
-                saw_eacces = 1;
-            else if (errno != ENOENT && errno != ENOTDIR)
-                return negative_errno();
-        }
-        p += len;
-        if (*p == '\0')
-            break;
-    }
-    return saw_eacces ? -EACCES : -ENOENT;
-}
-
-_noreturn_ void sandbox_payload_exec(const struct sandbox *sb, int in_fd, int out_fd, int err_fd,
-                                     int report_fd, int extra_fd)
-{
-    const struct nsbox_config *c = sb->config;
-    struct step_error e = {0};
-    sigset_t none;
-    int r;
-
-    /* Its own process group, so that forwarded signals reach its children too. */
-    (void)setpgid(0, 0);
-
-    /* stdin: /dev/null, or with --stdin a socket the supervisor copies nsbox's stdin into.
-     * Never the caller's descriptor itself: through a terminal the payload could change its
-     * modes, or inject input into it. The payload's end is made read-only. */
-    if (in_fd < 0)
-        in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    else
-        (void)shutdown(in_fd, SHUT_WR);
-    /* dup2(fd, fd) would keep O_CLOEXEC: when a descriptor already sits at 0, 1 or 2 (nsbox
-     * started with those closed), clear the flag instead. */
-    if (in_fd < 0 || (in_fd == 0 ? fcntl(0, F_SETFD, 0) : dup2(in_fd, 0)) < 0)
-        payload_fail(report_fd, errno, "stdin");
-    if ((out_fd == 1 ? fcntl(1, F_SETFD, 0) : dup2(out_fd, 1)) < 0 ||
-        (err_fd == 2 ? fcntl(2, F_SETFD, 0) : dup2(err_fd, 2)) < 0)
-        payload_fail(report_fd, errno, "stdout/stderr");
-    /* The report pipe moves to fd 3 (close-on-exec); everything above it is closed, so no
-     * descriptor of nsbox or of nsbox's caller reaches the payload. */
-    if (c->keep_fds) {
-        /* Opted out: the caller's inherited descriptors stay where they are; nsbox's own are
-         * all close-on-exec. */
-    } else {
-        if (report_fd != 3) {
-            if (dup3(report_fd, 3, O_CLOEXEC) < 0)
-                payload_fail(report_fd, errno, "report pipe");
-            report_fd = 3;
-        }
-        /* A session's Python interpreter (session-init.c) keeps its channel to init at fd 4. */
-        if (extra_fd >= 0 && dup2(extra_fd, 4) < 0)
-            payload_fail(report_fd, errno, "session channel");
-        if (sys_close_range(extra_fd >= 0 ? 5 : 4, ~0U, 0) < 0)
-            payload_fail(report_fd, errno, "close_range");
-    }
-
-    /* The signal mask survives execve(2): clear it (init reset the dispositions). */
-    sigemptyset(&none);
-    (void)sigprocmask(SIG_SETMASK, &none, NULL);
-    (void)umask(022);
-
-    /* The payload was born under the seccomp filters (loaded by init); only setrlimit(2),
-     * which can only lower limits, and execve(2) remain. */
-    r = payload_rlimits(c, sb->in_cgroup, &e);
-    if (r < 0)
-        child_fail(report_fd, &e);
-
-    r = payload_execve(sb);
-    struct report rep = {.type = REPORT_EXEC_FAILED, .code = r == -ENOENT ? 127 : 126};
-    (void)step_fail(&rep.error, r, "execve", "%s", sb->argv[0]);
-    if (r == -ENOENT)
-        (void)snprintf(rep.error.detail, sizeof(rep.error.detail),
-                       strchr(sb->argv[0], '/') ? "%s: not found in the sandbox"
-                                                : "%s: not found in the sandbox's PATH (%s)",
-                       sb->argv[0], sb->path ? sb->path : SANDBOX_PATH);
-    report_send(report_fd, &rep);
-    _exit(rep.code);
-}
-
-/* How full /dev/shm is (shm_fd, opened by init before the payload existed, so no path the
- * payload could change is followed), for the report of how the payload ended. */
-static void report_shm_usage(int shm_fd, struct report *rep)
-{
-    struct statfs st;
-
-    if (shm_fd >= 0 && fstatfs(shm_fd, &st) == 0) {
-        rep->shm_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
-        rep->shm_free = (uint64_t)st.f_bfree * (uint64_t)st.f_bsize;
-    }
-}
-
-/* Copy-out, by init once the payload has ended: first every other process of the sandbox is
- * killed and reaped (kill(2) with -1 from a pid namespace's init reaches all of them and not
- * itself, pid_namespaces(7)), so nothing changes the tree while it is read and nothing is left
- * to race a check. Then each --copy-out source, and /work for a workspace, is packed into the
- * memfd at out_fd (copy.h), within the caps. Init is under the seccomp filters by now, as the
- * sandbox's uid: what the payload made unreadable is skipped. */
-static void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep)
-{
-    const struct nsbox_config *c = sb->config;
-    struct copy_caps caps = {.max_bytes = c->copy_out_max_bytes,
-                             .max_files = c->copy_out_max_files};
-    struct copy_packer *p = NULL;
-    struct copy_stats stats = {0};
-    char why[256];
-    int r;
-
-    /* Again before each wait: a fork in flight cannot leave a child unsignalled (copy_process()
-     * restarts a fork with a fatal signal pending; this is the belt to those braces). */
-    do
-        (void)kill(-1, SIGKILL);
-    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR);
-    /* The stream is a file of this process's: RLIMIT_FSIZE applies, and its SIGXFSZ would end
-     * init; EFBIG is reported instead. */
-    (void)signal(SIGXFSZ, SIG_IGN);
-    rep->copy_taken = true;
-    r = copy_packer_new(out_fd, &caps, &p, why, sizeof(why));
-    for (size_t i = 0; r >= 0 && i < sb->n_out; i++) {
-        /* sb's copy: the config's strings may be in nsbox's argv, wiped by now. */
-        const char *path = sb->out_shown[i];
-        const char *base = strrchr(path, '/') + 1;
-        char prefix[PATH_MAX];
-        struct stat st;
-        /* Entries are named "i/BASENAME/...": a directory lands in HOSTDIR as a directory of
-         * its name, as with docker cp into an existing directory. */
-        int fd = copy_open_nofollow(path);
-
-        (void)snprintf(prefix, sizeof(prefix), "%zu/%s", i, base);
-        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
-            (void)close(fd);
-            fd = -1;
-            errno = ELOOP;
-        }
-        if (fd < 0 || fstat(fd, &st) < 0) {
-            /* Listed like any skipped entry, named by the source itself. */
-            r = copy_pack_skipped(p, prefix,
-                                  errno == ELOOP || errno == ENOTDIR ? "symlink (never followed)"
-                                  : errno == ENOENT                ? "does not exist"
-                                                                   : "cannot be read",
-                                  why, sizeof(why));
-            if (fd >= 0)
-                (void)close(fd);
-            continue;
-        }
-        r = copy_pack(p, &(struct copy_source){.src_fd = fd, .prefix = prefix, .shown = path,
-                                               .exclude = i >= c->n_copy_out && c->code
-                                                              ? "/work/main.py"
-                                                              : NULL},
-                      true, why, sizeof(why));
-        (void)close(fd);
-    }
-    if (p) {
-        int k = copy_packer_finish(p, &stats, why, sizeof(why));
-        r = r < 0 ? r : k;
-    }
-    rep->copy_err = r < 0 ? -r : 0;
-    rep->copy_unlisted = stats.skipped - stats.skipped_listed;
-}
-
-/* PID 1: reap everything, forward SIGINT/SIGTERM/SIGHUP to the payload's process group, and
- * leave with the payload (after the copy-out, if any). The kernel then kills all that remains
- * in the pid namespace (pid_namespaces(7)), so nothing the payload started outlives it. */
-_noreturn_ static void init_loop(const struct sandbox *sb, pid_t payload, const sigset_t *mask,
-                                 int report_fd, int shm_fd, int work_fd, int copy_out_fd)
-{
-    for (;;) {
-        siginfo_t si;
-        int sig = sigwaitinfo(mask, &si);
-
-        if (sig < 0)
-            continue;
-        if (sig != SIGCHLD) {
-            /* Blocked since the sandbox was made, so a signal that came during the setup waited
-             * here instead of being lost. */
-            if (kill(-payload, sig) < 0)
-                (void)kill(payload, sig);
-            continue;
-        }
-        for (;;) {
-            int status;
-            pid_t p = waitpid(-1, &status, WNOHANG);
-            if (p <= 0)
-                break;
-            if (p != payload)
-                continue;
-            struct report rep = {.type = WIFSIGNALED(status) ? REPORT_SIGNALED : REPORT_EXITED,
-                                 .code = WIFSIGNALED(status) ? WTERMSIG(status)
-                                                             : WEXITSTATUS(status)};
-            report_shm_usage(shm_fd, &rep);
-            {
-                struct statfs st;
-                if (fstatfs(work_fd, &st) == 0) {
-                    rep.work_used = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
-                    rep.work_free = (uint64_t)st.f_bfree * (uint64_t)st.f_bsize;
-                }
-            }
-            if (copy_out_fd >= 0)
-                init_copy_out(sb, copy_out_fd, &rep);
-            report_send(report_fd, &rep);
-            _exit(0);
-        }
-    }
-}
 
 struct child_fds {
     int sync;   /* read end: one byte once the id maps are written; POLLHUP if nsbox dies */
@@ -1467,286 +160,10 @@ struct child_fds {
     int session; /* a session's end of its control channel (session-init.c), else -1 */
 };
 
-/* Bring up lo, the one interface of a new network namespace, down until then (netdevice(7):
- * SIOCGIFFLAGS, SIOCSIFFLAGS). Needs CAP_NET_ADMIN in the user namespace that owns the network
- * namespace, which the sandbox holds until it drops its capabilities. */
-static int loopback_up(void)
-{
-    struct ifreq ifr = {0};
-    _cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-    if (fd < 0)
-        return negative_errno();
-    (void)snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-    if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
-        return negative_errno();
-    ifr.ifr_flags |= IFF_UP;
-    if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
-        return negative_errno();
-    return 0;
-}
-
-/* The proxy's listening socket (proxy.h), in the sandbox's network namespace: a socket
- * belongs to the namespace of the process that created it (socket(7)), so the supervisor that
- * takes it accepts connections made inside. Returns the descriptor or -errno. */
-static int proxy_listen_inside(void)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(PROXY_PORT)};
-    _cleanup_close_ int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    if (fd < 0)
-        return negative_errno();
-    if (inet_pton(AF_INET, PROXY_ADDRESS, &sin.sin_addr) != 1)
-        return -EINVAL;
-    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(fd, 64) < 0)
-        return negative_errno();
-    return TAKE_FD(fd);
-}
-
-/* Zero this process's copy of the command line it was started with (the memory between
- * arg_start and arg_end, fields 48 and 49 of /proc/self/stat, proc(5)): the payload can read
- * /proc/1/cmdline, and nsbox's arguments name host paths and values meant for nsbox. */
-static int wipe_own_cmdline(void)
-{
-    char buf[2048], *p;
-    unsigned long start = 0, end = 0;
-    _cleanup_close_ int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    ssize_t n;
-
-    if (fd < 0)
-        return negative_errno();
-    n = RETRY_EINTR(read(fd, buf, sizeof(buf) - 1));
-    if (n <= 0)
-        return -EIO;
-    buf[n] = '\0';
-    /* Fields after the command name, which is in parentheses and may hold spaces. */
-    p = strrchr(buf, ')');
-    if (!p)
-        return -EIO;
-    p++;
-    for (int field = 3; field < 48 && p; field++)
-        p = strchr(p + 1, ' ');
-    if (!p || sscanf(p, " %lu %lu", &start, &end) != 2 || end <= start)
-        return -EIO;
-    memset((void *)start, 0, end - start);
-    return 0;
-}
-
-/* Write value to a sysctl under /proc/sys/ of the host's procfs, still reachable before
- * pivot_root (the sysctls below act on the writer's own namespaces, whatever procfs the file
- * is in). Returns 0, 0 when this kernel has no such file (where told to skip it), or -errno. */
-static int write_sysctl(const char *name, const char *value, bool skip_missing,
-                        struct step_error *e)
-{
-    char path[128];
-    int r;
-
-    (void)snprintf(path, sizeof(path), "/proc/sys/%s", name);
-    r = write_file_at(AT_FDCWD, path, value);
-    if (r == -ENOENT && skip_missing)
-        return 0;
-    if (r == -EROFS)
-        /* Docker and Podman mount a container's /proc/sys read-only by default. */
-        return step_fail(e, r, "sysctl",
-                         "%s = %s: /proc/sys is read-only, as in a container by default; "
-                         "'nsbox doctor' names the container setting that unmasks it",
-                         name, value);
-    if (r < 0)
-        return step_fail(e, r, "sysctl", "%s = %s", name, value);
-    return 0;
-}
-
-/* The sandbox's own user namespace's budgets (kernel/ucount.c). What the payload uses is
- * charged to its uid in this namespace and, at the same time, to the namespace's creator in
- * the parent namespace: nsbox's caller, or host root for root's runs. Left at their default
- * (INT_MAX), only the caller's own budget bounds the sandbox, and it can spend all of it: the
- * caller's host processes then get EMFILE from inotify_init1. With these low ones, a run
- * takes at most this much of the caller's budget. Writable by the namespace's holder of
- * CAP_SYS_RESOURCE (set_permissions() in kernel/ucount.c); an entry the kernel lacks has no
- * budget to protect. */
-static const struct {
-    const char *name, *value;
-} userns_budgets[] = {
-    {"user/max_inotify_instances", "32"}, /* the host's default is 128 per uid */
-    {"user/max_inotify_watches", "8192"},
-    {"user/max_fanotify_groups", "8"},
-    {"user/max_fanotify_marks", "8192"},
-    /* The seccomp policy refuses new namespaces; these hold under --no-seccomp too. */
-    {"user/max_user_namespaces", "16"},
-    {"user/max_mnt_namespaces", "16"},
-    {"user/max_pid_namespaces", "16"},
-    {"user/max_net_namespaces", "16"},
-    {"user/max_ipc_namespaces", "16"},
-    {"user/max_uts_namespaces", "16"},
-    {"user/max_cgroup_namespaces", "16"},
-    {"user/max_time_namespaces", "16"},
-};
-
-/* Kernel settings of the sandbox's own namespaces, set by init while it holds every
- * capability in them and before it switches ids. */
-static int sandbox_sysctls(const struct sandbox *sb, struct step_error *e)
-{
-    const struct nsbox_config *c = sb->config;
-    int r;
-
-    for (size_t i = 0; i < ELEMENTSOF(userns_budgets); i++) {
-        r = write_sysctl(userns_budgets[i].name, userns_budgets[i].value, true, e);
-        if (r < 0)
-            return r;
-    }
-
-    /* vm.memfd_noexec=2 (per pid namespace since Linux 6.3, kernel/pid_sysctl.h): memfd_create
-     * (MFD_EXEC) fails and every other memfd is sealed non-executable (F_SEAL_EXEC), so no
-     * program written into memory runs through execveat(2) or /proc/self/fd/N. The file opens
-     * for writing only to the host's root (test_perm() in fs/proc/proc_sysctl.c): in root's
-     * runs, init's effective id is still host root until it switches ids (its creds keep the
-     * caller's kuid across clone(CLONE_NEWUSER)); an ordinary user, or root of a container's
-     * user namespace, cannot set it (README). Never under --pid host: that would set the
-     * host's. A kernel without it is skipped. */
-    if (sb->host_root && !c->pid_host) {
-        r = write_sysctl("vm/memfd_noexec", "2", true, e);
-        if (r < 0)
-            return r;
-    }
-
-    /* System V shared memory is memory that no rlimit counts (RLIMIT_DATA counts private
-     * mappings; a segment need not even stay attached): bound the sandbox's IPC namespace's
-     * total (shmall, in pages) and each segment (shmmax) by --memory, and the number of
-     * segments by about one per MiB of it (shmmni). These are per IPC namespace and open for
-     * writing to the uid that is root in it, or to the host's root where none is
-     * (ipc_permissions() in ipc/ipc_sysctl.c): as for memfd_noexec, the host's root only; the
-     * limits_note says what an ordinary user's run gets. Never under --ipc host. A kernel
-     * without System V IPC has none of them, and nothing to bound. With --user 0 the
-     * namespace's root is mapped, so the files are its and not the host root's (EACCES):
-     * as for an ordinary user, limits_note says they are not bounded. */
-    if (sb->host_root && !c->ipc_host && c->memory && c->uid != 0) {
-        long page = sysconf(_SC_PAGESIZE);
-        uint64_t mni = c->memory >> 20;
-        char v[32];
-
-        (void)snprintf(v, sizeof(v), "%" PRIu64, c->memory);
-        r = write_sysctl("kernel/shmmax", v, true, e);
-        if (r < 0)
-            return r;
-        (void)snprintf(v, sizeof(v), "%" PRIu64, c->memory / (uint64_t)(page > 0 ? page : 4096));
-        r = write_sysctl("kernel/shmall", v, true, e);
-        if (r < 0)
-            return r;
-        (void)snprintf(v, sizeof(v), "%" PRIu64, mni < 16 ? 16 : mni > 4096 ? 4096 : mni);
-        r = write_sysctl("kernel/shmmni", v, true, e);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
-/* Per-user budgets the kernel charges to the caller's uid through the sandbox's (see
- * userns_budgets): pending signals and POSIX timers (RLIMIT_SIGPENDING), POSIX message queue
- * bytes (RLIMIT_MSGQUEUE) and locked memory (RLIMIT_MEMLOCK) are counted per uid and up the
- * chain of user namespaces, each level against the limit of its own (inc_rlimit_ucounts() in
- * kernel/ucount.c). Inherited from the caller, the sandbox could take the caller's whole
- * budget; these cap what one run takes. Descriptors per process and the size of one file
- * are set too, rather than the caller's. */
-#define BUDGET_SIGPENDING 256
-#define BUDGET_MSGQUEUE (256 << 10) /* bytes: three queues of mq_open's default size */
-#define BUDGET_MEMLOCK (64 << 10)   /* bytes: the kernel's default before 5.16 */
-#define BUDGET_NOFILE 4096
-
-/* RLIMIT_FSIZE: the largest file the payload may write or grow, memfds included (shmem checks
- * it on write, ftruncate and fallocate): the largest of --memory and the sizes of its tmpfs
- * mounts, a file bigger than anything the sandbox could hold. Without it one file in a :rw
- * bind could take the host's disk. Unlimited with --memory unlimited. */
-static uint64_t sandbox_fsize(const struct sandbox *sb)
-{
-    const struct nsbox_config *c = sb->config;
-    uint64_t max = c->shm_size;
-
-    if (c->memory == 0)
-        return RLIM_INFINITY;
-    max = c->memory > max ? c->memory : max;
-    max = c->workdir_size + c->code_size > max ? c->workdir_size + c->code_size : max;
-    for (size_t i = 0; i < sb->n_mounts; i++)
-        if (sb->mounts[i].is_tmpfs && sb->mounts[i].size > max)
-            max = sb->mounts[i].size;
-    return max;
-}
-
-/* Set both limits of resource to value, or to the caller's hard limit where that is lower:
- * raising a hard limit takes CAP_SYS_RESOURCE in the initial namespace (setrlimit(2)). */
-static int lower_rlimit(int resource, uint64_t value)
-{
-    struct rlimit rl;
-
-    if (getrlimit(resource, &rl) < 0)
-        return negative_errno();
-    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < value)
-        value = rl.rlim_max;
-    return set_rlimit(resource, value);
-}
-
-static int sandbox_budgets(const struct sandbox *sb, struct step_error *e)
-{
-    static const struct {
-        int resource;
-        const char *name;
-        uint64_t value;
-    } fixed[] = {
-        {RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING", BUDGET_SIGPENDING},
-        {RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", BUDGET_MSGQUEUE},
-        {RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK", BUDGET_MEMLOCK},
-        {RLIMIT_NOFILE, "RLIMIT_NOFILE", BUDGET_NOFILE},
-        /* No real-time scheduling (it escapes the cgroup's cpu.max, which only bounds normal
-         * tasks) and no raising of priority above the start's: the policy allows
-         * sched_setattr and setpriority, and the kernel checks these (sched(7)). */
-        {RLIMIT_RTPRIO, "RLIMIT_RTPRIO", 0},
-        {RLIMIT_NICE, "RLIMIT_NICE", 0},
-    };
-    int r;
-
-    for (size_t i = 0; i < ELEMENTSOF(fixed); i++) {
-        r = lower_rlimit(fixed[i].resource, fixed[i].value);
-        if (r < 0)
-            return step_fail(e, r, "setrlimit", "%s", fixed[i].name);
-    }
-    r = lower_rlimit(RLIMIT_FSIZE, sandbox_fsize(sb));
-    if (r < 0)
-        return step_fail(e, r, "setrlimit", "RLIMIT_FSIZE");
-    return 0;
-}
-
-/* Unpack the copy-in stream below the sandbox's "/", as the sandbox's uid, before the payload
- * exists: made only where the sandbox can write (EROFS elsewhere), never through a symlink. */
-static int sandbox_copy_in(struct sandbox *sb, struct step_error *e)
-{
-    struct copy_caps caps = {0};
-    _cleanup_close_ int root = -EBADF;
-    int root_fds[1];
-    char why[256];
-    int r;
-
-    if (sb->copy_in_fd < 0)
-        return 0;
-    root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0)
-        return step_fail(e, negative_errno(), "copy-in", "open /");
-    root_fds[0] = root;
-    r = copy_unpack(sb->copy_in_fd, &(struct copy_target){.root_fds = root_fds, .n_roots = 1,
-                                                          .shown_prefix = "/"},
-                    &caps, NULL, why, sizeof(why));
-    (void)close(sb->copy_in_fd);
-    sb->copy_in_fd = -EBADF;
-    if (r < 0)
-        return step_fail(e, r, "copy-in", "%s%s", why,
-                         r == -ENOSPC   ? "; raise --workdir-size or the --tmpfs size"
-                         : r == -EROFS ? "; copy below /work, /tmp or another writable mount"
-                                       : "");
-    return 0;
-}
-
 _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 {
     int dev_fds[MOUNT_N_DEVICES];
-    struct step_error e = {0};
+    struct report_step e = {0};
     struct pollfd pfd;
     sigset_t mask;
     pid_t payload, init_pid;
@@ -1765,25 +182,26 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     /* The cgroup namespace made by clone3 is rooted at nsbox's own cgroup; root it at the
      * sandbox's leaf instead, so the sandbox sees itself as "/" (cgroup_namespaces(7)). */
     if (sb->in_cgroup && unshare(CLONE_NEWCGROUP) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "cgroup namespace"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "cgroup namespace"});
 
     r = mount_clone_sources(sb, dev_fds, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
-    r = sandbox_sysctls(sb, &e);
+        report_setup_failed(fds->report, &e);
+    r = init_sysctls(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
     r = mount_enter_rootfs(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
 
     /* Now, before any file is created: files can only be created by an id mapped in the
      * namespace (EOVERFLOW otherwise), and for root's sandboxes the initial id (host root) is
      * not mapped. Supplementary groups can be cleared only where setgroups is "allow", which
      * is the privileged case; an ordinary user keeps their own groups (user_namespaces(7)). */
-    r = caps_switch_ids(sb->config->uid, sb->config->gid, sb->privileged);
+    r = caps_switch_ids(sb->config->uid, sb->config->gid, sb->privileged, &e);
     if (r < 0)
-        child_fail(fds->report, &(struct step_error){.err = -r, .step = "switch ids"});
+        report_setup_failed(fds->report, &e);
     /* In root's runs the switch changed init's kernel uid (to the pool's), which leaves it
      * non-dumpable (commit_creds() in kernel/cred.c). Ptrace access to a non-dumpable process,
      * which pidfd_getfd(2) of the seccomp listener needs, then takes CAP_SYS_PTRACE in the user
@@ -1793,20 +211,21 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
      * until then, and init is made non-dumpable for good below, before any payload exists. */
     if (sb->privileged && !sb->config->seccomp_disabled &&
         prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "PR_SET_DUMPABLE"});
 
     r = mount_populate(sb, dev_fds, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
     r = mount_identity_files(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
-    r = sandbox_copy_in(sb, &e);
+        report_setup_failed(fds->report, &e);
+    r = init_copy_in(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
     r = mount_enter_workdir(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
 
     /* Optional: the name only tells the payload it is in a sandbox; the UTS namespace is the
      * sandbox's own whether or not it is renamed. Container runtimes' default seccomp profiles
@@ -1814,7 +233,8 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
      * keeps the container's name, and the run's warnings say so. Any other error fails. */
     if (sethostname(SANDBOX_HOSTNAME, strlen(SANDBOX_HOSTNAME)) < 0) {
         if (errno != EPERM && errno != EACCES && errno != ENOSYS)
-            child_fail(fds->report, &(struct step_error){.err = errno, .step = "sethostname"});
+            report_setup_failed(fds->report,
+                                &(struct report_step){.err = errno, .name = "sethostname"});
         report_skipped(fds->report, errno, "sethostname",
                        "refused, as a container's seccomp profile does: the sandbox's hostname "
                        "is the outer one, not '" SANDBOX_HOSTNAME "'");
@@ -1823,19 +243,22 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
      * thread counts of the same number. */
     r = cpus_pin(cpus_count(sb->config->cpus_milli));
     if (r < 0)
-        child_fail(fds->report, &(struct step_error){.err = -r, .step = "sched_setaffinity"});
-    if ((sb->config->network_loopback || network_allow_on(sb->config)) &&
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = -r, .name = "sched_setaffinity"});
+    if ((sb->config->network_loopback || sandbox_network_allow(sb->config)) &&
         !sb->config->network_host) {
-        r = loopback_up();
+        r = init_loopback_up();
         if (r < 0)
-            child_fail(fds->report, &(struct step_error){.err = -r, .step = "bring up lo"});
+            report_setup_failed(fds->report,
+                                &(struct report_step){.err = -r, .name = "bring up lo"});
     }
-    if (network_allow_on(sb->config)) {
-        r = proxy_listen_inside();
+    if (sandbox_network_allow(sb->config)) {
+        r = init_proxy_listen();
         if (r < 0)
-            child_fail(fds->report, &(struct step_error){.err = -r, .step = "proxy socket",
-                                                         .detail = PROXY_ADDRESS ":" STRINGIFY(
-                                                             PROXY_PORT)});
+            report_setup_failed(fds->report, &(struct report_step){.err = -r,
+                                                                   .name = "proxy socket",
+                                                                   .detail = PROXY_ADDRESS
+                                                                   ":" STRINGIFY(PROXY_PORT)});
         /* The supervisor takes the listening socket with pidfd_getfd(2) (init is dumpable
          * still, as for the seccomp listener below) and says so on the sync pipe; init's
          * copy is closed before the payload exists, so the payload is only ever a client. */
@@ -1845,26 +268,29 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
             _exit(125);
         (void)close(r);
     }
-    r = wipe_own_cmdline();
+    r = init_wipe_cmdline();
     if (r < 0)
-        child_fail(fds->report, &(struct step_error){.err = -r, .step = "wipe command line"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = -r, .name = "wipe command line"});
 
     /* Die with nsbox. Set after the id switch, which clears it (prctl(2)); then check that the
      * supervisor did not die before it was set. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_PDEATHSIG"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "PR_SET_PDEATHSIG"});
     pfd = (struct pollfd){.fd = fds->sync, .events = POLLIN};
     if (poll(&pfd, 1, 0) != 0)
         _exit(125);
 
-    r = caps_drop_all();
+    r = caps_drop_all(&e);
     if (r < 0)
-        child_fail(fds->report, &(struct step_error){.err = -r, .step = "drop capabilities"});
+        report_setup_failed(fds->report, &e);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "no_new_privs"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "no_new_privs"});
     /* No controlling terminal: TIOCSTI on the caller's terminal needs one. */
     if (setsid() < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "setsid"});
+        report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "setsid"});
 
     /* Dispositions set to SIG_IGN (nsbox's caller may have ignored some) survive fork(2) and
      * execve(2): reset them here, once, for init and the payload it forks. */
@@ -1877,17 +303,18 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
     if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "sigprocmask"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "sigprocmask"});
 
     /* No core dumps. A limit of 1 (not 0) also stops a core_pattern pipe helper, which would
      * run as root outside the sandbox (core(5), fs/coredump.c); the default policy refuses
      * lowering it. Set before the filters, which refuse changing it. */
-    r = set_rlimit(RLIMIT_CORE, 1);
+    r = init_set_rlimit(RLIMIT_CORE, 1);
     if (r < 0)
-        child_fail(fds->report, &(struct step_error){.err = -r, .step = "RLIMIT_CORE"});
-    r = sandbox_budgets(sb, &e);
+        report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "RLIMIT_CORE"});
+    r = init_budgets(sb, &e);
     if (r < 0)
-        child_fail(fds->report, &e);
+        report_setup_failed(fds->report, &e);
 
     /* The seccomp filters, loaded here so that the payload is born under them; from here on
      * they apply to init too (the supervisor lets init's own refused calls through). */
@@ -1895,7 +322,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         int listener = -1;
         r = filter_load(&sb->filter, &listener);
         if (r < 0)
-            child_fail(fds->report, &(struct step_error){.err = -r, .step = "seccomp"});
+            report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
         if (listener >= 0) {
             /* The supervisor takes the listener with pidfd_getfd(2) and says so on the sync
              * pipe; only then does init become non-dumpable (which would stop pidfd_getfd for
@@ -1910,7 +337,8 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     }
     /* Not ptrace-attachable and no core dumps, even by the payload's own uid. */
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "PR_SET_DUMPABLE"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "PR_SET_DUMPABLE"});
 
     /* Kept by init (at fd 4) to say, when the payload ends, whether /dev/shm was full; and
      * /work (at fd 5) likewise. Above fd 6 for now, so that moving the report pipe to 3 cannot
@@ -1918,17 +346,19 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     r = open("/dev/shm", O_PATH | O_DIRECTORY | O_CLOEXEC);
     shm_fd = r < 0 ? -1 : fcntl(r, F_DUPFD_CLOEXEC, 7);
     if (shm_fd < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "open /dev/shm"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "open /dev/shm"});
     (void)close(r);
     r = open("/work", O_PATH | O_DIRECTORY | O_CLOEXEC);
     work_fd = r < 0 ? -1 : fcntl(r, F_DUPFD_CLOEXEC, 7);
     if (work_fd < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "open /work"});
+        report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "open /work"});
     (void)close(r);
     if (sb->copy_out_fd >= 0) {
         r = fcntl(sb->copy_out_fd, F_DUPFD_CLOEXEC, 7);
         if (r < 0)
-            child_fail(fds->report, &(struct step_error){.err = errno, .step = "copy-out"});
+            report_setup_failed(fds->report,
+                                &(struct report_step){.err = errno, .name = "copy-out"});
         (void)close(sb->copy_out_fd);
         sb->copy_out_fd = r;
     }
@@ -1948,7 +378,8 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     init_pid = getpid();
     payload = fork();
     if (payload < 0)
-        child_fail(fds->report, &(struct step_error){.err = errno, .step = "fork payload"});
+        report_setup_failed(fds->report,
+                            &(struct report_step){.err = errno, .name = "fork payload"});
     if (payload == 0) {
         /* Without a pid namespace, the payload can see init and kill it: it must not live on,
          * unwatched and out of the wall clock (in a pid namespace, init's end ends all). */
@@ -2005,13 +436,10 @@ static int clone_sandbox(unsigned long namespaces, int cgroup_fd, int *ret_pidfd
         args.cgroup = 0;
     }
     pid = sys_clone3(&args);
-    if (pid < 0 && errno == ENOSYS) {
-        /* Linux < 5.3. The child of a raw clone(2) must not rely on glibc's cached thread id
-         * (raise(3)); nsbox's child does not. x86-64 argument order: flags, stack, parent_tid
-         * (where CLONE_PIDFD stores the pidfd), child_tid, tls. */
-        pid = syscall(SYS_clone, namespaces | CLONE_PIDFD | SIGCHLD,
-                      NULL, ret_pidfd, NULL, 0);
-    }
+    /* Linux < 5.3: clone(2), whose child must not rely on glibc's cached thread id (raise(3));
+     * nsbox's child does not. */
+    if (pid < 0 && errno == ENOSYS)
+        pid = sys_clone_fork(namespaces | CLONE_PIDFD | SIGCHLD, ret_pidfd);
     return (int)pid;
 }
 
@@ -2052,11 +480,11 @@ static void shm_diagnose(const struct nsbox_config *c, struct nsbox_result *ret)
         ret->shm_free >= SHM_FULL_SLACK)
         return;
     ret->shm_full = true;
-    add_warning(c, ret,
-                "the payload died of SIGBUS with /dev/shm full (%.3g MiB used of --shm-size "
-                "%.3g MiB): a write to memory mapped from a file there found no room; raise "
-                "--shm-size (this is not --memory)",
-                (double)ret->shm_used / (1 << 20), (double)c->shm_size / (1 << 20));
+    report_warning(c, ret,
+                   "the payload died of SIGBUS with /dev/shm full (%.3g MiB used of --shm-size "
+                   "%.3g MiB): a write to memory mapped from a file there found no room; raise "
+                   "--shm-size (this is not --memory)",
+                   (double)ret->shm_used / (1 << 20), (double)c->shm_size / (1 << 20));
 }
 
 static void close_pair(int p[2])
@@ -2094,11 +522,11 @@ static void kill_leftovers(const struct sandbox *sb, struct nsbox_result *ret)
     if (r >= 0)
         r = uidpool_mark(sb->host_ids_lock, sb->host_uid, false);
     if (r < 0)
-        add_warning(sb->config, ret,
-                    "--pid host: killing what the payload left in the background failed (%s): "
-                    "processes of host uid %u may outlive the run (the next run of root to "
-                    "take the id kills them first)",
-                    strerror(-r), (unsigned)sb->host_uid);
+        report_warning(sb->config, ret,
+                       "--pid host: killing what the payload left in the background failed (%s): "
+                       "processes of host uid %u may outlive the run (the next run of root to "
+                       "take the id kills them first)",
+                       strerror(-r), (unsigned)sb->host_uid);
 }
 
 /* Less than this free in /work: the payload's writes there may have met ENOSPC. */
@@ -2109,11 +537,11 @@ static void work_diagnose(const struct nsbox_config *c, struct nsbox_result *ret
     if (ret->work_used == 0 || ret->work_free >= WORK_FULL_SLACK)
         return;
     ret->work_full = true;
-    add_warning(c, ret,
-                "the working directory /work was full when the payload ended (%.3g MiB used): "
-                "writes there failed with ENOSPC (No space left on device); raise "
-                "--workdir-size (now %.3g MiB)",
-                (double)ret->work_used / (1 << 20), (double)c->workdir_size / (1 << 20));
+    report_warning(c, ret,
+                   "the working directory /work was full when the payload ended (%.3g MiB used): "
+                   "writes there failed with ENOSPC (No space left on device); raise "
+                   "--workdir-size (now %.3g MiB)",
+                   (double)ret->work_used / (1 << 20), (double)c->workdir_size / (1 << 20));
 }
 
 /* The host side of copy-out: unpack the stream init wrote into the host directories opened by
@@ -2131,13 +559,14 @@ static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret)
         return;
     if (!ret->copy_out_done) {
         if (c->workspace)
-            add_warning(c, ret,
-                        "workspace '%s' was not saved: the payload did not end by itself (or "
-                        "the copy failed), so its files are as before this run",
-                        c->workspace);
+            report_warning(c, ret,
+                           "workspace '%s' was not saved: the payload did not end by itself (or "
+                           "the copy failed), so its files are as before this run",
+                           c->workspace);
         else
-            add_warning(c, ret, "nothing was copied out: the payload did not end by itself (a "
-                                "timeout, a kill, a setup failure) or the copy failed");
+            report_warning(c, ret,
+                           "nothing was copied out: the payload did not end by itself (a "
+                           "timeout, a kill, a setup failure) or the copy failed");
         return;
     }
     r = copy_unpack(sb->copy_out_fd,
@@ -2148,23 +577,24 @@ static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret)
                     &caps, ret, why, sizeof(why));
     if (r < 0) {
         ret->copy_out_done = false;
-        add_warning(c, ret, "copy-out failed on the host: %s; what was written before is listed",
-                    why);
+        report_warning(c, ret, "copy-out failed on the host: %s; what was written before is listed",
+                       why);
         if (c->workspace)
-            add_warning(c, ret, "workspace '%s' was not saved (its files are as before this run)",
-                        c->workspace);
+            report_warning(c, ret,
+                           "workspace '%s' was not saved (its files are as before this run)",
+                           c->workspace);
         return;
     }
     ret->copy_out_complete = ret->n_skipped == 0 && ret->skipped_more == 0;
     if (!ret->copy_out_complete)
-        add_warning(c, ret,
-                    "copy-out is not complete: %zu entr%s skipped (listed in copy_out.skipped, "
-                    "with why: only regular files and directories are copied, within "
-                    "--copy-out-max-files %llu and --copy-out-max-bytes %llu)",
-                    ret->n_skipped + (size_t)ret->skipped_more,
-                    ret->n_skipped + ret->skipped_more == 1 ? "y was" : "ies were",
-                    (unsigned long long)c->copy_out_max_files,
-                    (unsigned long long)c->copy_out_max_bytes);
+        report_warning(c, ret,
+                       "copy-out is not complete: %zu entr%s skipped (listed in copy_out.skipped, "
+                       "with why: only regular files and directories are copied, within "
+                       "--copy-out-max-files %llu and --copy-out-max-bytes %llu)",
+                       ret->n_skipped + (size_t)ret->skipped_more,
+                       ret->n_skipped + ret->skipped_more == 1 ? "y was" : "ies were",
+                       (unsigned long long)c->copy_out_max_files,
+                       (unsigned long long)c->copy_out_max_bytes);
     if (!c->workspace)
         return;
     /* A workspace is saved whole or not at all: a partial copy would leave the next step
@@ -2173,15 +603,15 @@ static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret)
     for (size_t i = 0; i < ret->n_skipped; i++)
         if (strstr(ret->skipped[i].reason, "--copy-out-max") &&
             path_is_at_or_below(ret->skipped[i].path, "/work")) {
-            add_warning(c, ret,
-                        "workspace '%s' was not saved: /work is over --copy-out-max-files or "
-                        "--copy-out-max-bytes (its files are as before this run)",
-                        c->workspace);
+            report_warning(c, ret,
+                           "workspace '%s' was not saved: /work is over --copy-out-max-files or "
+                           "--copy-out-max-bytes (its files are as before this run)",
+                           c->workspace);
             return;
         }
     r = workspace_commit(&sb->ws, sb->ws_staging, why, sizeof(why));
     if (r < 0) {
-        add_warning(c, ret, "%s", why);
+        report_warning(c, ret, "%s", why);
         return;
     }
     sb->ws_staging[0] = '\0';
@@ -2218,25 +648,25 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     if (c->forward_signals) {
         supervise_signal_set(&forward); /* SIGUSR1 among them: `nsbox kill` */
         if (sigprocmask(SIG_BLOCK, &forward, &saved_mask) < 0) {
-            r = plan_error(ret, negative_errno(), "signals", "blocking signals failed: %m");
+            r = report_error(ret, negative_errno(), "signals", "blocking signals failed: %m");
             goto out;
         }
         mask_changed = true;
         sigfd = signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK);
         if (sigfd < 0) {
-            r = plan_error(ret, negative_errno(), "signals", "signalfd failed: %m");
+            r = report_error(ret, negative_errno(), "signals", "signalfd failed: %m");
             goto out;
         }
     }
 
-    r = plan(c, &sb, ret);
+    r = plan_sandbox(c, &sb, ret);
     if (r < 0)
         goto out;
-    if (network_allow_on(c)) {
+    if (sandbox_network_allow(c)) {
         char why[512] = "";
         r = proxy_new(c, &proxy, why, sizeof(why));
         if (r < 0) {
-            (void)plan_error(ret, r, "config", "%s", r == -EINVAL ? why : strerror(-r));
+            (void)report_error(ret, r, "config", "%s", r == -EINVAL ? why : strerror(-r));
             goto out;
         }
     }
@@ -2249,7 +679,7 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         /* A socket, so that the supervisor's writes can use MSG_NOSIGNAL: no SIGPIPE in the
          * caller's process when the payload closes its stdin. */
         (c->pass_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)) {
-        r = plan_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
+        r = report_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
         goto out;
     }
 
@@ -2258,8 +688,8 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
                         &attached_by_clone);
     if (pid < 0) {
         r = negative_errno();
-        (void)plan_error(ret, r, "clone3", "creating the sandbox's namespaces failed: %s%s",
-                         strerror(-r), clone_hint(-r));
+        (void)report_error(ret, r, "clone3", "creating the sandbox's namespaces failed: %s%s",
+                           strerror(-r), clone_hint(-r));
         goto out;
     }
     if (pid == 0) {
@@ -2297,9 +727,9 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         if (r >= 0)
             r = negative_errno();
         (void)sys_pidfd_send_signal(pidfd, SIGKILL);
-        (void)RETRY_EINTR(waitid((idtype_t)3 /* P_PIDFD */, (id_t)pidfd, &si, WEXITED));
-        (void)plan_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s%s",
-                         strerror(-r), host_ids_hint(&sb, r));
+        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED));
+        (void)report_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s%s",
+                           strerror(-r), host_ids_hint(&sb, r));
         goto out;
     }
 
@@ -2317,12 +747,11 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         } else
             r = supervise(c, &sfds, start, ret);
         if (r < 0)
-            (void)plan_error(ret, r, "supervise", "supervising the sandbox failed: %s%s",
-                             strerror(-r),
-                             proxy && r == -ENOSYS
-                                 ? " (--network allow= takes the proxy's socket from the "
-                                   "sandbox with pidfd_getfd(2), Linux 5.6 or later)"
-                                 : "");
+            (void)report_error(
+                ret, r, "supervise", "supervising the sandbox failed: %s%s", strerror(-r),
+                proxy && r == -ENOSYS ? " (--network allow= takes the proxy's socket from the "
+                                        "sandbox with pidfd_getfd(2), Linux 5.6 or later)"
+                                      : "");
     }
     if (proxy)
         proxy_finish(proxy, &ret->network);
@@ -2340,7 +769,7 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
 
 out:
     if (leaf.dir_fd >= 0 && cgroup_leaf_destroy(&leaf) < 0 && ret->status != NSBOX_STATUS_ERROR)
-        (void)plan_error(ret, -EBUSY, "cgroup", "removing cgroup %s failed", leaf.path);
+        (void)report_error(ret, -EBUSY, "cgroup", "removing cgroup %s failed", leaf.path);
     close_pair(out);
     close_pair(err);
     close_pair(sync);
@@ -2349,7 +778,7 @@ out:
     if (mask_changed)
         (void)sigprocmask(SIG_SETMASK, &saved_mask, NULL);
     proxy_free(proxy);
-    sandbox_free(&sb);
+    plan_free(&sb);
     /* Invalid configuration is the caller's error; everything else is reported in *ret. */
     return r == -EINVAL && ret->status == NSBOX_STATUS_ERROR &&
                    strcmp(ret->error_step, "config") == 0

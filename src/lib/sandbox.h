@@ -11,17 +11,17 @@
 #include "nsbox.h"
 #include "workspace.h"
 
-/* Where a sandbox setup step failed; sent from the child to the supervisor over the report
- * pipe, so it has a fixed size below PIPE_BUF (one atomic write). */
-struct step_error {
-    int err;        /* errno value (positive), or 0 */
-    char step[64];  /* "pivot_root", "mount /proc", ... */
-    char detail[192];
-};
+/* The ids a sandbox runs as by default (nobody, nogroup), inside and, for root's runs in a
+ * container's user namespace, outside. */
+#define SANDBOX_NOBODY 65534
+/* The payload's PATH unless -e sets one; also where a program name is looked up without it. */
+#define SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin"
 
-/* Record a failed step and return r (a -errno). detail may be NULL. */
-int step_fail(struct step_error *e, int r, const char *step, const char *detail_fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* --network allow=: the proxy's mode (proxy.h). */
+static inline bool sandbox_network_allow(const struct nsbox_config *c)
+{
+    return c->network_allow && c->network_allow[0] && !c->network_host;
+}
 
 /* A mount inside the sandbox from -v or --tmpfs, in the order it is applied. */
 struct sandbox_mount {

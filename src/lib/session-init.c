@@ -29,6 +29,7 @@
 
 #include "fileio.h"
 #include "macro.h"
+#include "report.h"
 #include "sandbox.h"
 #include "session.h"
 #include "syscalls.h"
@@ -119,21 +120,12 @@ static char *read_memfd(int fd, size_t *ret_size)
 /* Whether /proc/PID/stat says the process is a zombie (or is gone). */
 static bool is_dead(int proc_fd, const char *pid)
 {
-    char path[64], buf[256], *p;
-    ssize_t n;
-    int fd;
+    char path[64], buf[256];
+    const char *state;
 
     (void)snprintf(path, sizeof(path), "%s/stat", pid);
-    fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return true;
-    n = RETRY_EINTR(read(fd, buf, sizeof(buf) - 1));
-    (void)close(fd);
-    if (n <= 0)
-        return true;
-    buf[n] = '\0';
-    p = strrchr(buf, ')'); /* the state follows the command name, which may hold anything */
-    return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+    return proc_stat_read(proc_fd, path, buf, sizeof(buf), &state) < 0 || state[0] == 'Z' ||
+           state[0] == 'X';
 }
 
 /* Kill every process in the pid namespace but init and the interpreter, until none is left
@@ -375,9 +367,11 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
 
     (void)shm_fd;
     rn.proc_fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rn.proc_fd < 0)
+        report_setup_failed(report_fd, &(struct report_step){.err = errno, .name = "open /proc"});
     sigfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (rn.proc_fd < 0 || sigfd < 0)
-        _exit(125);
+    if (sigfd < 0)
+        report_setup_failed(report_fd, &(struct report_step){.err = errno, .name = "signalfd"});
     control_send(&rn, &ready);
 
     for (;;) {

@@ -20,14 +20,11 @@
 
 #include "fileio.h"
 #include "macro.h"
+#include "report.h"
 #include "result.h"
 #include "supervise.h"
 #include "syscalls.h"
 #include "termsafe.h"
-
-#ifndef P_PIDFD
-#define P_PIDFD 3
-#endif
 
 /* How long the payload has after a forwarded SIGINT/SIGTERM/SIGHUP before the sandbox is
  * killed; a second signal kills at once. */
@@ -356,37 +353,6 @@ bool supervise_answer_notification(int listener, pid_t init_pid, bool no_network
     return answer_notification(&one, listener, init_pid, no_network, ret);
 }
 
-static void set_error(struct nsbox_result *ret, const struct step_error *e, int exit_code)
-{
-    ret->status = NSBOX_STATUS_ERROR;
-    ret->exit_code = exit_code;
-    ret->error_errno = e->err;
-    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", e->step);
-    if (exit_code == 126 || exit_code == 127)
-        /* 127 carries its own explanation ("not found in the sandbox's PATH"). */
-        (void)snprintf(ret->error, sizeof(ret->error), "%s%s%s", e->detail,
-                       exit_code == 127 ? "" : ": ", exit_code == 127 ? "" : strerror(e->err));
-    else
-        (void)snprintf(ret->error, sizeof(ret->error), "sandbox setup failed at %s: %s%s%s%s",
-                       e->step, e->err ? strerror(e->err) : "failed", e->detail[0] ? " (" : "",
-                       e->detail, e->detail[0] ? ")" : "");
-}
-
-/* An optional step the sandbox left out (REPORT_SKIPPED): add it to the result's warnings and
- * pass it to the caller's callback at once, as plan-time warnings are. */
-static void warn_skipped(const struct nsbox_config *c, struct nsbox_result *ret,
-                         const struct step_error *e)
-{
-    char line[512];
-    size_t n = strlen(ret->warnings);
-
-    (void)snprintf(line, sizeof(line), "optional setup step %s skipped: %s (%s)", e->step,
-                   strerror(e->err), e->detail);
-    (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n, "%s%s", n ? "\n" : "", line);
-    if (c->warn)
-        c->warn(line, c->warn_userdata);
-}
-
 int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
               struct nsbox_result *ret)
 {
@@ -398,8 +364,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     struct supervisor sv = {.fds = fds, .init_running = true,
                             .kill_at = c->timeout ? start + c->timeout : UINT64_MAX};
     _cleanup_free_ char *buf = malloc(READ_CHUNK);
-    struct report report = {0}, final = {0}, failure = {0};
-    size_t report_have = 0;
+    struct report_reader reader = {0};
+    struct report final = {0}, failure = {0};
     bool timed_out = false, killed = false;
     int report_fd = fds->report, init_status = 0, init_code = 0;
     uint64_t drain_until = UINT64_MAX;
@@ -564,48 +530,44 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                 stream_close(&sv, &streams[i]);
 
         if (idx_rep >= 0 && p[idx_rep].revents) {
-            ssize_t n = read(report_fd, (char *)&report + report_have, sizeof(report) - report_have);
-            if (n > 0) {
-                report_have += (size_t)n;
-                if (report_have == sizeof(report) && report.type == REPORT_PROXY &&
-                    fds->proxy) {
-                    /* Take the proxy's listening socket; init waits for the byte. */
-                    int fd = sys_pidfd_getfd(fds->pidfd, report.code, 0);
-                    report_have = 0;
-                    if (fd < 0) {
-                        r = negative_errno();
-                        goto kill;
-                    }
-                    proxy_set_listener(fds->proxy, fd);
-                    if (write(fds->sync, "x", 1) != 1) {
-                        r = negative_errno();
-                        goto kill;
-                    }
-                } else if (report_have == sizeof(report) && report.type == REPORT_LISTENER) {
-                    report_have = 0;
-                    /* Take init's listener; init waits for the byte on the sync pipe. */
-                    listener = sys_pidfd_getfd(fds->pidfd, report.code, 0);
-                    if (listener < 0) {
-                        r = negative_errno();
-                        goto kill;
-                    }
-                    ret->seccomp_reporting = true;
-                    if (write(fds->sync, "x", 1) != 1) {
-                        r = negative_errno();
-                        goto kill;
-                    }
-                } else if (report_have == sizeof(report) && report.type == REPORT_SKIPPED) {
-                    report_have = 0;
-                    warn_skipped(c, ret, &report.error);
-                } else if (report_have == sizeof(report)) {
-                    if (report.type == REPORT_SETUP_FAILED || report.type == REPORT_EXEC_FAILED) {
-                        if (!failure.type)
-                            failure = report;
-                    } else
-                        final = report;
-                    report_have = 0;
+            const struct report *report = &reader.rep;
+            int k = report_read(report_fd, &reader);
+
+            if (k > 0 && report->type == REPORT_PROXY && fds->proxy) {
+                /* Take the proxy's listening socket; init waits for the byte. */
+                int fd = sys_pidfd_getfd(fds->pidfd, report->code, 0);
+                if (fd < 0) {
+                    r = negative_errno();
+                    goto kill;
                 }
-            } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+                proxy_set_listener(fds->proxy, fd);
+                if (write(fds->sync, "x", 1) != 1) {
+                    r = negative_errno();
+                    goto kill;
+                }
+            } else if (k > 0 && report->type == REPORT_LISTENER) {
+                /* Take init's listener; init waits for the byte on the sync pipe. */
+                listener = sys_pidfd_getfd(fds->pidfd, report->code, 0);
+                if (listener < 0) {
+                    r = negative_errno();
+                    goto kill;
+                }
+                ret->seccomp_reporting = true;
+                if (write(fds->sync, "x", 1) != 1) {
+                    r = negative_errno();
+                    goto kill;
+                }
+            } else if (k > 0 && report->type == REPORT_SKIPPED) {
+                /* An optional step the sandbox left out: a warning, passed on at once. */
+                report_warning(c, ret, "optional setup step %s skipped: %s (%s)", report->step.name,
+                               strerror(report->step.err), report->step.detail);
+            } else if (k > 0) {
+                if (report->type == REPORT_SETUP_FAILED || report->type == REPORT_EXEC_FAILED) {
+                    if (!failure.type)
+                        failure = *report;
+                } else
+                    final = *report;
+            } else if (k < 0) {
                 (void)close(report_fd);
                 report_fd = -1;
             }
@@ -679,10 +641,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     } else if (timed_out) {
         ret->status = NSBOX_STATUS_TIMEOUT;
         ret->exit_code = 124;
-    } else if (failure.type == REPORT_EXEC_FAILED)
-        set_error(ret, &failure.error, failure.code);
-    else if (failure.type == REPORT_SETUP_FAILED)
-        set_error(ret, &failure.error, 125);
+    } else if (failure.type)
+        report_to_result(&failure, ret);
     else if (final.type == REPORT_EXITED) {
         ret->status = NSBOX_STATUS_EXITED;
         ret->exit_code = final.code;
@@ -694,11 +654,10 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         ret->status = NSBOX_STATUS_SIGNALED;
         ret->signal = init_status == CLD_EXITED ? SIGKILL : init_code;
     } else {
-        struct step_error e = {.err = 0};
-        (void)snprintf(e.step, sizeof(e.step), "init");
-        (void)snprintf(e.detail, sizeof(e.detail), "the sandbox's init exited with %d unexpectedly",
-                       init_code);
-        set_error(ret, &e, 125);
+        struct report unexpected = {.type = REPORT_SETUP_FAILED};
+        (void)report_step_failed(&unexpected.step, 0, "init",
+                                 "the sandbox's init exited with %d unexpectedly", init_code);
+        report_to_result(&unexpected, ret);
     }
     return 0;
 

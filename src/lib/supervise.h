@@ -14,7 +14,6 @@
 
 #include "nsbox.h"
 #include "proxy.h"
-#include "sandbox.h"
 
 /*
  * The signals `nsbox run` acts on: every one whose default action would end nsbox (signal(7))
@@ -27,34 +26,6 @@
  * signalfd; the payload starts with none blocked.
  */
 void supervise_signal_set(sigset_t *set);
-
-enum report_type {
-    REPORT_SETUP_FAILED = 1, /* error: a setup step in the sandbox failed */
-    REPORT_EXEC_FAILED,      /* error: execve of the program failed; code is 126 or 127 */
-    REPORT_EXITED,           /* code: the payload's exit status */
-    REPORT_SIGNALED,         /* code: the signal that killed the payload */
-    REPORT_LISTENER,         /* code: init's descriptor of the seccomp listener, to take */
-    REPORT_PROXY,            /* code: init's descriptor of the proxy's listening socket */
-    REPORT_SKIPPED,          /* error: an optional setup step was refused and left out; the
-                              * run goes on and the result's warnings say so */
-};
-
-/* One message from the sandbox. Smaller than PIPE_BUF, so each write(2) is atomic. */
-struct report {
-    int type;
-    int code;
-    struct step_error error;
-    /* REPORT_EXITED, REPORT_SIGNALED: bytes used and free in /dev/shm when the payload ended
-     * (a full /dev/shm ends writes to memory mapped from it with SIGBUS). */
-    uint64_t shm_used, shm_free;
-    /* ... and in the /work tmpfs. */
-    uint64_t work_used, work_free;
-    /* ... and whether the copy-out stream was written (copy_err: 0, or the errno that stopped
-     * it), with the number of skipped entries not listed in it. */
-    bool copy_taken;
-    int copy_err;
-    uint64_t copy_unlisted;
-};
 
 struct supervise_fds {
     int pidfd;    /* of the sandbox's init; never closed here */

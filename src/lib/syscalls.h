@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef CLONE_PIDFD
@@ -22,8 +23,8 @@
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
 #endif
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#ifndef P_PIDFD
+#define P_PIDFD 3 /* waitid(2) on a pidfd, Linux 5.4 */
 #endif
 #ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
@@ -78,6 +79,15 @@ struct nsbox_mount_attr {
 static inline long sys_clone3(struct nsbox_clone_args *args)
 {
     return syscall(SYS_clone3, args, sizeof(*args));
+}
+
+/* clone(2) as fork(2) does it (no new stack), for kernels without clone3 (Linux < 5.3); with
+ * CLONE_PIDFD in flags the pidfd is stored in *ret_pidfd (the parent_tid argument). The child
+ * must not rely on glibc's cached thread id (raise(3)). The argument order is x86-64's (flags,
+ * stack, parent_tid, child_tid, tls). */
+static inline long sys_clone_fork(unsigned long flags, int *ret_pidfd)
+{
+    return syscall(SYS_clone, flags, NULL, ret_pidfd, NULL, 0);
 }
 
 static inline int sys_pidfd_send_signal(int pidfd, int sig)
@@ -151,4 +161,25 @@ static inline int sys_openat2(int dfd, const char *path, struct open_how *how)
 static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
 {
     return (int)syscall(SYS_close_range, first, last, flags);
+}
+
+/* seccomp(2): operation SECCOMP_SET_MODE_FILTER with args a struct sock_fprog (with
+ * SECCOMP_FILTER_FLAG_NEW_LISTENER it returns the listener's descriptor). */
+static inline int sys_seccomp(unsigned operation, unsigned flags, void *args)
+{
+    return (int)syscall(SYS_seccomp, operation, flags, args);
+}
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444 /* the same on every architecture */
+#endif
+#ifndef LANDLOCK_CREATE_RULESET_VERSION
+#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
+#endif
+
+/* landlock_create_ruleset(2), Linux 5.13; with LANDLOCK_CREATE_RULESET_VERSION (attr NULL,
+ * size 0) it returns the Landlock ABI version. */
+static inline int sys_landlock_create_ruleset(const void *attr, size_t size, uint32_t flags)
+{
+    return (int)syscall(SYS_landlock_create_ruleset, attr, size, flags);
 }

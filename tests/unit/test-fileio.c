@@ -123,3 +123,53 @@ Test(fileio, read_fd_line_returns_at_the_newline, .timeout = 5)
     free(buf);
     close(p[0]);
 }
+
+Test(hex, encodes_lowercase_with_a_nul)
+{
+    static const unsigned char bytes[] = {0x00, 0x0f, 0xa5, 0xff};
+    char out[2 * sizeof(bytes) + 1];
+
+    memset(out, 'x', sizeof(out));
+    hex_encode(bytes, sizeof(bytes), out);
+    cr_expect_str_eq(out, "000fa5ff");
+    hex_encode(bytes, 0, out);
+    cr_expect_str_eq(out, "");
+}
+
+/* A command name may hold spaces and parentheses: the fields start after the last ')'. */
+Test(proc_stat, fields_after_a_tricky_command_name)
+{
+    char path[] = "/tmp/nsbox-test-stat-XXXXXX";
+    static const char line[] = "42 (a) b) (c) S 1 42 42 0 -1 4194560 99 0 0 0 7 3 0 0 20 0 1 0 "
+                               "123456 1000\n";
+    char buf[256];
+    const char *state = NULL, *p;
+    int fd = mkstemp(path);
+
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+    (void)close(fd);
+    cr_assert_eq(proc_stat_read(AT_FDCWD, path, buf, sizeof(buf), &state), 0);
+    cr_expect_eq(state[0], 'S');
+    p = proc_stat_field(state, 3);
+    cr_expect_eq(p, state);
+    p = proc_stat_field(state, 4);
+    cr_expect_eq(strtol(p, NULL, 10), 1);
+    p = proc_stat_field(state, 22);
+    cr_assert_not_null(p);
+    cr_expect_eq(strtoull(p, NULL, 10), 123456);
+    cr_expect_null(proc_stat_field(state, 40));
+    (void)unlink(path);
+}
+
+Test(proc_stat, own_start_time_and_missing_process)
+{
+    char buf[1024];
+    const char *state = NULL;
+
+    cr_expect_eq(proc_stat_read(AT_FDCWD, "/proc/self/stat", buf, sizeof(buf), &state), 0);
+    cr_expect(strchr("RS", state[0]) != NULL);
+    cr_expect_gt(process_start_time(getpid()), 0);
+    cr_expect_eq(proc_stat_read(AT_FDCWD, "/proc/0/stat", buf, sizeof(buf), &state), -ENOENT);
+    cr_expect_eq(process_start_time(0), 0);
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Steps of the sandbox's init (PID 1 of its pid namespace), called by sandbox.c in the order
+ * its header comment gives. Those that take a struct report_step fill it on failure (step and
+ * detail, report.h); the others return a bare -errno and sandbox.c names the step. The
+ * payload's own steps are sandbox_payload_exec() (sandbox.h), also used by a session's init.
+ */
+#pragma once
+
+#include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "report.h"
+#include "sandbox.h"
+
+/* Kernel settings of the sandbox's own namespaces: the user namespace's budgets (user.max_*),
+ * vm.memfd_noexec and kernel.shm* where the host's root runs it. While init holds every
+ * capability in them, before it switches ids and before pivot_root (through the host's
+ * /proc/sys). Returns 0 or -errno. */
+int init_sysctls(const struct sandbox *sb, struct report_step *e);
+
+/* Unpack the copy-in stream (sb->copy_in_fd, then closed) below "/", as the sandbox's uid.
+ * No-op without one. Returns 0 or -errno. */
+int init_copy_in(struct sandbox *sb, struct report_step *e);
+
+/* Bring up lo in the sandbox's network namespace (needs CAP_NET_ADMIN there). Returns 0 or
+ * -errno of ioctl(2). */
+int init_loopback_up(void);
+
+/* The proxy's listening socket on PROXY_ADDRESS:PROXY_PORT in the sandbox's network namespace
+ * (proxy.h), for the supervisor to take. Returns the descriptor or -errno. */
+int init_proxy_listen(void);
+
+/* Zero this process's copy of nsbox's command line, which /proc/1/cmdline shows. Returns 0,
+ * or -errno (-EIO for a /proc/self/stat it cannot read). */
+int init_wipe_cmdline(void);
+
+/* Set both limits of resource to value (setrlimit(2)). Returns 0 or -errno. */
+int init_set_rlimit(int resource, uint64_t value);
+
+/* The per-user budgets charged through the sandbox's user namespace (RLIMIT_SIGPENDING,
+ * _MSGQUEUE, _MEMLOCK), RLIMIT_NOFILE, RLIMIT_FSIZE (the largest file the sandbox could
+ * hold), no real-time priority and no raised nice value; each lowered to the caller's hard
+ * limit where that is lower. Returns 0 or -errno. */
+int init_budgets(const struct sandbox *sb, struct report_step *e);
+
+/* PID 1's loop once the payload (pid payload) runs: reap every child, forward the signals in
+ * mask but SIGCHLD to the payload's process group; when the payload has ended, write the
+ * copy-out stream to copy_out_fd (if >= 0), report how it ended with how full /dev/shm
+ * (shm_fd) and /work (work_fd) were on report_fd, and _exit(). */
+_Noreturn void init_loop(const struct sandbox *sb, pid_t payload, const sigset_t *mask,
+                         int report_fd, int shm_fd, int work_fd, int copy_out_fd);

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "report.h"
+
+_Static_assert(sizeof(struct report) <= PIPE_BUF, "a report must be one atomic write (pipe(7))");
+
+int report_step_failed(struct report_step *s, int r, const char *name, const char *detail_fmt, ...)
+{
+    s->err = r < 0 ? -r : 0;
+    (void)snprintf(s->name, sizeof(s->name), "%s", name);
+    s->detail[0] = '\0';
+    if (detail_fmt) {
+        va_list ap;
+        va_start(ap, detail_fmt);
+        (void)vsnprintf(s->detail, sizeof(s->detail), detail_fmt, ap);
+        va_end(ap);
+    }
+    return r;
+}
+
+void report_send(int fd, const struct report *rep)
+{
+    (void)!write(fd, rep, sizeof(*rep));
+}
+
+_noreturn_ void report_setup_failed(int fd, const struct report_step *s)
+{
+    struct report rep = {.type = REPORT_SETUP_FAILED, .step = *s};
+    report_send(fd, &rep);
+    _exit(125);
+}
+
+void report_skipped(int fd, int err, const char *name, const char *detail)
+{
+    struct report rep = {.type = REPORT_SKIPPED};
+
+    (void)report_step_failed(&rep.step, -err, name, "%s", detail);
+    report_send(fd, &rep);
+}
+
+int report_read(int fd, struct report_reader *rd)
+{
+    ssize_t n;
+
+    if (rd->have == sizeof(rd->rep))
+        rd->have = 0; /* the last call returned a whole one */
+    n = read(fd, (char *)&rd->rep + rd->have, sizeof(rd->rep) - rd->have);
+    if (n == 0)
+        return -EPIPE;
+    if (n < 0)
+        return errno == EINTR || errno == EAGAIN ? 0 : negative_errno();
+    rd->have += (size_t)n;
+    return rd->have == sizeof(rd->rep);
+}
+
+void report_to_result(const struct report *rep, struct nsbox_result *ret)
+{
+    const struct report_step *s = &rep->step;
+    int exit_code = rep->type == REPORT_EXEC_FAILED ? rep->code : 125;
+
+    ret->status = NSBOX_STATUS_ERROR;
+    ret->exit_code = exit_code;
+    ret->error_errno = s->err;
+    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", s->name);
+    if (exit_code == 126 || exit_code == 127)
+        /* 127 carries its own explanation ("not found in the sandbox's PATH"). */
+        (void)snprintf(ret->error, sizeof(ret->error), "%s%s%s", s->detail,
+                       exit_code == 127 ? "" : ": ", exit_code == 127 ? "" : strerror(s->err));
+    else
+        (void)snprintf(ret->error, sizeof(ret->error), "sandbox setup failed at %s: %s%s%s%s",
+                       s->name, s->err ? strerror(s->err) : "failed", s->detail[0] ? " (" : "",
+                       s->detail, s->detail[0] ? ")" : "");
+}
+
+int report_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
+{
+    va_list ap;
+
+    ret->status = NSBOX_STATUS_ERROR;
+    ret->exit_code = 125;
+    ret->error_errno = r < 0 ? -r : 0;
+    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", step);
+    if (r < 0)
+        errno = -r; /* for %m */
+    va_start(ap, fmt);
+    (void)vsnprintf(ret->error, sizeof(ret->error), fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+void report_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt, ...)
+{
+    char line[512];
+    size_t n = strlen(ret->warnings);
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n, "%s%s", n ? "\n" : "", line);
+    if (c->warn)
+        c->warn(line, c->warn_userdata);
+}
