@@ -243,8 +243,7 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
         sha256_init(&ctx);
         sha256_update(&ctx, c->code_size, (const uint8_t *)c->code);
         sha256_digest(&ctx, sizeof(d), d);
-        for (size_t i = 0; i < sizeof(d); i++)
-            (void)sprintf(hex + 2 * i, "%02x", d[i]);
+        hex_encode(d, sizeof(d), hex);
         digest = json_string(hex);
         shown = c->code_size < code_limit ? c->code_size : code_limit;
         code = json_text(c->code, shown);

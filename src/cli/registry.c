@@ -28,8 +28,7 @@ int run_id_new(char ret[33])
 
     if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id))
         return negative_errno();
-    for (size_t i = 0; i < sizeof(id); i++)
-        (void)sprintf(ret + 2 * i, "%02x", id[i]);
+    hex_encode(id, sizeof(id), ret);
     return 0;
 }
 

@@ -35,8 +35,7 @@ void selftest_random_hex(char *buf, size_t bytes)
     if (getrandom(r, bytes, 0) != (ssize_t)bytes)
         for (size_t i = 0; i < bytes; i++)
             r[i] = (unsigned char)(rand() ^ (int)getpid());
-    for (size_t i = 0; i < bytes; i++)
-        (void)sprintf(buf + 2 * i, "%02x", r[i]);
+    hex_encode(r, bytes, buf);
 }
 
 static void new_canary(struct trial *t)

@@ -139,7 +139,7 @@ static void handle_signals(struct supervisor *sv)
  * must not stop the wall clock, nor `nsbox kill` (signals are handled while waiting). Writes at
  * most PIPE_BUF bytes after each POLLOUT, which a pipe takes without blocking (pipe(7)). On
  * EPIPE, another error or the deadline, copying stops for good (capture goes on); EPIPE also
- * sets st->reader_gone. nsbox ignores SIGPIPE (main.c), so EPIPE comes back as an error. */
+ * sets st->reader_gone. nsbox ignores SIGPIPE (cmd-run.c, cmd-session.c), so EPIPE comes back as an error. */
 static void copy_out(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
 {
     while (n > 0 && st->copy_fd >= 0 && !sv->stop) {
