@@ -1,20 +1,44 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Run the integration tests with unittest; write "PASSED FAILED" to the file named by argv[1].
+"""Run a unittest suite verbosely and count its cases: the integration tests (by default), or
+the Python API's (--start python/tests --top python).
 
+    run.py [--counts FILE] [--start DIR --top DIR] [NAME...]
+
+NAME is a module (test_run) or a test (test_run.TestRun.test_exit_code); without one, every
+test_*.py below --start runs. --counts FILE gets "PASSED FAILED" (test cases), which
+scripts/test adds up; it is emptied first, so a run that dies leaves no stale counts.
 Exit status 0 only if every test passed (a skip fails under NSBOX_TESTS_MUST_WORK=1).
+Registered with meson (tests/integration/meson.build): meson test -C build --suite integration.
 """
+import argparse
 import os
 import sys
 import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, here)
-suite = unittest.defaultTestLoader.discover(here, pattern="test_*.py", top_level_dir=here)
+ap = argparse.ArgumentParser()
+ap.add_argument("--counts")
+ap.add_argument("--start", default=here)
+ap.add_argument("--top")
+ap.add_argument("names", nargs="*")
+a = ap.parse_args()
+if a.counts:
+    open(a.counts, "w").close()
+start = os.path.abspath(a.start)
+top = os.path.abspath(a.top or start)
+sys.path.insert(0, top)
+loader = unittest.defaultTestLoader
+if a.names:
+    suite = loader.loadTestsFromNames(a.names)
+else:
+    suite = loader.discover(start, pattern="test_*.py", top_level_dir=top)
 result = unittest.TextTestRunner(verbosity=2).run(suite)
+must_work = os.environ.get("NSBOX_TESTS_MUST_WORK") == "1"
 bad = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-if os.environ.get("NSBOX_TESTS_MUST_WORK") == "1":
+if must_work:
     bad += len(result.skipped)
-passed = result.testsRun - bad - (0 if os.environ.get("NSBOX_TESTS_MUST_WORK") == "1" else len(result.skipped))
-with open(sys.argv[1], "w") as f:
-    f.write(f"{passed} {bad}\n")
+passed = result.testsRun - bad - (0 if must_work else len(result.skipped))
+if a.counts:
+    with open(a.counts, "w") as f:
+        f.write(f"{passed} {bad}\n")
 sys.exit(0 if bad == 0 and result.testsRun > 0 else 1)
