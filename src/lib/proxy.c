@@ -84,6 +84,7 @@ struct conn {
     size_t pi_client, pi_upstream, pi_lookup;
     uint64_t bytes_up, bytes_down;
     const struct netallow_rule *rule; /* allowed by this rule, or NULL: refused */
+    size_t host;                      /* its entry in report.hosts (host_slot()), or SIZE_MAX */
 };
 
 struct host_entry {
@@ -163,15 +164,19 @@ static struct nsbox_network_host *host_entry(struct nsbox_network_report *r, con
     return NULL;
 }
 
-/* Add an allowed connection's bytes to the totals of its host and port (see
- * struct nsbox_network_host): every allowed byte is in an entry. */
-static void host_account(struct proxy *p, const struct conn *c)
+/* The entry of report.hosts that an allowed connection's bytes go to (see struct
+ * nsbox_network_host), chosen once: when the connection reaches its host, so that the entries
+ * are in order of arrival whatever order connections end in (the ends of sequential
+ * connections race each other), or at its end if it never did. */
+static size_t host_slot(struct proxy *p, struct conn *c)
 {
     struct nsbox_network_report *r = &p->report;
     struct nsbox_network_host *e;
     char key[sizeof(r->hosts[0].host)];
     uint16_t port = c->head.port;
 
+    if (c->host != SIZE_MAX)
+        return c->host;
     (void)snprintf(key, sizeof(key), "%s", c->head.host);
     if (c->rule->wildcard && !host_entry(r, key, port) &&
         NSBOX_NETWORK_HOSTS_MAX - r->n_hosts <= NSBOX_NETWORK_HOSTS_WILDCARD)
@@ -184,6 +189,16 @@ static void host_account(struct proxy *p, const struct conn *c)
     }
     if (!e && !(e = host_entry(r, "", 0))) /* the last entry: the others */
         e = &r->hosts[r->n_hosts++];
+    c->host = (size_t)(e - r->hosts);
+    return c->host;
+}
+
+/* Add an allowed connection's bytes to the totals of its host and port: every allowed byte is
+ * in an entry. */
+static void host_account(struct proxy *p, struct conn *c)
+{
+    struct nsbox_network_host *e = &p->report.hosts[host_slot(p, c)];
+
     e->connections++;
     e->bytes_sent += c->bytes_up;
     e->bytes_received += c->bytes_down;
@@ -870,6 +885,7 @@ static void accept_all(struct proxy *p, uint64_t now)
                                              .upstream = -1,
                                              .lookup_fd = -1,
                                              .record = SIZE_MAX,
+                                             .host = SIZE_MAX,
                                              .pi_client = SIZE_MAX,
                                              .pi_upstream = SIZE_MAX,
                                              .pi_lookup = SIZE_MAX,
@@ -987,6 +1003,7 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
                 }
                 c->state = ST_RELAY;
                 c->deadline = now + PROXY_IDLE_TIMEOUT_USEC;
+                (void)host_slot(p, c);
                 if (c->head.kind == HTTPHEAD_CONNECT) {
                     static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
                     memcpy(c->down, ok, sizeof(ok) - 1);

@@ -261,6 +261,29 @@ class TestNetworkAllow(NsboxTestCase):
         self.assertEqual(sum(e["bytes_sent"] for e in h), n["bytes_sent"])
         self.assertEqual(n["bytes_sent"], 140)
 
+    def test_hosts_are_in_order_of_arrival_not_of_end(self):
+        # Two tunnels open at once, the first to arrive ending last: the hosts list them in
+        # the order they reached their hosts (it used to be the order they ended in, which made
+        # a list of sequential connections depend on how fast each end was seen).
+        code = CLIENT + (
+            "def tunnel(name):\n"
+            "    s = socket.create_connection((host, int(port)), timeout=20)\n"
+            f"    s.sendall(b'CONNECT %s:{self.up.echo_port} HTTP/1.1\\r\\n\\r\\n' % name)\n"
+            "    head = b''\n"
+            "    while b'\\r\\n\\r\\n' not in head:\n"
+            "        head += s.recv(1)\n"
+            "    s.sendall(b'ab'); assert s.recv(2) == b'AB'\n"
+            "    return s\n"
+            "first = tunnel(b'one.up.test')\n"
+            "second = tunnel(b'two.up.test')\n"
+            "second.close()\n"
+            "import time; time.sleep(0.5)\n"
+            "first.close()\n")
+        p, r = py(code, "--network", f"allow=*.up.test:{self.up.echo_port}",
+                  "--add-host", "one.up.test:127.0.0.1", "--add-host", "two.up.test:127.0.0.1")
+        self.assertEqual([e["host"] for e in r["network"]["hosts"]],
+                         ["one.up.test", "two.up.test"], r)
+
     def test_wildcard_and_default_ports(self):
         # *.domain is below domain only; without :PORT only 80 and 443.
         code = CLIENT + ("for t in (b'a.up.test:443', b'up.test:443', b'a.up.test:8443'):\n"
