@@ -355,10 +355,10 @@ class TestLimitsAndResults(NsboxTestCase):
         # Without a cgroup, --cpus is CPU time: cpus x timeout seconds, then SIGXCPU. 2 s of CPU
         # in 8 s of wall time: a busy loop gets there well before the timeout even on a loaded
         # host (a quarter of a core), and ends there.
-        start = time.monotonic()
+        # (The exit status says which came first; no wall-clock bound of its own, which a
+        # loaded host's scheduler can stretch.)
         p = nsbox("run", "--cgroup", "off", "--cpus", "0.25", "--timeout", "8", "--", "python3",
                   "-c", "while True: pass")
-        self.assertLess(time.monotonic() - start, 7.5)
         self.assertEqual(p.returncode, 128 + signal.SIGXCPU)
         self.assertIn("nsbox: stopped: CPU time limit: the payload used up its 2 s of CPU time",
                       p.stderr)
