@@ -24,6 +24,8 @@ from .result import Result
 
 # Seconds this side waits for a step's answer beyond the step's own timeout.
 _MARGIN = 10.0
+# Seconds the session gives a client to take its answer (ANSWER_DEADLINE_USEC in session.c).
+_ANSWER_SECONDS = 30
 
 
 def _request(op: str, payload: Dict[str, Any], timeout: _Timeout,
@@ -40,6 +42,12 @@ def _answer(line: bytes) -> Result:
     if not line:
         raise NsboxError("the session ended without an answer (stopped, killed, or past its "
                          "idle or lifetime limit)", step="session")
+    if not line.endswith(b"\n"):
+        raise NsboxError(f"the step's answer was cut off after {len(line)} bytes: this client "
+                         f"was too slow to read it (the session closes a connection whose "
+                         f"answer is not taken within {_ANSWER_SECONDS} s); the step ran, and "
+                         "its result is in the session's audit log if it has one (--log)",
+                         step="session")
     try:
         raw = json.loads(line)
     except ValueError as e:
@@ -146,23 +154,39 @@ class Session:
         if not self.socket_path:
             raise NsboxError("the session is not started (use it in a with block)",
                              step="session")
+        wait = self._wait(timeout)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(self._wait(timeout))
+            s.settimeout(wait)
             try:
                 s.connect(self.socket_path)
-                s.sendall(request)
-                chunks = []
+            except OSError as e:
+                raise NsboxError(f"session {self.id} is not running ({e.strerror or e}): it was "
+                                 "stopped, killed, or reached its idle or lifetime limit",
+                                 step="session", errno=e.errno) from e
+            chunks = []
+            try:
+                try:
+                    s.sendall(request)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the session did not take it: its answer says why
                 while True:
-                    chunk = s.recv(65536)
+                    chunk = s.recv(1 << 20)
                     if not chunk:
                         break
                     chunks.append(chunk)
                     if chunk.endswith(b"\n"):
                         break
+            except socket.timeout as e:
+                raise NsboxError(f"no answer from session {self.id} within {wait:g} s (the "
+                                 f"step's timeout and {_MARGIN:g} s more): the step may still "
+                                 "run, or wait behind another client's step",
+                                 step="session") from e
             except OSError as e:
-                raise NsboxError(f"session {self.id} is not running ({e.strerror or e}): it was "
-                                 "stopped, killed, or reached its idle or lifetime limit",
-                                 step="session", errno=e.errno) from e
+                if not chunks:
+                    raise NsboxError(f"session {self.id} closed the connection without an "
+                                     f"answer ({e.strerror or e}): it was stopped, killed, or "
+                                     "reached its idle or lifetime limit",
+                                     step="session", errno=e.errno) from e
         return _answer(b"".join(chunks))
 
     def run_code(self, code: str, timeout: _Timeout = None,
@@ -218,19 +242,49 @@ class Session:
         if not self.socket_path:
             raise NsboxError("the session is not started (use it in an async with block)",
                              step="session")
-        try:
-            reader, writer = await asyncio.open_unix_connection(self.socket_path,
-                                                                limit=256 << 20)
-        except OSError as e:
-            raise NsboxError(f"session {self.id} is not running ({e.strerror or e})",
-                             step="session", errno=e.errno) from e
-        try:
-            writer.write(request)
-            await writer.drain()
-            line = await asyncio.wait_for(reader.readline(), self._wait(timeout))
-        finally:
-            writer.close()
-        return _answer(line)
+        # The event loop's socket calls, not asyncio's streams: a stream whose write failed
+        # (the session refused the connection) raises that error before the answer it holds.
+        loop = asyncio.get_running_loop()
+        wait = self._wait(timeout)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.setblocking(False)
+            try:
+                await loop.sock_connect(s, self.socket_path)
+            except OSError as e:
+                raise NsboxError(f"session {self.id} is not running ({e.strerror or e}): it was "
+                                 "stopped, killed, or reached its idle or lifetime limit",
+                                 step="session", errno=e.errno) from e
+
+            async def exchange() -> List[bytes]:
+                chunks: List[bytes] = []
+                try:
+                    await loop.sock_sendall(s, request)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the session did not take it: its answer says why
+                try:
+                    while True:
+                        chunk = await loop.sock_recv(s, 1 << 20)
+                        if not chunk:
+                            break
+                        chunks.append(chunk)
+                        if chunk.endswith(b"\n"):
+                            break
+                except OSError as e:
+                    if not chunks:
+                        raise NsboxError(f"session {self.id} closed the connection without an "
+                                         f"answer ({e.strerror or e}): it was stopped, killed, "
+                                         "or reached its idle or lifetime limit",
+                                         step="session", errno=e.errno) from e
+                return chunks
+
+            try:
+                chunks = await asyncio.wait_for(exchange(), wait)
+            except asyncio.TimeoutError as e:
+                raise NsboxError(f"no answer from session {self.id} within {wait:g} s (the "
+                                 f"step's timeout and {_MARGIN:g} s more): the step may still "
+                                 "run, or wait behind another client's step",
+                                 step="session") from e
+        return _answer(b"".join(chunks))
 
     async def arun_code(self, code: str, timeout: _Timeout = None,
                         output_limit: Optional[int] = None) -> Result:

@@ -209,30 +209,68 @@ static int send_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* Read the answer: one line. Returns its length (with the newline), or -errno; an error that
+ * comes after the whole line (the session closed a connection it did not take, with the
+ * request unread: ECONNRESET) does not count. */
+static ssize_t read_line(int fd, size_t max, char **ret)
+{
+    size_t have = 0, size = 65536;
+    char *buf = malloc(size);
+
+    *ret = NULL;
+    while (buf) {
+        ssize_t n;
+        if (have + 1 >= size) {
+            char *b = size >= max ? NULL : realloc(buf, size * 2);
+            if (!b)
+                break;
+            buf = b;
+            size *= 2;
+        }
+        n = RETRY_EINTR(read(fd, buf + have, size - have - 1));
+        if (n < 0 && have == 0) {
+            int r = negative_errno();
+            free(buf);
+            return r;
+        }
+        if (n > 0)
+            have += (size_t)n;
+        if (n <= 0 || memchr(buf + have - (size_t)n, '\n', (size_t)n)) {
+            buf[have] = '\0';
+            *ret = buf;
+            return (ssize_t)have;
+        }
+    }
+    free(buf);
+    return -ENOMEM;
+}
+
 /* Send request (a JSON object) and read the answer's line. Returns the parsed answer, NULL
  * when the connection ended without one. */
 static json_t *transact(int fd, json_t *request, char **ret_line)
 {
     char *text = json_dumps(request, JSON_COMPACT);
     char *buf = NULL;
-    size_t have = 0;
-    int r;
+    size_t have;
+    ssize_t n;
 
     *ret_line = NULL;
     if (!text)
         return NULL;
-    r = send_all(fd, text, strlen(text));
-    if (r >= 0)
-        r = send_all(fd, "\n", 1);
+    /* A request the session did not take (it refused the connection: too many open) still
+     * has its answer to read. */
+    if (send_all(fd, text, strlen(text)) >= 0)
+        (void)send_all(fd, "\n", 1);
     free(text);
-    if (r < 0)
-        return NULL;
-    r = read_fd_all(fd, 256U << 20, &buf, &have);
-    if (r < 0 || have == 0) {
+    n = read_line(fd, 256U << 20, &buf);
+    if (n <= 0) {
         free(buf);
         return NULL;
     }
+    have = (size_t)n;
     *ret_line = buf;
+    if (buf[have - 1] != '\n')
+        return NULL; /* cut off: the caller says so */
     /* JSON_ALLOW_NUL: a step's output may hold NUL bytes (\u0000), which must not make its
      * answer unreadable. */
     return json_loadb(buf, have, JSON_ALLOW_NUL, NULL);
@@ -365,6 +403,12 @@ static int exec_main(int argc, char *argv[])
     }
     ans = transact(fd, req, &line);
     json_decref(req);
+    if (!ans && line && line[0] && line[strlen(line) - 1] != '\n') {
+        log_error("session '%s': the step's answer was cut off after %zu bytes (the session "
+                  "closes a connection whose answer is not read within 30 s)",
+                  id, strlen(line));
+        return EXIT_NSBOX_FAILURE;
+    }
     if (!ans) {
         log_error("session '%s' ended without an answer to the step", id);
         return EXIT_NSBOX_FAILURE;
@@ -412,9 +456,15 @@ static int stop_main(int argc, char *argv[])
     if (fd < 0)
         return EXIT_NSBOX_FAILURE;
     req = json_pack("{s:s}", "op", "stop");
-    /* The supervisor closes the connection by exiting, once the sandbox is gone. */
+    /* The supervisor closes the connection by exiting, once the sandbox is gone; an answer
+     * is an error (the session did not take the request). */
     ans = transact(fd, req, &line);
     json_decref(req);
+    if (ans && json_is_string(json_object_get(ans, "error"))) {
+        log_error("session '%s': %s", argv[1], json_string_value(json_object_get(ans, "error")));
+        json_decref(ans);
+        return EXIT_NSBOX_FAILURE;
+    }
     json_decref(ans);
     return 0;
 }

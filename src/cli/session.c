@@ -243,6 +243,18 @@ static bool handle_report(struct session_state *s, struct nsbox_result *ret)
         return n < 0 && errno == EAGAIN;
     if (rep.type == REPORT_LISTENER) {
         s->listener = sys_pidfd_getfd(s->fds->pidfd, rep.code, 0);
+        if (s->listener < 0) {
+            /* As for a run (supervise.c): without it refusals would go unrecorded. */
+            ret->status = NSBOX_STATUS_ERROR;
+            ret->exit_code = 125;
+            ret->error_errno = errno;
+            (void)snprintf(ret->error_step, sizeof(ret->error_step), "seccomp listener");
+            (void)snprintf(ret->error, sizeof(ret->error),
+                           "cannot take the seccomp listener from the sandbox's init "
+                           "(pidfd_getfd): %s", strerror(errno));
+            return false;
+        }
+        ret->seccomp_reporting = true;
         (void)!write(s->fds->sync, "x", 1);
         return true;
     }
@@ -780,6 +792,7 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
         .output_limit = st->q.output_limit,
         .host_uid = s->run->host_uid,
         .host_gid = s->run->host_gid,
+        .seccomp_reporting = s->run->seccomp_reporting,
     };
     memcpy(st->ret.limits_note, s->run->limits_note, sizeof(st->ret.limits_note));
     memcpy(st->ret.name, s->run->name, sizeof(st->ret.name));

@@ -326,6 +326,211 @@ class TestSessionSteps(SessionTestCase):
         self.assertEqual(int(r["stdout"]), 3, r)
 
 
+def connect(sock_path, send=b""):
+    """A client that connects, sends send (maybe nothing, maybe half a request) and waits."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.connect(sock_path)
+    if send:
+        s.sendall(send)
+    return s
+
+
+def answer_of(s):
+    """What the supervisor sends a client, up to EOF."""
+    data = b""
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def cpu_seconds(pid):
+    """utime + stime of the process itself (its children not counted), /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class TestSessionClients(SessionTestCase):
+    """Every client of the session's socket is served in the supervisor's one poll loop, with a
+    deadline: one that is slow to send or to read (of the caller's uid) holds nothing up."""
+
+    def slow_clients(self, sock):
+        silent = connect(sock)
+        half = connect(sock, b'{"op": "exec", "ar')
+        self.addCleanup(silent.close)
+        self.addCleanup(half.close)
+        time.sleep(0.3)  # both accepted by now
+        return silent, half
+
+    def test_slow_clients_do_not_hold_other_steps(self):
+        # (Before: the supervisor read each request blocking, 10 s for each of these two, and
+        # the step waited behind them.)
+        sid, sock = self.start()
+        silent, half = self.slow_clients(sock)
+        t = time.monotonic()
+        p = nsbox("session", "exec", sid, "--", "echo", "hi", timeout=15)
+        self.assertEqual((p.returncode, p.stdout), (0, "hi\n"), p.stderr)
+        self.assertLess(time.monotonic() - t, 3)
+        self.assertEqual(step(sock, {"op": "code", "code": "print(6 * 7)"})["stdout"], "42\n")
+        self.assertLess(time.monotonic() - t, 4)
+        # At its deadline (10 s from its connection) the half request is told, and dropped.
+        ans = json.loads(answer_of(half))
+        self.assertIn("did not come whole within 10 s", ans["error"])
+        self.assertIn("18 bytes", ans["error"])
+        self.assertIn("did not come whole", json.loads(answer_of(silent))["error"])
+
+    def test_slow_clients_do_not_hold_stop_or_kill(self):
+        for how in ("stop", "kill"):
+            sid, sock = self.start()
+            pid = supervisor_pid(sid)
+            silent, half = self.slow_clients(sock)
+            t = time.monotonic()
+            if how == "stop":
+                p = nsbox("session", "stop", sid, timeout=15)
+            else:
+                p = nsbox("kill", sid, timeout=15)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertTrue(wait_until(lambda: not alive(pid), timeout=3), how)
+            self.assertLess(time.monotonic() - t, 3, how)
+            # The clients that were still sending are told why they got no step.
+            for c in (silent, half):
+                self.assertIn("the session ended before this step ran: it was "
+                              + ("stopped" if how == "stop" else "killed"),
+                              json.loads(answer_of(c))["error"])
+
+    def test_idle_timeout_with_a_silent_client(self):
+        # A connection that says nothing is not a step: the idle limit holds (before: the
+        # supervisor waited 10 s on it).
+        sid, sock = self.start("--idle-timeout", "1")
+        t = time.monotonic()
+        silent = connect(sock)
+        self.addCleanup(silent.close)
+        self.assertTrue(wait_until(lambda: not os.path.exists(sock), timeout=5))
+        self.assertLess(time.monotonic() - t, 3)
+        self.assertIn("it reached its --idle-timeout", json.loads(answer_of(silent))["error"])
+
+    def test_client_that_does_not_read_its_answer(self):
+        # 4 MB of answer that its client does not read: the supervisor writes what the socket
+        # takes and goes on (before: it blocked in send(2) until the client read, here never).
+        sid, sock = self.start("--output-limit", "8m")
+        slow = connect(sock, json.dumps({"op": "exec", "argv": [
+            "python3", "-c", "print('x' * 4000000)"]}).encode() + b"\n")
+        self.addCleanup(slow.close)
+        time.sleep(1)
+        t = time.monotonic()
+        p = nsbox("session", "exec", sid, "--", "echo", "next", timeout=15)
+        self.assertEqual((p.returncode, p.stdout), (0, "next\n"), p.stderr)
+        self.assertLess(time.monotonic() - t, 3)
+        # Read within its deadline, the answer is whole.
+        r = json.loads(answer_of(slow))
+        self.assertEqual((r["status"], r["stdout_bytes"], r["stdout_truncated"]),
+                         ("exited", 4000001, False))
+
+    def test_too_many_connections_are_refused_with_a_line(self):
+        sid, sock = self.start()
+        held = [connect(sock) for _ in range(16)]
+        for c in held:
+            self.addCleanup(c.close)
+        time.sleep(0.3)
+        p = nsbox("session", "exec", sid, "--", "true", timeout=15)
+        self.assertOneLineError(p, contains="connections open already")
+        for c in held:
+            c.close()
+        time.sleep(0.3)
+        self.assertEqual(nsbox("session", "exec", sid, "--", "true").returncode, 0)
+
+    def test_steps_of_several_clients_wait_their_turn(self):
+        # Three clients at once: one step at a time, each its own answer.
+        sid, sock = self.start()
+        clients = [connect(sock, json.dumps({"op": "exec", "argv": [
+            "sh", "-c", "sleep 0.3; echo %d" % i]}).encode() + b"\n") for i in range(3)]
+        t = time.monotonic()
+        answers = [json.loads(answer_of(c)) for c in clients]
+        for c in clients:
+            c.close()
+        self.assertEqual([a["stdout"] for a in answers], ["0\n", "1\n", "2\n"])
+        self.assertEqual(sorted(a["step"] for a in answers), [1, 2, 3])
+        self.assertGreater(time.monotonic() - t, 0.8)
+
+    def test_stop_cuts_a_running_step_and_says_so(self):
+        sid, sock = self.start("--timeout", "60")
+        c = connect(sock, b'{"op": "exec", "argv": ["sleep", "30"]}\n')
+        self.addCleanup(c.close)
+        time.sleep(0.5)
+        t = time.monotonic()
+        self.assertEqual(nsbox("session", "stop", sid, timeout=15).returncode, 0)
+        self.assertLess(time.monotonic() - t, 3)
+        r = json.loads(answer_of(c))
+        self.assertEqual((r["status"], r["exit_code"]), ("killed", 137))
+        self.assertIn("the session ended during the step (it was stopped", r["reason"])
+
+
+class TestSessionRefusals(SessionTestCase):
+    """Refused system calls in a session are answered at a run's pace (test_supervise's
+    TestRefusalFlood): a step, or a thread the interpreter keeps, that floods them must not
+    make the supervisor burn a CPU."""
+
+    FLOOD = ("import ctypes, os, sys, time\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "t = time.monotonic(); n = 0\n"
+             "while n < int(sys.argv[1]) and time.monotonic() - t < float(sys.argv[2]):\n"
+             "    libc.syscall(165, 0, 0, 0, 0, 0)  # mount(2): refused\n"
+             "    n += 1\n"
+             "print(n, time.monotonic() - t)\n")
+
+    def test_refused_calls_are_paced(self):
+        sid, _ = self.start("--timeout", "20")
+        p, r = self.run_step(sid, "python3", "-c", self.FLOOD, "3000", "15")
+        if not r.get("seccomp_refused"):
+            self.skipTest("no seccomp notifications on this kernel (refused calls unrecorded)")
+        n, seconds = r["stdout"].split()
+        self.assertEqual(int(n), 3000, r)
+        self.assertGreater(float(seconds), 1.5, r)
+        self.assertEqual(r["seccomp_refused"], [{"syscall": "mount", "count": 3000}])
+        self.assertTrue(any("faster than nsbox answers them" in n for n in r["notes"]), r)
+
+    def test_supervisor_cpu_stays_small_under_a_flood(self):
+        import subprocess
+        sid, _ = self.start("--timeout", "20")
+        pid = supervisor_pid(sid)
+        code = "import os\nfor _ in range(3):\n    if os.fork() == 0: break\n" + self.FLOOD
+        proc = subprocess.Popen([NSBOX, "session", "exec", sid, "--", "python3", "-c", code,
+                                 "100000000", "4"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            before = cpu_seconds(pid)
+            time.sleep(3)
+            cpu = cpu_seconds(pid) - before
+        finally:
+            proc.wait(timeout=30)
+        self.assertLess(cpu, 0.3, f"the session's supervisor used {cpu} s of CPU in 3 s")
+
+    def test_pace_holds_between_steps(self):
+        # Threads the interpreter keeps after their step flood on: the supervisor answers them
+        # between steps too, at the same pace; the next step still runs.
+        sid, sock = self.start()
+        pid = supervisor_pid(sid)
+        p, r = self.code(sid, "import ctypes, threading\n"
+                              "libc = ctypes.CDLL(None, use_errno=True)\n"
+                              "def flood():\n"
+                              "    while True:\n"
+                              "        libc.syscall(165, 0, 0, 0, 0, 0)\n"
+                              "for _ in range(4):\n"
+                              "    threading.Thread(target=flood, daemon=True).start()\n")
+        self.assertEqual(r["status"], "exited", r)
+        time.sleep(0.5)
+        before = cpu_seconds(pid)
+        time.sleep(3)
+        cpu = cpu_seconds(pid) - before
+        self.assertLess(cpu, 0.3, f"the session's supervisor used {cpu} s of CPU in 3 s")
+        p, r = self.run_step(sid, "echo", "next")
+        self.assertEqual(r["stdout"], "next\n")
+
+
 class TestSessionAudit(SessionTestCase):
     def test_steps_are_recorded(self):
         import hashlib
@@ -566,6 +771,38 @@ class TestSessionApi(SessionTestCase):
                 return r.stdout, r2.stdout
 
         self.assertEqual(asyncio.run(main()), ("3\n", "a\n"))
+
+    def test_api_with_slow_clients_and_a_full_session(self):
+        with nsbox_api.Session(nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+            half = connect(s.socket_path, b'{"op": "code", "co')
+            self.addCleanup(half.close)
+            time.sleep(0.3)
+            t = time.monotonic()
+            self.assertEqual(s.run_code("print(6 * 7)").stdout, "42\n")
+            self.assertLess(time.monotonic() - t, 3)
+            # Every connection taken: the API says so, in words to act on.
+            held = [connect(s.socket_path) for _ in range(15)]
+            for c in held:
+                self.addCleanup(c.close)
+            time.sleep(0.3)
+            with self.assertRaises(nsbox_api.NsboxError) as cm:
+                s.run(["true"])
+            self.assertIn("connections open already", str(cm.exception))
+
+            async def arun():
+                return await s.arun(["true"])
+            import asyncio
+            with self.assertRaises(nsbox_api.NsboxError) as cm:
+                asyncio.run(arun())
+            self.assertIn("connections open already", str(cm.exception))
+
+    def test_api_says_when_an_answer_was_cut_off(self):
+        # What a client too slow to read its answer (30 s) is left with: a line without its end.
+        from nsbox.session import _answer
+        with self.assertRaises(nsbox_api.NsboxError) as cm:
+            _answer(b'{"status": "exited", "stdout": "xx')
+        self.assertIn("cut off after 34 bytes: this client was too slow to read it",
+                      str(cm.exception))
 
     def test_start_error_raises(self):
         with self.assertRaises(nsbox_api.NsboxError) as cm:
