@@ -481,11 +481,19 @@ class TestSessionRefusals(SessionTestCase):
              "    n += 1\n"
              "print(n, time.monotonic() - t)\n")
 
+    def setUp(self):
+        super().setUp()
+        # Only where a run records refusals (SECCOMP_RET_USER_NOTIF, pidfd_getfd(2)): a step
+        # must then record them too.
+        r = json.loads(nsbox("run", "--json", "--cgroup", "off", "--", "python3", "-c",
+                             "import ctypes; ctypes.CDLL(None).syscall(165, 0, 0, 0, 0, 0)"
+                             ).stdout)
+        if not r.get("seccomp_refused"):
+            self.skipTest("no seccomp notifications on this kernel (refused calls unrecorded)")
+
     def test_refused_calls_are_paced(self):
         sid, _ = self.start("--timeout", "20")
         p, r = self.run_step(sid, "python3", "-c", self.FLOOD, "3000", "15")
-        if not r.get("seccomp_refused"):
-            self.skipTest("no seccomp notifications on this kernel (refused calls unrecorded)")
         n, seconds = r["stdout"].split()
         self.assertEqual(int(n), 3000, r)
         self.assertGreater(float(seconds), 1.5, r)
@@ -497,17 +505,23 @@ class TestSessionRefusals(SessionTestCase):
         sid, _ = self.start("--timeout", "20")
         pid = supervisor_pid(sid)
         code = "import os\nfor _ in range(3):\n    if os.fork() == 0: break\n" + self.FLOOD
-        proc = subprocess.Popen([NSBOX, "session", "exec", sid, "--", "python3", "-c", code,
-                                 "100000000", "4"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([NSBOX, "session", "exec", sid, "--json", "--", "python3", "-c",
+                                 code, "100000000", "4"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         try:
             time.sleep(0.5)
             before = cpu_seconds(pid)
             time.sleep(3)
             cpu = cpu_seconds(pid) - before
         finally:
-            proc.wait(timeout=30)
+            out = proc.communicate(timeout=30)[0]
         self.assertLess(cpu, 0.3, f"the session's supervisor used {cpu} s of CPU in 3 s")
+        # The pace itself, whatever the machine's load: at most the burst and 1000 a second
+        # were answered (unpaced, tens of thousands in 4 s).
+        r = json.loads(out)
+        refused = sum(e["count"] for e in r["seccomp_refused"])
+        self.assertLessEqual(refused, 1000 + 1000 * (r["wall_time_ms"] / 1000 + 0.5), r)
+        self.assertTrue(any("faster than nsbox answers them" in n for n in r["notes"]), r)
 
     def test_pace_holds_between_steps(self):
         # Threads the interpreter keeps after their step flood on: the supervisor answers them
@@ -516,17 +530,22 @@ class TestSessionRefusals(SessionTestCase):
         pid = supervisor_pid(sid)
         p, r = self.code(sid, "import ctypes, threading\n"
                               "libc = ctypes.CDLL(None, use_errno=True)\n"
+                              "n = [0]\n"
                               "def flood():\n"
                               "    while True:\n"
                               "        libc.syscall(165, 0, 0, 0, 0, 0)\n"
+                              "        n[0] += 1\n"
                               "for _ in range(4):\n"
                               "    threading.Thread(target=flood, daemon=True).start()\n")
         self.assertEqual(r["status"], "exited", r)
-        time.sleep(0.5)
+        time.sleep(1.5)  # the burst is spent
+        p, r = self.code(sid, "import time\nb = n[0]; time.sleep(2); print(n[0] - b)\n")
         before = cpu_seconds(pid)
         time.sleep(3)
         cpu = cpu_seconds(pid) - before
         self.assertLess(cpu, 0.3, f"the session's supervisor used {cpu} s of CPU in 3 s")
+        # In 2 s the threads got about 2000 answers (unpaced: tens of thousands).
+        self.assertLess(int(r["stdout"]), 3000, r)
         p, r = self.run_step(sid, "echo", "next")
         self.assertEqual(r["stdout"], "next\n")
 
