@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ._runner import (_Limit, _Timeout, _env_fd, _env_records, _nsbox_env, _number,
@@ -127,16 +128,39 @@ class Session:
         """Stop the session and wait until its sandbox is gone. Safe to call twice."""
         if not self.socket_path:
             return
+        data = b""
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(30)
                 s.connect(self.socket_path)
-                s.sendall(b'{"op":"stop"}\n')
-                while s.recv(4096):  # EOF: the supervisor has exited
-                    pass
+                try:
+                    s.sendall(b'{"op":"stop"}\n')
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # not taken: the answer says why
+                while True:  # EOF: the supervisor has exited
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
         except OSError:
-            pass  # already gone
+            pass  # already gone (or reset after its answer)
+        if data:
+            # An answer to stop is a refusal (every connection taken, by steps waiting or slow
+            # clients): end it by its supervisor's signal instead, as `nsbox kill` does.
+            self._kill()
         self.socket_path = None
+
+    def _kill(self) -> None:
+        subprocess.run([self._binary, "kill", str(self.id)], env=self._env,
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        self._wait_gone()
+
+    def _wait_gone(self) -> None:
+        """Until the socket is gone: the supervisor removes it when the sandbox is gone."""
+        deadline = time.monotonic() + 30
+        while self.socket_path and os.path.exists(self.socket_path) and \
+                time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def __enter__(self) -> "Session":
         return self.start() if not self.socket_path else self
@@ -222,14 +246,32 @@ class Session:
     async def aclose(self) -> None:
         if not self.socket_path:
             return
-        try:
-            reader, writer = await asyncio.open_unix_connection(self.socket_path)
-            writer.write(b'{"op":"stop"}\n')
-            await writer.drain()
-            await reader.read()
-            writer.close()
-        except OSError:
-            pass
+        loop = asyncio.get_running_loop()
+        data = b""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.setblocking(False)
+            try:
+                await loop.sock_connect(s, self.socket_path)
+                try:
+                    await loop.sock_sendall(s, b'{"op":"stop"}\n')
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # not taken: the answer says why
+                while True:  # EOF: the supervisor has exited
+                    chunk = await loop.sock_recv(s, 4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            except OSError:
+                pass  # already gone (or reset after its answer)
+        if data:
+            # Refused (see close()): by its supervisor's signal instead.
+            proc = await asyncio.create_subprocess_exec(
+                self._binary, "kill", str(self.id), env=self._env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            await proc.wait()
+            deadline = time.monotonic() + 30
+            while os.path.exists(self.socket_path) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
         self.socket_path = None
 
     async def __aenter__(self) -> "Session":

@@ -655,7 +655,7 @@ static void client_accept(struct session_state *s, uint64_t now)
             static const char busy[] =
                 "{\"error\":\"the session has " STRINGIFY(CLIENTS_MAX) " connections open "
                 "already (steps waiting, or clients that are slow to send or read): try again "
-                "when one has ended\"}\n";
+                "when one has ended; nsbox kill ends the session regardless\"}\n";
             (void)!send(fd, busy, sizeof(busy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
             (void)close(fd);
             continue;

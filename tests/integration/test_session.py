@@ -814,6 +814,28 @@ class TestSessionApi(SessionTestCase):
             with self.assertRaises(nsbox_api.NsboxError) as cm:
                 asyncio.run(arun())
             self.assertIn("connections open already", str(cm.exception))
+            sock = s.socket_path
+        # Its stop was refused too (every connection still taken): the API ended it with
+        # `nsbox kill` instead, and returned once it was gone.
+        self.assertFalse(os.path.exists(sock))
+        self.assertEqual(nsbox("session", "ls", "--json").stdout.count(s.id), 0)
+
+    def test_async_close_of_a_full_session(self):
+        import asyncio
+
+        async def main():
+            s = await nsbox_api.Session(nsbox=NSBOX, extra_args=["--cgroup", "off"]).astart()
+            held = [connect(s.socket_path) for _ in range(16)]
+            for c in held:
+                self.addCleanup(c.close)
+            await asyncio.sleep(0.3)
+            sock = s.socket_path
+            await s.aclose()
+            return s.id, sock
+
+        sid, sock = asyncio.run(main())
+        self.assertFalse(os.path.exists(sock))
+        self.assertEqual(nsbox("session", "ls", "--json").stdout.count(sid), 0)
 
     def test_api_says_when_an_answer_was_cut_off(self):
         # What a client too slow to read its answer (30 s) is left with: a line without its end.
