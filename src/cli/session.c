@@ -2,7 +2,9 @@
 /*
  * The supervisor of a session (session.h): started detached by `nsbox session start`, it makes
  * the sandbox, listens on the session's socket and runs one step at a time on the sandbox's
- * init, until it is stopped, killed (`nsbox kill`: SIGUSR1), idle or past its lifetime. When it
+ * init, until it is stopped, killed (`nsbox kill`: SIGUSR1), idle or past its lifetime. One
+ * poll(2) loop watches everything -- init, the step's pipes, the seccomp listener, the signals,
+ * the timers and every client -- and no call in it waits on anyone. When it
  * ends, the sandbox ends with it: it kills init (and SIGKILL of the supervisor kills init by
  * PR_SET_PDEATHSIG), the cgroup leaf is removed as for a run, and the socket and the registry
  * record are removed (when the supervisor was SIGKILLed, by the next nsbox that sweeps the

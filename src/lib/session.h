@@ -15,6 +15,10 @@
  * "timeout" (seconds) and "output_limit" (bytes), or {"op": "stop"}; the supervisor answers
  * with one line of JSON: the result as `nsbox run --json` prints it, plus "session_id" and
  * "step", or {"error": "..."}. After "stop" it closes the connection when the sandbox is gone.
+ * The supervisor serves every connection in its one poll loop without blocking (session.c): a
+ * request must come whole within 10 s of the connection and the answer be read within 30 s,
+ * else the client is told (while it can be) and dropped; steps run one at a time, in the order
+ * their requests came.
  */
 #pragma once
 
