@@ -15,7 +15,7 @@ import os
 import socket
 import subprocess
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._runner import (_Limit, _Timeout, _env_fd, _env_records, _nsbox_env, _number,
                       _option_args, _result_from,
@@ -30,13 +30,18 @@ _ANSWER_SECONDS = 30
 
 
 def _request(op: str, payload: Dict[str, Any], timeout: _Timeout,
-             output_limit: Optional[int]) -> bytes:
+             output_limit: Optional[int], stdin: Union[bytes, str, None] = None) -> bytes:
     req = {"op": op, **payload}
     if timeout is not None:
         req["timeout"] = float(_number(timeout, "timeout"))
     if output_limit is not None:
         req["output_limit"] = int(_number(output_limit, "output_limit"))
-    return json.dumps(req).encode() + b"\n"
+    data = b""
+    if stdin is not None:
+        # The step's stdin follows the line, as it is ("stdin_bytes" says how much).
+        data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+        req["stdin_bytes"] = len(data)
+    return json.dumps(req).encode() + b"\n" + data
 
 
 def _answer(line: bytes) -> Result:
@@ -214,19 +219,23 @@ class Session:
         return _answer(b"".join(chunks))
 
     def run_code(self, code: str, timeout: _Timeout = None,
-                 output_limit: Optional[int] = None) -> Result:
+                 output_limit: Optional[int] = None,
+                 stdin: Union[bytes, str, None] = None) -> Result:
         """Run Python code in the session's interpreter: variables, imports and open files of
         earlier steps are there. A timeout raises KeyboardInterrupt in the code; an interpreter
-        that ignores it is restarted (the result's raw["interpreter"] says "restarted")."""
-        return self._call(_request("code", {"code": code}, timeout, output_limit), timeout)
+        that ignores it is restarted (the result's raw["interpreter"] says "restarted").
+        stdin: what sys.stdin reads during the step (else nothing)."""
+        return self._call(_request("code", {"code": code}, timeout, output_limit, stdin),
+                          timeout)
 
     def run(self, argv: Sequence[str], timeout: _Timeout = None,
-            output_limit: Optional[int] = None) -> Result:
-        """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``)."""
+            output_limit: Optional[int] = None, stdin: Union[bytes, str, None] = None) -> Result:
+        """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``).
+        stdin: what the program reads on its stdin (else /dev/null)."""
         if isinstance(argv, (str, bytes)) or not argv:
             raise TypeError("argv must be a non-empty sequence of strings")
         return self._call(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
-                                   output_limit), timeout)
+                                   output_limit, stdin), timeout)
 
     # -- asyncio ------------------------------------------------------------------------------
 
@@ -329,15 +338,17 @@ class Session:
         return _answer(b"".join(chunks))
 
     async def arun_code(self, code: str, timeout: _Timeout = None,
-                        output_limit: Optional[int] = None) -> Result:
+                        output_limit: Optional[int] = None,
+                        stdin: Union[bytes, str, None] = None) -> Result:
         """As :meth:`run_code`, for asyncio."""
-        return await self._acall(_request("code", {"code": code}, timeout, output_limit),
-                                 timeout)
+        return await self._acall(_request("code", {"code": code}, timeout, output_limit,
+                                          stdin), timeout)
 
     async def arun(self, argv: Sequence[str], timeout: _Timeout = None,
-                   output_limit: Optional[int] = None) -> Result:
+                   output_limit: Optional[int] = None,
+                   stdin: Union[bytes, str, None] = None) -> Result:
         """As :meth:`run`, for asyncio."""
         if isinstance(argv, (str, bytes)) or not argv:
             raise TypeError("argv must be a non-empty sequence of strings")
         return await self._acall(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
-                                          output_limit), timeout)
+                                          output_limit, stdin), timeout)

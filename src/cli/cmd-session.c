@@ -22,6 +22,8 @@
 
 #define EXIT_NSBOX_FAILURE 125
 #define CODE_MAX (16U << 20)
+/* A step's stdin: with its request, within the 16 MiB the session takes (REQUEST_MAX). */
+#define STDIN_MAX (15U << 20)
 #define SESSION_LABEL "nsbox.session"
 
 static void usage(FILE *f)
@@ -33,12 +35,14 @@ static void usage(FILE *f)
           "      ...); --timeout is each step's default. --idle-timeout: end it after S\n"
           "      seconds without a step; --lifetime: end it S seconds after its start.\n"
           "  nsbox session exec ID|NAME [--timeout S] [--output-limit N] [--json]\n"
-          "                     [--raw-output] (--code FILE|- | [--] PROGRAM [ARGS...])\n"
+          "                     [--raw-output] [-i] (--code FILE|- | [--] PROGRAM [ARGS...])\n"
           "      run one step in the session: a program, or Python code in the session's\n"
           "      interpreter, whose variables, imports and open files live on between steps.\n"
           "      Everything the step started is killed when it ends. Exit status as for\n"
           "      'nsbox run'; --json prints the result; on a terminal the output's control\n"
           "      characters are shown escaped, as by 'nsbox run' (--raw-output: not).\n"
+          "      -i, --stdin: the step reads nsbox's stdin (read whole first, up to 15 MiB);\n"
+          "      without it, /dev/null.\n"
           "  nsbox session stop ID|NAME\n"
           "      end the session and wait until its sandbox is gone\n"
           "  nsbox session ls [--json]\n"
@@ -245,9 +249,11 @@ static ssize_t read_line(int fd, size_t max, char **ret)
     return -ENOMEM;
 }
 
-/* Send request (a JSON object) and read the answer's line. Returns the parsed answer, NULL
+/* Send request (a JSON object) and data (its stdin_bytes, or none), and read the answer's
+ * line. Returns the parsed answer, NULL
  * when the connection ended without one. */
-static json_t *transact(int fd, json_t *request, char **ret_line)
+static json_t *transact(int fd, json_t *request, const char *data, size_t data_size,
+                        char **ret_line)
 {
     char *text = json_dumps(request, JSON_COMPACT);
     char *buf = NULL;
@@ -259,8 +265,8 @@ static json_t *transact(int fd, json_t *request, char **ret_line)
         return NULL;
     /* A request the session did not take (it refused the connection: too many open) still
      * has its answer to read. */
-    if (send_all(fd, text, strlen(text)) >= 0)
-        (void)send_all(fd, "\n", 1);
+    if (send_all(fd, text, strlen(text)) >= 0 && send_all(fd, "\n", 1) >= 0 && data_size)
+        (void)send_all(fd, data, data_size); /* the step's stdin, after the line */
     free(text);
     n = read_line(fd, 256U << 20, &buf);
     if (n <= 0) {
@@ -312,28 +318,30 @@ static int exec_main(int argc, char *argv[])
         {"json", no_argument, NULL, 'j'},
         {"raw-output", no_argument, NULL, 'r'},
         {"code", required_argument, NULL, 'c'},
+        {"stdin", no_argument, NULL, 'i'},
+        {"interactive", no_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     const char *id, *code_path = NULL;
-    bool json = false, raw = false, have_timeout = false, have_limit = false;
+    bool json = false, raw = false, have_timeout = false, have_limit = false, pass_in = false;
     uint64_t timeout = 0, limit = 0;
-    _cleanup_free_ char *code = NULL, *line = NULL;
-    size_t code_size = 0;
+    _cleanup_free_ char *code = NULL, *line = NULL, *in = NULL;
+    size_t code_size = 0, in_size = 0;
     _cleanup_close_ int fd = -EBADF;
     json_t *req, *ans, *v;
     int opt, status;
 
     if (argc < 2 || argv[1][0] == '-') {
         log_error("usage: nsbox session exec ID|NAME [--timeout S] [--output-limit N] [--json] "
-                  "(--code FILE|- | [--] PROGRAM [ARGS...])");
+                  "[-i] (--code FILE|- | [--] PROGRAM [ARGS...])");
         return EXIT_NSBOX_FAILURE;
     }
     id = argv[1];
     argc--;
     argv++;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+i", options, NULL)) != -1) {
         switch (opt) {
         case 't':
             if (parse_duration(optarg, &timeout) < 0)
@@ -360,6 +368,9 @@ static int exec_main(int argc, char *argv[])
         case 'c':
             code_path = optarg;
             break;
+        case 'i':
+            pass_in = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -371,6 +382,22 @@ static int exec_main(int argc, char *argv[])
     if (!code_path == (optind >= argc)) {
         log_error("'nsbox session exec' takes --code FILE|- or a program, one of them");
         return EXIT_NSBOX_FAILURE;
+    }
+    if (pass_in && code_path && strcmp(code_path, "-") == 0) {
+        log_error("'nsbox session exec' takes --stdin or --code -, not both: give the code in a "
+                  "file");
+        return EXIT_NSBOX_FAILURE;
+    }
+    if (pass_in) {
+        /* Read whole, before the step: it gets it as a file it reads to its end. */
+        int r = read_fd_all(STDIN_FILENO, STDIN_MAX, &in, &in_size);
+        if (r == -EFBIG) {
+            log_error("the step's stdin is larger than %u MiB: give it as a file (-v) instead",
+                      STDIN_MAX >> 20);
+            return EXIT_NSBOX_FAILURE;
+        }
+        if (r < 0)
+            return log_error_errno(r, "cannot read stdin for the step: %m"), EXIT_NSBOX_FAILURE;
     }
     if (code_path) {
         int r = strcmp(code_path, "-") == 0
@@ -394,6 +421,8 @@ static int exec_main(int argc, char *argv[])
         (void)json_object_set_new(req, "timeout", json_real((double)timeout / 1e6));
     if (have_limit)
         (void)json_object_set_new(req, "output_limit", json_integer((json_int_t)limit));
+    if (pass_in)
+        (void)json_object_set_new(req, "stdin_bytes", json_integer((json_int_t)in_size));
 
     (void)signal(SIGPIPE, SIG_IGN);
     fd = session_connect(id);
@@ -401,7 +430,7 @@ static int exec_main(int argc, char *argv[])
         json_decref(req);
         return EXIT_NSBOX_FAILURE;
     }
-    ans = transact(fd, req, &line);
+    ans = transact(fd, req, in, in_size, &line);
     json_decref(req);
     if (!ans && line && line[0] && line[strlen(line) - 1] != '\n') {
         log_error("session '%s': the step's answer was cut off after %zu bytes (the session "
@@ -458,7 +487,7 @@ static int stop_main(int argc, char *argv[])
     req = json_pack("{s:s}", "op", "stop");
     /* The supervisor closes the connection by exiting, once the sandbox is gone; an answer
      * is an error (the session did not take the request). */
-    ans = transact(fd, req, &line);
+    ans = transact(fd, req, NULL, 0, &line);
     json_decref(req);
     if (ans && json_is_string(json_object_get(ans, "error"))) {
         log_error("session '%s': %s", argv[1], json_string_value(json_object_get(ans, "error")));

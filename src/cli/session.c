@@ -81,6 +81,9 @@ struct step_request {
     bool code;
     char *payload; /* argv NUL-separated, or the code */
     size_t size;
+    bool has_stdin; /* "stdin_bytes" was given: the step's stdin is stdin_data, else /dev/null */
+    char *stdin_data;
+    size_t stdin_size;
     uint64_t timeout;      /* microseconds, 0 = none */
     uint64_t output_limit; /* bytes per stream */
 };
@@ -100,6 +103,7 @@ struct client {
     int fd;         /* -1 once the peer hung up while its step waited or ran */
     char *buf;      /* the request as it comes in, then the answer */
     size_t have, size, done;
+    size_t want;    /* with "stdin_bytes": the whole request's size, its line and the bytes */
     uint64_t deadline;
     uint64_t seq;   /* the order of complete requests */
     struct step_request q;
@@ -211,7 +215,7 @@ int session_socket_path(const char *id_or_name, char *buf, size_t size)
 static int control_send(int fd, const struct session_msg *m, const int *fds, int nfds)
 {
     union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
+        char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } u = {0};
     struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
@@ -369,6 +373,7 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
 {
     json_t *argv = json_object_get(j, "argv"), *code = json_object_get(j, "code");
     json_t *timeout = json_object_get(j, "timeout"), *limit = json_object_get(j, "output_limit");
+    json_t *in = json_object_get(j, "stdin_bytes");
     const char *op = json_string_value(json_object_get(j, "op"));
 
     *q = (struct step_request){.timeout = s->c->timeout, .output_limit = s->c->output_limit};
@@ -383,6 +388,15 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
             json_integer_value(limit) > (64 << 20))
             return *why = "\"output_limit\" must be a number of bytes up to 64 MiB", -EINVAL;
         q->output_limit = (uint64_t)json_integer_value(limit);
+    }
+    if (in) {
+        if (!json_is_integer(in) || json_integer_value(in) < 0 ||
+            json_integer_value(in) > REQUEST_MAX)
+            return *why = "\"stdin_bytes\" must be a number of bytes up to 16 MiB, the bytes "
+                          "of the step's stdin that follow the request's line",
+                   -EINVAL;
+        q->has_stdin = true;
+        q->stdin_size = (size_t)json_integer_value(in);
     }
     if (op && strcmp(op, "code") == 0 && json_is_string(code)) {
         q->code = true;
@@ -488,6 +502,7 @@ static void client_free(struct client *cl)
         (void)close(cl->fd);
     free(cl->buf);
     free(cl->q.payload);
+    free(cl->q.stdin_data);
     *cl = (struct client){.fd = -1};
 }
 
@@ -567,9 +582,6 @@ static void client_request(struct session_state *s, struct client *cl, size_t le
     const char *why = NULL, *op;
     int r;
 
-    free(cl->buf);
-    cl->buf = NULL;
-    cl->have = cl->size = 0;
     if (!json_is_object(j)) {
         json_decref(j);
         client_error(cl, now, "the request is not one line of JSON (%s): send one JSON object "
@@ -586,10 +598,36 @@ static void client_request(struct session_state *s, struct client *cl, size_t le
     }
     r = parse_request(s, j, &cl->q, &why);
     json_decref(j);
+    if (r >= 0 && cl->q.has_stdin && len + 1 + cl->q.stdin_size > REQUEST_MAX) {
+        why = "the request and its stdin are larger than 16 MiB: the session does not take them";
+        r = -EFBIG;
+    }
     if (r < 0) {
         free(cl->q.payload);
         cl->q = (struct step_request){0};
         client_error(cl, now, "%s", why ? why : strerror(-r));
+        return;
+    }
+    /* The step's stdin follows the line: the request is whole with it (client_read()). */
+    cl->want = len + 1 + (cl->q.has_stdin ? cl->q.stdin_size : 0);
+}
+
+/* The request is whole: it waits its turn. */
+static void client_queue(struct session_state *s, struct client *cl)
+{
+    size_t off = cl->want - cl->q.stdin_size;
+
+    if (cl->q.has_stdin) {
+        /* Its own copy (at least one byte, so that malloc(0) says nothing). */
+        cl->q.stdin_data = malloc(cl->q.stdin_size + 1);
+        if (cl->q.stdin_data)
+            memcpy(cl->q.stdin_data, cl->buf + off, cl->q.stdin_size);
+    }
+    free(cl->buf);
+    cl->buf = NULL;
+    cl->have = cl->size = 0;
+    if (cl->q.has_stdin && !cl->q.stdin_data) {
+        client_error(cl, now_usec(), "the supervisor is out of memory for the step's stdin");
         return;
     }
     cl->state = CLIENT_QUEUED;
@@ -620,15 +658,24 @@ static void client_read(struct session_state *s, struct client *cl, uint64_t now
         if (n <= 0) {
             if (cl->have == 0)
                 client_free(cl); /* connected and went away: nothing to answer */
+            else if (cl->want)
+                client_error(cl, now, "the request's stdin ended after %zu of its %zu bytes "
+                             "(\"stdin_bytes\"): send them all after the line",
+                             cl->have - (cl->want - cl->q.stdin_size), cl->q.stdin_size);
             else
                 client_error(cl, now, "the request ended after %zu bytes without its end of "
                              "line: send one JSON object and a newline", cl->have);
             return;
         }
-        nl = memchr(cl->buf + cl->have, '\n', (size_t)n);
+        nl = cl->want ? NULL : memchr(cl->buf + cl->have, '\n', (size_t)n);
         cl->have += (size_t)n;
         if (nl) {
             client_request(s, cl, (size_t)(nl - cl->buf), now);
+            if (cl->state != CLIENT_READING)
+                return; /* stop, or an error */
+        }
+        if (cl->want && cl->have >= cl->want) {
+            client_queue(s, cl);
             return;
         }
     }
@@ -695,6 +742,7 @@ static void step_clear(struct session_state *s)
             (void)close(st->streams[i].fd);
     audit_close(&st->audit);
     free(st->q.payload);
+    free(st->q.stdin_data);
     nsbox_result_free(&st->ret);
     *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}};
 }
@@ -777,7 +825,7 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
 {
     struct step *st = &s->step;
     struct session_msg m;
-    int out[2] = {-1, -1}, err[2] = {-1, -1}, payload_fd = -1, r;
+    int out[2] = {-1, -1}, err[2] = {-1, -1}, payload_fd = -1, in_fd = -1, r;
 
     step_clear(s);
     st->client = cl;
@@ -815,11 +863,21 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
     /* Non-blocking on our read ends only: O_NONBLOCK of pipe2() would be on the write ends the
      * step gets too, and a step writing faster than we read would meet EAGAIN and lose output
      * that the result then called complete. */
+    /* Its stdin, whole, in a memfd of its own (a file it reads to its end). */
+    if (payload_fd >= 0 && st->q.has_stdin) {
+        in_fd = memfd_with(st->q.stdin_data, st->q.stdin_size);
+        if (in_fd < 0) {
+            (void)close(payload_fd);
+            payload_fd = in_fd;
+        }
+    }
     if (payload_fd < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
         fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0) {
         r = payload_fd < 0 ? payload_fd : negative_errno();
         if (payload_fd >= 0)
             (void)close(payload_fd);
+        if (in_fd >= 0)
+            (void)close(in_fd);
         for (int i = 0; i < 2; i++) {
             if (out[i] >= 0)
                 (void)close(out[i]);
@@ -830,7 +888,10 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
                     strerror(-r));
         return 0;
     }
-    r = control_send(s->control_fd, &m, (int[]){payload_fd, out[1], err[1]}, 3);
+    r = control_send(s->control_fd, &m, (int[]){payload_fd, out[1], err[1], in_fd},
+                     in_fd >= 0 ? 4 : 3);
+    if (in_fd >= 0)
+        (void)close(in_fd);
     (void)close(payload_fd);
     (void)close(out[1]);
     (void)close(err[1]);

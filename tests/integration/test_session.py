@@ -550,6 +550,70 @@ class TestSessionRefusals(SessionTestCase):
         self.assertEqual(r["stdout"], "next\n")
 
 
+class TestSessionStdin(SessionTestCase):
+    """`session exec -i` (and the API's stdin=) gives the step nsbox's stdin, as `run -i` does;
+    without it the step reads nothing."""
+
+    PRINT_STDIN = "import sys; d = sys.stdin.buffer.read(); print(len(d), d.hex())"
+
+    @staticmethod
+    def nsbox_bytes(*args, input):
+        import subprocess
+        return subprocess.run([NSBOX, *args], capture_output=True, input=input, timeout=60)
+
+    def test_program_step_reads_stdin(self):
+        sid, _ = self.start()
+        p = self.nsbox_bytes("session", "exec", sid, "-i", "--", "python3", "-c",
+                             self.PRINT_STDIN, input=b"a\0b\xffc")
+        self.assertEqual((p.returncode, p.stdout), (0, b"5 610062ff63\n"), p.stderr)
+        # Without -i: /dev/null, as before.
+        p = nsbox("session", "exec", sid, "--", "python3", "-c", self.PRINT_STDIN,
+                  input="not for the step")
+        self.assertEqual((p.returncode, p.stdout), (0, "0 \n"), p.stderr)
+        # Two megabytes arrive whole.
+        data = os.urandom(2 << 20)
+        p = self.nsbox_bytes("session", "exec", sid, "--stdin", "--", "sha256sum", input=data)
+        import hashlib
+        self.assertEqual(p.stdout.split()[0].decode(), hashlib.sha256(data).hexdigest())
+
+    def test_code_step_reads_stdin_and_the_next_does_not(self):
+        sid, _ = self.start()
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        first, second = os.path.join(d, "a.py"), os.path.join(d, "b.py")
+        with open(first, "w") as f:
+            f.write("import sys\nprint(sys.stdin.readline().strip())\n")
+        with open(second, "w") as f:
+            f.write("import sys\nprint(repr(sys.stdin.read()))\n")
+        p = nsbox("session", "exec", sid, "-i", "--code", first, input="line1\nrest\n")
+        self.assertEqual((p.returncode, p.stdout), (0, "line1\n"), p.stderr)
+        # What the step left unread is not the next step's.
+        p = nsbox("session", "exec", sid, "--code", second)
+        self.assertEqual((p.returncode, p.stdout), (0, "''\n"), p.stderr)
+        self.assertOneLineError(nsbox("session", "exec", sid, "-i", "--code", "-", input=""),
+                                contains="not both")
+
+    def test_stdin_that_does_not_come_whole_is_told(self):
+        sid, sock = self.start()
+        c = connect(sock, b'{"op": "exec", "argv": ["cat"], "stdin_bytes": 10}\nabc')
+        self.addCleanup(c.close)
+        c.shutdown(socket.SHUT_WR)
+        self.assertIn("stdin ended after 3 of its 10 bytes", json.loads(answer_of(c))["error"])
+
+    def test_api_stdin(self):
+        with nsbox_api.Session(nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+            self.assertEqual(s.run(["cat"], stdin=b"x\0y").stdout, "x\0y")
+            self.assertEqual(s.run_code("import sys; print(sys.stdin.read())",
+                                        stdin="hi").stdout, "hi\n")
+            self.assertEqual(s.run(["cat"]).stdout, "")
+
+            async def main():
+                return (await s.arun(["cat"], stdin="a")).stdout, \
+                    (await s.arun_code("import sys; print(sys.stdin.read())", stdin=b"b")).stdout
+            import asyncio
+            self.assertEqual(asyncio.run(main()), ("a", "b\n"))
+
+
 class TestSessionAudit(SessionTestCase):
     def test_steps_are_recorded(self):
         import hashlib
