@@ -51,7 +51,6 @@ static bool session_no_network(const struct nsbox_config *c)
     return !c->network_host && !c->network_loopback && !(c->network_allow && c->network_allow[0]);
 }
 
-
 /*
  * Refused system calls are answered at a run's pace (supervise.c, NOTIF_BURST): a burst of
  * NOTIF_BURST at once, then one every NOTIF_INTERVAL_USEC; in between the listener is not
@@ -103,7 +102,8 @@ struct client {
     int fd;         /* -1 once the peer hung up while its step waited or ran */
     char *buf;      /* the request as it comes in, then the answer */
     size_t have, size, done;
-    size_t want;    /* with "stdin_bytes": the whole request's size, its line and the bytes */
+    size_t want;    /* the whole request's size, its line and the stdin bytes that follow it
+                     * ("stdin_bytes"); 0 until the line is in */
     uint64_t deadline;
     uint64_t seq;   /* the order of complete requests */
     struct step_request q;
