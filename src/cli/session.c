@@ -159,6 +159,7 @@ struct session_state {
  * answer: one byte once it has printed the id. Returns false when it is gone (killed, Ctrl-C)
  * before that: then nobody knows the session's id, and a session that starts must end. A
  * written line alone would not do: it sits in the socket whether or not anyone reads it. */
+static bool handle_signals(struct session_state *s);
 static bool notify(struct session_state *s, const char *fmt, ...) _printf_(2, 3);
 static bool notify(struct session_state *s, const char *fmt, ...)
 {
@@ -174,8 +175,23 @@ static bool notify(struct session_state *s, const char *fmt, ...)
     va_end(ap);
     if (n > 0 && RETRY_EINTR(send(s->notify_fd, buf,
                                   (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1,
-                                  MSG_NOSIGNAL)) > 0)
-        ok = strncmp(buf, "OK ", 3) != 0 || RETRY_EINTR(read(s->notify_fd, &ack, 1)) == 1;
+                                  MSG_NOSIGNAL)) > 0) {
+        ok = strncmp(buf, "OK ", 3) != 0;
+        /* The answer, or a signal to end (`nsbox kill`), whichever comes first: a caller
+         * stuck writing the id (a full pipe) does not make the session deaf to signals. */
+        while (!ok && s->fds) {
+            struct pollfd p[2] = {{.fd = s->notify_fd, .events = POLLIN},
+                                  {.fd = s->fds->signalfd, .events = POLLIN}};
+            if (poll(p, 2, -1) < 0 && errno != EINTR)
+                break;
+            if (p[1].revents && handle_signals(s))
+                break;
+            if (p[0].revents) {
+                ok = RETRY_EINTR(read(s->notify_fd, &ack, 1)) == 1;
+                break;
+            }
+        }
+    }
     (void)close(s->notify_fd);
     s->notify_fd = -1;
     return ok;
@@ -1051,7 +1067,8 @@ static bool handle_control(struct session_state *s, short revents, bool *ready,
         *ready = true;
         s->last_active = now;
         if (!notify(s, "OK %s %s\n", s->id, s->sock_path)) {
-            s->end_reason = "the caller of session start is gone";
+            if (!s->end_reason)
+                s->end_reason = "the caller of session start is gone";
             return false;
         }
     } else if (s->step.client && !s->step.ended && m.type == SESSION_STEP_END) {

@@ -711,6 +711,43 @@ class TestSessionLife(SessionTestCase):
 
         self.assertTrue(wait_until(lambda: not untold(), timeout=10), untold())
 
+    def test_kill_while_start_cannot_print_the_id(self):
+        # `session start` stuck writing the id (its stdout a full pipe): the supervisor waits
+        # for its word, but not deaf to `nsbox kill` (before: until the pipe was read).
+        import fcntl
+        import subprocess
+        token = "t" + secrets.token_hex(6)
+        r, w = os.pipe()
+        fcntl.fcntl(w, fcntl.F_SETFL, os.O_NONBLOCK)
+        try:
+            while True:
+                os.write(w, b"x" * 4096)
+        except BlockingIOError:
+            pass
+        fcntl.fcntl(w, fcntl.F_SETFL, 0)
+        p = subprocess.Popen([NSBOX, "session", "start", "--cgroup", "off", "--label", token],
+                             stdout=w, stderr=subprocess.PIPE)
+        os.close(w)
+        try:
+            def supervisor():
+                for line in nsbox("ps", "--json").stdout.splitlines():
+                    e = json.loads(line)
+                    if token in e.get("labels", {}):
+                        return e["pid"]
+                return None
+            self.assertTrue(wait_until(lambda: supervisor() is not None, timeout=10))
+            pid = supervisor()
+            time.sleep(0.5)  # up, and waiting for the id to be printed
+            k = nsbox("kill", "--label", token)  # (it waits 5 s for the end, else fails)
+            self.assertEqual(k.returncode, 0, k.stderr)
+            self.assertTrue(wait_until(lambda: not alive(pid), timeout=3))
+        finally:
+            while os.read(r, 65536):  # now `session start` can go on, and finds it gone
+                pass
+            os.close(r)
+            _, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 125, err)
+
     def test_supervisor_keeps_no_inherited_descriptor(self):
         import select
         import subprocess
