@@ -373,9 +373,9 @@ class TestSessionClients(SessionTestCase):
         t = time.monotonic()
         p = nsbox("session", "exec", sid, "--", "echo", "hi", timeout=15)
         self.assertEqual((p.returncode, p.stdout), (0, "hi\n"), p.stderr)
-        self.assertLess(time.monotonic() - t, 3)
+        self.assertLess(time.monotonic() - t, 5)
         self.assertEqual(step(sock, {"op": "code", "code": "print(6 * 7)"})["stdout"], "42\n")
-        self.assertLess(time.monotonic() - t, 4)
+        self.assertLess(time.monotonic() - t, 6)
         # At its deadline (10 s from its connection) the half request is told, and dropped.
         ans = json.loads(answer_of(half))
         self.assertIn("did not come whole within 10 s", ans["error"])
@@ -393,8 +393,8 @@ class TestSessionClients(SessionTestCase):
             else:
                 p = nsbox("kill", sid, timeout=15)
             self.assertEqual(p.returncode, 0, p.stderr)
-            self.assertTrue(wait_until(lambda: not alive(pid), timeout=3), how)
-            self.assertLess(time.monotonic() - t, 3, how)
+            self.assertTrue(wait_until(lambda: not alive(pid), timeout=5), how)
+            self.assertLess(time.monotonic() - t, 5, how)
             # The clients that were still sending are told why they got no step.
             for c in (silent, half):
                 self.assertIn("the session ended before this step ran: it was "
@@ -408,8 +408,8 @@ class TestSessionClients(SessionTestCase):
         t = time.monotonic()
         silent = connect(sock)
         self.addCleanup(silent.close)
-        self.assertTrue(wait_until(lambda: not os.path.exists(sock), timeout=5))
-        self.assertLess(time.monotonic() - t, 3)
+        self.assertTrue(wait_until(lambda: not os.path.exists(sock), timeout=6))
+        self.assertLess(time.monotonic() - t, 6)
         self.assertIn("it reached its --idle-timeout", json.loads(answer_of(silent))["error"])
 
     def test_client_that_does_not_read_its_answer(self):
@@ -423,7 +423,7 @@ class TestSessionClients(SessionTestCase):
         t = time.monotonic()
         p = nsbox("session", "exec", sid, "--", "echo", "next", timeout=15)
         self.assertEqual((p.returncode, p.stdout), (0, "next\n"), p.stderr)
-        self.assertLess(time.monotonic() - t, 3)
+        self.assertLess(time.monotonic() - t, 5)
         # Read within its deadline, the answer is whole.
         r = json.loads(answer_of(slow))
         self.assertEqual((r["status"], r["stdout_bytes"], r["stdout_truncated"]),
@@ -462,7 +462,7 @@ class TestSessionClients(SessionTestCase):
         time.sleep(0.5)
         t = time.monotonic()
         self.assertEqual(nsbox("session", "stop", sid, timeout=15).returncode, 0)
-        self.assertLess(time.monotonic() - t, 3)
+        self.assertLess(time.monotonic() - t, 5)
         r = json.loads(answer_of(c))
         self.assertEqual((r["status"], r["exit_code"]), ("killed", 137))
         self.assertIn("the session ended during the step (it was stopped", r["reason"])
@@ -899,7 +899,7 @@ class TestSessionApi(SessionTestCase):
             time.sleep(0.3)
             t = time.monotonic()
             self.assertEqual(s.run_code("print(6 * 7)").stdout, "42\n")
-            self.assertLess(time.monotonic() - t, 3)
+            self.assertLess(time.monotonic() - t, 5)
             # Every connection taken: the API says so, in words to act on.
             held = [connect(s.socket_path) for _ in range(15)]
             for c in held:
