@@ -14,7 +14,8 @@ import json
 import os
 import socket
 import subprocess
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._runner import (_Limit, _Timeout, _env_fd, _env_records, _nsbox_env, _number,
                       _option_args, _result_from,
@@ -24,22 +25,35 @@ from .result import Result
 
 # Seconds this side waits for a step's answer beyond the step's own timeout.
 _MARGIN = 10.0
+# Seconds the session gives a client to take its answer (ANSWER_DEADLINE_USEC in session.c).
+_ANSWER_SECONDS = 30
 
 
 def _request(op: str, payload: Dict[str, Any], timeout: _Timeout,
-             output_limit: Optional[int]) -> bytes:
+             output_limit: Optional[int], stdin: Union[bytes, str, None] = None) -> bytes:
     req = {"op": op, **payload}
     if timeout is not None:
         req["timeout"] = float(_number(timeout, "timeout"))
     if output_limit is not None:
         req["output_limit"] = int(_number(output_limit, "output_limit"))
-    return json.dumps(req).encode() + b"\n"
+    data = b""
+    if stdin is not None:
+        # The step's stdin follows the line, as it is ("stdin_bytes" says how much).
+        data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+        req["stdin_bytes"] = len(data)
+    return json.dumps(req).encode() + b"\n" + data
 
 
 def _answer(line: bytes) -> Result:
     if not line:
         raise NsboxError("the session ended without an answer (stopped, killed, or past its "
                          "idle or lifetime limit)", step="session")
+    if not line.endswith(b"\n"):
+        raise NsboxError(f"the step's answer was cut off after {len(line)} bytes: this client "
+                         f"was too slow to read it (the session closes a connection whose "
+                         f"answer is not taken within {_ANSWER_SECONDS} s); the step ran, and "
+                         "its result is in the session's audit log if it has one (--log)",
+                         step="session")
     try:
         raw = json.loads(line)
     except ValueError as e:
@@ -119,16 +133,39 @@ class Session:
         """Stop the session and wait until its sandbox is gone. Safe to call twice."""
         if not self.socket_path:
             return
+        data = b""
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(30)
                 s.connect(self.socket_path)
-                s.sendall(b'{"op":"stop"}\n')
-                while s.recv(4096):  # EOF: the supervisor has exited
-                    pass
+                try:
+                    s.sendall(b'{"op":"stop"}\n')
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # not taken: the answer says why
+                while True:  # EOF: the supervisor has exited
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
         except OSError:
-            pass  # already gone
+            pass  # already gone (or reset after its answer)
+        if data:
+            # An answer to stop is a refusal (every connection taken, by steps waiting or slow
+            # clients): end it by its supervisor's signal instead, as `nsbox kill` does.
+            self._kill()
         self.socket_path = None
+
+    def _kill(self) -> None:
+        subprocess.run([self._binary, "kill", str(self.id)], env=self._env,
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        self._wait_gone()
+
+    def _wait_gone(self) -> None:
+        """Until the socket is gone: the supervisor removes it when the sandbox is gone."""
+        deadline = time.monotonic() + 30
+        while self.socket_path and os.path.exists(self.socket_path) and \
+                time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def __enter__(self) -> "Session":
         return self.start() if not self.socket_path else self
@@ -146,39 +183,59 @@ class Session:
         if not self.socket_path:
             raise NsboxError("the session is not started (use it in a with block)",
                              step="session")
+        wait = self._wait(timeout)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(self._wait(timeout))
+            s.settimeout(wait)
             try:
                 s.connect(self.socket_path)
-                s.sendall(request)
-                chunks = []
+            except OSError as e:
+                raise NsboxError(f"session {self.id} is not running ({e.strerror or e}): it was "
+                                 "stopped, killed, or reached its idle or lifetime limit",
+                                 step="session", errno=e.errno) from e
+            chunks = []
+            try:
+                try:
+                    s.sendall(request)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the session did not take it: its answer says why
                 while True:
-                    chunk = s.recv(65536)
+                    chunk = s.recv(1 << 20)
                     if not chunk:
                         break
                     chunks.append(chunk)
                     if chunk.endswith(b"\n"):
                         break
+            except socket.timeout as e:
+                raise NsboxError(f"no answer from session {self.id} within {wait:g} s (the "
+                                 f"step's timeout and {_MARGIN:g} s more): the step may still "
+                                 "run, or wait behind another client's step",
+                                 step="session") from e
             except OSError as e:
-                raise NsboxError(f"session {self.id} is not running ({e.strerror or e}): it was "
-                                 "stopped, killed, or reached its idle or lifetime limit",
-                                 step="session", errno=e.errno) from e
+                if not chunks:
+                    raise NsboxError(f"session {self.id} closed the connection without an "
+                                     f"answer ({e.strerror or e}): it was stopped, killed, or "
+                                     "reached its idle or lifetime limit",
+                                     step="session", errno=e.errno) from e
         return _answer(b"".join(chunks))
 
     def run_code(self, code: str, timeout: _Timeout = None,
-                 output_limit: Optional[int] = None) -> Result:
+                 output_limit: Optional[int] = None,
+                 stdin: Union[bytes, str, None] = None) -> Result:
         """Run Python code in the session's interpreter: variables, imports and open files of
         earlier steps are there. A timeout raises KeyboardInterrupt in the code; an interpreter
-        that ignores it is restarted (the result's raw["interpreter"] says "restarted")."""
-        return self._call(_request("code", {"code": code}, timeout, output_limit), timeout)
+        that ignores it is restarted (the result's raw["interpreter"] says "restarted").
+        stdin: what sys.stdin reads during the step (else nothing)."""
+        return self._call(_request("code", {"code": code}, timeout, output_limit, stdin),
+                          timeout)
 
     def run(self, argv: Sequence[str], timeout: _Timeout = None,
-            output_limit: Optional[int] = None) -> Result:
-        """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``)."""
+            output_limit: Optional[int] = None, stdin: Union[bytes, str, None] = None) -> Result:
+        """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``).
+        stdin: what the program reads on its stdin (else /dev/null)."""
         if isinstance(argv, (str, bytes)) or not argv:
             raise TypeError("argv must be a non-empty sequence of strings")
         return self._call(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
-                                   output_limit), timeout)
+                                   output_limit, stdin), timeout)
 
     # -- asyncio ------------------------------------------------------------------------------
 
@@ -198,14 +255,32 @@ class Session:
     async def aclose(self) -> None:
         if not self.socket_path:
             return
-        try:
-            reader, writer = await asyncio.open_unix_connection(self.socket_path)
-            writer.write(b'{"op":"stop"}\n')
-            await writer.drain()
-            await reader.read()
-            writer.close()
-        except OSError:
-            pass
+        loop = asyncio.get_running_loop()
+        data = b""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.setblocking(False)
+            try:
+                await loop.sock_connect(s, self.socket_path)
+                try:
+                    await loop.sock_sendall(s, b'{"op":"stop"}\n')
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # not taken: the answer says why
+                while True:  # EOF: the supervisor has exited
+                    chunk = await loop.sock_recv(s, 4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            except OSError:
+                pass  # already gone (or reset after its answer)
+        if data:
+            # Refused (see close()): by its supervisor's signal instead.
+            proc = await asyncio.create_subprocess_exec(
+                self._binary, "kill", str(self.id), env=self._env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            await proc.wait()
+            deadline = time.monotonic() + 30
+            while os.path.exists(self.socket_path) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
         self.socket_path = None
 
     async def __aenter__(self) -> "Session":
@@ -218,30 +293,62 @@ class Session:
         if not self.socket_path:
             raise NsboxError("the session is not started (use it in an async with block)",
                              step="session")
-        try:
-            reader, writer = await asyncio.open_unix_connection(self.socket_path,
-                                                                limit=256 << 20)
-        except OSError as e:
-            raise NsboxError(f"session {self.id} is not running ({e.strerror or e})",
-                             step="session", errno=e.errno) from e
-        try:
-            writer.write(request)
-            await writer.drain()
-            line = await asyncio.wait_for(reader.readline(), self._wait(timeout))
-        finally:
-            writer.close()
-        return _answer(line)
+        # The event loop's socket calls, not asyncio's streams: a stream whose write failed
+        # (the session refused the connection) raises that error before the answer it holds.
+        loop = asyncio.get_running_loop()
+        wait = self._wait(timeout)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.setblocking(False)
+            try:
+                await loop.sock_connect(s, self.socket_path)
+            except OSError as e:
+                raise NsboxError(f"session {self.id} is not running ({e.strerror or e}): it was "
+                                 "stopped, killed, or reached its idle or lifetime limit",
+                                 step="session", errno=e.errno) from e
+
+            async def exchange() -> List[bytes]:
+                chunks: List[bytes] = []
+                try:
+                    await loop.sock_sendall(s, request)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the session did not take it: its answer says why
+                try:
+                    while True:
+                        chunk = await loop.sock_recv(s, 1 << 20)
+                        if not chunk:
+                            break
+                        chunks.append(chunk)
+                        if chunk.endswith(b"\n"):
+                            break
+                except OSError as e:
+                    if not chunks:
+                        raise NsboxError(f"session {self.id} closed the connection without an "
+                                         f"answer ({e.strerror or e}): it was stopped, killed, "
+                                         "or reached its idle or lifetime limit",
+                                         step="session", errno=e.errno) from e
+                return chunks
+
+            try:
+                chunks = await asyncio.wait_for(exchange(), wait)
+            except asyncio.TimeoutError as e:
+                raise NsboxError(f"no answer from session {self.id} within {wait:g} s (the "
+                                 f"step's timeout and {_MARGIN:g} s more): the step may still "
+                                 "run, or wait behind another client's step",
+                                 step="session") from e
+        return _answer(b"".join(chunks))
 
     async def arun_code(self, code: str, timeout: _Timeout = None,
-                        output_limit: Optional[int] = None) -> Result:
+                        output_limit: Optional[int] = None,
+                        stdin: Union[bytes, str, None] = None) -> Result:
         """As :meth:`run_code`, for asyncio."""
-        return await self._acall(_request("code", {"code": code}, timeout, output_limit),
-                                 timeout)
+        return await self._acall(_request("code", {"code": code}, timeout, output_limit,
+                                          stdin), timeout)
 
     async def arun(self, argv: Sequence[str], timeout: _Timeout = None,
-                   output_limit: Optional[int] = None) -> Result:
+                   output_limit: Optional[int] = None,
+                   stdin: Union[bytes, str, None] = None) -> Result:
         """As :meth:`run`, for asyncio."""
         if isinstance(argv, (str, bytes)) or not argv:
             raise TypeError("argv must be a non-empty sequence of strings")
         return await self._acall(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
-                                          output_limit), timeout)
+                                          output_limit, stdin), timeout)

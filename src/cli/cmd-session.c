@@ -23,6 +23,8 @@
 
 #define EXIT_NSBOX_FAILURE 125
 #define CODE_MAX (16U << 20)
+/* A step's stdin: with its request, within the 16 MiB the session takes (REQUEST_MAX). */
+#define STDIN_MAX (15U << 20)
 #define SESSION_LABEL "nsbox.session"
 
 static void usage(FILE *f)
@@ -34,12 +36,14 @@ static void usage(FILE *f)
           "      ...); --timeout is each step's default. --idle-timeout: end it after S\n"
           "      seconds without a step; --lifetime: end it S seconds after its start.\n"
           "  nsbox session exec ID|NAME [--timeout S] [--output-limit N] [--json]\n"
-          "                     [--raw-output] (--code FILE|- | [--] PROGRAM [ARGS...])\n"
+          "                     [--raw-output] [-i] (--code FILE|- | [--] PROGRAM [ARGS...])\n"
           "      run one step in the session: a program, or Python code in the session's\n"
           "      interpreter, whose variables, imports and open files live on between steps.\n"
           "      Everything the step started is killed when it ends. Exit status as for\n"
           "      'nsbox run'; --json prints the result; on a terminal the output's control\n"
           "      characters are shown escaped, as by 'nsbox run' (--raw-output: not).\n"
+          "      -i, --stdin: the step reads nsbox's stdin (read whole first, up to 15 MiB);\n"
+          "      without it, /dev/null.\n"
           "  nsbox session stop ID|NAME\n"
           "      end the session and wait until its sandbox is gone\n"
           "  nsbox session ls [--json]\n"
@@ -210,32 +214,70 @@ static int send_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* Send request (a JSON object) and read the answer's line. Returns the parsed answer, NULL
+/* Read the answer: one line. Returns its length (with the newline), or -errno; an error that
+ * comes after the whole line (the session closed a connection it did not take, with the
+ * request unread: ECONNRESET) does not count. */
+static ssize_t read_line(int fd, size_t max, char **ret)
+{
+    size_t have = 0, size = 65536;
+    char *buf = malloc(size);
+
+    *ret = NULL;
+    while (buf) {
+        ssize_t n;
+        if (have + 1 >= size) {
+            char *b = size >= max ? NULL : realloc(buf, size * 2);
+            if (!b)
+                break;
+            buf = b;
+            size *= 2;
+        }
+        n = RETRY_EINTR(read(fd, buf + have, size - have - 1));
+        if (n < 0 && have == 0) {
+            int r = negative_errno();
+            free(buf);
+            return r;
+        }
+        if (n > 0)
+            have += (size_t)n;
+        if (n <= 0 || memchr(buf + have - (size_t)n, '\n', (size_t)n)) {
+            buf[have] = '\0';
+            *ret = buf;
+            return (ssize_t)have;
+        }
+    }
+    free(buf);
+    return -ENOMEM;
+}
+
+/* Send request (a JSON object) and data (its stdin_bytes, or none), and read the answer's
+ * line. Returns the parsed answer, NULL
  * when the connection ended without one. */
-static json_t *transact(int fd, json_t *request, char **ret_line)
+static json_t *transact(int fd, json_t *request, const char *data, size_t data_size,
+                        char **ret_line)
 {
     char *text = json_dumps(request, JSON_COMPACT);
     char *buf = NULL;
-    size_t have = 0;
-    int r;
+    size_t have;
+    ssize_t n;
 
     *ret_line = NULL;
     if (!text)
         return NULL;
-    r = send_all(fd, text, strlen(text));
-    if (r >= 0)
-        r = send_all(fd, "\n", 1);
+    /* A request the session did not take (it refused the connection: too many open) still
+     * has its answer to read. */
+    if (send_all(fd, text, strlen(text)) >= 0 && send_all(fd, "\n", 1) >= 0 && data_size)
+        (void)send_all(fd, data, data_size); /* the step's stdin, after the line */
     free(text);
-    if (r < 0)
-        return NULL;
-    /* The answer is one line: done at its newline, without waiting for the supervisor to
-     * close the connection (it does after its bookkeeping, ~2 ms later). */
-    r = read_fd_line(fd, 256U << 20, &buf, &have);
-    if (r < 0 || have == 0) {
+    n = read_line(fd, 256U << 20, &buf);
+    if (n <= 0) {
         free(buf);
         return NULL;
     }
+    have = (size_t)n;
     *ret_line = buf;
+    if (buf[have - 1] != '\n')
+        return NULL; /* cut off: the caller says so */
     /* JSON_ALLOW_NUL: a step's output may hold NUL bytes (\u0000), which must not make its
      * answer unreadable. */
     return json_loadb(buf, have, JSON_ALLOW_NUL, NULL);
@@ -277,28 +319,30 @@ static int exec_main(int argc, char *argv[])
         {"json", no_argument, NULL, 'j'},
         {"raw-output", no_argument, NULL, 'r'},
         {"code", required_argument, NULL, 'c'},
+        {"stdin", no_argument, NULL, 'i'},
+        {"interactive", no_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
     const char *id, *code_path = NULL;
-    bool json = false, raw = false, have_timeout = false, have_limit = false;
+    bool json = false, raw = false, have_timeout = false, have_limit = false, pass_in = false;
     uint64_t timeout = 0, limit = 0;
-    _cleanup_free_ char *code = NULL, *line = NULL;
-    size_t code_size = 0;
+    _cleanup_free_ char *code = NULL, *line = NULL, *in = NULL;
+    size_t code_size = 0, in_size = 0;
     _cleanup_close_ int fd = -EBADF;
     json_t *req, *ans, *v;
     int opt, status;
 
     if (argc < 2 || argv[1][0] == '-') {
         log_error("usage: nsbox session exec ID|NAME [--timeout S] [--output-limit N] [--json] "
-                  "(--code FILE|- | [--] PROGRAM [ARGS...])");
+                  "[-i] (--code FILE|- | [--] PROGRAM [ARGS...])");
         return EXIT_NSBOX_FAILURE;
     }
     id = argv[1];
     argc--;
     argv++;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+i", options, NULL)) != -1) {
         switch (opt) {
         case 't':
             if (parse_duration(optarg, &timeout) < 0)
@@ -325,6 +369,9 @@ static int exec_main(int argc, char *argv[])
         case 'c':
             code_path = optarg;
             break;
+        case 'i':
+            pass_in = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -336,6 +383,22 @@ static int exec_main(int argc, char *argv[])
     if (!code_path == (optind >= argc)) {
         log_error("'nsbox session exec' takes --code FILE|- or a program, one of them");
         return EXIT_NSBOX_FAILURE;
+    }
+    if (pass_in && code_path && strcmp(code_path, "-") == 0) {
+        log_error("'nsbox session exec' takes --stdin or --code -, not both: give the code in a "
+                  "file");
+        return EXIT_NSBOX_FAILURE;
+    }
+    if (pass_in) {
+        /* Read whole, before the step: it gets it as a file it reads to its end. */
+        int r = read_fd_all(STDIN_FILENO, STDIN_MAX, &in, &in_size);
+        if (r == -EFBIG) {
+            log_error("the step's stdin is larger than %u MiB: give it as a file (-v) instead",
+                      STDIN_MAX >> 20);
+            return EXIT_NSBOX_FAILURE;
+        }
+        if (r < 0)
+            return log_error_errno(r, "cannot read stdin for the step: %m"), EXIT_NSBOX_FAILURE;
     }
     if (code_path) {
         int r = strcmp(code_path, "-") == 0
@@ -359,6 +422,8 @@ static int exec_main(int argc, char *argv[])
         (void)json_object_set_new(req, "timeout", json_real((double)timeout / 1e6));
     if (have_limit)
         (void)json_object_set_new(req, "output_limit", json_integer((json_int_t)limit));
+    if (pass_in)
+        (void)json_object_set_new(req, "stdin_bytes", json_integer((json_int_t)in_size));
 
     (void)signal(SIGPIPE, SIG_IGN);
     fd = session_connect(id);
@@ -366,8 +431,14 @@ static int exec_main(int argc, char *argv[])
         json_decref(req);
         return EXIT_NSBOX_FAILURE;
     }
-    ans = transact(fd, req, &line);
+    ans = transact(fd, req, in, in_size, &line);
     json_decref(req);
+    if (!ans && line && line[0] && line[strlen(line) - 1] != '\n') {
+        log_error("session '%s': the step's answer was cut off after %zu bytes (the session "
+                  "closes a connection whose answer is not read within 30 s)",
+                  id, strlen(line));
+        return EXIT_NSBOX_FAILURE;
+    }
     if (!ans) {
         log_error("session '%s' ended without an answer to the step", id);
         return EXIT_NSBOX_FAILURE;
@@ -415,9 +486,15 @@ static int stop_main(int argc, char *argv[])
     if (fd < 0)
         return EXIT_NSBOX_FAILURE;
     req = json_pack("{s:s}", "op", "stop");
-    /* The supervisor closes the connection by exiting, once the sandbox is gone. */
-    ans = transact(fd, req, &line);
+    /* The supervisor closes the connection by exiting, once the sandbox is gone; an answer
+     * is an error (the session did not take the request). */
+    ans = transact(fd, req, NULL, 0, &line);
     json_decref(req);
+    if (ans && json_is_string(json_object_get(ans, "error"))) {
+        log_error("session '%s': %s", argv[1], json_string_value(json_object_get(ans, "error")));
+        json_decref(ans);
+        return EXIT_NSBOX_FAILURE;
+    }
     json_decref(ans);
     return 0;
 }

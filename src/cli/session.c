@@ -2,7 +2,9 @@
 /*
  * The supervisor of a session (session.h): started detached by `nsbox session start`, it makes
  * the sandbox, listens on the session's socket and runs one step at a time on the sandbox's
- * init, until it is stopped, killed (`nsbox kill`: SIGUSR1), idle or past its lifetime. When it
+ * init, until it is stopped, killed (`nsbox kill`: SIGUSR1), idle or past its lifetime. One
+ * poll(2) loop watches everything -- init, the step's pipes, the seccomp listener, the signals,
+ * the timers and every client -- and no call in it waits on anyone. When it
  * ends, the sandbox ends with it: it kills init (and SIGKILL of the supervisor kills init by
  * PR_SET_PDEATHSIG), the cgroup leaf is removed as for a run, and the socket and the registry
  * record are removed (when the supervisor was SIGKILLed, by the next nsbox that sweeps the
@@ -50,6 +52,85 @@ static bool session_no_network(const struct nsbox_config *c)
     return !c->network_host && !c->network_loopback && !(c->network_allow && c->network_allow[0]);
 }
 
+/*
+ * Refused system calls are answered at a run's pace (supervise.c, NOTIF_BURST): a burst of
+ * NOTIF_BURST at once, then one every NOTIF_INTERVAL_USEC; in between the listener is not
+ * polled, and the caller waits in the kernel for its answer (a killable wait, seccomp_unotify(2),
+ * so a step's timeout and the session's end still end it). A step, or a thread the interpreter
+ * keeps between steps, looping on a refused call then cannot make the supervisor, outside every
+ * limit of the sandbox, burn a CPU. The pace is the session's, across steps and between them.
+ */
+#define NOTIF_BURST 1000
+#define NOTIF_INTERVAL_USEC 1000 /* 1000 answers a second */
+
+/*
+ * Clients. Every connection is non-blocking and served in the supervisor's one poll loop, with
+ * the sandbox, the step's pipes, the signals and the timers: no client can hold the session.
+ * A client has REQUEST_DEADLINE_USEC from its connection to send its request whole, and
+ * ANSWER_DEADLINE_USEC from the start of its answer to take it whole; past either it is told
+ * (when it still can be) and dropped. A complete request waits its turn while another client's
+ * step runs (one step at a time, first come, first served), without a deadline: the step ahead
+ * of it has its own. At most CLIENTS_MAX connections are open; one more is refused with a line.
+ */
+#define CLIENTS_MAX 16
+#define REQUEST_DEADLINE_USEC (10 * 1000000ULL)
+#define ANSWER_DEADLINE_USEC (30 * 1000000ULL)
+#define END_FLUSH_USEC 1000000ULL /* at the session's end, for the last answers to go out */
+
+struct step_request {
+    bool code;
+    char *payload; /* argv NUL-separated, or the code */
+    size_t size;
+    bool has_stdin; /* "stdin_bytes" was given: the step's stdin is stdin_data, else /dev/null */
+    char *stdin_data;
+    size_t stdin_size;
+    uint64_t timeout;      /* microseconds, 0 = none */
+    uint64_t output_limit; /* bytes per stream */
+};
+
+enum client_state {
+    CLIENT_FREE = 0,
+    CLIENT_READING,  /* its request is coming in, until its deadline */
+    CLIENT_QUEUED,   /* its request is read and waits for the running step's end */
+    CLIENT_RUNNING,  /* its step runs */
+    CLIENT_WRITING,  /* its answer goes out, until its deadline */
+    CLIENT_STOPPING, /* it asked the session to stop: open until this process exits, so that
+                      * its EOF says the sandbox is gone */
+};
+
+struct client {
+    enum client_state state;
+    int fd;         /* -1 once the peer hung up while its step waited or ran */
+    char *buf;      /* the request as it comes in, then the answer */
+    size_t have, size, done;
+    size_t want;    /* the whole request's size, its line and the stdin bytes that follow it
+                     * ("stdin_bytes"); 0 until the line is in */
+    uint64_t deadline;
+    uint64_t seq;   /* the order of complete requests */
+    struct step_request q;
+};
+
+struct stream {
+    struct nsbox_stream *st;
+    int fd;
+    uint64_t limit;
+    struct json_meter meter; /* the JSON size of what is kept (result.h) */
+    bool full;
+};
+
+/* The running step. */
+struct step {
+    struct client *client; /* NULL: no step runs */
+    struct step_request q;
+    struct nsbox_result ret;
+    struct audit audit;
+    struct stream streams[2];
+    struct nsbox_cgroup_stats before;
+    uint64_t start, kill_at, drain_until;
+    bool ended, interrupted;
+    struct session_msg end;
+};
+
 struct session_state {
     const struct nsbox_config *c;
     const struct session_options *o;
@@ -67,12 +148,19 @@ struct session_state {
     const struct cgroup_leaf *leaf; /* the sandbox's cgroup leaf, or NULL (rlimits) */
     bool ended;    /* init is gone */
     const char *end_reason;
+    uint64_t notif_at; /* when the next refused call may be answered (NOTIF_BURST) */
+    struct nsbox_result between; /* what is reported between steps (refusals) */
+    struct client clients[CLIENTS_MAX];
+    uint64_t seq;
+    struct step step;
+    char *chunk; /* READ_CHUNK bytes, for the step's pipes */
 };
 
 /* Tell `session start` how it went (one line on a socketpair), and for "OK" wait for its
  * answer: one byte once it has printed the id. Returns false when it is gone (killed, Ctrl-C)
  * before that: then nobody knows the session's id, and a session that starts must end. A
  * written line alone would not do: it sits in the socket whether or not anyone reads it. */
+static bool handle_signals(struct session_state *s);
 static bool notify(struct session_state *s, const char *fmt, ...) _printf_(2, 3);
 static bool notify(struct session_state *s, const char *fmt, ...)
 {
@@ -88,8 +176,23 @@ static bool notify(struct session_state *s, const char *fmt, ...)
     va_end(ap);
     if (n > 0 && RETRY_EINTR(send(s->notify_fd, buf,
                                   (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1,
-                                  MSG_NOSIGNAL)) > 0)
-        ok = strncmp(buf, "OK ", 3) != 0 || RETRY_EINTR(read(s->notify_fd, &ack, 1)) == 1;
+                                  MSG_NOSIGNAL)) > 0) {
+        ok = strncmp(buf, "OK ", 3) != 0;
+        /* The answer, or a signal to end (`nsbox kill`), whichever comes first: a caller
+         * stuck writing the id (a full pipe) does not make the session deaf to signals. */
+        while (!ok && s->fds) {
+            struct pollfd p[2] = {{.fd = s->notify_fd, .events = POLLIN},
+                                  {.fd = s->fds->signalfd, .events = POLLIN}};
+            if (poll(p, 2, -1) < 0 && errno != EINTR)
+                break;
+            if (p[1].revents && handle_signals(s))
+                break;
+            if (p[0].revents) {
+                ok = RETRY_EINTR(read(s->notify_fd, &ack, 1)) == 1;
+                break;
+            }
+        }
+    }
     (void)close(s->notify_fd);
     s->notify_fd = -1;
     return ok;
@@ -129,7 +232,7 @@ int session_socket_path(const char *id_or_name, char *buf, size_t size)
 static int control_send(int fd, const struct session_msg *m, const int *fds, int nfds)
 {
     union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
+        char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } u = {0};
     struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
@@ -145,7 +248,9 @@ static int control_send(int fd, const struct session_msg *m, const int *fds, int
         c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
         memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
     }
-    return RETRY_EINTR(sendmsg(fd, &msg, MSG_NOSIGNAL)) < 0 ? negative_errno() : 0;
+    /* Never waits: init reads each message at once, and at most two are ever in flight. */
+    return RETRY_EINTR(sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 ? negative_errno()
+                                                                        : 0;
 }
 
 /* ---- events common to every wait --------------------------------------------------------- */
@@ -161,6 +266,18 @@ static bool handle_report(struct session_state *s, struct nsbox_result *ret)
         return n < 0 && errno == EAGAIN;
     if (rep.type == REPORT_LISTENER) {
         s->listener = sys_pidfd_getfd(s->fds->pidfd, rep.code, 0);
+        if (s->listener < 0) {
+            /* As for a run (supervise.c): without it refusals would go unrecorded. */
+            ret->status = NSBOX_STATUS_ERROR;
+            ret->exit_code = 125;
+            ret->error_errno = errno;
+            (void)snprintf(ret->error_step, sizeof(ret->error_step), "seccomp listener");
+            (void)snprintf(ret->error, sizeof(ret->error),
+                           "cannot take the seccomp listener from the sandbox's init "
+                           "(pidfd_getfd): %s", strerror(errno));
+            return false;
+        }
+        ret->seccomp_reporting = true;
         (void)!write(s->fds->sync, "x", 1);
         return true;
     }
@@ -183,15 +300,8 @@ static bool handle_signals(struct session_state *s)
     return end;
 }
 
-/* ---- one step ---------------------------------------------------------------------------- */
 
-struct stream {
-    struct nsbox_stream *st;
-    int fd;
-    uint64_t limit;
-    struct json_meter meter; /* the JSON size of what is kept (result.h) */
-    bool full;
-};
+/* ---- one step's pipes --------------------------------------------------------------------- */
 
 static void stream_read(struct stream *x, char *buf)
 {
@@ -245,13 +355,6 @@ static int memfd_with(const char *data, size_t size)
     return fd;
 }
 
-struct step_request {
-    bool code;
-    char *payload; /* argv NUL-separated, or the code */
-    size_t size;
-    uint64_t timeout;      /* microseconds, 0 = none */
-    uint64_t output_limit; /* bytes per stream */
-};
 
 static void add_warning(struct nsbox_result *ret, const char *text)
 {
@@ -261,274 +364,13 @@ static void add_warning(struct nsbox_result *ret, const char *text)
 }
 
 /* Run one step and fill ret. Returns 0, or -errno when the session can go on no longer. */
-static int run_step(struct session_state *s, const struct step_request *q, int client_fd,
-                    struct nsbox_result *ret, uint32_t *ret_flags)
-{
-    int out[2] = {-1, -1}, err[2] = {-1, -1}, payload_fd;
-    struct stream streams[2];
-    struct session_msg m = {.type = q->code ? SESSION_CODE : SESSION_RUN}, end = {0};
-    uint64_t start = now_usec(), kill_at = q->timeout ? start + q->timeout : UINT64_MAX;
-    /* --lifetime holds during a step too: the step is cut off and the session ends. */
-    uint64_t end_of_life = s->o->lifetime ? s->start + s->o->lifetime : UINT64_MAX;
-    uint64_t drain_until = UINT64_MAX;
-    bool ended = false, interrupted = false, dead = false;
-    _cleanup_free_ char *buf = malloc(READ_CHUNK);
-    int r = 0;
-
-    struct nsbox_cgroup_stats before = {0};
-
-    if (s->leaf)
-        cgroup_leaf_stats(s->leaf, &before);
-    ret->out.data = calloc(1, q->output_limit + 1);
-    ret->err.data = calloc(1, q->output_limit + 1);
-    if (!buf || !ret->out.data || !ret->err.data)
-        return -ENOMEM;
-    payload_fd = memfd_with(q->payload, q->size);
-    if (payload_fd < 0)
-        return payload_fd;
-    /* Non-blocking on our read ends only: O_NONBLOCK of pipe2() would be on the write ends the
-     * step gets too, and a step writing faster than we read would meet EAGAIN and lose output
-     * that the result then called complete. */
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
-        fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0) {
-        r = negative_errno();
-        goto fail;
-    }
-    r = control_send(s->control_fd, &m, (int[]){payload_fd, out[1], err[1]}, 3);
-    (void)close(payload_fd);
-    (void)close(out[1]);
-    (void)close(err[1]);
-    payload_fd = out[1] = err[1] = -1;
-    if (r < 0)
-        goto fail;
-    streams[0] = (struct stream){.st = &ret->out, .fd = out[0], .limit = q->output_limit};
-    streams[1] = (struct stream){.st = &ret->err, .fd = err[0], .limit = q->output_limit};
-
-    while (!ended || streams[0].fd >= 0 || streams[1].fd >= 0) {
-        struct pollfd p[7];
-        int np = 0, timeout = -1;
-        uint64_t now = now_usec(), until = ended ? drain_until : interrupted ? UINT64_MAX : kill_at;
-
-        if (!ended && end_of_life < until)
-            until = end_of_life;
-
-        p[np++] = (struct pollfd){.fd = s->control_fd, .events = POLLIN};
-        p[np++] = (struct pollfd){.fd = s->fds->report, .events = POLLIN};
-        p[np++] = (struct pollfd){.fd = s->fds->pidfd, .events = POLLIN};
-        p[np++] = (struct pollfd){.fd = s->fds->signalfd, .events = POLLIN};
-        p[np++] = (struct pollfd){.fd = s->listener, .events = POLLIN};
-        p[np++] = (struct pollfd){.fd = streams[0].fd, .events = POLLIN};
-        p[np++] = (struct pollfd){.fd = streams[1].fd, .events = POLLIN};
-        if (until != UINT64_MAX)
-            timeout = now >= until ? 0 : (int)((until - now + 999) / 1000);
-        if (poll(p, (nfds_t)np, timeout) < 0 && errno != EINTR) {
-            r = negative_errno();
-            break;
-        }
-        now = now_usec();
-        if (p[4].revents && !supervise_answer_notification(s->listener, s->fds->init_pid,
-                                                           session_no_network(s->c), ret)) {
-            (void)close(s->listener);
-            s->listener = -1;
-        }
-        if (p[1].revents & POLLIN)
-            (void)handle_report(s, ret);
-        for (int i = 0; i < 2; i++)
-            if (streams[i].fd >= 0 && p[5 + i].revents)
-                stream_read(&streams[i], buf);
-        if (p[3].revents && handle_signals(s)) {
-            /* The session ends: the step with it. */
-            if (!ended)
-                ret->status = NSBOX_STATUS_KILLED;
-            dead = true;
-            r = -ECANCELED;
-            break;
-        }
-        if (p[2].revents) {
-            s->ended = true;
-            dead = true;
-            r = -ESRCH;
-            break;
-        }
-        if ((p[0].revents & (POLLHUP | POLLERR)) && ended) {
-            s->ended = true; /* init is gone; the pidfd says so too */
-            dead = true;
-            r = -ESRCH;
-            break;
-        }
-        if (p[0].revents && !ended) {
-            ssize_t n = RETRY_EINTR(recv(s->control_fd, &end, sizeof(end), MSG_DONTWAIT));
-            if (n == sizeof(end) && end.type == SESSION_STEP_END) {
-                ended = true;
-                drain_until = now + DRAIN_GRACE_USEC;
-                ret->wall_time = now - start;
-            } else if (n == 0) {
-                s->ended = true;
-                dead = true;
-                r = -ESRCH;
-                break;
-            }
-        }
-        if (!ended && now >= end_of_life) {
-            ret->status = NSBOX_STATUS_KILLED;
-            s->end_reason = "lifetime";
-            dead = true;
-            r = -ECANCELED;
-            break;
-        }
-        if (!ended && !interrupted && now >= kill_at) {
-            m = (struct session_msg){.type = SESSION_INTERRUPT};
-            (void)control_send(s->control_fd, &m, NULL, 0);
-            interrupted = true;
-        }
-        if (ended && now >= drain_until) {
-            for (int i = 0; i < 2; i++)
-                if (streams[i].fd >= 0) {
-                    streams[i].st->incomplete = true;
-                    (void)close(streams[i].fd);
-                    streams[i].fd = -1;
-                }
-        }
-    }
-    (void)client_fd;
-    for (int i = 0; i < 2; i++)
-        if (streams[i].fd >= 0) {
-            (void)close(streams[i].fd);
-            streams[i].fd = -1;
-        }
-    if (dead) {
-        if (ret->status != NSBOX_STATUS_KILLED) {
-            ret->status = NSBOX_STATUS_ERROR;
-            ret->exit_code = 125;
-            (void)snprintf(ret->error_step, sizeof(ret->error_step), "session");
-            (void)snprintf(ret->error, sizeof(ret->error),
-                           "the session's sandbox ended during the step; the session is over");
-        }
-        return r;
-    }
-    if (!ret->wall_time)
-        ret->wall_time = now_usec() - start;
-    /* Read what an exec failure reported (written before the step's process exited). */
-    while (handle_report(s, ret) && ret->status != NSBOX_STATUS_ERROR) {
-        struct pollfd pr = {.fd = s->fds->report, .events = POLLIN};
-        if (poll(&pr, 1, 0) <= 0)
-            break;
-    }
-    if (ret->status == NSBOX_STATUS_ERROR)
-        return 0;
-    if (s->leaf) {
-        /* The leaf is the session's: what this step added (the peak is the session's). */
-        cgroup_leaf_stats(s->leaf, &ret->cgroup);
-        ret->cgroup.oom_kills -= before.oom_kills < ret->cgroup.oom_kills ? before.oom_kills
-                                                                          : ret->cgroup.oom_kills;
-        ret->cgroup.pids_limit_hits -= before.pids_limit_hits < ret->cgroup.pids_limit_hits
-                                           ? before.pids_limit_hits
-                                           : ret->cgroup.pids_limit_hits;
-        ret->cgroup.cpu_user -= before.cpu_user < ret->cgroup.cpu_user ? before.cpu_user
-                                                                       : ret->cgroup.cpu_user;
-        ret->cgroup.cpu_system -= before.cpu_system < ret->cgroup.cpu_system
-                                      ? before.cpu_system
-                                      : ret->cgroup.cpu_system;
-    }
-    if (interrupted) {
-        ret->status = NSBOX_STATUS_TIMEOUT;
-        ret->timeout.enforced_by = NSBOX_ENFORCER_NONE;
-    } else if (end.end == SESSION_END_SIGNALED) {
-        ret->status = NSBOX_STATUS_SIGNALED;
-        ret->signal = end.code;
-        /* The cgroup's OOM killer sends SIGKILL; memory.events says it was the OOM killer. */
-        if (ret->cgroup.oom_kills > 0 && end.code == SIGKILL)
-            ret->status = NSBOX_STATUS_OOM;
-    } else {
-        ret->status = NSBOX_STATUS_EXITED;
-        ret->exit_code = end.code;
-    }
-    if (end.flags & SESSION_INTERPRETER_RESTARTED)
-        add_warning(ret, "the step's time was up and the Python interpreter did not stop on "
-                         "KeyboardInterrupt within 2 s: it was killed; the next step starts a "
-                         "fresh interpreter (variables, imports and open files are lost)");
-    if (end.flags & SESSION_INTERPRETER_CRASHED)
-        add_warning(ret, "the session's Python interpreter died during the step; the next step "
-                         "starts a fresh one (variables, imports and open files are lost)");
-    *ret_flags = end.flags;
-    return 0;
-
-fail:
-    if (payload_fd >= 0)
-        (void)close(payload_fd);
-    for (int i = 0; i < 2; i++) {
-        if (out[i] >= 0)
-            (void)close(out[i]);
-        if (err[i] >= 0)
-            (void)close(err[i]);
-    }
-    return r;
-}
-
-/* ---- clients ------------------------------------------------------------------------------ */
-
-static void reply(int fd, json_t *j)
-{
-    char *text = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6));
-    size_t len, done = 0;
-
-    json_decref(j);
-    if (!text)
-        return;
-    len = strlen(text);
-    text[len] = '\n'; /* replaces the NUL: written with its length */
-    while (done < len + 1) {
-        ssize_t n = RETRY_EINTR(send(fd, text + done, len + 1 - done, MSG_NOSIGNAL));
-        if (n <= 0)
-            break;
-        done += (size_t)n;
-    }
-    free(text);
-}
-
-static void reply_error(int fd, const char *message)
-{
-    reply(fd, json_pack("{s:s}", "error", message));
-}
-
-/* Read one request line (a JSON object) from the client. */
-static json_t *read_request(int fd)
-{
-    size_t have = 0, size = 4096;
-    char *buf = malloc(size);
-    json_t *j = NULL;
-
-    /* A client has 10 s to send its request: it cannot hold the session idle-proof. */
-    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 10},
-                     sizeof(struct timeval));
-    while (buf) {
-        ssize_t n;
-        if (have == size) {
-            char *b = size >= REQUEST_MAX ? NULL : realloc(buf, size * 2);
-            if (!b)
-                break;
-            buf = b;
-            size *= 2;
-        }
-        n = RETRY_EINTR(recv(fd, buf + have, size - have, 0));
-        if (n <= 0)
-            break;
-        if (memchr(buf + have, '\n', (size_t)n)) {
-            have += (size_t)n;
-            j = json_loadb(buf, have, JSON_DISABLE_EOF_CHECK, NULL);
-            break;
-        }
-        have += (size_t)n;
-    }
-    free(buf);
-    return j;
-}
 
 static int parse_request(const struct session_state *s, json_t *j, struct step_request *q,
                          const char **why)
 {
     json_t *argv = json_object_get(j, "argv"), *code = json_object_get(j, "code");
     json_t *timeout = json_object_get(j, "timeout"), *limit = json_object_get(j, "output_limit");
+    json_t *in = json_object_get(j, "stdin_bytes");
     const char *op = json_string_value(json_object_get(j, "op"));
 
     *q = (struct step_request){.timeout = s->c->timeout, .output_limit = s->c->output_limit};
@@ -543,6 +385,15 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
             json_integer_value(limit) > (64 << 20))
             return *why = "\"output_limit\" must be a number of bytes up to 64 MiB", -EINVAL;
         q->output_limit = (uint64_t)json_integer_value(limit);
+    }
+    if (in) {
+        if (!json_is_integer(in) || json_integer_value(in) < 0 ||
+            json_integer_value(in) > REQUEST_MAX)
+            return *why = "\"stdin_bytes\" must be a number of bytes up to 16 MiB, the bytes "
+                          "of the step's stdin that follow the request's line",
+                   -EINVAL;
+        q->has_stdin = true;
+        q->stdin_size = (size_t)json_integer_value(in);
     }
     if (op && strcmp(op, "code") == 0 && json_is_string(code)) {
         q->code = true;
@@ -614,110 +465,6 @@ static int audit_step_start(struct session_state *s, const struct step_request *
 /* Serve one connection. Returns 1 when the session is to stop (client_fd is then kept open
  * and closed by the process's exit, so that the client sees EOF when the sandbox is gone), 0 to
  * go on, or -errno when the session cannot go on. */
-static int serve(struct session_state *s, int client_fd)
-{
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    json_t *j, *res;
-    struct step_request q = {0};
-    struct nsbox_result ret = {0};
-    const char *why = NULL, *op;
-    struct audit audit = {.fd = -1};
-    uint32_t flags = 0;
-    int r;
-
-    /* Only the caller's uid: the directory is already 0700, this holds if it were not. */
-    if (getsockopt(client_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid())
-        return 0;
-    j = read_request(client_fd);
-    if (!j) {
-        reply_error(client_fd, "the request is not one line of JSON");
-        return 0;
-    }
-    op = json_string_value(json_object_get(j, "op"));
-    if (op && strcmp(op, "stop") == 0) {
-        json_decref(j);
-        s->end_reason = "stopped";
-        return 1;
-    }
-    r = parse_request(s, j, &q, &why);
-    json_decref(j);
-    if (r < 0) {
-        reply_error(client_fd, why ? why : strerror(-r));
-        free(q.payload);
-        return 0;
-    }
-    /* The sandbox's limits, as its setup placed them; the step's own clock and output. */
-    ret = (struct nsbox_result){
-        .memory = s->run->memory,
-        .pids_limit = s->run->pids_limit,
-        .cpus = s->run->cpus,
-        .timeout = {q.timeout, NSBOX_ENFORCER_NONE},
-        .output_limit = q.output_limit,
-        .host_uid = s->run->host_uid,
-        .host_gid = s->run->host_gid,
-    };
-    memcpy(ret.limits_note, s->run->limits_note, sizeof(ret.limits_note));
-    memcpy(ret.name, s->run->name, sizeof(ret.name));
-    s->steps++;
-    r = audit_step_start(s, &q, &audit);
-    if (r < 0) {
-        /* A step that cannot be recorded does not run, as a run would not. */
-        char text[600];
-        (void)snprintf(text, sizeof(text), "cannot write the audit log '%s': %s; the step does "
-                       "not run", s->log_path, strerror(-r));
-        reply_error(client_fd, text);
-        audit_close(&audit);
-        free(q.payload);
-        nsbox_result_free(&ret);
-        return 0;
-    }
-    r = run_step(s, &q, client_fd, &ret, &flags);
-    if (audit.fd >= 0) {
-        int ar = audit_end(&audit, &ret);
-        audit_close(&audit);
-        if (ar < 0 && ret.status != NSBOX_STATUS_ERROR) {
-            ret.status = NSBOX_STATUS_ERROR;
-            ret.exit_code = 125;
-            (void)snprintf(ret.error_step, sizeof(ret.error_step), "audit log");
-            (void)snprintf(ret.error, sizeof(ret.error),
-                           "cannot write the step's result to the audit log '%s': %s",
-                           s->log_path, strerror(-ar));
-        }
-    }
-    free(q.payload);
-    res = result_to_json_object(&ret);
-    if (res) {
-        (void)json_object_set_new(res, "session_id", json_string(s->id));
-        (void)json_object_set_new(res, "step", json_integer((json_int_t)s->steps));
-        if (q.code)
-            (void)json_object_set_new(
-                res, "interpreter",
-                json_string(flags & SESSION_INTERPRETER_RESTARTED  ? "restarted"
-                            : flags & SESSION_INTERPRETER_CRASHED  ? "crashed"
-                            : flags & SESSION_INTERPRETER_NEW      ? "started"
-                                                                   : "kept"));
-        if (ret.status == NSBOX_STATUS_TIMEOUT) {
-            char reason[300];
-            (void)snprintf(reason, sizeof(reason),
-                           "timed out after %.3g s: %s; the session%s go on",
-                           (double)q.timeout / 1e6,
-                           !q.code ? "the step's processes were killed"
-                           : flags & SESSION_INTERPRETER_RESTARTED
-                               ? "the Python interpreter ignored KeyboardInterrupt and was "
-                                 "killed (its variables are lost)"
-                               : "KeyboardInterrupt stopped the code",
-                           q.code && !(flags & SESSION_INTERPRETER_RESTARTED)
-                               ? ", its files and the interpreter's variables"
-                               : " and its files");
-            (void)json_object_set_new(res, "reason", json_string(reason));
-        }
-        reply(client_fd, res);
-    }
-    nsbox_result_free(&ret);
-    s->last_active = now_usec();
-    return r < 0 ? r : 0;
-}
 
 static int listen_on(struct session_state *s)
 {
@@ -743,55 +490,676 @@ static int listen_on(struct session_state *s)
     return fd;
 }
 
-/* The supervisor's loop (struct session_hooks). */
+
+/* ---- clients ------------------------------------------------------------------------------ */
+
+static void client_free(struct client *cl)
+{
+    if (cl->fd >= 0)
+        (void)close(cl->fd);
+    free(cl->buf);
+    free(cl->q.payload);
+    free(cl->q.stdin_data);
+    *cl = (struct client){.fd = -1};
+}
+
+/* Write what the socket takes of the answer now. Done (or the peer gone): the connection is
+ * closed. */
+static void client_write(struct client *cl)
+{
+    while (cl->done < cl->have) {
+        ssize_t n = RETRY_EINTR(send(cl->fd, cl->buf + cl->done, cl->have - cl->done,
+                                     MSG_DONTWAIT | MSG_NOSIGNAL));
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0)
+            break;
+        cl->done += (size_t)n;
+    }
+    client_free(cl);
+}
+
+/* Give the client its answer, one line of JSON (j is taken), and send what goes at once. */
+static void client_answer(struct client *cl, json_t *j, uint64_t now)
+{
+    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+
+    json_decref(j);
+    if (!text || cl->fd < 0) {
+        /* No answer can be made (out of memory), or nobody is left to take it. */
+        free(text);
+        client_free(cl);
+        return;
+    }
+    free(cl->buf);
+    cl->buf = text;
+    cl->have = strlen(text);
+    text[cl->have++] = '\n'; /* replaces the NUL: written with its length */
+    cl->done = 0;
+    cl->state = CLIENT_WRITING;
+    cl->deadline = now + ANSWER_DEADLINE_USEC;
+    client_write(cl);
+}
+
+static void client_error(struct client *cl, uint64_t now, const char *fmt, ...) _printf_(3, 4);
+static void client_error(struct client *cl, uint64_t now, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    client_answer(cl, json_pack("{s:s}", "error", text), now);
+}
+
+/* How the session ended, for the words of an answer. */
+static const char *end_words(const struct session_state *s)
+{
+    const char *r = s->end_reason ? s->end_reason : "";
+
+    if (strcmp(r, "stopped") == 0)
+        return "it was stopped (nsbox session stop)";
+    if (strcmp(r, "killed") == 0)
+        return "it was killed (nsbox kill)";
+    if (strcmp(r, "signal") == 0)
+        return "its supervisor got a signal to end";
+    if (strcmp(r, "lifetime") == 0)
+        return "it reached its --lifetime";
+    if (strcmp(r, "idle") == 0)
+        return "it reached its --idle-timeout";
+    return "its sandbox ended";
+}
+
+/* A request is in: {"op": "stop"} ends the session, a step waits its turn (CLIENT_QUEUED). */
+static void client_request(struct session_state *s, struct client *cl, size_t len, uint64_t now)
+{
+    json_error_t e;
+    json_t *j = json_loadb(cl->buf, len, 0, &e);
+    const char *why = NULL, *op;
+    int r;
+
+    if (!json_is_object(j)) {
+        json_decref(j);
+        client_error(cl, now, "the request is not one line of JSON (%s): send one JSON object "
+                     "and a newline", j ? "not an object" : e.text);
+        return;
+    }
+    op = json_string_value(json_object_get(j, "op"));
+    if (op && strcmp(op, "stop") == 0) {
+        json_decref(j);
+        cl->state = CLIENT_STOPPING;
+        if (!s->end_reason)
+            s->end_reason = "stopped";
+        return;
+    }
+    r = parse_request(s, j, &cl->q, &why);
+    json_decref(j);
+    if (r >= 0 && cl->q.has_stdin && len + 1 + cl->q.stdin_size > REQUEST_MAX) {
+        why = "the request and its stdin are larger than 16 MiB: the session does not take them";
+        r = -EFBIG;
+    }
+    if (r < 0) {
+        free(cl->q.payload);
+        cl->q = (struct step_request){0};
+        client_error(cl, now, "%s", why ? why : strerror(-r));
+        return;
+    }
+    /* The step's stdin follows the line: the request is whole with it (client_read()). */
+    cl->want = len + 1 + (cl->q.has_stdin ? cl->q.stdin_size : 0);
+}
+
+/* The request is whole: it waits its turn. */
+static void client_queue(struct session_state *s, struct client *cl)
+{
+    size_t off = cl->want - cl->q.stdin_size;
+
+    if (cl->q.has_stdin) {
+        /* Its own copy (at least one byte, so that malloc(0) says nothing). */
+        cl->q.stdin_data = malloc(cl->q.stdin_size + 1);
+        if (cl->q.stdin_data)
+            memcpy(cl->q.stdin_data, cl->buf + off, cl->q.stdin_size);
+    }
+    free(cl->buf);
+    cl->buf = NULL;
+    cl->have = cl->size = 0;
+    if (cl->q.has_stdin && !cl->q.stdin_data) {
+        client_error(cl, now_usec(), "the supervisor is out of memory for the step's stdin");
+        return;
+    }
+    cl->state = CLIENT_QUEUED;
+    cl->seq = ++s->seq;
+}
+
+/* Read what the client sent; a whole line is its request. */
+static void client_read(struct session_state *s, struct client *cl, uint64_t now)
+{
+    for (;;) {
+        ssize_t n;
+        char *nl;
+
+        if (cl->have == cl->size) {
+            size_t size = cl->size ? cl->size * 2 : 4096;
+            char *b = size > REQUEST_MAX ? NULL : realloc(cl->buf, size);
+            if (!b) {
+                client_error(cl, now, "the request is larger than %u MiB: the session does not "
+                             "take it", REQUEST_MAX >> 20);
+                return;
+            }
+            cl->buf = b;
+            cl->size = size;
+        }
+        n = RETRY_EINTR(recv(cl->fd, cl->buf + cl->have, cl->size - cl->have, MSG_DONTWAIT));
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0) {
+            if (cl->have == 0)
+                client_free(cl); /* connected and went away: nothing to answer */
+            else if (cl->want)
+                client_error(cl, now, "the request's stdin ended after %zu of its %zu bytes "
+                             "(\"stdin_bytes\"): send them all after the line",
+                             cl->have - (cl->want - cl->q.stdin_size), cl->q.stdin_size);
+            else
+                client_error(cl, now, "the request ended after %zu bytes without its end of "
+                             "line: send one JSON object and a newline", cl->have);
+            return;
+        }
+        nl = cl->want ? NULL : memchr(cl->buf + cl->have, '\n', (size_t)n);
+        cl->have += (size_t)n;
+        if (nl) {
+            client_request(s, cl, (size_t)(nl - cl->buf), now);
+            if (cl->state != CLIENT_READING)
+                return; /* stop, or an error */
+        }
+        if (cl->want && cl->have >= cl->want) {
+            client_queue(s, cl);
+            return;
+        }
+    }
+}
+
+static void client_accept(struct session_state *s, uint64_t now)
+{
+    /* (A bound per turn of the loop: a client that keeps connecting cannot keep it here.) */
+    for (int k = 0; k < 64; k++) {
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        struct client *cl = NULL;
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (fd < 0)
+            return; /* EAGAIN: all taken; or a connection that went away meanwhile */
+        /* Only the caller's uid: the directory is already 0700, this holds if it were not. */
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
+            (void)close(fd);
+            continue;
+        }
+        for (size_t i = 0; i < CLIENTS_MAX && !cl; i++)
+            if (s->clients[i].state == CLIENT_FREE)
+                cl = &s->clients[i];
+        if (!cl) {
+            static const char busy[] =
+                "{\"error\":\"the session has " STRINGIFY(CLIENTS_MAX) " connections open "
+                "already (steps waiting, or clients that are slow to send or read): try again "
+                "when one has ended; nsbox kill ends the session regardless\"}\n";
+            (void)!send(fd, busy, sizeof(busy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            (void)close(fd);
+            continue;
+        }
+        *cl = (struct client){.state = CLIENT_READING, .fd = fd,
+                              .deadline = now + REQUEST_DEADLINE_USEC};
+        /* The request is most often there already: read it now, not a poll later. */
+        client_read(s, cl, now);
+    }
+}
+
+/* A client's deadline passed: say so while it can be said, and drop it. */
+static void client_expire(struct client *cl, uint64_t now)
+{
+    if (cl->state == CLIENT_READING)
+        client_error(cl, now, "the request did not come whole within %llu s of the connection "
+                     "(%zu bytes, no end of line): the session does not wait for a client; send "
+                     "the whole request, one line of JSON, at once",
+                     (unsigned long long)(REQUEST_DEADLINE_USEC / 1000000), cl->have);
+    else
+        /* It did not take its answer in time: cut off (its client sees a line without its
+         * end; the step's result is in the audit log, if there is one). */
+        client_free(cl);
+}
+
+/* ---- one step ---------------------------------------------------------------------------- */
+
+/* Close the step's pipes and free what it holds; the step is over. */
+static void step_clear(struct session_state *s)
+{
+    struct step *st = &s->step;
+
+    for (int i = 0; i < 2; i++)
+        if (st->streams[i].fd >= 0)
+            (void)close(st->streams[i].fd);
+    audit_close(&st->audit);
+    free(st->q.payload);
+    free(st->q.stdin_data);
+    nsbox_result_free(&st->ret);
+    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}};
+}
+
+/* Send the step's result to its client. */
+static void step_answer(struct session_state *s, uint64_t now)
+{
+    struct step *st = &s->step;
+    struct nsbox_result *ret = &st->ret;
+    const struct step_request *q = &st->q;
+    uint32_t flags = st->end.flags;
+    json_t *res;
+
+    if (st->audit.fd >= 0) {
+        int ar = audit_end(&st->audit, ret);
+        if (ar < 0 && ret->status != NSBOX_STATUS_ERROR) {
+            ret->status = NSBOX_STATUS_ERROR;
+            ret->exit_code = 125;
+            (void)snprintf(ret->error_step, sizeof(ret->error_step), "audit log");
+            (void)snprintf(ret->error, sizeof(ret->error),
+                           "cannot write the step's result to the audit log '%s': %s",
+                           s->log_path, strerror(-ar));
+        }
+    }
+    res = result_to_json_object(ret);
+    if (res) {
+        (void)json_object_set_new(res, "session_id", json_string(s->id));
+        (void)json_object_set_new(res, "step", json_integer((json_int_t)s->steps));
+        if (q->code)
+            (void)json_object_set_new(
+                res, "interpreter",
+                json_string(flags & SESSION_INTERPRETER_RESTARTED  ? "restarted"
+                            : flags & SESSION_INTERPRETER_CRASHED  ? "crashed"
+                            : flags & SESSION_INTERPRETER_NEW      ? "started"
+                                                                   : "kept"));
+        if (ret->status == NSBOX_STATUS_TIMEOUT) {
+            char reason[300];
+            (void)snprintf(reason, sizeof(reason),
+                           "timed out after %.3g s: %s; the session%s go on",
+                           (double)q->timeout / 1e6,
+                           !q->code ? "the step's processes were killed"
+                           : flags & SESSION_INTERPRETER_RESTARTED
+                               ? "the Python interpreter ignored KeyboardInterrupt and was "
+                                 "killed (its variables are lost)"
+                               : "KeyboardInterrupt stopped the code",
+                           q->code && !(flags & SESSION_INTERPRETER_RESTARTED)
+                               ? ", its files and the interpreter's variables"
+                               : " and its files");
+            (void)json_object_set_new(res, "reason", json_string(reason));
+        } else if (ret->status == NSBOX_STATUS_KILLED) {
+            char reason[300];
+            (void)snprintf(reason, sizeof(reason),
+                           "was killed: the session ended during the step (%s); its sandbox is "
+                           "gone, start a new session for further steps", end_words(s));
+            (void)json_object_set_new(res, "reason", json_string(reason));
+        }
+    }
+    client_answer(st->client, res, now);
+    step_clear(s);
+}
+
+/* The step could not start, or could not be recorded: an error answer, the session goes on. */
+static void step_refuse(struct session_state *s, uint64_t now, const char *fmt, ...)
+    _printf_(3, 4);
+static void step_refuse(struct session_state *s, uint64_t now, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    client_answer(s->step.client, json_pack("{s:s}", "error", text), now);
+    step_clear(s);
+}
+
+/* Start the step of client cl on init. Returns 0 (the step runs, or its client got an error),
+ * or -errno when init cannot be reached: the session can go on no longer. */
+static int step_start(struct session_state *s, struct client *cl, uint64_t now)
+{
+    struct step *st = &s->step;
+    struct session_msg m;
+    int out[2] = {-1, -1}, err[2] = {-1, -1}, payload_fd = -1, in_fd = -1, r;
+
+    step_clear(s);
+    st->client = cl;
+    st->q = cl->q;
+    cl->q = (struct step_request){0};
+    cl->state = CLIENT_RUNNING;
+    m = (struct session_msg){.type = st->q.code ? SESSION_CODE : SESSION_RUN};
+    /* The sandbox's limits, as its setup placed them; the step's own clock and output. */
+    st->ret = (struct nsbox_result){
+        .memory = s->run->memory,
+        .pids_limit = s->run->pids_limit,
+        .cpus = s->run->cpus,
+        .timeout = {st->q.timeout, NSBOX_ENFORCER_NONE},
+        .output_limit = st->q.output_limit,
+        .host_uid = s->run->host_uid,
+        .host_gid = s->run->host_gid,
+        .seccomp_reporting = s->run->seccomp_reporting,
+    };
+    memcpy(st->ret.limits_note, s->run->limits_note, sizeof(st->ret.limits_note));
+    memcpy(st->ret.name, s->run->name, sizeof(st->ret.name));
+    s->steps++;
+    r = audit_step_start(s, &st->q, &st->audit);
+    if (r < 0) {
+        /* A step that cannot be recorded does not run, as a run would not. */
+        step_refuse(s, now, "cannot write the audit log '%s': %s; the step does not run",
+                    s->log_path, strerror(-r));
+        return 0;
+    }
+    if (s->leaf)
+        cgroup_leaf_stats(s->leaf, &st->before);
+    st->ret.out.data = calloc(1, st->q.output_limit + 1);
+    st->ret.err.data = calloc(1, st->q.output_limit + 1);
+    payload_fd = st->ret.out.data && st->ret.err.data ? memfd_with(st->q.payload, st->q.size)
+                                                      : -ENOMEM;
+    /* Non-blocking on our read ends only: O_NONBLOCK of pipe2() would be on the write ends the
+     * step gets too, and a step writing faster than we read would meet EAGAIN and lose output
+     * that the result then called complete. */
+    /* Its stdin, whole, in a memfd of its own (a file it reads to its end). */
+    if (payload_fd >= 0 && st->q.has_stdin) {
+        in_fd = memfd_with(st->q.stdin_data, st->q.stdin_size);
+        if (in_fd < 0) {
+            (void)close(payload_fd);
+            payload_fd = in_fd;
+        }
+    }
+    if (payload_fd < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+        fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0) {
+        r = payload_fd < 0 ? payload_fd : negative_errno();
+        if (payload_fd >= 0)
+            (void)close(payload_fd);
+        if (in_fd >= 0)
+            (void)close(in_fd);
+        for (int i = 0; i < 2; i++) {
+            if (out[i] >= 0)
+                (void)close(out[i]);
+            if (err[i] >= 0)
+                (void)close(err[i]);
+        }
+        step_refuse(s, now, "the supervisor cannot start the step: %s; the session goes on",
+                    strerror(-r));
+        return 0;
+    }
+    r = control_send(s->control_fd, &m, (int[]){payload_fd, out[1], err[1], in_fd},
+                     in_fd >= 0 ? 4 : 3);
+    if (in_fd >= 0)
+        (void)close(in_fd);
+    (void)close(payload_fd);
+    (void)close(out[1]);
+    (void)close(err[1]);
+    st->streams[0] = (struct stream){.st = &st->ret.out, .fd = out[0],
+                                     .limit = st->q.output_limit};
+    st->streams[1] = (struct stream){.st = &st->ret.err, .fd = err[0],
+                                     .limit = st->q.output_limit};
+    st->start = now_usec();
+    st->kill_at = st->q.timeout ? st->start + st->q.timeout : UINT64_MAX;
+    if (r < 0)
+        s->end_reason = "sandbox ended"; /* init cannot be reached: the step is cut off */
+    return r;
+}
+
+/* The step ended (init said so) and its pipes are read: its result. */
+static void step_finish(struct session_state *s, uint64_t now)
+{
+    struct step *st = &s->step;
+    struct nsbox_result *ret = &st->ret;
+
+    if (!ret->wall_time)
+        ret->wall_time = now - st->start;
+    /* Read what an exec failure reported (written before the step's process exited). */
+    while (handle_report(s, ret) && ret->status != NSBOX_STATUS_ERROR) {
+        struct pollfd pr = {.fd = s->fds->report, .events = POLLIN};
+        if (poll(&pr, 1, 0) <= 0)
+            break;
+    }
+    if (ret->status == NSBOX_STATUS_ERROR) {
+        step_answer(s, now);
+        return;
+    }
+    if (s->leaf) {
+        const struct nsbox_cgroup_stats *b = &st->before;
+        /* The leaf is the session's: what this step added (the peak is the session's). */
+        cgroup_leaf_stats(s->leaf, &ret->cgroup);
+        ret->cgroup.oom_kills -= b->oom_kills < ret->cgroup.oom_kills ? b->oom_kills
+                                                                      : ret->cgroup.oom_kills;
+        ret->cgroup.pids_limit_hits -= b->pids_limit_hits < ret->cgroup.pids_limit_hits
+                                           ? b->pids_limit_hits
+                                           : ret->cgroup.pids_limit_hits;
+        ret->cgroup.cpu_user -= b->cpu_user < ret->cgroup.cpu_user ? b->cpu_user
+                                                                   : ret->cgroup.cpu_user;
+        ret->cgroup.cpu_system -= b->cpu_system < ret->cgroup.cpu_system
+                                      ? b->cpu_system
+                                      : ret->cgroup.cpu_system;
+    }
+    if (st->interrupted) {
+        ret->status = NSBOX_STATUS_TIMEOUT;
+        ret->timeout.enforced_by = NSBOX_ENFORCER_NONE;
+    } else if (st->end.end == SESSION_END_SIGNALED) {
+        ret->status = NSBOX_STATUS_SIGNALED;
+        ret->signal = st->end.code;
+        /* The cgroup's OOM killer sends SIGKILL; memory.events says it was the OOM killer. */
+        if (ret->cgroup.oom_kills > 0 && st->end.code == SIGKILL)
+            ret->status = NSBOX_STATUS_OOM;
+    } else {
+        ret->status = NSBOX_STATUS_EXITED;
+        ret->exit_code = st->end.code;
+    }
+    if (st->end.flags & SESSION_INTERPRETER_RESTARTED)
+        add_warning(ret, "the step's time was up and the Python interpreter did not stop on "
+                         "KeyboardInterrupt within 2 s: it was killed; the next step starts a "
+                         "fresh interpreter (variables, imports and open files are lost)");
+    if (st->end.flags & SESSION_INTERPRETER_CRASHED)
+        add_warning(ret, "the session's Python interpreter died during the step; the next step "
+                         "starts a fresh one (variables, imports and open files are lost)");
+    step_answer(s, now);
+}
+
+/* The session ends during the step: it is cut off, and says why. */
+static void step_cut(struct session_state *s, uint64_t now)
+{
+    struct nsbox_result *ret = &s->step.ret;
+
+    for (int i = 0; i < 2; i++)
+        if (s->step.streams[i].fd >= 0) {
+            /* What the pipes hold now is kept; the rest is lost with the sandbox. */
+            stream_read(&s->step.streams[i], s->chunk);
+            s->step.streams[i].st->incomplete = s->step.streams[i].fd >= 0;
+        }
+    if (!ret->wall_time)
+        ret->wall_time = now - s->step.start;
+    if (s->step.ended && ret->status != NSBOX_STATUS_ERROR) {
+        /* It had ended: only its pipes were still being read. */
+        step_finish(s, now);
+        return;
+    }
+    if (s->end_reason && strcmp(s->end_reason, "sandbox ended") != 0) {
+        ret->status = NSBOX_STATUS_KILLED;
+    } else if (ret->status != NSBOX_STATUS_ERROR) {
+        ret->status = NSBOX_STATUS_ERROR;
+        ret->exit_code = 125;
+        (void)snprintf(ret->error_step, sizeof(ret->error_step), "session");
+        (void)snprintf(ret->error, sizeof(ret->error),
+                       "the session's sandbox ended during the step; the session is over");
+    }
+    step_answer(s, now);
+}
+
+/* ---- the loop ----------------------------------------------------------------------------- */
+
+static int until_ms(uint64_t now, uint64_t until)
+{
+    uint64_t ms;
+
+    if (until == UINT64_MAX)
+        return -1;
+    if (now >= until)
+        return 0;
+    ms = (until - now + 999) / 1000;
+    return ms > 60000 ? 60000 : (int)ms;
+}
+
+static bool listener_has_waiting(int listener)
+{
+    struct pollfd p = {.fd = listener, .events = POLLIN};
+
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* The next queued request, first come first served, or NULL. */
+static struct client *next_queued(struct session_state *s)
+{
+    struct client *next = NULL;
+
+    for (size_t i = 0; i < CLIENTS_MAX; i++)
+        if (s->clients[i].state == CLIENT_QUEUED && (!next || s->clients[i].seq < next->seq))
+            next = &s->clients[i];
+    return next;
+}
+
+/* Handle the control channel from init. Returns false when init is gone. */
+static bool handle_control(struct session_state *s, short revents, bool *ready,
+                           struct nsbox_result *ret, uint64_t now)
+{
+    struct session_msg m;
+    ssize_t n = RETRY_EINTR(recv(s->control_fd, &m, sizeof(m), MSG_DONTWAIT));
+
+    if (n == 0 || (n < 0 && errno != EAGAIN && (revents & (POLLHUP | POLLERR)))) {
+        s->ended = true;
+        return false;
+    }
+    if (n != sizeof(m))
+        return true; /* nothing, or what init does not say: read, so poll(2) cannot spin on it */
+    if (!*ready && m.type == SESSION_READY) {
+        int r = listen_on(s);
+        if (r < 0) {
+            (void)snprintf(ret->error, sizeof(ret->error),
+                           "cannot listen on the session's socket %s: %s", s->sock_path,
+                           strerror(-r));
+            ret->status = NSBOX_STATUS_ERROR;
+            ret->exit_code = 125;
+            return false;
+        }
+        s->listen_fd = r;
+        *ready = true;
+        s->last_active = now;
+        if (!notify(s, "OK %s %s\n", s->id, s->sock_path)) {
+            if (!s->end_reason)
+                s->end_reason = "the caller of session start is gone";
+            return false;
+        }
+    } else if (s->step.client && !s->step.ended && m.type == SESSION_STEP_END) {
+        s->step.ended = true;
+        s->step.end = m;
+        s->step.drain_until = now + DRAIN_GRACE_USEC;
+        s->step.ret.wall_time = now - s->step.start;
+    }
+    return true;
+}
+
+/* The supervisor's loop (struct session_hooks): the sandbox, its steps, the clients, the
+ * signals and the timers, all in one poll(2), nothing that blocks. */
 static int session_supervise(const struct nsbox_config *c, struct supervise_fds *fds,
                              uint64_t start, const struct cgroup_leaf *leaf,
                              struct nsbox_result *ret, void *userdata)
 {
     struct session_state *s = userdata;
-
-    s->leaf = leaf;
-    bool ready = false;
+    struct step *st = &s->step;
+    bool ready = false, init_lost = false;
     int r = 0;
 
+    s->leaf = leaf;
     s->fds = fds;
     s->run = ret;
     s->listener = -1;
     s->listen_fd = -1;
     s->start = start;
-    (void)c;
+    for (size_t i = 0; i < CLIENTS_MAX; i++)
+        s->clients[i] = (struct client){.fd = -1};
+    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}};
+    s->chunk = malloc(READ_CHUNK);
+    if (!s->chunk)
+        r = -ENOMEM;
     (void)fcntl(fds->report, F_SETFL, O_NONBLOCK);
 
-    for (;;) {
-        struct pollfd p[6] = {
-            {.fd = s->control_fd, .events = POLLIN},
-            {.fd = fds->report, .events = POLLIN},
-            {.fd = fds->pidfd, .events = POLLIN},
-            {.fd = fds->signalfd, .events = POLLIN},
-            {.fd = s->listener, .events = POLLIN},
-            {.fd = s->listen_fd, .events = POLLIN},
-        };
+    while (r == 0) {
+        struct pollfd p[8 + CLIENTS_MAX];
+        struct client *pc[8 + CLIENTS_MAX] = {0};
         uint64_t now = now_usec(), until = UINT64_MAX;
-        int timeout = -1;
+        int np = 8;
 
-        if (ready && s->o->idle_timeout)
+        /* The timers: the session's idle and lifetime limits, the step's clock, the drain of
+         * its pipes, each client's deadline, the pace of refused calls. */
+        if (ready && s->o->idle_timeout && !st->client)
             until = s->last_active + s->o->idle_timeout;
         if (ready && s->o->lifetime && start + s->o->lifetime < until)
             until = start + s->o->lifetime;
-        if (until != UINT64_MAX)
-            timeout = now >= until ? 0 : (int)((until - now + 999) / 1000);
-        if (poll(p, 6, timeout) < 0 && errno != EINTR) {
+        if (st->client && !st->ended && !st->interrupted && st->kill_at < until)
+            until = st->kill_at;
+        if (st->client && st->ended && st->drain_until < until)
+            until = st->drain_until;
+        p[0] = (struct pollfd){.fd = s->control_fd, .events = POLLIN};
+        p[1] = (struct pollfd){.fd = fds->report, .events = POLLIN};
+        p[2] = (struct pollfd){.fd = fds->pidfd, .events = POLLIN};
+        p[3] = (struct pollfd){.fd = fds->signalfd, .events = POLLIN};
+        p[4] = (struct pollfd){.fd = -1};
+        if (s->listener >= 0 && now >= s->notif_at)
+            p[4] = (struct pollfd){.fd = s->listener, .events = POLLIN};
+        else if (s->listener >= 0) {
+            /* Paced (NOTIF_BURST): look again when the next answer is due. */
+            if (s->notif_at < until)
+                until = s->notif_at;
+            if (st->client && !st->ret.refused_throttled && listener_has_waiting(s->listener))
+                st->ret.refused_throttled = true;
+        }
+        p[5] = (struct pollfd){.fd = ready ? s->listen_fd : -1, .events = POLLIN};
+        p[6] = (struct pollfd){.fd = st->client ? st->streams[0].fd : -1, .events = POLLIN};
+        p[7] = (struct pollfd){.fd = st->client ? st->streams[1].fd : -1, .events = POLLIN};
+        for (size_t i = 0; i < CLIENTS_MAX; i++) {
+            struct client *cl = &s->clients[i];
+            short ev;
+            if (cl->fd < 0 || cl->state == CLIENT_FREE || cl->state == CLIENT_STOPPING)
+                continue;
+            /* Waiting or running: polled for nothing but its hang-up (POLLHUP, always
+             * reported), so that a client gone meanwhile is noticed. */
+            ev = cl->state == CLIENT_READING   ? POLLIN
+                 : cl->state == CLIENT_WRITING ? POLLOUT
+                                               : 0;
+            if ((cl->state == CLIENT_READING || cl->state == CLIENT_WRITING) &&
+                cl->deadline < until)
+                until = cl->deadline;
+            pc[np] = cl;
+            p[np++] = (struct pollfd){.fd = cl->fd, .events = ev};
+        }
+        if (poll(p, (nfds_t)np, until_ms(now, until)) < 0 && errno != EINTR) {
             r = negative_errno();
             break;
         }
         now = now_usec();
-        if (p[4].revents && !supervise_answer_notification(s->listener, fds->init_pid,
-                                                           session_no_network(c), ret)) {
-            (void)close(s->listener);
-            s->listener = -1;
+
+        if (p[4].revents) {
+            uint64_t earliest = now - NOTIF_BURST * NOTIF_INTERVAL_USEC;
+            s->notif_at = (s->notif_at > earliest ? s->notif_at : earliest) +
+                          NOTIF_INTERVAL_USEC;
+            if (!supervise_answer_notification(s->listener, fds->init_pid,
+                                               session_no_network(c),
+                                               st->client ? &st->ret
+                                               : ready    ? &s->between
+                                                          : ret)) {
+                (void)close(s->listener);
+                s->listener = -1;
+            }
         }
-        if ((p[1].revents & POLLIN) && !handle_report(s, ret))
+        if ((p[1].revents & POLLIN) &&
+            !handle_report(s, st->client ? &st->ret : ready ? &s->between : ret))
             break; /* setup failed: ret says why */
+        for (int i = 0; i < 2; i++)
+            if (st->client && st->streams[i].fd >= 0 && p[6 + i].revents)
+                stream_read(&st->streams[i], s->chunk);
         if (p[3].revents && handle_signals(s))
             break;
         if (p[2].revents) {
@@ -808,60 +1176,73 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             s->end_reason = "sandbox ended";
             break;
         }
-        if (p[0].revents && !ready) {
-            struct session_msg m;
-            ssize_t n = RETRY_EINTR(recv(s->control_fd, &m, sizeof(m), MSG_DONTWAIT));
-            if (n == sizeof(m) && m.type == SESSION_READY) {
-                r = listen_on(s);
-                if (r < 0) {
-                    (void)snprintf(ret->error, sizeof(ret->error),
-                                   "cannot listen on the session's socket %s: %s", s->sock_path,
-                                   strerror(-r));
-                    ret->status = NSBOX_STATUS_ERROR;
-                    ret->exit_code = 125;
-                    break;
-                }
-                s->listen_fd = r;
-                r = 0;
-                ready = true;
-                s->last_active = now;
-                if (!notify(s, "OK %s %s\n", s->id, s->sock_path)) {
-                    s->end_reason = "the caller of session start is gone";
-                    break;
-                }
-            } else if (n == 0) {
-                s->ended = true;
-                break;
-            }
-        } else if (p[0].revents & (POLLHUP | POLLERR)) {
-            s->ended = true;
+        if (p[0].revents && !handle_control(s, p[0].revents, &ready, ret, now)) {
+            if (s->ended)
+                s->end_reason = "sandbox ended";
             break;
-        } else if (p[0].revents & POLLIN) {
-            /* Init says nothing between steps; whatever it is, read it, so that it cannot
-             * keep poll(2) spinning. */
-            struct session_msg m;
-            (void)!recv(s->control_fd, &m, sizeof(m), MSG_DONTWAIT);
         }
-        if (ready && p[5].revents) {
-            int client = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (client >= 0) {
-                /* Blocking for the request and the answer. */
-                (void)fcntl(client, F_SETFL, 0);
-                r = serve(s, client);
-                if (r == 1) {
-                    r = 0;
-                    break; /* client stays open until this process exits */
+        if (ready && s->o->lifetime && now >= start + s->o->lifetime) {
+            s->end_reason = "lifetime";
+            break;
+        }
+
+        /* The step: its clock, the end of its pipes. */
+        if (st->client && !st->ended && !st->interrupted && now >= st->kill_at) {
+            struct session_msg m = {.type = SESSION_INTERRUPT};
+            (void)control_send(s->control_fd, &m, NULL, 0);
+            st->interrupted = true;
+        }
+        if (st->client && st->ended && now >= st->drain_until)
+            for (int i = 0; i < 2; i++)
+                if (st->streams[i].fd >= 0) {
+                    st->streams[i].st->incomplete = true;
+                    (void)close(st->streams[i].fd);
+                    st->streams[i].fd = -1;
                 }
-                (void)close(client);
-                if (r < 0) {
-                    r = 0;
-                    break;
-                }
+        if (st->client && st->ended && st->streams[0].fd < 0 && st->streams[1].fd < 0) {
+            step_finish(s, now);
+            s->last_active = now;
+        }
+
+        /* The clients. */
+        for (int i = 8; i < np; i++) {
+            struct client *cl = pc[i];
+            if (cl->state == CLIENT_READING && p[i].revents)
+                client_read(s, cl, now);
+            else if (cl->state == CLIENT_WRITING && p[i].revents)
+                client_write(cl);
+            else if ((cl->state == CLIENT_QUEUED || cl->state == CLIENT_RUNNING) &&
+                     (p[i].revents & (POLLHUP | POLLERR))) {
+                /* Gone: a waiting step does not run; a running one runs to its end (its
+                 * result goes to the audit log), its answer to nobody. */
+                (void)close(cl->fd);
+                cl->fd = -1;
+                if (cl->state == CLIENT_QUEUED)
+                    client_free(cl);
             }
         }
-        if (ready && until != UINT64_MAX && now >= until) {
-            s->end_reason = s->o->lifetime && now >= start + s->o->lifetime ? "lifetime"
-                                                                             : "idle";
+        for (size_t i = 0; i < CLIENTS_MAX; i++) {
+            struct client *cl = &s->clients[i];
+            if ((cl->state == CLIENT_READING || cl->state == CLIENT_WRITING) &&
+                now >= cl->deadline)
+                client_expire(cl, now);
+        }
+        if (ready && (p[5].revents & POLLIN))
+            client_accept(s, now);
+        if (s->end_reason && strcmp(s->end_reason, "stopped") == 0)
+            break;
+        /* The next step, when none runs. */
+        while (!st->client && !init_lost) {
+            struct client *next = next_queued(s);
+            if (!next)
+                break;
+            init_lost = step_start(s, next, now) < 0;
+        }
+        if (init_lost)
+            break;
+        if (ready && s->o->idle_timeout && !st->client &&
+            now >= s->last_active + s->o->idle_timeout) {
+            s->end_reason = "idle";
             break;
         }
     }
@@ -871,6 +1252,18 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         (void)unlink(s->sock_path);
         (void)close(s->listen_fd);
     }
+    {
+        uint64_t now = now_usec();
+        /* The running step is cut off; waiting requests and ones still coming are told. */
+        if (st->client)
+            step_cut(s, now);
+        for (size_t i = 0; i < CLIENTS_MAX; i++) {
+            struct client *cl = &s->clients[i];
+            if (cl->state == CLIENT_QUEUED || cl->state == CLIENT_READING)
+                client_error(cl, now, "the session ended before this step ran: %s; start a new "
+                             "session for further steps", end_words(s));
+        }
+    }
     if (!s->ended) {
         siginfo_t si;
         (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
@@ -879,6 +1272,31 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         siginfo_t si;
         (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
     }
+    /* The answers still going out get a moment (the sandbox is gone: nothing else waits). */
+    for (uint64_t end = now_usec() + END_FLUSH_USEC;;) {
+        struct pollfd p[CLIENTS_MAX];
+        struct client *pc[CLIENTS_MAX];
+        uint64_t now = now_usec();
+        int np = 0;
+
+        for (size_t i = 0; i < CLIENTS_MAX; i++)
+            if (s->clients[i].state == CLIENT_WRITING && now < s->clients[i].deadline) {
+                pc[np] = &s->clients[i];
+                p[np++] = (struct pollfd){.fd = s->clients[i].fd, .events = POLLOUT};
+            }
+        if (np == 0 || now >= end || poll(p, (nfds_t)np, until_ms(now, end)) < 0)
+            break;
+        for (int i = 0; i < np; i++)
+            if (p[i].revents)
+                client_write(pc[i]);
+    }
+    /* Every client but the ones that asked to stop: those see EOF when this process exits. */
+    for (size_t i = 0; i < CLIENTS_MAX; i++)
+        if (s->clients[i].state != CLIENT_STOPPING)
+            client_free(&s->clients[i]);
+    step_clear(s);
+    free(s->chunk);
+    s->chunk = NULL;
     if (s->listener >= 0)
         (void)close(s->listener);
     (void)close(fds->out);

@@ -13,8 +13,7 @@
 #include "fileio.h"
 #include "macro.h"
 
-/* read_fd_all(), or with line set read_fd_line(). */
-static int read_fd(int fd, size_t max, bool line, char **ret, size_t *ret_len)
+int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len)
 {
     size_t size = 0, cap = 4096;
     char *buf = malloc(cap);
@@ -46,8 +45,6 @@ static int read_fd(int fd, size_t max, bool line, char **ret, size_t *ret_len)
         if (n == 0)
             break;
         size += (size_t)n;
-        if (line && buf[size - 1] == '\n')
-            break;
     }
     if (size > max) {
         free(buf);
@@ -57,16 +54,6 @@ static int read_fd(int fd, size_t max, bool line, char **ret, size_t *ret_len)
     *ret = buf;
     *ret_len = size;
     return 0;
-}
-
-int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len)
-{
-    return read_fd(fd, max, false, ret, ret_len);
-}
-
-int read_fd_line(int fd, size_t max, char **ret, size_t *ret_len)
-{
-    return read_fd(fd, max, true, ret, ret_len);
 }
 
 int read_regular_fd(int fd, size_t max, char **ret, size_t *ret_len)

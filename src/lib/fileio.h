@@ -11,11 +11,6 @@
  * Returns 0 (length in *ret_len), -ENOMEM, or read(2)'s -errno. */
 int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len);
 
-/* As read_fd_all(), but stop at end-of-file or when a read ends with '\n': for a peer that
- * answers with one line and closes later (the line is whole when its newline arrives). Bytes
- * past the newline of the same read are kept; nothing is read beyond that read. */
-int read_fd_line(int fd, size_t max, char **ret, size_t *ret_len);
-
 /* read_fd_all() of fd if it is a regular file (fstat(2)), else -EINVAL: for a descriptor opened
  * with O_NONBLOCK, so that a FIFO opened by mistake cannot block. */
 int read_regular_fd(int fd, size_t max, char **ret, size_t *ret_len);

@@ -37,6 +37,7 @@
 extern const char session_repl[]; /* session-repl.py, embedded at build time */
 
 #define STEP_MAX_ARGS 4096
+#define STEP_FDS 4 /* of a step: its argv or code, stdout, stderr, and its stdin if it has one */
 
 struct runner {
     const struct sandbox *sb;
@@ -55,12 +56,12 @@ static void control_send(struct runner *rn, const struct session_msg *m)
     (void)!send(rn->control_fd, m, sizeof(*m), MSG_NOSIGNAL);
 }
 
-/* Receive one message and up to 3 descriptors (close-on-exec). Returns the number of fds, or
- * -errno; -EPIPE when the supervisor is gone. */
-static int control_recv(int fd, struct session_msg *m, int fds[3])
+/* Receive one message and up to STEP_FDS descriptors (close-on-exec). Returns the number of
+ * fds, or -errno; -EPIPE when the supervisor is gone. */
+static int control_recv(int fd, struct session_msg *m, int fds[STEP_FDS])
 {
     union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
+        char buf[CMSG_SPACE(STEP_FDS * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
@@ -78,7 +79,7 @@ static int control_recv(int fd, struct session_msg *m, int fds[3])
             size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
             int *p = (int *)CMSG_DATA(c);
             for (size_t i = 0; i < k; i++) {
-                if (nfds < 3)
+                if (nfds < STEP_FDS)
                     fds[nfds++] = p[i];
                 else
                     (void)close(p[i]);
@@ -219,7 +220,7 @@ static void close_fds(int *fds, int n)
 
 /* Fork a child of init that becomes argv: its own session (and so process group), without the
  * control channel or the interpreter's socket. */
-static pid_t spawn(struct runner *rn, char **argv, int out, int err, int extra_fd)
+static pid_t spawn(struct runner *rn, char **argv, int in, int out, int err, int extra_fd)
 {
     pid_t pid = fork();
 
@@ -231,12 +232,12 @@ static pid_t spawn(struct runner *rn, char **argv, int out, int err, int extra_f
         (void)close(rn->proc_fd);
         (void)setsid();
         step.argv = argv;
-        sandbox_payload_exec(&step, -1, out, err, rn->report_fd, extra_fd);
+        sandbox_payload_exec(&step, in, out, err, rn->report_fd, extra_fd);
     }
     return pid;
 }
 
-static void run_program(struct runner *rn, int fds[3])
+static void run_program(struct runner *rn, const int *fds, int n)
 {
     size_t size = 0, argc = 0;
     _cleanup_free_ char *text = read_memfd(fds[0], &size);
@@ -250,7 +251,7 @@ static void run_program(struct runner *rn, int fds[3])
         step_end(rn, SESSION_END_EXITED, 125);
         return;
     }
-    rn->step = spawn(rn, argv, fds[1], fds[2], -1);
+    rn->step = spawn(rn, argv, n > 3 ? fds[3] : -1, fds[1], fds[2], -1);
     if (rn->step < 0) {
         rn->step = 0;
         step_end(rn, SESSION_END_EXITED, 125);
@@ -271,7 +272,7 @@ static int repl_start(struct runner *rn)
         return negative_errno();
     }
     rn->repl_fd = sp[0];
-    rn->repl = spawn(rn, argv, null_fd, null_fd, sp[1]);
+    rn->repl = spawn(rn, argv, -1, null_fd, null_fd, sp[1]);
     (void)close(sp[1]);
     (void)close(null_fd);
     if (rn->repl < 0) {
@@ -281,15 +282,15 @@ static int repl_start(struct runner *rn)
     return 0;
 }
 
-static void run_code(struct runner *rn, int fds[3])
+static void run_code(struct runner *rn, const int *fds, int n)
 {
     union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
+        char buf[CMSG_SPACE(STEP_FDS * sizeof(int))];
         struct cmsghdr align;
     } u = {0};
     struct iovec iov = {.iov_base = (char *)"run", .iov_len = 3};
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
+                         .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int))};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 
     if (!rn->repl) {
@@ -301,8 +302,8 @@ static void run_code(struct runner *rn, int fds[3])
     }
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, 3 * sizeof(int));
+    c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, (size_t)n * sizeof(int));
     rn->code_step = true;
     /* Never blocks init: an interpreter that does not take its step is as good as dead. */
     if (RETRY_EINTR(sendmsg(rn->repl_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0) {
@@ -419,7 +420,7 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
         }
         if (p[0].revents) {
             struct session_msg m;
-            int fds[3] = {-1, -1, -1};
+            int fds[STEP_FDS] = {-1, -1, -1, -1};
             int n = control_recv(control_fd, &m, fds);
 
             if (n == -EPIPE || (n < 0 && n != -EBADMSG && n != -EAGAIN))
@@ -428,12 +429,12 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                 continue;
             if (m.type == SESSION_INTERRUPT)
                 interrupt(&rn);
-            else if ((m.type == SESSION_RUN || m.type == SESSION_CODE) && n == 3 && !rn.step &&
+            else if ((m.type == SESSION_RUN || m.type == SESSION_CODE) && n >= 3 && !rn.step &&
                      !rn.code_step) {
                 if (m.type == SESSION_RUN)
-                    run_program(&rn, fds);
+                    run_program(&rn, fds, n);
                 else
-                    run_code(&rn, fds);
+                    run_code(&rn, fds, n);
             }
             close_fds(fds, n);
         }

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # A session's Python interpreter (session-init.c starts it as `python3 -c` inside the sandbox).
-# Init sends each step on the socket at fd 4: the message "run" with three descriptors, the
-# code (a memfd), and the step's stdout and stderr pipes. The code runs in one globals dict
+# Init sends each step on the socket at fd 4: the message "run" with three or four descriptors,
+# the code (a memfd), the step's stdout and stderr pipes, and its stdin (a memfd) if it has
+# one (else /dev/null is its stdin). The code runs in one globals dict
 # kept for the session, with the pipes at fds 1 and 2 for the step only; the answer is the
 # step's exit status in decimal ("1i": KeyboardInterrupt ended it, as a timeout does).
 import os
@@ -34,14 +35,14 @@ def _serve():
     null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
     scope = {"__name__": "__main__", "__builtins__": __builtins__}
     while True:
-        msg, fds, _, _ = socket.recv_fds(sock, 16, 3)
+        msg, fds, _, _ = socket.recv_fds(sock, 16, 4)
         if not msg:
             return
-        if len(fds) != 3:
+        if len(fds) not in (3, 4):
             for fd in fds:
                 os.close(fd)
             continue
-        code_fd, out, err = fds
+        code_fd, out, err = fds[:3]
         answer = b"1"
         try:
             with os.fdopen(code_fd, "rb") as f:
@@ -50,6 +51,10 @@ def _serve():
             os.dup2(err, 2)
             os.close(out)
             os.close(err)
+            if len(fds) == 4:
+                os.dup2(fds[3], 0)
+                os.close(fds[3])
+                sys.stdin = open(0, "r", closefd=False)
             status, interrupted = 0, False
             try:
                 _running = True
@@ -79,9 +84,12 @@ def _serve():
                     stream.flush()
                 except BaseException:
                     pass
-            # The step's pipes end here: the supervisor reads them to their end.
+            # The step's pipes end here: the supervisor reads them to their end. Its stdin too
+            # (what it left unread is not the next step's).
             os.dup2(null, 1)
             os.dup2(null, 2)
+            os.dup2(null, 0)
+            sys.stdin = open(0, "r", closefd=False)  # nothing the last one buffered
         sock.send(answer)
 
 

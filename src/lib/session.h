@@ -12,9 +12,14 @@
  *
  * Client protocol (one request per connection): the client sends one JSON object and a
  * newline, {"op": "exec", "argv": [...]} or {"op": "code", "code": "..."} with optional
- * "timeout" (seconds) and "output_limit" (bytes), or {"op": "stop"}; the supervisor answers
+ * "timeout" (seconds), "output_limit" (bytes) and "stdin_bytes" (N: the line is followed by N
+ * bytes, the step's stdin, as they are), or {"op": "stop"}; the supervisor answers
  * with one line of JSON: the result as `nsbox run --json` prints it, plus "session_id" and
  * "step", or {"error": "..."}. After "stop" it closes the connection when the sandbox is gone.
+ * The supervisor serves every connection in its one poll loop without blocking (session.c): a
+ * request must come whole within 10 s of the connection and the answer be read within 30 s,
+ * else the client is told (while it can be) and dropped; steps run one at a time, in the order
+ * their requests came.
  */
 #pragma once
 
@@ -25,8 +30,10 @@
 /* Messages on the control channel between the supervisor and init. Fixed size. */
 enum session_msg_type {
     SESSION_READY = 1, /* init -> supervisor: set up, waiting for steps */
-    SESSION_RUN,       /* -> init: run a program; fds: argv (a memfd, NUL-separated), out, err */
-    SESSION_CODE,      /* -> init: Python code in the session's interpreter; fds: code, out, err */
+    SESSION_RUN,       /* -> init: run a program; fds: argv (a memfd, NUL-separated), out, err
+                        * and, when the step has one, its stdin (a memfd) */
+    SESSION_CODE,      /* -> init: Python code in the session's interpreter; fds: code, out,
+                        * err and maybe stdin, as for SESSION_RUN */
     SESSION_INTERRUPT, /* -> init: the step's time is up */
     SESSION_STEP_END,  /* init -> supervisor: the step ended, everything it started is gone */
 };

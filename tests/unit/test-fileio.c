@@ -101,29 +101,6 @@ Test(fileio, trailing_slash_means_directory, .init = setup, .fini = teardown)
     cr_expect_eq(walk("/f/", false, walked), -ENOTDIR);
 }
 
-/* A peer that answers one line and keeps the connection open: read_fd_line() returns at the
- * newline (read_fd_all() would wait for end-of-file, here forever). */
-Test(fileio, read_fd_line_returns_at_the_newline, .timeout = 5)
-{
-    int p[2];
-    char *buf = NULL;
-    size_t len = 0;
-
-    cr_assert_eq(pipe(p), 0);
-    cr_assert_eq(write(p[1], "{\"a\":1}\n", 8), 8);
-    cr_assert_eq(read_fd_line(p[0], 1024, &buf, &len), 0);
-    cr_expect_eq(len, 8);
-    cr_expect_str_eq(buf, "{\"a\":1}\n");
-    free(buf);
-    /* Without a newline it reads to end-of-file, as read_fd_all(). */
-    cr_assert_eq(write(p[1], "tail", 4), 4);
-    close(p[1]);
-    cr_assert_eq(read_fd_line(p[0], 1024, &buf, &len), 0);
-    cr_expect_str_eq(buf, "tail");
-    free(buf);
-    close(p[0]);
-}
-
 Test(hex, encodes_lowercase_with_a_nul)
 {
     static const unsigned char bytes[] = {0x00, 0x0f, 0xa5, 0xff};
