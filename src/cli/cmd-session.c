@@ -523,9 +523,13 @@ int session_main(int argc, char *argv[])
 {
     const struct command *c;
 
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? EXIT_NSBOX_FAILURE : 0;
+    if (argc < 2) {
+        log_error("session: give a command: start, exec, stop or ls (see 'nsbox session --help')");
+        return EXIT_NSBOX_FAILURE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
     }
     c = command_find(session_commands, argv[1]);
     if (c)

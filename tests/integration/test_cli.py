@@ -51,7 +51,8 @@ class TestCli(NsboxTestCase):
         for args in (["rootfs"], ["rootfs", "bogus"], ["rootfs", "verify"],
                      ["rootfs", "build", "--bogus", "d"], ["rootfs", "build", "--profile"],
                      ["rootfs", "build"], ["policy"], ["policy", "bogus"], ["workspace"],
-                     ["workspace", "bogus"], ["session", "bogus"], ["bogus"],
+                     ["workspace", "bogus"], ["session"], ["session", "bogus"],
+                     ["session", "exec"], ["bogus"],
                      ["run", "--bogus"], ["run", "--code", "a.py", "--code", "b.py"]):
             with self.subTest(args=args):
                 p = nsbox(*args)
