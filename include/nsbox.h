@@ -163,8 +163,9 @@ struct nsbox_config {
 
     /* true: while nsbox_run() runs, SIGINT, SIGTERM, SIGHUP and every other signal that would
      * end the process (supervise_signal_set()) are blocked in the calling thread and forwarded
-     * to the payload (SIGINT and SIGHUP as they are, the others as SIGTERM) (SIGUSR1 kills the sandbox: NSBOX_STATUS_KILLED); a second one, or the payload ignoring the first for
-     * 5 s, kills the sandbox. false (the default): the caller's signal handling is untouched. */
+     * to the payload (SIGINT and SIGHUP as they are, the others as SIGTERM) (SIGUSR1 kills the
+     * sandbox: NSBOX_STATUS_KILLED); a second one, or the payload ignoring the first for 5 s, kills
+     * the sandbox. false (the default): the caller's signal handling is untouched. */
     bool forward_signals;
 
     /* Opt-outs. Each removes one protection, loudly: nsbox_run() adds a warning naming it.
@@ -295,11 +296,11 @@ struct nsbox_refused_syscall {
 
 /* One connection the proxy of network_allow took (see nsbox_result.network). */
 struct nsbox_network_connection {
-    char host[254];       /* as the client named it (normalised), or "" if it named none */
+    char host[254]; /* as the client named it (normalised), or "" if it named none */
     uint16_t port;
-    bool allowed;         /* the proxy connected it upstream */
-    char reason[96];      /* why it was refused or cut, or "" */
-    uint64_t bytes_sent;  /* from the payload to the host */
+    bool allowed;        /* the proxy connected it upstream */
+    char reason[96];     /* why it was refused or cut, or "" */
+    uint64_t bytes_sent; /* from the payload to the host */
     uint64_t bytes_received;
 };
 #define NSBOX_NETWORK_MAX 64
@@ -327,8 +328,8 @@ struct nsbox_network_report {
     uint64_t connections_omitted; /* connections not in the list */
     uint64_t connections_total, connections_refused;
     uint64_t bytes_sent, bytes_received; /* all connections */
-    bool bytes_limit_hit;       /* network_max_bytes was reached: connections were cut */
-    bool connections_limit_hit; /* a connection was refused for network_max_connections */
+    bool bytes_limit_hit;                /* network_max_bytes was reached: connections were cut */
+    bool connections_limit_hit;          /* a connection was refused for network_max_connections */
     /* Every allowed connection's bytes, by host and port, in order of first arrival. */
     struct nsbox_network_host hosts[NSBOX_NETWORK_HOSTS_MAX];
     size_t n_hosts;

@@ -191,8 +191,7 @@ static json_t *now_utc(void)
     (void)clock_gettime(CLOCK_REALTIME, &ts);
     (void)gmtime_r(&ts.tv_sec, &tm);
     (void)snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
-                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                   ts.tv_nsec / 1000);
+                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
     return json_string(buf);
 }
 
@@ -248,17 +247,20 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
         shown = c->code_size < code_limit ? c->code_size : code_limit;
         code = json_text(c->code, shown);
     }
-    record = json_pack(
-        "{s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:I, s:b, s:{s:I, s:I, s:f, s:f}, s:s?, "
-        "s:s}",
-        "event", "start", "time", now_utc(), "run_id", a->run_id, "uid", (int)getuid(), "pid",
-        (int)getpid(), "argv", string_array(argv, argc), "program",
-        c->code ? json_null() : string_array(c->argv, -1), "code", code, "code_sha256", digest,
-        "code_bytes", (json_int_t)c->code_size, "code_truncated", shown < c->code_size, "limits",
-        "memory", (json_int_t)c->memory, "pids", (json_int_t)c->pids_limit, "cpus",
-        (double)c->cpus_milli / 1000.0, "timeout", (double)c->timeout / 1e6, "rootfs",
-        c->rootfs ? c->rootfs : nsbox_default_rootfs(), "seccomp",
-        c->seccomp_disabled ? "disabled" : c->seccomp_policy ? c->seccomp_policy : "default");
+    record = json_pack("{s:s, s:o, s:s, s:i, s:i, s:o, s:o, s:o, s:o, s:I, s:b, s:{s:I, s:I, s:f, "
+                       "s:f}, s:s?, "
+                       "s:s}",
+                       "event", "start", "time", now_utc(), "run_id", a->run_id, "uid",
+                       (int)getuid(), "pid", (int)getpid(), "argv", string_array(argv, argc),
+                       "program", c->code ? json_null() : string_array(c->argv, -1), "code", code,
+                       "code_sha256", digest, "code_bytes", (json_int_t)c->code_size,
+                       "code_truncated", shown < c->code_size, "limits", "memory",
+                       (json_int_t)c->memory, "pids", (json_int_t)c->pids_limit, "cpus",
+                       (double)c->cpus_milli / 1000.0, "timeout", (double)c->timeout / 1e6,
+                       "rootfs", c->rootfs ? c->rootfs : nsbox_default_rootfs(), "seccomp",
+                       c->seccomp_disabled ? "disabled"
+                       : c->seccomp_policy ? c->seccomp_policy
+                                           : "default");
     /* What the payload may reach: the mode, and the hosts of --network allow=. */
     if (record) {
         bool allow = c->network_allow && c->network_allow[0] && !c->network_host;
@@ -274,17 +276,17 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
         (void)json_object_set_new(record, "network_hosts",
                                   allow && c->network_hosts ? string_array(c->network_hosts, -1)
                                                             : json_null());
-        (void)json_object_set_new(
-            record, "network_max_connections",
-            allow ? json_integer((json_int_t)(c->network_max_connections
-                                                  ? c->network_max_connections
-                                                  : PROXY_DEFAULT_MAX_CONNECTIONS))
-                  : json_null());
-        (void)json_object_set_new(
-            record, "network_max_bytes",
-            allow ? json_integer((json_int_t)(c->network_max_bytes ? c->network_max_bytes
-                                                                   : PROXY_DEFAULT_MAX_BYTES))
-                  : json_null());
+        (void)json_object_set_new(record, "network_max_connections",
+                                  allow ? json_integer(
+                                              (json_int_t)(c->network_max_connections
+                                                               ? c->network_max_connections
+                                                               : PROXY_DEFAULT_MAX_CONNECTIONS))
+                                        : json_null());
+        (void)json_object_set_new(record, "network_max_bytes",
+                                  allow ? json_integer((json_int_t)(c->network_max_bytes
+                                                                        ? c->network_max_bytes
+                                                                        : PROXY_DEFAULT_MAX_BYTES))
+                                        : json_null());
     }
     return append(a, record);
 }
@@ -295,6 +297,6 @@ int audit_end(struct audit *a, const struct nsbox_result *r)
 
     if (!result)
         return -ENOMEM;
-    return append(a, json_pack("{s:s, s:o, s:s, s:o}", "event", "end", "time", now_utc(),
-                               "run_id", a->run_id, "result", result));
+    return append(a, json_pack("{s:s, s:o, s:s, s:o}", "event", "end", "time", now_utc(), "run_id",
+                               a->run_id, "result", result));
 }

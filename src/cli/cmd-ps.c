@@ -12,7 +12,8 @@
 #include "registry.h"
 
 #define PS_USAGE "usage: nsbox ps [--json] [--filter name=REGEX|id=PREFIX|label=KEY[=VALUE]]..."
-#define KILL_USAGE "usage: nsbox kill RUN-ID|NAME | nsbox kill --all | nsbox kill --label KEY[=VALUE]..."
+#define KILL_USAGE                                                                                 \
+    "usage: nsbox kill RUN-ID|NAME | nsbox kill --all | nsbox kill --label KEY[=VALUE]..."
 
 /* nsbox ps [--json] [-f|--filter KEY=VALUE]... */
 int ps_main(int argc, char *argv[])

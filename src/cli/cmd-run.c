@@ -105,8 +105,10 @@ static void usage_run(FILE *f)
           "  --raw-output           copy the output to a terminal byte for byte (default: its\n"
           "                         control characters are shown escaped, as \\x1b)\n"
           "  --log FILE             append an audit record before and after the run (JSON lines;\n"
-          "                         default $NSBOX_LOG); a run that cannot be logged does not start\n"
-          "  --log-code-limit BYTES code kept in the audit log (default 64k; the SHA-256 covers all)\n"
+          "                         default $NSBOX_LOG); a run that cannot be logged does not "
+          "start\n"
+          "  --log-code-limit BYTES code kept in the audit log (default 64k; the SHA-256 covers "
+          "all)\n"
           "  --name NAME            name the run: unique among your running sandboxes, for\n"
           "                         'nsbox ps' and 'nsbox kill NAME' ([a-zA-Z0-9][a-zA-Z0-9_.-]*)\n"
           "  --label KEY[=VALUE]    label the run (repeatable), to select it in 'nsbox ps' and\n"
@@ -227,7 +229,7 @@ struct run_args {
     struct nsbox_config config;
     bool json;
     int result_fd;           /* --result-fd: where the JSON result goes, else -1 */
-    bool raw_output; /* --raw-output */
+    bool raw_output;         /* --raw-output */
     const char *log_path;    /* --log, else $NSBOX_LOG, else NULL */
     uint64_t log_code_limit; /* bytes of code kept in the audit log */
     const char *code_path;
@@ -357,7 +359,8 @@ static int add_allow(struct run_args *a, const char *value)
         r = netallow_add_text(&check, text, len, &line);
         netallow_free(&check);
         if (r < 0)
-            return log_error_errno(-EINVAL, "--network allow-file=%s:%u: not a host name, "
+            return log_error_errno(-EINVAL,
+                                   "--network allow-file=%s:%u: not a host name, "
                                    "*.domain, IPv4 or [IPv6] address with an optional :PORT",
                                    shown(path, show, sizeof(show)), line);
         /* One pattern list: lines and spaces become commas, comments go. */
@@ -487,8 +490,10 @@ static int parse_env_file(struct run_args *a, const char *path)
     if (r < 0)
         return log_error_errno(r, "--env-file %s: %m", shown(path, shown_buf, sizeof(shown_buf)));
     if (memchr(buf, '\0', len))
-        return log_error_errno(-EINVAL, "--env-file %s: contains a NUL byte (for values with "
-                               "any bytes, use --env-fd)", shown(path, shown_buf, sizeof(shown_buf)));
+        return log_error_errno(-EINVAL,
+                               "--env-file %s: contains a NUL byte (for values with "
+                               "any bytes, use --env-fd)",
+                               shown(path, shown_buf, sizeof(shown_buf)));
     for (char *p = buf, *next = NULL; p < buf + len; p = next) {
         char *nl = memchr(p, '\n', (size_t)(buf + len - p));
 
@@ -525,8 +530,7 @@ static int parse_env_fd(struct run_args *a, const char *value)
 
     errno = 0;
     fd = strtol(value, &end, 10);
-    if (errno || end == value || *end || fd < 3 || fd > INT_MAX ||
-        fcntl((int)fd, F_GETFD) < 0)
+    if (errno || end == value || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
         return BAD_VALUE("--env-fd", value, "expected an open descriptor above 2, e.g. 3");
     r = read_fd_all((int)fd, ENV_INPUT_MAX, &buf, &len);
     (void)close((int)fd); /* read once; never handed on (not even by --keep-fds) */
@@ -577,7 +581,8 @@ static int add_bind(struct run_args *a, const char *option, const char *value, c
     a->binds = realloc(a->binds, (c->n_binds + 1) * sizeof(*a->binds));
     if (!a->binds)
         log_oom();
-    a->binds[c->n_binds++] = (struct nsbox_bind){.source = xstrdup(resolved), .target = target,
+    a->binds[c->n_binds++] = (struct nsbox_bind){.source = xstrdup(resolved),
+                                                 .target = target,
                                                  .writable = writable};
     return 0;
 }
@@ -713,7 +718,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 if (!a->tmpfs)
                     log_oom();
                 a->tmpfs[c->n_tmpfs++] = (struct nsbox_tmpfs){.target = TAKE_PTR(m.target),
-                                                              .size = m.size, .mode = m.mode};
+                                                              .size = m.size,
+                                                              .mode = m.mode};
                 parsed_mount_done(&m);
                 break;
             }
@@ -928,23 +934,22 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             char *end = NULL;
             errno = 0;
             c->copy_out_max_files = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || c->copy_out_max_files == 0 ||
-                optarg[0] == '-')
+            if (errno || end == optarg || *end || c->copy_out_max_files == 0 || optarg[0] == '-')
                 return BAD_VALUE("--copy-out-max-files", optarg, "expected a number above 0");
             break;
         }
         case ARG_WORKSPACE:
             if (!run_name_is_valid(optarg))
                 return BAD_VALUE("--workspace", shown(optarg, show, sizeof(show)),
-                                 "expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most "
-                                 STRINGIFY(NSBOX_NAME_MAX) " bytes");
+                                 "expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most " STRINGIFY(
+                                     NSBOX_NAME_MAX) " bytes");
             c->workspace = optarg;
             break;
         case ARG_NAME:
             if (!run_name_is_valid(optarg))
                 return BAD_VALUE("--name", shown(optarg, show, sizeof(show)),
-                                 "expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most "
-                                 STRINGIFY(NSBOX_NAME_MAX) " bytes");
+                                 "expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most " STRINGIFY(
+                                     NSBOX_NAME_MAX) " bytes");
             c->name = optarg;
             break;
         case ARG_LABEL: {
@@ -953,8 +958,13 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             if (!label_is_valid(optarg, &key_len))
                 return BAD_VALUE("--label", shown(optarg, show, sizeof(show)),
                                  "expected KEY=VALUE or KEY: KEY [a-zA-Z0-9][a-zA-Z0-9_./-]* of "
-                                 "at most " STRINGIFY(LABEL_KEY_MAX) " bytes, VALUE of at most "
-                                 STRINGIFY(LABEL_VALUE_MAX) " bytes without control characters");
+                                 "at most " STRINGIFY(LABEL_KEY_MAX) " bytes, VALUE of at "
+                                                                     "most " STRINGIFY(
+                                                                         LABEL_VALUE_MAX) " bytes "
+                                                                                          "without "
+                                                                                          "control "
+                                                                                          "characte"
+                                                                                          "rs");
             a->labels = realloc(a->labels, (a->n_labels + 2) * sizeof(*a->labels));
             if (!a->labels)
                 log_oom();
@@ -979,7 +989,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             break;
         case ARG_NETWORK_MAX_BYTES:
             if (parse_size(optarg, &c->network_max_bytes) < 0 || c->network_max_bytes == 0)
-                return BAD_VALUE("--network-max-bytes", optarg, "expected bytes above 0, e.g. 100m");
+                return BAD_VALUE("--network-max-bytes", optarg,
+                                 "expected bytes above 0, e.g. 100m");
             break;
         case ARG_LOG_CODE_LIMIT:
             if (parse_size(optarg, &a->log_code_limit) < 0 || a->log_code_limit > CODE_MAX)
@@ -988,7 +999,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_CGROUP_PARENT:
             if (optarg[0] == '\0' || strstr(optarg, ".."))
                 return BAD_VALUE("--cgroup-parent", optarg,
-                                 "expected a cgroup path below the cgroup2 mount, e.g. /test.slice");
+                                 "expected a cgroup path below the cgroup2 mount, e.g. "
+                                 "/test.slice");
             c->cgroup_parent = optarg;
             break;
         case 'i':
@@ -1129,8 +1141,7 @@ static void explain_on_stderr(const struct nsbox_result *r)
     (void)nsbox_result_notes(r, print_note, NULL);
 }
 
-static void print_json_error(int fd, const char *step, const char *message,
-                             const char *name)
+static void print_json_error(int fd, const char *step, const char *message, const char *name)
 {
     /* A JSON result for nsbox's own failures too, so that callers parse one format. */
     struct nsbox_result r = {.status = NSBOX_STATUS_ERROR, .exit_code = EXIT_NSBOX_FAILURE};
@@ -1230,14 +1241,14 @@ int run_main(int argc, char *argv[])
     /* For `nsbox ps` and `nsbox kill`. A run they cannot see still runs, with a warning; but
      * a name is kept unique here, so a run whose name cannot be held does not start. First,
      * so that a run refused for its name leaves no audit record. */
-    r = registry_add(run_id, argc + 1, argv - 1, &a.config, a.code_path, &reg, why,
-                     sizeof(why));
+    r = registry_add(run_id, argc + 1, argv - 1, &a.config, a.code_path, &reg, why, sizeof(why));
     if (r < 0 && a.config.name) {
         if (why[0])
             log_error("%s", why);
         else
-            log_error_errno(r, "cannot hold the name '%s' in the registry of running sandboxes: "
-                               "%m; the run does not start",
+            log_error_errno(r,
+                            "cannot hold the name '%s' in the registry of running sandboxes: "
+                            "%m; the run does not start",
                             a.config.name);
         if (json_fd >= 0)
             print_json_error(json_fd, "name", log_last_error(), a.config.name);
@@ -1258,8 +1269,8 @@ int run_main(int argc, char *argv[])
             r = audit_start(&audit, argc + 1, argv - 1, &a.config, a.log_code_limit);
         if (r < 0) {
             if (why[0])
-                log_error("refusing the audit log '%s': %s; the run does not start",
-                          a.log_path, why);
+                log_error("refusing the audit log '%s': %s; the run does not start", a.log_path,
+                          why);
             else
                 log_error_errno(r, "cannot write the audit log '%s': %m; the run does not start",
                                 a.log_path);
@@ -1296,8 +1307,7 @@ int run_main(int argc, char *argv[])
             log_oom();
         if (a.json) {
             (void)fflush(stdout);
-            if (result_json_dump_fd(root, JSON_COMPACT | JSON_REAL_PRECISION(6),
-                                    STDOUT_FILENO) < 0)
+            if (result_json_dump_fd(root, JSON_COMPACT | JSON_REAL_PRECISION(6), STDOUT_FILENO) < 0)
                 status = EXIT_NSBOX_FAILURE;
             (void)putchar('\n');
         } else if (result_json_dump_fd(root, JSON_COMPACT | JSON_REAL_PRECISION(6), json_fd) < 0 ||

@@ -79,8 +79,9 @@ static int take_session_options(int *argc, char *argv[], struct session_options 
             else
                 continue;
             if (parse_duration(value, dst[k]) < 0 || *dst[k] == 0)
-                return log_error_errno(-EINVAL, "invalid %s '%s': a positive duration in "
-                                                "seconds (or with ms, s, m, h)",
+                return log_error_errno(-EINVAL,
+                                       "invalid %s '%s': a positive duration in "
+                                       "seconds (or with ms, s, m, h)",
                                        names[k], value);
             taken = true;
         }
@@ -117,7 +118,9 @@ static int start_main(int argc, char *argv[])
      * own that would be the host's. Steps get their stdio from the session, not nsbox's. */
     if (c.pid_host || c.keep_fds || c.pass_stdin) {
         log_error("'nsbox session start' does not take %s: %s",
-                  c.pid_host ? "--pid host" : c.keep_fds ? "--keep-fds" : "--stdin/-i",
+                  c.pid_host   ? "--pid host"
+                  : c.keep_fds ? "--keep-fds"
+                               : "--stdin/-i",
                   c.pid_host ? "the end of each step kills every process in the sandbox's own "
                                "pid namespace"
                              : "steps get /dev/null and pipes of the session for stdio");
@@ -127,7 +130,9 @@ static int start_main(int argc, char *argv[])
      * session has steps), and the proxy of --network allow= runs in a run's supervisor loop. */
     if (c.n_copy_out || c.workspace || (c.network_allow && c.network_allow[0])) {
         log_error("'nsbox session start' does not take %s yet: use it with 'nsbox run'",
-                  c.n_copy_out ? "--copy-out" : c.workspace ? "--workspace" : "--network allow=");
+                  c.n_copy_out  ? "--copy-out"
+                  : c.workspace ? "--workspace"
+                                : "--network allow=");
         return EXIT_NSBOX_FAILURE;
     }
     /* The working directory is writable in a session, so that files persist between steps: a
@@ -144,7 +149,8 @@ static int start_main(int argc, char *argv[])
                 log_oom();
             if (c.n_tmpfs)
                 memcpy(work_tmpfs, c.tmpfs, c.n_tmpfs * sizeof(*work_tmpfs));
-            work_tmpfs[c.n_tmpfs++] = (struct nsbox_tmpfs){.target = "/work", .size = c.tmp_size,
+            work_tmpfs[c.n_tmpfs++] = (struct nsbox_tmpfs){.target = "/work",
+                                                           .size = c.tmp_size,
                                                            .mode = 0755};
             c.tmpfs = work_tmpfs;
         }
@@ -345,16 +351,14 @@ static int exec_main(int argc, char *argv[])
     while ((opt = getopt_long(argc, argv, "+i", options, NULL)) != -1) {
         switch (opt) {
         case 't':
-            if (parse_duration(optarg, &timeout) < 0)
-                {
+            if (parse_duration(optarg, &timeout) < 0) {
                 log_error("invalid --timeout '%s'", optarg);
                 return EXIT_NSBOX_FAILURE;
             }
             have_timeout = true;
             break;
         case 'o':
-            if (parse_size(optarg, &limit) < 0)
-                {
+            if (parse_size(optarg, &limit) < 0) {
                 log_error("invalid --output-limit '%s'", optarg);
                 return EXIT_NSBOX_FAILURE;
             }
@@ -463,8 +467,7 @@ static int exec_main(int argc, char *argv[])
                 log_warning("%s", json_string_value(w));
         if (json_is_string(json_object_get(ans, "error")))
             log_error("%s", json_string_value(json_object_get(ans, "error")));
-        else if (st && strcmp(st, "exited") != 0 &&
-                 json_is_string(json_object_get(ans, "reason")))
+        else if (st && strcmp(st, "exited") != 0 && json_is_string(json_object_get(ans, "reason")))
             log_error("the step %s", json_string_value(json_object_get(ans, "reason")));
     }
     json_decref(ans);

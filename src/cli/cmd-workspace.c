@@ -48,8 +48,8 @@ static void tree_size(int dirfd, uint64_t *bytes, uint64_t *files, int depth)
             *bytes += (uint64_t)st.st_size;
             (*files)++;
         } else if (S_ISDIR(st.st_mode)) {
-            _cleanup_close_ int sub =
-                openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            _cleanup_close_ int sub = openat(dirfd, de->d_name,
+                                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0)
                 tree_size(sub, bytes, files, depth + 1);
         }
@@ -81,8 +81,8 @@ static int ls(void)
     while ((de = readdir(d))) {
         _cleanup_close_ int ws = -EBADF;
         uint64_t bytes = 0, files = 0;
-        if (!run_name_is_valid(de->d_name) || (strlen(de->d_name) > 5 &&
-            strcmp(de->d_name + strlen(de->d_name) - 5, ".lock") == 0))
+        if (!run_name_is_valid(de->d_name) ||
+            (strlen(de->d_name) > 5 && strcmp(de->d_name + strlen(de->d_name) - 5, ".lock") == 0))
             continue;
         ws = openat(base, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (ws < 0)
@@ -160,11 +160,10 @@ static int export(const char *name, const char *dir)
     }
     r = copy_packer_new(mem, &caps, &p, why, sizeof(why));
     if (r >= 0) {
-        _cleanup_close_ int work =
-            openat(ws.dir_fd, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int work = openat(ws.dir_fd, "work",
+                                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (work >= 0)
-            r = copy_pack(p, &(struct copy_source){.src_fd = work, .prefix = "",
-                                                   .shown = ws.path},
+            r = copy_pack(p, &(struct copy_source){.src_fd = work, .prefix = "", .shown = ws.path},
                           true, why, sizeof(why));
     }
     if (p) {
@@ -174,9 +173,12 @@ static int export(const char *name, const char *dir)
     if (r >= 0) {
         int roots[1] = {out};
         const char *paths[1] = {resolved};
-        r = copy_unpack(mem, &(struct copy_target){.root_fds = roots, .root_paths = paths,
-                                                   .n_roots = 1, .host = true,
-                                                   .shown_prefix = "/work/"},
+        r = copy_unpack(mem,
+                        &(struct copy_target){.root_fds = roots,
+                                              .root_paths = paths,
+                                              .n_roots = 1,
+                                              .host = true,
+                                              .shown_prefix = "/work/"},
                         &caps, &res, why, sizeof(why));
     }
     if (r < 0) {

@@ -66,20 +66,23 @@ static const char *proc_value(const char *path, char *buf, size_t size)
  * Printed as "fix" lines under the check that found it (README, "Running on many machines"). */
 static void fix_seccomp(struct doctor *d)
 {
-    line(d, "fix", "  Docker:     docker run --security-opt seccomp=seccomp-nsbox.json "
-                   "(examples/seccomp-nsbox.json: the allowlist nsbox needs)");
+    line(d, "fix",
+         "  Docker:     docker run --security-opt seccomp=seccomp-nsbox.json "
+         "(examples/seccomp-nsbox.json: the allowlist nsbox needs)");
     line(d, "fix", "  Podman:     podman run --security-opt seccomp=seccomp-nsbox.json");
-    line(d, "fix", "  Kubernetes: securityContext.seccompProfile: {type: Localhost, "
-                   "localhostProfile: seccomp-nsbox.json} (the file in the kubelet's "
-                   "seccomp directory on each node)");
+    line(d, "fix",
+         "  Kubernetes: securityContext.seccompProfile: {type: Localhost, "
+         "localhostProfile: seccomp-nsbox.json} (the file in the kubelet's "
+         "seccomp directory on each node)");
 }
 
 static void fix_proc(struct doctor *d)
 {
     line(d, "fix", "  Docker:     docker run --security-opt systempaths=unconfined");
     line(d, "fix", "  Podman:     podman run --security-opt unmask=/proc/*");
-    line(d, "fix", "  Kubernetes: securityContext.procMount: Unmasked, with hostUsers: false "
-                   "on the pod (a user-namespaced pod)");
+    line(d, "fix",
+         "  Kubernetes: securityContext.procMount: Unmasked, with hostUsers: false "
+         "on the pod (a user-namespaced pod)");
 }
 
 /* What a container runtime left in this process's view: a name for it, or NULL outside one.
@@ -124,8 +127,8 @@ static void check_proc_masks(struct doctor *d)
         /* binfmt_misc sits on an empty directory: it does not hide anything. */
         if (strcmp(point, "/proc/sys/fs/binfmt_misc") == 0)
             continue;
-        if (strcmp(point, "/proc/sys") == 0 && (strncmp(opts, "ro,", 3) == 0 ||
-                                               strcmp(opts, "ro") == 0))
+        if (strcmp(point, "/proc/sys") == 0 &&
+            (strncmp(opts, "ro,", 3) == 0 || strcmp(opts, "ro") == 0))
             sys_ro = true;
         if (n_masked++ < 4) {
             size_t len = strlen(masked);
@@ -134,12 +137,14 @@ static void check_proc_masks(struct doctor *d)
     }
     (void)fclose(f);
     if (n_masked == 0) {
-        line(d, "ok", "/proc: fully visible (nothing mounted over its files), so the sandbox can "
-                      "mount its own");
+        line(d, "ok",
+             "/proc: fully visible (nothing mounted over its files), so the sandbox can "
+             "mount its own");
         return;
     }
-    line(d, "FAIL", "/proc: %u mounts cover parts of it (%s%s)%s, as a container runtime "
-                    "does by default: the kernel then refuses the sandbox its own /proc (EPERM)",
+    line(d, "FAIL",
+         "/proc: %u mounts cover parts of it (%s%s)%s, as a container runtime "
+         "does by default: the kernel then refuses the sandbox its own /proc (EPERM)",
          n_masked, masked, n_masked > 4 ? ", ..." : "",
          sys_ro ? " and /proc/sys is read-only" : "");
     fix_proc(d);
@@ -168,11 +173,14 @@ static void check_container(struct doctor *d)
     if (!v)
         v = proc_value("/proc/self/attr/current", buf, sizeof(buf));
     if (v && strcmp(v, "unconfined") != 0 && strstr(v, "(enforce)")) {
-        line(d, "FAIL", "AppArmor: this container runs under profile %s, which may deny the "
-                        "mounts the sandbox makes", v);
-        line(d, "fix", "  Docker/Podman: --security-opt apparmor=unconfined; Kubernetes: "
-                       "securityContext.appArmorProfile: {type: Unconfined} (or a profile "
-                       "that allows mount, umount and pivot_root)");
+        line(d, "FAIL",
+             "AppArmor: this container runs under profile %s, which may deny the "
+             "mounts the sandbox makes",
+             v);
+        line(d, "fix",
+             "  Docker/Podman: --security-opt apparmor=unconfined; Kubernetes: "
+             "securityContext.appArmorProfile: {type: Unconfined} (or a profile "
+             "that allows mount, umount and pivot_root)");
     }
 }
 
@@ -186,9 +194,8 @@ static int try_userns(void)
     if (pid < 0)
         return negative_errno();
     if (pid == 0) {
-        if (geteuid() == 0 &&
-            (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
-             setresuid(65534, 65534, 65534) < 0))
+        if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+                               setresuid(65534, 65534, 65534) < 0))
             _exit(errno);
         _exit(unshare(CLONE_NEWUSER) < 0 ? errno : 0);
     }
@@ -212,8 +219,9 @@ static void check_userns(struct doctor *d)
         /* Docker's and containerd's default profiles refuse unshare(2) and clone(2) with
          * namespace flags to a container without CAP_SYS_ADMIN, with EPERM; clone3(2) with
          * ENOSYS. That the sysctls below allow namespaces is what points at the filter. */
-        line(d, "fix", "  a seccomp filter (the container runtime's default profile) refuses "
-                       "it; run the container with a profile that allows nsbox's calls:");
+        line(d, "fix",
+             "  a seccomp filter (the container runtime's default profile) refuses "
+             "it; run the container with a profile that allows nsbox's calls:");
         fix_seccomp(d);
         return;
     }
@@ -225,9 +233,10 @@ static void check_userns(struct doctor *d)
         line(d, "fix", "  sysctl user.max_user_namespaces=15000 (it is 0)");
     v = proc_value("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", buf, sizeof(buf));
     if (v && strcmp(v, "1") == 0)
-        line(d, "fix", "  Ubuntu's AppArmor restricts user namespaces: allow nsbox with an AppArmor "
-                       "profile granting 'userns,', or sysctl "
-                       "kernel.apparmor_restrict_unprivileged_userns=0");
+        line(d, "fix",
+             "  Ubuntu's AppArmor restricts user namespaces: allow nsbox with an AppArmor "
+             "profile granting 'userns,', or sysctl "
+             "kernel.apparmor_restrict_unprivileged_userns=0");
 }
 
 /* Where a run would get its cgroup leaf, and why, from cgroup_placement(): nothing is made,
@@ -241,9 +250,10 @@ static void check_cgroup(struct doctor *d, const struct nsbox_config *c)
         line(d, "ok", "cgroup v2: a run here gets %s", what);
     else if (r == 0) {
         line(d, "warn", "cgroup v2: not usable, limits fall back to rlimits: %s", what);
-        line(d, "fix", "  for cgroup limits, run nsbox where cgroup v2 is delegated to you, or "
-                       "where your systemd user manager answers on the user bus (see README, "
-                       "\"Limits\"); --cgroup off silences the warning");
+        line(d, "fix",
+             "  for cgroup limits, run nsbox where cgroup v2 is delegated to you, or "
+             "where your systemd user manager answers on the user bus (see README, "
+             "\"Limits\"); --cgroup off silences the warning");
     } else
         line(d, "FAIL", "cgroup v2: %s", what);
 }
@@ -382,13 +392,16 @@ static void check_run(struct doctor *d, const struct nsbox_config *base)
         strcmp(r.out.data, "65534\n") == 0) {
         line(d, "ok", "nsbox run: a Python program ran in a sandbox in %.1f ms",
              (double)r.wall_time / 1000.0);
-        line(d, "info", "isolation here: user, pid, net, mount, ipc, uts and cgroup namespaces; "
-                        "read-only rootfs; no capabilities; no_new_privs; seccomp default "
-                        "policy; limits by %s",
+        line(d, "info",
+             "isolation here: user, pid, net, mount, ipc, uts and cgroup namespaces; "
+             "read-only rootfs; no capabilities; no_new_privs; seccomp default "
+             "policy; limits by %s",
              nsbox_enforcer_to_string(r.memory.enforced_by));
     } else
-        line(d, "FAIL", "nsbox run: %s", r.status == NSBOX_STATUS_ERROR ? r.error : "the test "
-                                                                               "program failed");
+        line(d, "FAIL", "nsbox run: %s",
+             r.status == NSBOX_STATUS_ERROR ? r.error
+                                            : "the test "
+                                              "program failed");
     nsbox_result_free(&r);
 }
 

@@ -504,8 +504,8 @@ static int walk(struct tree *t, int dfd, char *path, size_t path_len, int depth)
             if (fd >= 0)
                 r = walk(t, fd, path, path_len + 1 + nl, depth + 1);
         } else if (S_ISREG(st.st_mode) && st.st_size >= (off_t)sizeof(Elf32_Ehdr)) {
-            _cleanup_close_ int ffd =
-                openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+            _cleanup_close_ int ffd = openat(dirfd(d), de->d_name,
+                                             O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
             if (ffd >= 0)
                 r = check_file(t, ffd, path, st.st_size);
         }
@@ -519,8 +519,12 @@ static int walk(struct tree *t, int dfd, char *path, size_t path_len, int depth)
 int elfcheck_tree(int root_fd, elfcheck_missing_fn missing, void *userdata, unsigned *ret_files,
                   unsigned *ret_missing)
 {
-    static const char *const defaults[] = {
-        "/lib/" HOST_TRIPLET, "/usr/lib/" HOST_TRIPLET, "/lib", "/usr/lib", "/lib64", "/usr/lib64"};
+    static const char *const defaults[] = {"/lib/" HOST_TRIPLET,
+                                           "/usr/lib/" HOST_TRIPLET,
+                                           "/lib",
+                                           "/usr/lib",
+                                           "/lib64",
+                                           "/usr/lib64"};
     struct tree *t = calloc(1, sizeof(*t));
     _cleanup_close_ int cache_fd = -EBADF;
     char path[PATH_MAX] = "";

@@ -41,8 +41,7 @@ static bool owned_and_closed(const char *path, uid_t uid)
 {
     struct stat st;
 
-    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
-           !(st.st_mode & 022);
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid && !(st.st_mode & 022);
 }
 
 /*
@@ -96,8 +95,10 @@ static int registry_dir(char *buf, size_t size)
                        "with mode 0700 (it is %s of uid %u, mode %04o: another user may have "
                        "made it first); set XDG_RUNTIME_DIR to a directory of your own with "
                        "mode 0700 to keep the registry there",
-                       buf, S_ISDIR(st.st_mode) ? "a directory" : S_ISLNK(st.st_mode) ? "a symlink"
-                                                                                      : "a file",
+                       buf,
+                       S_ISDIR(st.st_mode)   ? "a directory"
+                       : S_ISLNK(st.st_mode) ? "a symlink"
+                                             : "a file",
                        (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
         return -EPERM;
     }
@@ -228,10 +229,9 @@ static json_t *command_json(const struct nsbox_config *c, const char *code_path)
 
     if (a && c->code) {
         (void)json_array_append_new(a, json_string("python3"));
-        (void)json_array_append_new(
-            a, strcmp(code_path ? code_path : "-", "-") == 0
-                   ? json_string("<stdin>")
-                   : json_text(code_path, strlen(code_path)));
+        (void)json_array_append_new(a, strcmp(code_path ? code_path : "-", "-") == 0
+                                           ? json_string("<stdin>")
+                                           : json_text(code_path, strlen(code_path)));
     }
     for (size_t i = 0; a && c->argv && c->argv[i]; i++)
         (void)json_array_append_new(a, json_text(c->argv[i], strlen(c->argv[i])));
@@ -302,10 +302,10 @@ int registry_add(const char *run_id, int argc, char *const argv[], const struct 
     record = json_pack("{s:s, s:i, s:I, s:I, s:o, s:o, s:s?, s:o, s:{s:I, s:I, s:f, s:f}}",
                        "run_id", run_id, "pid", (int)getpid(), "start",
                        (json_int_t)process_start_time(getpid()), "started", (json_int_t)time(NULL),
-                       "argv", argv_json, "command", command_json(c, code_path), "name",
-                       c->name, "labels", labels_json(c->labels), "limits", "memory",
-                       (json_int_t)c->memory, "pids", (json_int_t)c->pids_limit, "cpus",
-                       (double)c->cpus_milli / 1000.0, "timeout", (double)c->timeout / 1e6);
+                       "argv", argv_json, "command", command_json(c, code_path), "name", c->name,
+                       "labels", labels_json(c->labels), "limits", "memory", (json_int_t)c->memory,
+                       "pids", (json_int_t)c->pids_limit, "cpus", (double)c->cpus_milli / 1000.0,
+                       "timeout", (double)c->timeout / 1e6);
     if (!record)
         return -ENOMEM;
     if (!c->name)
@@ -432,8 +432,8 @@ static bool has_labels(const struct entry *e, const char *const labels[], size_t
 
         (void)snprintf(key, sizeof(key), "%.*s", (int)key_len, labels[i]);
         value = json_object_get(have, key);
-        if (!json_is_string(value) ||
-            (labels[i][key_len] == '=' && strcmp(json_string_value(value), labels[i] + key_len + 1)))
+        if (!json_is_string(value) || (labels[i][key_len] == '=' &&
+                                       strcmp(json_string_value(value), labels[i] + key_len + 1)))
             return false;
     }
     return true;
@@ -571,8 +571,7 @@ static int kill_entry(const struct entry *e, void *userdata)
         return 0;
     k->matched[k->how]++;
     if (kill(e->pid, SIGUSR1) < 0) {
-        log_error("cannot kill sandbox %s (nsbox pid %d): %s", e->run_id, e->pid,
-                  strerror(errno));
+        log_error("cannot kill sandbox %s (nsbox pid %d): %s", e->run_id, e->pid, strerror(errno));
         k->failed++;
         return 0;
     }
@@ -589,7 +588,9 @@ static int kill_entry(const struct entry *e, void *userdata)
 
 int registry_kill(const char *target, char *const labels[], size_t n_labels)
 {
-    struct kill_context k = {.target = target, .labels = labels, .n_labels = n_labels,
+    struct kill_context k = {.target = target,
+                             .labels = labels,
+                             .n_labels = n_labels,
                              .dry_run = true};
     size_t key_len;
     int r;
@@ -602,10 +603,10 @@ int registry_kill(const char *target, char *const labels[], size_t n_labels)
     /* As Docker resolves a container: a whole run id, else a name, else a unique prefix. */
     r = for_each_entry(kill_entry, &k);
     if (r >= 0) {
-        k.how = !target                     ? MATCH_ALL
-                : k.matched[MATCH_ID]       ? MATCH_ID
-                : k.matched[MATCH_NAME]     ? MATCH_NAME
-                                            : MATCH_PREFIX;
+        k.how = !target                 ? MATCH_ALL
+                : k.matched[MATCH_ID]   ? MATCH_ID
+                : k.matched[MATCH_NAME] ? MATCH_NAME
+                                        : MATCH_PREFIX;
         if (k.how == MATCH_PREFIX && k.matched[MATCH_PREFIX] > 1) {
             log_error("'%s' names %u running sandboxes: give more of the run id", target,
                       k.matched[MATCH_PREFIX]);

@@ -269,8 +269,8 @@ static int build(int argc, char **argv)
     const char *script = env_script && env_script[0] ? env_script
                          : dev ? NSBOX_SOURCE_ROOT "/rootfs/nsbox-rootfs-build"
                                : NSBOX_LIBEXECDIR "/nsbox/rootfs-build";
-    const char *profiles =
-        dev ? NSBOX_SOURCE_ROOT "/rootfs/profiles" : NSBOX_DATADIR "/nsbox/profiles";
+    const char *profiles = dev ? NSBOX_SOURCE_ROOT "/rootfs/profiles"
+                               : NSBOX_DATADIR "/nsbox/profiles";
     const char *profile = NULL, *packages = NULL, *suite = NULL, *mirror = NULL;
     const char *args[14];
     size_t n = 0;

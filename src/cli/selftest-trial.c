@@ -46,8 +46,8 @@ struct outcome {
 
 int selftest_write_new_file(int dirfd, const char *name, const char *text, mode_t mode)
 {
-    _cleanup_close_ int fd =
-        openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    _cleanup_close_ int fd = openat(dirfd, name,
+                                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     size_t n = strlen(text);
     if (fd < 0)
         return -errno;
@@ -112,8 +112,8 @@ static bool file_left(const struct ctx *c, const struct trial *t)
     char buf[128];
     struct stat st;
     ssize_t n;
-    _cleanup_close_ int fd =
-        openat(t->sub_fd, "persisted.txt", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    _cleanup_close_ int fd = openat(t->sub_fd, "persisted.txt",
+                                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != c->host_uid)
         return false;
@@ -264,8 +264,12 @@ static void trial_cleanup(const struct ctx *c, struct trial *t)
     }
     if (t->shmid >= 0 && shmctl(t->shmid, IPC_RMID, NULL) == 0 && t->shm_record[0])
         (void)unlinkat(t->top_fd, t->shm_record, 0);
-    *t = (struct trial){
-        .pass_fd = -1, .fd = -1, .sub_fd = -1, .dir_fd = -1, .shmid = -1, .top_fd = -1};
+    *t = (struct trial){.pass_fd = -1,
+                        .fd = -1,
+                        .sub_fd = -1,
+                        .dir_fd = -1,
+                        .shmid = -1,
+                        .top_fd = -1};
 }
 
 static void append(char **buf, size_t *len, size_t *cap, const char *data, size_t n)

@@ -100,13 +100,13 @@ enum client_state {
 
 struct client {
     enum client_state state;
-    int fd;         /* -1 once the peer hung up while its step waited or ran */
-    char *buf;      /* the request as it comes in, then the answer */
+    int fd;    /* -1 once the peer hung up while its step waited or ran */
+    char *buf; /* the request as it comes in, then the answer */
     size_t have, size, done;
-    size_t want;    /* the whole request's size, its line and the stdin bytes that follow it
-                     * ("stdin_bytes"); 0 until the line is in */
+    size_t want; /* the whole request's size, its line and the stdin bytes that follow it
+                  * ("stdin_bytes"); 0 until the line is in */
     uint64_t deadline;
-    uint64_t seq;   /* the order of complete requests */
+    uint64_t seq; /* the order of complete requests */
     struct step_request q;
 };
 
@@ -136,19 +136,19 @@ struct session_state {
     const struct session_options *o;
     char id[33];
     char sock_path[700];
-    int notify_fd; /* to `session start`, until the sandbox is up */
+    int notify_fd;        /* to `session start`, until the sandbox is up */
     const char *log_path; /* the audit log, checked at the start (audit_open()), or NULL */
     int control_fd;
     struct supervise_fds *fds;
-    int listener;  /* seccomp listener, once taken */
+    int listener; /* seccomp listener, once taken */
     int listen_fd;
     uint64_t start, last_active;
     uint64_t steps;
     const struct nsbox_result *run; /* the session's own result: its limits, as planned */
     const struct cgroup_leaf *leaf; /* the sandbox's cgroup leaf, or NULL (rlimits) */
-    bool ended;    /* init is gone */
+    bool ended;                     /* init is gone */
     const char *end_reason;
-    uint64_t notif_at; /* when the next refused call may be answered (NOTIF_BURST) */
+    uint64_t notif_at;           /* when the next refused call may be answered (NOTIF_BURST) */
     struct nsbox_result between; /* what is reported between steps (refusals) */
     struct client clients[CLIENTS_MAX];
     uint64_t seq;
@@ -174,9 +174,9 @@ static bool notify(struct session_state *s, const char *fmt, ...)
     va_start(ap, fmt);
     n = vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    if (n > 0 && RETRY_EINTR(send(s->notify_fd, buf,
-                                  (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1,
-                                  MSG_NOSIGNAL)) > 0) {
+    if (n > 0 &&
+        RETRY_EINTR(send(s->notify_fd, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1,
+                         MSG_NOSIGNAL)) > 0) {
         ok = strncmp(buf, "OK ", 3) != 0;
         /* The answer, or a signal to end (`nsbox kill`), whichever comes first: a caller
          * stuck writing the id (a full pipe) does not make the session deaf to signals. */
@@ -249,8 +249,7 @@ static int control_send(int fd, const struct session_msg *m, const int *fds, int
         memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
     }
     /* Never waits: init reads each message at once, and at most two are ever in flight. */
-    return RETRY_EINTR(sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 ? negative_errno()
-                                                                        : 0;
+    return RETRY_EINTR(sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 ? negative_errno() : 0;
 }
 
 /* ---- events common to every wait --------------------------------------------------------- */
@@ -274,7 +273,8 @@ static bool handle_report(struct session_state *s, struct nsbox_result *ret)
             (void)snprintf(ret->error_step, sizeof(ret->error_step), "seccomp listener");
             (void)snprintf(ret->error, sizeof(ret->error),
                            "cannot take the seccomp listener from the sandbox's init "
-                           "(pidfd_getfd): %s", strerror(errno));
+                           "(pidfd_getfd): %s",
+                           strerror(errno));
             return false;
         }
         ret->seccomp_reporting = true;
@@ -299,7 +299,6 @@ static bool handle_signals(struct session_state *s)
     }
     return end;
 }
-
 
 /* ---- one step's pipes --------------------------------------------------------------------- */
 
@@ -355,12 +354,10 @@ static int memfd_with(const char *data, size_t size)
     return fd;
 }
 
-
 static void add_warning(struct nsbox_result *ret, const char *text)
 {
     size_t len = strlen(ret->warnings);
-    (void)snprintf(ret->warnings + len, sizeof(ret->warnings) - len, "%s%s", len ? "\n" : "",
-                   text);
+    (void)snprintf(ret->warnings + len, sizeof(ret->warnings) - len, "%s%s", len ? "\n" : "", text);
 }
 
 /* Run one step and fill ret. Returns 0, or -errno when the session can go on no longer. */
@@ -490,7 +487,6 @@ static int listen_on(struct session_state *s)
     return fd;
 }
 
-
 /* ---- clients ------------------------------------------------------------------------------ */
 
 static void client_free(struct client *cl)
@@ -508,8 +504,8 @@ static void client_free(struct client *cl)
 static void client_write(struct client *cl)
 {
     while (cl->done < cl->have) {
-        ssize_t n = RETRY_EINTR(send(cl->fd, cl->buf + cl->done, cl->have - cl->done,
-                                     MSG_DONTWAIT | MSG_NOSIGNAL));
+        ssize_t n = RETRY_EINTR(
+            send(cl->fd, cl->buf + cl->done, cl->have - cl->done, MSG_DONTWAIT | MSG_NOSIGNAL));
         if (n < 0 && errno == EAGAIN)
             return;
         if (n <= 0)
@@ -581,8 +577,10 @@ static void client_request(struct session_state *s, struct client *cl, size_t le
 
     if (!json_is_object(j)) {
         json_decref(j);
-        client_error(cl, now, "the request is not one line of JSON (%s): send one JSON object "
-                     "and a newline", j ? "not an object" : e.text);
+        client_error(cl, now,
+                     "the request is not one line of JSON (%s): send one JSON object "
+                     "and a newline",
+                     j ? "not an object" : e.text);
         return;
     }
     op = json_string_value(json_object_get(j, "op"));
@@ -642,8 +640,10 @@ static void client_read(struct session_state *s, struct client *cl, uint64_t now
             size_t size = cl->size ? cl->size * 2 : 4096;
             char *b = size > REQUEST_MAX ? NULL : realloc(cl->buf, size);
             if (!b) {
-                client_error(cl, now, "the request is larger than %u MiB: the session does not "
-                             "take it", REQUEST_MAX >> 20);
+                client_error(cl, now,
+                             "the request is larger than %u MiB: the session does not "
+                             "take it",
+                             REQUEST_MAX >> 20);
                 return;
             }
             cl->buf = b;
@@ -656,12 +656,15 @@ static void client_read(struct session_state *s, struct client *cl, uint64_t now
             if (cl->have == 0)
                 client_free(cl); /* connected and went away: nothing to answer */
             else if (cl->want)
-                client_error(cl, now, "the request's stdin ended after %zu of its %zu bytes "
+                client_error(cl, now,
+                             "the request's stdin ended after %zu of its %zu bytes "
                              "(\"stdin_bytes\"): send them all after the line",
                              cl->have - (cl->want - cl->q.stdin_size), cl->q.stdin_size);
             else
-                client_error(cl, now, "the request ended after %zu bytes without its end of "
-                             "line: send one JSON object and a newline", cl->have);
+                client_error(cl, now,
+                             "the request ended after %zu bytes without its end of "
+                             "line: send one JSON object and a newline",
+                             cl->have);
             return;
         }
         nl = cl->want ? NULL : memchr(cl->buf + cl->have, '\n', (size_t)n);
@@ -698,15 +701,17 @@ static void client_accept(struct session_state *s, uint64_t now)
             if (s->clients[i].state == CLIENT_FREE)
                 cl = &s->clients[i];
         if (!cl) {
-            static const char busy[] =
-                "{\"error\":\"the session has " STRINGIFY(CLIENTS_MAX) " connections open "
-                "already (steps waiting, or clients that are slow to send or read): try again "
-                "when one has ended; nsbox kill ends the session regardless\"}\n";
+            static const char busy[] = "{\"error\":\"the session has " STRINGIFY(
+                CLIENTS_MAX) " connections open "
+                             "already (steps waiting, or clients that are slow to send or read): "
+                             "try again "
+                             "when one has ended; nsbox kill ends the session regardless\"}\n";
             (void)!send(fd, busy, sizeof(busy) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
             (void)close(fd);
             continue;
         }
-        *cl = (struct client){.state = CLIENT_READING, .fd = fd,
+        *cl = (struct client){.state = CLIENT_READING,
+                              .fd = fd,
                               .deadline = now + REQUEST_DEADLINE_USEC};
         /* The request is most often there already: read it now, not a poll later. */
         client_read(s, cl, now);
@@ -717,7 +722,8 @@ static void client_accept(struct session_state *s, uint64_t now)
 static void client_expire(struct client *cl, uint64_t now)
 {
     if (cl->state == CLIENT_READING)
-        client_error(cl, now, "the request did not come whole within %llu s of the connection "
+        client_error(cl, now,
+                     "the request did not come whole within %llu s of the connection "
                      "(%zu bytes, no end of line): the session does not wait for a client; send "
                      "the whole request, one line of JSON, at once",
                      (unsigned long long)(REQUEST_DEADLINE_USEC / 1000000), cl->have);
@@ -760,8 +766,8 @@ static void step_answer(struct session_state *s, uint64_t now)
             ret->exit_code = 125;
             (void)snprintf(ret->error_step, sizeof(ret->error_step), "audit log");
             (void)snprintf(ret->error, sizeof(ret->error),
-                           "cannot write the step's result to the audit log '%s': %s",
-                           s->log_path, strerror(-ar));
+                           "cannot write the step's result to the audit log '%s': %s", s->log_path,
+                           strerror(-ar));
         }
     }
     res = result_to_json_object(ret);
@@ -769,12 +775,12 @@ static void step_answer(struct session_state *s, uint64_t now)
         (void)json_object_set_new(res, "session_id", json_string(s->id));
         (void)json_object_set_new(res, "step", json_integer((json_int_t)s->steps));
         if (q->code)
-            (void)json_object_set_new(
-                res, "interpreter",
-                json_string(flags & SESSION_INTERPRETER_RESTARTED  ? "restarted"
-                            : flags & SESSION_INTERPRETER_CRASHED  ? "crashed"
-                            : flags & SESSION_INTERPRETER_NEW      ? "started"
-                                                                   : "kept"));
+            (void)json_object_set_new(res, "interpreter",
+                                      json_string(flags & SESSION_INTERPRETER_RESTARTED
+                                                      ? "restarted"
+                                                  : flags & SESSION_INTERPRETER_CRASHED ? "crashed"
+                                                  : flags & SESSION_INTERPRETER_NEW     ? "started"
+                                                                                        : "kept"));
         if (ret->status == NSBOX_STATUS_TIMEOUT) {
             char reason[300];
             (void)snprintf(reason, sizeof(reason),
@@ -793,7 +799,8 @@ static void step_answer(struct session_state *s, uint64_t now)
             char reason[300];
             (void)snprintf(reason, sizeof(reason),
                            "was killed: the session ended during the step (%s); its sandbox is "
-                           "gone, start a new session for further steps", end_words(s));
+                           "gone, start a new session for further steps",
+                           end_words(s));
             (void)json_object_set_new(res, "reason", json_string(reason));
         }
     }
@@ -802,8 +809,7 @@ static void step_answer(struct session_state *s, uint64_t now)
 }
 
 /* The step could not start, or could not be recorded: an error answer, the session goes on. */
-static void step_refuse(struct session_state *s, uint64_t now, const char *fmt, ...)
-    _printf_(3, 4);
+static void step_refuse(struct session_state *s, uint64_t now, const char *fmt, ...) _printf_(3, 4);
 static void step_refuse(struct session_state *s, uint64_t now, const char *fmt, ...)
 {
     char text[1024];
@@ -892,10 +898,8 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
     (void)close(payload_fd);
     (void)close(out[1]);
     (void)close(err[1]);
-    st->streams[0] = (struct stream){.st = &st->ret.out, .fd = out[0],
-                                     .limit = st->q.output_limit};
-    st->streams[1] = (struct stream){.st = &st->ret.err, .fd = err[0],
-                                     .limit = st->q.output_limit};
+    st->streams[0] = (struct stream){.st = &st->ret.out, .fd = out[0], .limit = st->q.output_limit};
+    st->streams[1] = (struct stream){.st = &st->ret.err, .fd = err[0], .limit = st->q.output_limit};
     st->start = now_usec();
     st->kill_at = st->q.timeout ? st->start + st->q.timeout : UINT64_MAX;
     if (r < 0)
@@ -932,9 +936,8 @@ static void step_finish(struct session_state *s, uint64_t now)
                                            : ret->cgroup.pids_limit_hits;
         ret->cgroup.cpu_user -= b->cpu_user < ret->cgroup.cpu_user ? b->cpu_user
                                                                    : ret->cgroup.cpu_user;
-        ret->cgroup.cpu_system -= b->cpu_system < ret->cgroup.cpu_system
-                                      ? b->cpu_system
-                                      : ret->cgroup.cpu_system;
+        ret->cgroup.cpu_system -= b->cpu_system < ret->cgroup.cpu_system ? b->cpu_system
+                                                                         : ret->cgroup.cpu_system;
     }
     if (st->interrupted) {
         ret->status = NSBOX_STATUS_TIMEOUT;
@@ -1126,9 +1129,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                 continue;
             /* Waiting or running: polled for nothing but its hang-up (POLLHUP, always
              * reported), so that a client gone meanwhile is noticed. */
-            ev = cl->state == CLIENT_READING   ? POLLIN
-                 : cl->state == CLIENT_WRITING ? POLLOUT
-                                               : 0;
+            ev = cl->state == CLIENT_READING ? POLLIN : cl->state == CLIENT_WRITING ? POLLOUT : 0;
             if ((cl->state == CLIENT_READING || cl->state == CLIENT_WRITING) &&
                 cl->deadline < until)
                 until = cl->deadline;
@@ -1143,10 +1144,8 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
 
         if (p[4].revents) {
             uint64_t earliest = now - NOTIF_BURST * NOTIF_INTERVAL_USEC;
-            s->notif_at = (s->notif_at > earliest ? s->notif_at : earliest) +
-                          NOTIF_INTERVAL_USEC;
-            if (!supervise_answer_notification(s->listener, fds->init_pid,
-                                               session_no_network(c),
+            s->notif_at = (s->notif_at > earliest ? s->notif_at : earliest) + NOTIF_INTERVAL_USEC;
+            if (!supervise_answer_notification(s->listener, fds->init_pid, session_no_network(c),
                                                st->client ? &st->ret
                                                : ready    ? &s->between
                                                           : ret)) {
@@ -1154,8 +1153,9 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                 s->listener = -1;
             }
         }
-        if ((p[1].revents & POLLIN) &&
-            !handle_report(s, st->client ? &st->ret : ready ? &s->between : ret))
+        if ((p[1].revents & POLLIN) && !handle_report(s, st->client ? &st->ret
+                                                         : ready    ? &s->between
+                                                                    : ret))
             break; /* setup failed: ret says why */
         for (int i = 0; i < 2; i++)
             if (st->client && st->streams[i].fd >= 0 && p[6 + i].revents)
@@ -1223,8 +1223,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         }
         for (size_t i = 0; i < CLIENTS_MAX; i++) {
             struct client *cl = &s->clients[i];
-            if ((cl->state == CLIENT_READING || cl->state == CLIENT_WRITING) &&
-                now >= cl->deadline)
+            if ((cl->state == CLIENT_READING || cl->state == CLIENT_WRITING) && now >= cl->deadline)
                 client_expire(cl, now);
         }
         if (ready && (p[5].revents & POLLIN))
@@ -1260,8 +1259,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         for (size_t i = 0; i < CLIENTS_MAX; i++) {
             struct client *cl = &s->clients[i];
             if (cl->state == CLIENT_QUEUED || cl->state == CLIENT_READING)
-                client_error(cl, now, "the session ended before this step ran: %s; start a new "
-                             "session for further steps", end_words(s));
+                client_error(cl, now,
+                             "the session ended before this step ran: %s; start a new "
+                             "session for further steps",
+                             end_words(s));
         }
     }
     if (!s->ended) {
@@ -1333,8 +1334,7 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
     (void)close(null_fd);
     /* Nor any other descriptor the caller let nsbox inherit: a pipe the caller waits on for
      * EOF must not stay open as long as the session. The pipe to `session start` moves to 3. */
-    if ((notify_fd != 3 && dup3(notify_fd, 3, O_CLOEXEC) < 0) ||
-        sys_close_range(4, ~0U, 0) < 0) {
+    if ((notify_fd != 3 && dup3(notify_fd, 3, O_CLOEXEC) < 0) || sys_close_range(4, ~0U, 0) < 0) {
         notify(&s, "ERR cannot close inherited descriptors: %s\n", strerror(errno));
         _exit(125);
     }
@@ -1352,8 +1352,10 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
     (void)snprintf(s.sock_path, sizeof(s.sock_path), "%s/%s.sock", dir, s.id);
     r = registry_add(s.id, argc, argv, &c, NULL, &reg, why, sizeof(why));
     if (r < 0) {
-        notify(&s, "ERR %s\n", why[0] ? why : "cannot add the session to the registry of running "
-                                              "sandboxes; the session does not start");
+        notify(&s, "ERR %s\n",
+               why[0] ? why
+                      : "cannot add the session to the registry of running "
+                        "sandboxes; the session does not start");
         _exit(125);
     }
     if (o->log_path) {
@@ -1376,8 +1378,10 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
     }
     s.control_fd = sp[0];
     {
-        struct session_hooks hooks = {.init_fd = sp[1], .own_fd = sp[0],
-                                      .supervise = session_supervise, .userdata = &s};
+        struct session_hooks hooks = {.init_fd = sp[1],
+                                      .own_fd = sp[0],
+                                      .supervise = session_supervise,
+                                      .userdata = &s};
         c.forward_signals = true;
         c.stdout_fd = c.stderr_fd = -1;
         c.warn = NULL;

@@ -15,11 +15,9 @@ int caps_switch_ids(uid_t uid, gid_t gid, bool clear_groups, struct report_step 
     if (clear_groups && setgroups(0, NULL) < 0)
         return report_step_failed(e, negative_errno(), "switch ids", "setgroups");
     if (setresgid(gid, gid, gid) < 0)
-        return report_step_failed(e, negative_errno(), "switch ids", "setresgid %u",
-                                  (unsigned)gid);
+        return report_step_failed(e, negative_errno(), "switch ids", "setresgid %u", (unsigned)gid);
     if (setresuid(uid, uid, uid) < 0)
-        return report_step_failed(e, negative_errno(), "switch ids", "setresuid %u",
-                                  (unsigned)uid);
+        return report_step_failed(e, negative_errno(), "switch ids", "setresuid %u", (unsigned)uid);
     return 0;
 }
 

@@ -403,7 +403,7 @@ static int leaf_create_in(const struct nsbox_config *c, int mnt_fd, const char *
         }
         r = writable_at(parent_fd, "cgroup.subtree_control") ? 0 : -EACCES;
         if (r == 0 && !is_root && count_procs(parent_fd, &only_self) > 0)
-            r = kind == PARENT_OWN && only_self       ? 1
+            r = kind == PARENT_OWN && only_self      ? 1
                 : ns_root && kind != PARENT_ANCESTOR ? 2
                                                      : -EBUSY;
         if (dry) {

@@ -14,9 +14,9 @@
 #include "nsbox.h"
 
 struct cgroup_leaf {
-    int dir_fd;     /* the leaf directory (O_DIRECTORY), for CLONE_INTO_CGROUP and files */
-    int parent_fd;  /* its parent directory, for rmdir */
-    char name[96];  /* the leaf's name in its parent */
+    int dir_fd;      /* the leaf directory (O_DIRECTORY), for CLONE_INTO_CGROUP and files */
+    int parent_fd;   /* its parent directory, for rmdir */
+    char name[96];   /* the leaf's name in its parent */
     char path[1024]; /* the leaf's path below the cgroup2 mount, for messages and JSON */
 };
 

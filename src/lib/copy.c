@@ -37,7 +37,6 @@ struct copy_packer {
     const char *exclude;
 };
 
-
 /* libarchive is loaded with dlopen() when a run copies files, and only then: linked at build
  * time, it and what it pulls in (libxml2, ICU, libstdc++, five compressors) cost every nsbox
  * start about 1.8 ms of CPU in the dynamic loader (hyperfine, `nsbox --version`), as scope.c
@@ -123,12 +122,11 @@ int copy_load(char *why, size_t why_size)
     lib = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
         return why_fail(why, why_size, -EOPNOTSUPP,
-                    "copying files needs libarchive (Debian: libarchive13): %s", dlerror());
+                        "copying files needs libarchive (Debian: libarchive13): %s", dlerror());
     for (size_t i = 0; i < ELEMENTSOF(table); i++) {
         void *f = dlsym(lib, table[i].name);
         if (!f)
-            return why_fail(why, why_size, -EOPNOTSUPP, "libarchive.so.13 lacks %s",
-                        table[i].name);
+            return why_fail(why, why_size, -EOPNOTSUPP, "libarchive.so.13 lacks %s", table[i].name);
         memcpy((char *)&ar + table[i].offset, &f, sizeof(f));
     }
     ar_loaded = true;
@@ -210,7 +208,7 @@ static int write_error(struct copy_packer *p, char *why, size_t why_size)
 {
     int e = archive_errno(p->a);
     return why_fail(why, why_size, e > 0 ? -e : -EIO, "writing the copy stream failed: %s",
-                archive_error_string(p->a) ? archive_error_string(p->a) : "unknown error");
+                    archive_error_string(p->a) ? archive_error_string(p->a) : "unknown error");
 }
 
 static int put_header(struct copy_packer *p, const char *name, mode_t type, mode_t perm,
@@ -253,11 +251,11 @@ static int pack_file(struct copy_packer *p, int fd, const struct stat *st, const
 
     if (p->caps.max_files && p->stats.files >= p->caps.max_files)
         return p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu files",
-                                   (unsigned long long)p->caps.max_files)
+                                       (unsigned long long)p->caps.max_files)
                             : skip(p, name, "over --copy-out-max-files", why, why_size);
     if (p->caps.max_bytes && left > p->caps.max_bytes - p->stats.bytes)
         return p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu bytes",
-                                   (unsigned long long)p->caps.max_bytes)
+                                       (unsigned long long)p->caps.max_bytes)
                             : skip(p, name, "over --copy-out-max-bytes", why, why_size);
     r = put_header(p, name, AE_IFREG, copy_mode(st), st->st_size, NULL, why, why_size);
     if (r < 0)
@@ -287,8 +285,8 @@ static int pack_file(struct copy_packer *p, int fd, const struct stat *st, const
     return 0;
 }
 
-static int pack_dir(struct copy_packer *p, int dfd, char *name, size_t name_size,
-                    const char *shown, int depth, char *why, size_t why_size);
+static int pack_dir(struct copy_packer *p, int dfd, char *name, size_t name_size, const char *shown,
+                    int depth, char *why, size_t why_size);
 
 /* One entry of a directory: dfd/entry, named name in the stream. */
 static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *name,
@@ -334,10 +332,10 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
             goto out;
         }
         if (p->caps.max_files && p->stats.dirs >= p->caps.max_files) {
-            r = p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu directories",
-                                    (unsigned long long)p->caps.max_files)
-                             : skip(p, name, "over --copy-out-max-files (directories)", why,
-                                    why_size);
+            r = p->caps.fail
+                    ? why_fail(why, why_size, -EFBIG, "more than %llu directories",
+                               (unsigned long long)p->caps.max_files)
+                    : skip(p, name, "over --copy-out-max-files (directories)", why, why_size);
             goto out;
         }
         p->stats.dirs++;
@@ -355,8 +353,9 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
         /* O_NONBLOCK: should a FIFO have taken its place, the open does not hang. */
         fd = openat(dfd, entry, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st2) < 0 || !S_ISREG(st2.st_mode) || st2.st_ino != st.st_ino) {
-            r = skip(p, name, fd < 0 && errno == EACCES ? "unreadable (permission denied)"
-                                                        : "cannot be read",
+            r = skip(p, name,
+                     fd < 0 && errno == EACCES ? "unreadable (permission denied)"
+                                               : "cannot be read",
                      why, why_size);
             goto out;
         }
@@ -367,8 +366,8 @@ out:
     return r;
 }
 
-static int pack_dir(struct copy_packer *p, int dfd, char *name, size_t name_size,
-                    const char *shown, int depth, char *why, size_t why_size)
+static int pack_dir(struct copy_packer *p, int dfd, char *name, size_t name_size, const char *shown,
+                    int depth, char *why, size_t why_size)
 {
     _cleanup_closedir_ DIR *d = NULL;
     int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
@@ -438,8 +437,7 @@ int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_sk
     return pack_dir(p, fd, name, sizeof(name), src->shown, 0, why, why_size);
 }
 
-int copy_packer_finish(struct copy_packer *p, struct copy_stats *stats, char *why,
-                       size_t why_size)
+int copy_packer_finish(struct copy_packer *p, struct copy_stats *stats, char *why, size_t why_size)
 {
     int r = 0;
 
@@ -497,7 +495,8 @@ static int add_copied(struct nsbox_result *res, const char *path, const char *ho
         return -ENOMEM;
     res->copied = n;
     c = &res->copied[res->n_copied];
-    *c = (struct nsbox_copied_file){.path = strdup(path), .size = size,
+    *c = (struct nsbox_copied_file){.path = strdup(path),
+                                    .size = size,
                                     .host_path = host_path ? strdup(host_path) : NULL};
     if (!c->path || (host_path && !c->host_path)) {
         free(c->path);
@@ -573,12 +572,16 @@ static int unpack_file(struct archive *a, int dfd, const char *name, mode_t mode
     if (fstat(fd, &st) < 0)
         return why_fail(why, why_size, -errno, "cannot write %s: %m", shown);
     if (!S_ISREG(st.st_mode))
-        return why_fail(why, why_size, -EEXIST, "cannot write %s: something else than a regular "
-                                            "file is there", shown);
+        return why_fail(why, why_size, -EEXIST,
+                        "cannot write %s: something else than a regular "
+                        "file is there",
+                        shown);
     /* A second name of a file elsewhere would have that file overwritten. */
     if (host && st.st_nlink > 1)
-        return why_fail(why, why_size, -EMLINK, "cannot write %s: the file there has other hard "
-                                            "links; remove it first", shown);
+        return why_fail(why, why_size, -EMLINK,
+                        "cannot write %s: the file there has other hard "
+                        "links; remove it first",
+                        shown);
     if (ftruncate(fd, 0) < 0 || fchmod(fd, mode) < 0)
         return why_fail(why, why_size, -errno, "cannot write %s: %m", shown);
     for (;;) {
@@ -587,7 +590,7 @@ static int unpack_file(struct archive *a, int dfd, const char *name, mode_t mode
             break;
         if (n < 0)
             return why_fail(why, why_size, -EIO, "reading the copy stream failed: %s",
-                        archive_error_string(a));
+                            archive_error_string(a));
         total += (uint64_t)n;
         if (total > expected)
             return why_fail(why, why_size, -EIO, "the copy stream is corrupt");
@@ -599,9 +602,9 @@ static int unpack_file(struct archive *a, int dfd, const char *name, mode_t mode
                 continue;
             if (w < 0)
                 return why_fail(why, why_size, -errno,
-                            errno == ENOSPC ? "cannot write %s: no room left (%m)"
-                                            : "cannot write %s: %m",
-                            shown);
+                                errno == ENOSPC ? "cannot write %s: no room left (%m)"
+                                                : "cannot write %s: %m",
+                                shown);
             off += w;
         }
     }
@@ -629,7 +632,7 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
     if (archive_read_support_format_tar(a) != ARCHIVE_OK ||
         archive_read_open_fd(a, fd, 65536) != ARCHIVE_OK) {
         r = why_fail(why, why_size, -EIO, "reading the copy stream failed: %s",
-                 archive_error_string(a));
+                     archive_error_string(a));
         goto out;
     }
     while ((hr = archive_read_next_header(a, &e)) != ARCHIVE_EOF) {
@@ -641,7 +644,7 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
 
         if (hr < ARCHIVE_WARN) {
             r = why_fail(why, why_size, -EIO, "reading the copy stream failed: %s",
-                     archive_error_string(a));
+                         archive_error_string(a));
             goto out;
         }
         pathname = archive_entry_pathname(e);
@@ -660,8 +663,8 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
         if (t->indexed) {
             char *slash = strchr(name, '/'), *end = NULL;
             unsigned long i = strtoul(name, &end, 10);
-            if (name[0] < '0' || name[0] > '9' || end == name ||
-                (*end != '/' && *end != '\0') || i >= t->n_roots) {
+            if (name[0] < '0' || name[0] > '9' || end == name || (*end != '/' && *end != '\0') ||
+                i >= t->n_roots) {
                 r = why_fail(why, why_size, -EINVAL, "the copy stream has an invalid name");
                 goto out;
             }
@@ -675,8 +678,7 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
             const char *root = t->shown_roots[idx], *slash = strrchr(root, '/');
             (void)snprintf(shown, sizeof(shown), "%.*s/%s", (int)(slash ? slash - root : 0), root,
                            rel);
-        }
-        else
+        } else
             (void)snprintf(shown, sizeof(shown), "%s%s", t->shown_prefix ? t->shown_prefix : "",
                            rel);
         host_path[0] = '\0';
@@ -697,7 +699,7 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
         dfd = open_parents(t->root_fds[idx], (char *)rel, &last);
         if (dfd < 0) {
             r = why_fail(why, why_size, dfd, "cannot make the directories of %s: %s", shown,
-                     strerror(-dfd));
+                         strerror(-dfd));
             goto out;
         }
         if (type == AE_IFDIR) {
@@ -725,8 +727,8 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
             if (r < 0)
                 goto out;
             sha256_digest(&sha, sizeof(digest), digest);
-            if (res && (r = add_copied(res, shown, host_path[0] ? host_path : NULL, size,
-                                       digest)) < 0) {
+            if (res &&
+                (r = add_copied(res, shown, host_path[0] ? host_path : NULL, size, digest)) < 0) {
                 (void)why_fail(why, why_size, r, "out of memory");
                 goto out;
             }

@@ -39,10 +39,10 @@ struct copy_caps {
 
 /* What a packing walk saw. */
 struct copy_stats {
-    uint64_t bytes, files;  /* copied */
-    uint64_t dirs;          /* copied (each at most max_files too: a stream of empty
-                             * directories is not free either) */
-    uint64_t skipped;       /* skipped entries in all */
+    uint64_t bytes, files;   /* copied */
+    uint64_t dirs;           /* copied (each at most max_files too: a stream of empty
+                              * directories is not free either) */
+    uint64_t skipped;        /* skipped entries in all */
     uint64_t skipped_listed; /* of those, written into the stream (at most NSBOX_SKIPPED_MAX) */
 };
 
@@ -72,8 +72,7 @@ int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_sk
 int copy_pack_skipped(struct copy_packer *p, const char *name, const char *reason, char *why,
                       size_t why_size);
 /* Finish the stream and free p; *stats (may be NULL) gets the totals. */
-int copy_packer_finish(struct copy_packer *p, struct copy_stats *stats, char *why,
-                       size_t why_size);
+int copy_packer_finish(struct copy_packer *p, struct copy_stats *stats, char *why, size_t why_size);
 
 /* Where unpacked entries go: entry "i/rest" (with indexed) below roots[i], else "rest" below
  * roots[0]. A missing parent directory is made (0755). */
@@ -82,8 +81,8 @@ struct copy_target {
     const char *const *root_paths; /* shown in the result (host_path), or NULL entries */
     size_t n_roots;
     bool indexed;
-    bool host;           /* unpacking on the host: refuse to write through a hard link */
-    const char *shown_prefix; /* prefix of the paths shown as "path" (the sandbox's) */
+    bool host;                      /* unpacking on the host: refuse to write through a hard link */
+    const char *shown_prefix;       /* prefix of the paths shown as "path" (the sandbox's) */
     const char *const *shown_roots; /* with indexed: the sandbox path of each root */
 };
 

@@ -79,12 +79,16 @@ static struct scmp_arg_cmp to_scmp(const struct policy_rule *rule, const struct 
         [POLICY_LE] = SCMP_CMP_LE, [POLICY_GT] = SCMP_CMP_GT, [POLICY_GE] = SCMP_CMP_GE,
     };
     if (c->masked)
-        return (struct scmp_arg_cmp){.arg = c->arg, .op = SCMP_CMP_MASKED_EQ,
-                                     .datum_a = c->mask, .datum_b = c->value};
+        return (struct scmp_arg_cmp){.arg = c->arg,
+                                     .op = SCMP_CMP_MASKED_EQ,
+                                     .datum_a = c->mask,
+                                     .datum_b = c->value};
     /* A refusal catches every 64-bit alias of a 32-bit value (see weak_comparison()). */
     if (rule->refuse_if && c->op == POLICY_EQ && c->value <= 0xffffffffULL)
-        return (struct scmp_arg_cmp){.arg = c->arg, .op = SCMP_CMP_MASKED_EQ,
-                                     .datum_a = 0xffffffffULL, .datum_b = c->value};
+        return (struct scmp_arg_cmp){.arg = c->arg,
+                                     .op = SCMP_CMP_MASKED_EQ,
+                                     .datum_a = 0xffffffffULL,
+                                     .datum_b = c->value};
     return (struct scmp_arg_cmp){.arg = c->arg, .op = ops[c->op], .datum_a = c->value};
 }
 
@@ -129,7 +133,9 @@ static int compare_rule_names(const void *a, const void *b, void *userdata)
     const struct policy *p = userdata;
     const struct policy_rule *x = &p->rules[*(const size_t *)a], *y = &p->rules[*(const size_t *)b];
     int c = strcmp(x->name, y->name);
-    return c ? c : (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
+    return c ? c
+             : (*(const size_t *)a > *(const size_t *)b) -
+                   (*(const size_t *)a < *(const size_t *)b);
 }
 
 /* libseccomp drops rules silently where an unconditional rule meets other rules of the same
@@ -344,7 +350,9 @@ static int export_program(scmp_filter_ctx ctx, struct filter_program *ret)
 #define MAX_RANGES 32
 static int build_unknown_program(struct filter_program *ret)
 {
-    struct { unsigned lo, hi; } ranges[MAX_RANGES];
+    struct {
+        unsigned lo, hi;
+    } ranges[MAX_RANGES];
     size_t n_ranges = 0, n = 0, size;
     uint32_t arch = seccomp_arch_native();
     bool x86_64 = arch == SCMP_ARCH_X86_64;
@@ -371,15 +379,17 @@ static int build_unknown_program(struct filter_program *ret)
     p = calloc(size, sizeof(*p));
     if (!p)
         return -ENOMEM;
-    /* Offsets are relative to the next instruction; the three returns are the last three. */
-#define TO_ENOSYS(i) ((uint8_t)(size - 3 - (i) - 1))
-#define TO_ALLOW(i) ((uint8_t)(size - 2 - (i) - 1))
-#define TO_KILL(i) ((uint8_t)(size - 1 - (i) - 1))
-    p[n] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+        /* Offsets are relative to the next instruction; the three returns are the last three. */
+#define TO_ENOSYS(i) ((uint8_t)(size - 3 - (i)-1))
+#define TO_ALLOW(i) ((uint8_t)(size - 2 - (i)-1))
+#define TO_KILL(i) ((uint8_t)(size - 1 - (i)-1))
+    p[n] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                        offsetof(struct seccomp_data, arch));
     n++;
     p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 0, TO_KILL(n));
     n++;
-    p[n] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+    p[n] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                        offsetof(struct seccomp_data, nr));
     n++;
     if (x86_64) {
         /* x32 system calls carry this bit on the x86-64 arch value (__X32_SYSCALL_BIT). */
@@ -387,9 +397,11 @@ static int build_unknown_program(struct filter_program *ret)
         n++;
     }
     for (size_t i = 0; i < n_ranges; i++) {
-        p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, ranges[i].lo, 0, TO_ENOSYS(n));
+        p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, ranges[i].lo, 0,
+                                            TO_ENOSYS(n));
         n++;
-        p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, ranges[i].hi, 0, TO_ALLOW(n));
+        p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, ranges[i].hi, 0,
+                                            TO_ALLOW(n));
         n++;
     }
     p[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);

@@ -38,8 +38,7 @@ struct filter {
 
 /* Called with a rule and what is wrong with it: a system call unknown on this architecture
  * (the rule is skipped), or a comparison that high bits of an argument could slip past. */
-typedef void (*filter_warn_fn)(const struct policy_rule *rule, const char *message,
-                               void *userdata);
+typedef void (*filter_warn_fn)(const struct policy_rule *rule, const char *message, void *userdata);
 
 /*
  * Compile p into *ret. What warn is told about is an error instead when warn is NULL (-ENOENT

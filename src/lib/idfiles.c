@@ -37,8 +37,7 @@ static bool has(const char *text, size_t len, const char *name, unsigned id_fiel
         if (name) {
             if (field(line, end, 0, &f, &n) && n == strlen(name) && memcmp(f, name, n) == 0)
                 return true;
-        } else if (field(line, end, id_field, &f, &n) && n == want_len &&
-                   memcmp(f, want, n) == 0)
+        } else if (field(line, end, id_field, &f, &n) && n == want_len && memcmp(f, want, n) == 0)
             return true;
         line = end + 1;
     }
@@ -57,8 +56,8 @@ static int add_line(const char *text, size_t len, unsigned id, const char *rest,
         if (has(text, len, name, 0, 0))
             return -EEXIST;
     }
-    if (asprintf(&out, "%.*s%s%s%s\n", (int)len, text,
-                 len > 0 && text[len - 1] != '\n' ? "\n" : "", name, rest) < 0)
+    if (asprintf(&out, "%.*s%s%s%s\n", (int)len, text, len > 0 && text[len - 1] != '\n' ? "\n" : "",
+                 name, rest) < 0)
         return -ENOMEM;
     *ret = out;
     return 1;

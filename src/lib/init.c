@@ -548,11 +548,12 @@ static void init_copy_out(const struct sandbox *sb, int out_fd, struct report *r
             continue;
         }
         r = copy_pack(p,
-                      &(struct copy_source){
-                          .src_fd = fd,
-                          .prefix = prefix,
-                          .shown = path,
-                          .exclude = i >= c->n_copy_out && c->code ? "/work/main.py" : NULL},
+                      &(struct copy_source){.src_fd = fd,
+                                            .prefix = prefix,
+                                            .shown = path,
+                                            .exclude = i >= c->n_copy_out && c->code
+                                                           ? "/work/main.py"
+                                                           : NULL},
                       true, why, sizeof(why));
         (void)close(fd);
     }
@@ -591,8 +592,8 @@ _noreturn_ void init_loop(const struct sandbox *sb, pid_t payload, const sigset_
             if (p != payload)
                 continue;
             struct report rep = {.type = WIFSIGNALED(status) ? REPORT_SIGNALED : REPORT_EXITED,
-                                 .code =
-                                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)};
+                                 .code = WIFSIGNALED(status) ? WTERMSIG(status)
+                                                             : WEXITSTATUS(status)};
             report_shm_usage(shm_fd, &rep);
             {
                 struct statfs st;

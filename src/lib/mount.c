@@ -171,10 +171,11 @@ static int populate_proc(bool pid_host, struct report_step *e)
          * visible one is mounted in the same mount namespace (mnt_already_visible() in
          * fs/namespace.c), so it also fails (EPERM) where the host's /proc has parts hidden by
          * over-mounts. */
-        return report_step_failed(
-            e, negative_errno(), "mount /proc",
-            "a fully visible /proc is needed; a container's masks parts of it by "
-            "default: 'nsbox doctor' names the container setting that unmasks it");
+        return report_step_failed(e, negative_errno(), "mount /proc",
+                                  "a fully visible /proc is needed; a container's masks parts of "
+                                  "it by "
+                                  "default: 'nsbox doctor' names the container setting that "
+                                  "unmasks it");
     }
 
     /* Kernel knobs stay read-only even for a payload that is root in its namespace; Docker
@@ -244,10 +245,10 @@ static int skeleton_cover(int dir, const char *where, int *ret_fd, struct report
         n++;
     if (n > SKELETON_MAX_ENTRIES) {
         (void)closedir(d);
-        return report_step_failed(
-            e, -E2BIG, "mount point",
-            "%s has more than %d entries: too many to add a mount point beside them", where,
-            SKELETON_MAX_ENTRIES);
+        return report_step_failed(e, -E2BIG, "mount point",
+                                  "%s has more than %d entries: too many to add a mount point "
+                                  "beside them",
+                                  where, SKELETON_MAX_ENTRIES);
     }
     rewinddir(d);
 
@@ -369,8 +370,8 @@ static int make_mount_point(int *top, const char *path, bool is_dir, struct repo
                 if (!last || is_dir)
                     r = mkdirat(cur, name, 0755) < 0 ? negative_errno() : 0;
                 else {
-                    int fd = openat(cur, name,
-                                    O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+                    int fd = openat(cur, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                                    0644);
                     r = fd < 0 ? negative_errno() : 0;
                     if (fd >= 0)
                         (void)close(fd);
@@ -577,12 +578,13 @@ static int ensure_mount_point(const char *target, bool is_dir, struct report_ste
         }
     }
     if (r == -EROFS)
-        return report_step_failed(
-            e, r, "mount point",
-            "%s does not exist in the read-only bind that holds it; nsbox makes "
-            "missing mount points in the rootfs, /tmp, /work and other writable "
-            "mounts only",
-            target);
+        return report_step_failed(e, r, "mount point",
+                                  "%s does not exist in the read-only bind that holds it; nsbox "
+                                  "makes "
+                                  "missing mount points in the rootfs, /tmp, /work and other "
+                                  "writable "
+                                  "mounts only",
+                                  target);
     if (r < 0)
         return report_step_failed(e, r, "mount point", "%s", target);
     return 0;
@@ -637,8 +639,7 @@ static int populate_dev(const struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES],
             return report_step_failed(e, negative_errno(), "create device mount point", "%s",
                                       mount_devices[i]);
         (void)close(fd);
-        if (sys_move_mount(dev_fds[i], "", AT_FDCWD, mount_devices[i], MOVE_MOUNT_F_EMPTY_PATH) <
-            0)
+        if (sys_move_mount(dev_fds[i], "", AT_FDCWD, mount_devices[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
             return report_step_failed(e, negative_errno(), "bind device node", "%s",
                                       mount_devices[i]);
         (void)close(dev_fds[i]);

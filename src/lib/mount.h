@@ -40,8 +40,9 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
 int mount_enter_rootfs(const struct sandbox *sb, struct report_step *e);
 
 /* Mount a minimal read-only /dev, the tmpfs mounts, the writable /work tmpfs (with a read-only
- * main.py when code is given), and the -v binds; then chdir("/work"). Must run with the sandbox's final credentials so that created files are
- * owned by mapped ids. Consumes (closes) the fds mount_clone_sources() made. */
+ * main.py when code is given), and the -v binds; then chdir("/work"). Must run with the sandbox's
+ * final credentials so that created files are owned by mapped ids. Consumes (closes) the fds
+ * mount_clone_sources() made. */
 int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct report_step *e);
 
 /* chdir(2) to config->workdir (-w), made first (mode 0755, parents too) if it is missing, which

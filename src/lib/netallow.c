@@ -400,9 +400,9 @@ static bool is_tchar(char c)
 
 bool httphead_is_hop_header(const char *name, size_t name_len)
 {
-    static const char *const hop[] = {
-        "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
-        "proxy-authenticate", "te",         "trailer",          "upgrade"};
+    static const char *const hop[] =
+        {"connection",         "keep-alive", "proxy-connection", "proxy-authorization",
+         "proxy-authenticate", "te",         "trailer",          "upgrade"};
 
     for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
         if (strlen(hop[i]) == name_len && strncasecmp(hop[i], name, name_len) == 0)

@@ -354,8 +354,7 @@ int parse_mount(const char *spec, uint64_t default_tmpfs_size, struct parsed_mou
             else
                 goto fail; /* volume, image, npipe, cluster: nsbox has none of them */
             have_type = true;
-        } else if ((strcmp(field, "source") == 0 || strcmp(field, "src") == 0) && value &&
-                   *value) {
+        } else if ((strcmp(field, "source") == 0 || strcmp(field, "src") == 0) && value && *value) {
             free(m.source);
             m.source = strdup(value);
             if (!m.source)

@@ -46,12 +46,12 @@ int parse_tmpfs(const char *spec, uint64_t default_size, char **ret_target, uint
 
 /* One `--mount`. */
 struct parsed_mount {
-    bool is_tmpfs;  /* type=tmpfs; else type=bind */
-    char *source;   /* bind: as given (maybe relative), malloc()ed; tmpfs: NULL */
-    char *target;   /* without trailing slashes, malloc()ed */
-    bool writable;  /* bind: readonly=false was given; tmpfs: always true */
-    uint64_t size;  /* tmpfs: bytes */
-    unsigned mode;  /* tmpfs: permission bits */
+    bool is_tmpfs; /* type=tmpfs; else type=bind */
+    char *source;  /* bind: as given (maybe relative), malloc()ed; tmpfs: NULL */
+    char *target;  /* without trailing slashes, malloc()ed */
+    bool writable; /* bind: readonly=false was given; tmpfs: always true */
+    uint64_t size; /* tmpfs: bytes */
+    unsigned mode; /* tmpfs: permission bits */
 };
 
 /* `--mount type=bind,source=SRC,target=DST[,readonly]` or `--mount

@@ -103,8 +103,10 @@ int plan_env(struct sandbox *sb, struct nsbox_result *ret)
                                             "no_proxy="};
 #undef PROXY_URL
     char threads[3][48];
-    const char *base[4 + ELEMENTSOF(threads) + ELEMENTSOF(proxy_env)] = {
-        "PATH=" SANDBOX_PATH, "HOME=/tmp", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"};
+    const char *base[4 + ELEMENTSOF(threads) + ELEMENTSOF(proxy_env)] = {"PATH=" SANDBOX_PATH,
+                                                                         "HOME=/tmp",
+                                                                         "LANG=C.UTF-8",
+                                                                         "PYTHONUNBUFFERED=1"};
     const struct nsbox_config *c = sb->config;
     const unsigned ncpus = cpus_count(c->cpus_milli);
     size_t n_base = 4;
@@ -200,8 +202,9 @@ int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
             if (fd < 0)
                 return report_error(ret, fd, "bind", "bind source '%s': %m", b->source);
             (void)close(fd);
-            *m = (struct sandbox_mount){
-                .target = b->target, .writable = b->writable, .source_owned = strdup(walked)};
+            *m = (struct sandbox_mount){.target = b->target,
+                                        .writable = b->writable,
+                                        .source_owned = strdup(walked)};
             if (!m->source_owned)
                 return report_error(ret, -ENOMEM, "bind", "out of memory");
             m->source = m->source_owned;
@@ -264,8 +267,8 @@ int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
 static int rootfs_lacks(int rootfd, const char *path)
 {
     struct open_how how = {.flags = O_PATH | O_CLOEXEC,
-                           .resolve =
-                               RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS};
     struct stat st;
     int fd;
 
@@ -325,11 +328,11 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd
                             sb->rootfs);
     if (fstat(fd, &st) == 0 && stat("/", &host_root) == 0 && st.st_dev == host_root.st_dev &&
         st.st_ino == host_root.st_ino)
-        return report_error(
-            ret, -EINVAL, "rootfs",
-            "rootfs '%s' is the host's own root: nsbox needs a separate root "
-            "filesystem (the built one, or a directory made with nsbox rootfs build)",
-            sb->rootfs);
+        return report_error(ret, -EINVAL, "rootfs",
+                            "rootfs '%s' is the host's own root: nsbox needs a separate root "
+                            "filesystem (the built one, or a directory made with nsbox rootfs "
+                            "build)",
+                            sb->rootfs);
     /* A directory with neither /usr nor /bin is no root filesystem: most often the directory
      * above one (a copy of build/rootfs, whose tree is in tree/), which would run as an empty
      * root and end in a puzzling "not found". */
@@ -353,8 +356,8 @@ static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd
 static int read_rootfs_file(int rootfd, const char *path, char **ret, size_t *ret_len)
 {
     struct open_how how = {.flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-                           .resolve =
-                               RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                      RESOLVE_NO_MAGICLINKS};
     _cleanup_close_ int fd = -EBADF;
 
     fd = sys_openat2(rootfd, path, &how);
@@ -487,8 +490,8 @@ int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb, struct cgroup_
     by = sb->in_cgroup ? NSBOX_ENFORCER_CGROUP : NSBOX_ENFORCER_RLIMIT;
     ret->memory.enforced_by = c->memory ? by : NSBOX_ENFORCER_NONE;
     ret->pids_limit.enforced_by = c->pids_limit ? by : NSBOX_ENFORCER_NONE;
-    ret->cpus.enforced_by =
-        c->cpus_milli && (sb->in_cgroup || c->timeout) ? by : NSBOX_ENFORCER_NONE;
+    ret->cpus.enforced_by = c->cpus_milli && (sb->in_cgroup || c->timeout) ? by
+                                                                           : NSBOX_ENFORCER_NONE;
     if (!sb->in_cgroup) {
         (void)snprintf(ret->limits_note, sizeof(ret->limits_note),
                        "%s; so memory is RLIMIT_DATA per process, pids is RLIMIT_NPROC for the "
@@ -561,12 +564,12 @@ int plan_identity(const struct nsbox_config *c, struct nsbox_result *ret)
         return 0;
     while (c->labels[n])
         if (!label_is_valid(c->labels[n++], &key_len))
-            return report_error(
-                ret, -EINVAL, "config",
-                "invalid label '%s': expected KEY=VALUE, KEY [a-zA-Z0-9][a-zA-Z0-9_./-]* "
-                "of at most %d bytes, VALUE of at most %d bytes without control "
-                "characters",
-                c->labels[n - 1], LABEL_KEY_MAX, LABEL_VALUE_MAX);
+            return report_error(ret, -EINVAL, "config",
+                                "invalid label '%s': expected KEY=VALUE, KEY "
+                                "[a-zA-Z0-9][a-zA-Z0-9_./-]* "
+                                "of at most %d bytes, VALUE of at most %d bytes without control "
+                                "characters",
+                                c->labels[n - 1], LABEL_KEY_MAX, LABEL_VALUE_MAX);
     ret->labels = calloc(n + 1, sizeof(char *));
     if (!ret->labels)
         return report_error(ret, -ENOMEM, "config", "out of memory");
@@ -762,8 +765,8 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
             return report_error(ret, r, "copy-in", "%s", why);
         if (c->workspace) {
             /* The workspace holds what /work held: NAME/work (none yet on first use). */
-            _cleanup_close_ int wfd =
-                openat(sb->ws.dir_fd, "work", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            _cleanup_close_ int wfd = openat(sb->ws.dir_fd, "work",
+                                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             char shown[sizeof(sb->ws.path) + 16], main_py[sizeof(shown) + 16];
             struct copy_source src = {.src_fd = wfd, .prefix = "work", .shown = shown};
             (void)snprintf(shown, sizeof(shown), "%s/work", sb->ws.path);

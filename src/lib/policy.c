@@ -18,6 +18,8 @@
 
 #include "policy.h"
 
+/* A table laid out by hand, and a macro that clang-format 14 mangles: */
+/* clang-format off */
 #define CONST(x) {#x, (uint64_t)(x)}
 
 static const struct {
@@ -51,16 +53,27 @@ static const struct {
     CONST(SCHED_RESET_ON_FORK), CONST(IPPROTO_UDP), CONST(IPPROTO_UDPLITE), CONST(NETLINK_ROUTE),
     CONST(S_ISUID), CONST(S_ISGID), CONST(O_CREAT), CONST(O_TMPFILE),
 };
+/* clang-format on */
 
 static const struct {
     const char *name;
     int value;
 } errnos[] = {
-    {"EPERM", EPERM},   {"ENOENT", ENOENT},         {"EIO", EIO},
-    {"EBADF", EBADF},   {"EACCES", EACCES},         {"EFAULT", EFAULT},
-    {"EINVAL", EINVAL}, {"ENOTTY", ENOTTY},         {"ENOSYS", ENOSYS},
-    {"EOPNOTSUPP", EOPNOTSUPP}, {"EAFNOSUPPORT", EAFNOSUPPORT}, {"EPROTONOSUPPORT", EPROTONOSUPPORT},
-    {"EROFS", EROFS},   {"ENODEV", ENODEV},         {"ENXIO", ENXIO},
+    {"EPERM", EPERM},
+    {"ENOENT", ENOENT},
+    {"EIO", EIO},
+    {"EBADF", EBADF},
+    {"EACCES", EACCES},
+    {"EFAULT", EFAULT},
+    {"EINVAL", EINVAL},
+    {"ENOTTY", ENOTTY},
+    {"ENOSYS", ENOSYS},
+    {"EOPNOTSUPP", EOPNOTSUPP},
+    {"EAFNOSUPPORT", EAFNOSUPPORT},
+    {"EPROTONOSUPPORT", EPROTONOSUPPORT},
+    {"EROFS", EROFS},
+    {"ENODEV", ENODEV},
+    {"ENXIO", ENXIO},
 };
 
 bool policy_constant(const char *name, size_t len, uint64_t *ret)
@@ -255,7 +268,7 @@ static int comparison(struct cursor *c, struct policy_term *t)
     if (n != 4 || memcmp(s, "arg", 3) != 0 || s[3] < '0' || s[3] > '5')
         return fail(c, start, -EINVAL, "expected arg0 .. arg5");
     cmp.arg = (unsigned)(s[3] - '0');
-    if (punct(c, "&") ) {
+    if (punct(c, "&")) {
         if (c->p < c->end && *c->p == '&')
             return fail(c, c->p - 1, -EINVAL, "expected a comparison before '&&'");
         cmp.masked = true;
@@ -335,8 +348,8 @@ static int parse_rule(struct cursor *c, struct policy *p)
     (void)snprintf(rule.file, sizeof(rule.file), "%s", c->file);
     skip_space(c);
     at = c->p;
-    while (c->p < c->end && ((*c->p >= 'a' && *c->p <= 'z') || (*c->p >= '0' && *c->p <= '9') ||
-                             *c->p == '_'))
+    while (c->p < c->end &&
+           ((*c->p >= 'a' && *c->p <= 'z') || (*c->p >= '0' && *c->p <= '9') || *c->p == '_'))
         c->p++;
     name = at;
     n = (size_t)(c->p - at);
@@ -422,8 +435,12 @@ static int parse_text(const char *text, size_t len, const char *file, policy_inc
         const char *nl = memchr(line, '\n', (size_t)(end - line));
         const char *line_end = nl ? nl : end;
         const char *hash = memchr(line, '#', (size_t)(line_end - line));
-        struct cursor c = {.line = line, .p = line, .end = hash ? hash : line_end,
-                           .file = file, .lineno = ++lineno, .e = e};
+        struct cursor c = {.line = line,
+                           .p = line,
+                           .end = hash ? hash : line_end,
+                           .file = file,
+                           .lineno = ++lineno,
+                           .e = e};
         int r;
 
         while (c.end > c.p && (c.end[-1] == ' ' || c.end[-1] == '\t' || c.end[-1] == '\r'))

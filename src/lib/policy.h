@@ -24,16 +24,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define POLICY_MAX_CMP 6  /* comparisons in one term (one per system-call argument) */
+#define POLICY_MAX_CMP 6 /* comparisons in one term (one per system-call argument) */
 #define POLICY_NAME_MAX 64
 #define POLICY_MAX_RULES 10000 /* in one policy, includes counted: bounds memory and time */
 
 enum policy_op { POLICY_EQ, POLICY_NE, POLICY_LT, POLICY_LE, POLICY_GT, POLICY_GE };
 
 struct policy_cmp {
-    unsigned arg;    /* 0..5 */
+    unsigned arg; /* 0..5 */
     enum policy_op op;
-    bool masked;     /* compare (argN & mask) */
+    bool masked; /* compare (argN & mask) */
     uint64_t mask;
     uint64_t value;
 };
@@ -48,11 +48,11 @@ enum policy_action { POLICY_ALLOW, POLICY_ERRNO, POLICY_KILL };
 struct policy_rule {
     char name[POLICY_NAME_MAX]; /* system call name as written */
     enum policy_action action;
-    int errno_value;            /* POLICY_ERRNO */
-    bool refuse_if;             /* "return ERRNO if ..." / "kill if ...": an exception */
-    struct policy_term *terms;  /* OR of terms; none: unconditional */
+    int errno_value;           /* POLICY_ERRNO */
+    bool refuse_if;            /* "return ERRNO if ..." / "kill if ...": an exception */
+    struct policy_term *terms; /* OR of terms; none: unconditional */
     size_t n_terms;
-    char file[256];             /* where it was written, for messages */
+    char file[256]; /* where it was written, for messages */
     unsigned line;
 };
 
@@ -79,9 +79,10 @@ typedef int (*policy_include_fn)(const char *name, const char *from_file, char *
 /*
  * Parse len bytes of text (named file in messages) and append its rules to *p. include may be
  * NULL, and then @include is an error.
- * Returns 0; -EINVAL for a syntax error, -E2BIG past POLICY_MAX_RULES rules, -ENOENT (or the callback's error) for an include
- * that cannot be read, -ELOOP for an include inside an included file, -ENOMEM; on error *e is
- * filled with file, line, column and message, and *p may hold the rules read before it.
+ * Returns 0; -EINVAL for a syntax error, -E2BIG past POLICY_MAX_RULES rules, -ENOENT (or the
+ * callback's error) for an include that cannot be read, -ELOOP for an include inside an included
+ * file, -ENOMEM; on error *e is filled with file, line, column and message, and *p may hold the
+ * rules read before it.
  */
 int policy_parse(const char *text, size_t len, const char *file, policy_include_fn include,
                  void *userdata, struct policy *p, struct policy_error *e);

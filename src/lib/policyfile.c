@@ -52,12 +52,12 @@ struct include_context {
     size_t total; /* bytes read so far, against POLICY_TOTAL_MAX */
 };
 
-static int include_one(const char *name, const char *from_file, char **ret_text,
-                       size_t *ret_len, char **ret_file, void *userdata);
+static int include_one(const char *name, const char *from_file, char **ret_text, size_t *ret_len,
+                       char **ret_file, void *userdata);
 
 /* The same file may be included many times: the total is bounded, not just each file. */
-static int include_file(const char *name, const char *from_file, char **ret_text,
-                        size_t *ret_len, char **ret_file, void *userdata)
+static int include_file(const char *name, const char *from_file, char **ret_text, size_t *ret_len,
+                        char **ret_file, void *userdata)
 {
     struct include_context *ctx = userdata;
     int r = include_one(name, from_file, ret_text, ret_len, ret_file, userdata);
@@ -73,8 +73,8 @@ static int include_file(const char *name, const char *from_file, char **ret_text
     return 0;
 }
 
-static int include_one(const char *name, const char *from_file, char **ret_text,
-                       size_t *ret_len, char **ret_file, void *userdata)
+static int include_one(const char *name, const char *from_file, char **ret_text, size_t *ret_len,
+                       char **ret_file, void *userdata)
 {
     const struct include_context *ctx = userdata;
     const struct policy_builtin *b;

@@ -9,7 +9,7 @@
 struct policy_builtin {
     const char *name; /* relative to policy/: "default.policy", "groups/basic-io.group" */
     const char *text;
-    size_t size;      /* bytes */
+    size_t size; /* bytes */
 };
 
 /* Generated from policy/ by policy/embed.py; ends with a NULL name. */

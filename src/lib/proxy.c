@@ -521,8 +521,8 @@ static void conn_connect_next(struct proxy *p, struct conn *c)
 {
     while (c->next_addr < c->n_addrs) {
         const struct sockaddr_storage *a = &c->addrs[c->next_addr++];
-        socklen_t len =
-            a->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+        socklen_t len = a->ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                : sizeof(struct sockaddr_in6);
         int fd = socket(a->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
         if (fd < 0)
@@ -568,8 +568,8 @@ static void conn_head(struct proxy *p, struct conn *c, uint64_t now)
     if (r < 0) {
         conn_record(p, c, "", 0, false, why);
         if (r == -E2BIG)
-            conn_answer(p, c, "431 Request Header Fields Too Large",
-                        "nsbox: request refused: %s", why);
+            conn_answer(p, c, "431 Request Header Fields Too Large", "nsbox: request refused: %s",
+                        why);
         else
             conn_answer(p, c, "400 Bad Request", "nsbox: request refused: %s", why);
         return;
@@ -644,15 +644,16 @@ static int nofile_fit(struct proxy *p, char *why, size_t why_size)
     if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
         return 0;
     if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
-        (void)snprintf(
-            why, why_size,
-            "--network-max-connections %zu needs %llu file descriptors, but "
-            "RLIMIT_NOFILE allows %llu (ulimit -Hn): lower --network-max-connections "
-            "to %llu or raise the limit",
-            p->max_connections, (unsigned long long)need, (unsigned long long)rl.rlim_max,
-            rl.rlim_max > FDS_RESERVE + FDS_PER_SLOT * OVERFLOW_SLOTS
-                ? (unsigned long long)((rl.rlim_max - FDS_RESERVE) / FDS_PER_SLOT - OVERFLOW_SLOTS)
-                : 0ULL);
+        (void)snprintf(why, why_size,
+                       "--network-max-connections %zu needs %llu file descriptors, but "
+                       "RLIMIT_NOFILE allows %llu (ulimit -Hn): lower --network-max-connections "
+                       "to %llu or raise the limit",
+                       p->max_connections, (unsigned long long)need,
+                       (unsigned long long)rl.rlim_max,
+                       rl.rlim_max > FDS_RESERVE + FDS_PER_SLOT * OVERFLOW_SLOTS
+                           ? (unsigned long long)((rl.rlim_max - FDS_RESERVE) / FDS_PER_SLOT -
+                                                  OVERFLOW_SLOTS)
+                           : 0ULL);
         return -EINVAL;
     }
     p->nofile_saved = rl;
@@ -704,8 +705,8 @@ int proxy_new(const struct nsbox_config *c, struct proxy **ret, char *why, size_
     if (!p)
         return -ENOMEM;
     p->listener = -1;
-    p->max_connections =
-        c->network_max_connections ? c->network_max_connections : PROXY_DEFAULT_MAX_CONNECTIONS;
+    p->max_connections = c->network_max_connections ? c->network_max_connections
+                                                    : PROXY_DEFAULT_MAX_CONNECTIONS;
     p->max_bytes = c->network_max_bytes ? c->network_max_bytes : PROXY_DEFAULT_MAX_BYTES;
     p->report.enabled = true;
     for (char *const *s = c->network_allow; s && *s; s++) {
@@ -963,8 +964,8 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
         switch (c->state) {
         case ST_HEAD:
             if (cr) {
-                ssize_t k =
-                    recv(c->client, c->up + c->up_len, HTTPHEAD_MAX - c->up_len, MSG_DONTWAIT);
+                ssize_t k = recv(c->client, c->up + c->up_len, HTTPHEAD_MAX - c->up_len,
+                                 MSG_DONTWAIT);
                 if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
                     conn_close(p, i);
                     continue;

@@ -300,10 +300,10 @@ void nsbox_result_reason(const struct nsbox_result *r, char *buf, size_t size)
 }
 
 /* One note, formatted, handed to the caller's function. */
-static void emit(void (*note)(const char *, void *), void *userdata, size_t *count,
-                 const char *fmt, ...) _printf_(4, 5);
-static void emit(void (*note)(const char *, void *), void *userdata, size_t *count,
-                 const char *fmt, ...)
+static void emit(void (*note)(const char *, void *), void *userdata, size_t *count, const char *fmt,
+                 ...) _printf_(4, 5);
+static void emit(void (*note)(const char *, void *), void *userdata, size_t *count, const char *fmt,
+                 ...)
 {
     char buf[2048];
     va_list ap;
@@ -417,10 +417,10 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
             int k;
             if (e->allowed || shown == 8)
                 continue;
-            k = e->host[0] ? snprintf(list + n, sizeof(list) - n, "%s%s:%u (%s)", shown ? ", " : "",
-                                      e->host, (unsigned)e->port, e->reason)
-                           : snprintf(list + n, sizeof(list) - n, "%s%s", shown ? ", " : "",
-                                      e->reason);
+            k = e->host[0]
+                    ? snprintf(list + n, sizeof(list) - n, "%s%s:%u (%s)", shown ? ", " : "",
+                               e->host, (unsigned)e->port, e->reason)
+                    : snprintf(list + n, sizeof(list) - n, "%s%s", shown ? ", " : "", e->reason);
             n += k > 0 ? (size_t)k : 0;
             shown++;
         }
@@ -435,7 +435,8 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              "the network proxy cut the connections at --network-max-bytes (%llu bytes relayed)",
              (unsigned long long)(r->network.bytes_sent + r->network.bytes_received));
     if (r->refused_throttled)
-        emit(note, userdata, &count, "the program made refused system calls faster than nsbox "
+        emit(note, userdata, &count,
+             "the program made refused system calls faster than nsbox "
              "answers them (1000 a second after the first 1000), so those calls waited for their "
              "EPERM (a loop on a refused call runs at that pace)");
     if (r->refused_inet_socket)
@@ -461,30 +462,32 @@ static json_t *network_json(const struct nsbox_network_report *n)
     list = json_array();
     for (size_t i = 0; list && i < n->n_connections; i++) {
         const struct nsbox_network_connection *e = &n->connections[i];
-        (void)json_array_append_new(
-            list, json_pack("{s:o, s:o, s:b, s:o, s:I, s:I}", "host",
-                            e->host[0] ? json_text(e->host, strlen(e->host)) : json_null(),
-                            "port", e->port ? json_integer(e->port) : json_null(), "allowed",
-                            e->allowed, "reason",
-                            e->reason[0] ? json_text(e->reason, strlen(e->reason)) : json_null(),
-                            "bytes_sent", (json_int_t)e->bytes_sent, "bytes_received",
-                            (json_int_t)e->bytes_received));
+        (void)json_array_append_new(list,
+                                    json_pack("{s:o, s:o, s:b, s:o, s:I, s:I}", "host",
+                                              e->host[0] ? json_text(e->host, strlen(e->host))
+                                                         : json_null(),
+                                              "port", e->port ? json_integer(e->port) : json_null(),
+                                              "allowed", e->allowed, "reason",
+                                              e->reason[0] ? json_text(e->reason, strlen(e->reason))
+                                                           : json_null(),
+                                              "bytes_sent", (json_int_t)e->bytes_sent,
+                                              "bytes_received", (json_int_t)e->bytes_received));
     }
     hosts = json_array();
     for (size_t i = 0; hosts && i < n->n_hosts; i++) {
         const struct nsbox_network_host *e = &n->hosts[i];
-        (void)json_array_append_new(
-            hosts, json_pack("{s:o, s:o, s:I, s:I, s:I}", "host",
-                             e->host[0] ? json_text(e->host, strlen(e->host)) : json_null(),
-                             "port", e->port ? json_integer(e->port) : json_null(),
-                             "connections", (json_int_t)e->connections, "bytes_sent",
-                             (json_int_t)e->bytes_sent, "bytes_received",
-                             (json_int_t)e->bytes_received));
+        (void)json_array_append_new(hosts,
+                                    json_pack("{s:o, s:o, s:I, s:I, s:I}", "host",
+                                              e->host[0] ? json_text(e->host, strlen(e->host))
+                                                         : json_null(),
+                                              "port", e->port ? json_integer(e->port) : json_null(),
+                                              "connections", (json_int_t)e->connections,
+                                              "bytes_sent", (json_int_t)e->bytes_sent,
+                                              "bytes_received", (json_int_t)e->bytes_received));
     }
     root = json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "connections",
                      list ? list : json_null(), "hosts", hosts ? hosts : json_null(),
-                     "connections_total",
-                     (json_int_t)n->connections_total, "connections_refused",
+                     "connections_total", (json_int_t)n->connections_total, "connections_refused",
                      (json_int_t)n->connections_refused, "connections_omitted",
                      (json_int_t)n->connections_omitted, "bytes_sent", (json_int_t)n->bytes_sent,
                      "bytes_received", (json_int_t)n->bytes_received, "bytes_limit_hit",
@@ -509,22 +512,24 @@ static json_t *copy_out_json(const struct nsbox_result *r)
     skipped = json_array();
     for (size_t i = 0; i < r->n_copied; i++) {
         const struct nsbox_copied_file *f = &r->copied[i];
-        (void)json_array_append_new(
-            copied, json_pack("{s:o, s:o, s:I, s:s}", "path", json_text(f->path, strlen(f->path)),
-                              "host_path",
-                              f->host_path ? json_text(f->host_path, strlen(f->host_path))
-                                           : json_null(),
-                              "size", (json_int_t)f->size, "sha256", f->sha256));
+        (void)json_array_append_new(copied,
+                                    json_pack("{s:o, s:o, s:I, s:s}", "path",
+                                              json_text(f->path, strlen(f->path)), "host_path",
+                                              f->host_path
+                                                  ? json_text(f->host_path, strlen(f->host_path))
+                                                  : json_null(),
+                                              "size", (json_int_t)f->size, "sha256", f->sha256));
     }
     for (size_t i = 0; i < r->n_skipped; i++)
-        (void)json_array_append_new(
-            skipped, json_pack("{s:o, s:o}", "path",
-                               json_text(r->skipped[i].path, strlen(r->skipped[i].path)),
-                               "reason",
-                               json_text(r->skipped[i].reason, strlen(r->skipped[i].reason))));
+        (void)json_array_append_new(skipped, json_pack("{s:o, s:o}", "path",
+                                                       json_text(r->skipped[i].path,
+                                                                 strlen(r->skipped[i].path)),
+                                                       "reason",
+                                                       json_text(r->skipped[i].reason,
+                                                                 strlen(r->skipped[i].reason))));
     return json_pack("{s:b, s:b, s:o, s:o, s:I}", "done", r->copy_out_done, "complete",
-                     r->copy_out_complete, "copied", copied, "skipped", skipped,
-                     "skipped_unlisted", (json_int_t)r->skipped_more);
+                     r->copy_out_complete, "copied", copied, "skipped", skipped, "skipped_unlisted",
+                     (json_int_t)r->skipped_more);
 }
 
 /* The "limit" object of the JSON result: which limit ended the run (or was run into), or null. */
@@ -764,28 +769,31 @@ json_t *result_to_json_object(const struct nsbox_result *r)
             (overall == NSBOX_ENFORCER_NONE || all[i]->enforced_by == NSBOX_ENFORCER_RLIMIT))
             overall = all[i]->enforced_by;
 
-    limits = json_pack(
-        "{s:o, s:o, s:o, s:{s:o, s:s}, s:{s:I, s:s}}", "memory",
-        limit_object("bytes", json_integer((json_int_t)r->memory.value), r->memory.enforced_by),
-        "pids", limit_object("max", json_integer((json_int_t)r->pids_limit.value),
-                             r->pids_limit.enforced_by),
-        "cpus", limit_object("cpus", json_real((double)r->cpus.value / 1000.0),
-                             r->cpus.enforced_by),
-        "timeout", "seconds",
-        r->timeout.value ? json_real((double)r->timeout.value / 1e6) : json_null(),
-        "enforced_by", r->timeout.value ? "supervisor" : "none", "output", "bytes",
-        (json_int_t)r->output_limit, "enforced_by", "supervisor");
+    limits = json_pack("{s:o, s:o, s:o, s:{s:o, s:s}, s:{s:I, s:s}}", "memory",
+                       limit_object("bytes", json_integer((json_int_t)r->memory.value),
+                                    r->memory.enforced_by),
+                       "pids",
+                       limit_object("max", json_integer((json_int_t)r->pids_limit.value),
+                                    r->pids_limit.enforced_by),
+                       "cpus",
+                       limit_object("cpus", json_real((double)r->cpus.value / 1000.0),
+                                    r->cpus.enforced_by),
+                       "timeout", "seconds",
+                       r->timeout.value ? json_real((double)r->timeout.value / 1e6) : json_null(),
+                       "enforced_by", r->timeout.value ? "supervisor" : "none", "output", "bytes",
+                       (json_int_t)r->output_limit, "enforced_by", "supervisor");
     /* The size of /work: the tmpfs itself refuses writes past it (ENOSPC). */
     if (limits)
-        (void)json_object_set_new(
-            limits, "workdir",
-            json_pack("{s:o, s:s}", "bytes",
-                      r->workdir_size ? json_integer((json_int_t)r->workdir_size) : json_null(),
-                      "enforced_by", r->workdir_size ? "tmpfs" : "none"));
+        (void)json_object_set_new(limits, "workdir",
+                                  json_pack("{s:o, s:s}", "bytes",
+                                            r->workdir_size
+                                                ? json_integer((json_int_t)r->workdir_size)
+                                                : json_null(),
+                                            "enforced_by", r->workdir_size ? "tmpfs" : "none"));
 
     root = json_pack("{s:s, s:i, s:o, s:f, s:o, s:o, s:I, s:I, s:b, s:b, s:o, s:o, s:s, s:s?}",
-                     "status", nsbox_status_to_string(r->status), "exit_code",
-                     nsbox_exit_status(r), "signal",
+                     "status", nsbox_status_to_string(r->status), "exit_code", nsbox_exit_status(r),
+                     "signal",
                      r->status == NSBOX_STATUS_SIGNALED || r->status == NSBOX_STATUS_OOM ||
                              r->status == NSBOX_STATUS_KILLED
                          ? json_integer(r->status == NSBOX_STATUS_SIGNALED ? r->signal : 9)
@@ -853,21 +861,21 @@ json_t *result_to_json_object(const struct nsbox_result *r)
     (void)json_object_set_new(root, "host_gid",
                               r->host_uid ? json_integer((json_int_t)r->host_gid) : json_null());
     if (r->cgroup.valid)
-        (void)json_object_set_new(
-            root, "cgroup",
-            json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path", r->cgroup.path, "memory_peak",
-                      (json_int_t)r->cgroup.memory_peak, "oom_kills",
-                      (json_int_t)r->cgroup.oom_kills, "pids_limit_hits",
-                      (json_int_t)r->cgroup.pids_limit_hits, "cpu_user_usec",
-                      (json_int_t)r->cgroup.cpu_user, "cpu_system_usec",
-                      (json_int_t)r->cgroup.cpu_system));
+        (void)json_object_set_new(root, "cgroup",
+                                  json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path",
+                                            r->cgroup.path, "memory_peak",
+                                            (json_int_t)r->cgroup.memory_peak, "oom_kills",
+                                            (json_int_t)r->cgroup.oom_kills, "pids_limit_hits",
+                                            (json_int_t)r->cgroup.pids_limit_hits, "cpu_user_usec",
+                                            (json_int_t)r->cgroup.cpu_user, "cpu_system_usec",
+                                            (json_int_t)r->cgroup.cpu_system));
     else
         (void)json_object_set_new(root, "cgroup", json_null());
     (void)json_object_set_new(root, "workdir",
                               r->work_used || r->work_free
-                                  ? json_pack("{s:I, s:I, s:b}", "used",
-                                              (json_int_t)r->work_used, "free",
-                                              (json_int_t)r->work_free, "full", r->work_full)
+                                  ? json_pack("{s:I, s:I, s:b}", "used", (json_int_t)r->work_used,
+                                              "free", (json_int_t)r->work_free, "full",
+                                              r->work_full)
                                   : json_null());
     (void)json_object_set_new(root, "copy_out", copy_out_json(r));
     (void)json_object_set_new(root, "workspace",

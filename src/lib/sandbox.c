@@ -209,8 +209,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
      * root has it, a container's root does not (runtimes drop it), and the supervisor would
      * fail with EPERM. Dumpable again until the listener is taken: only nsbox's own code runs
      * until then, and init is made non-dumpable for good below, before any payload exists. */
-    if (sb->privileged && !sb->config->seccomp_disabled &&
-        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+    if (sb->privileged && !sb->config->seccomp_disabled && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "PR_SET_DUMPABLE"});
 
@@ -571,8 +570,10 @@ static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret)
     }
     r = copy_unpack(sb->copy_out_fd,
                     &(struct copy_target){.root_fds = sb->out_fds,
-                                          .root_paths = sb->out_host_paths, .n_roots = sb->n_out,
-                                          .indexed = true, .host = true,
+                                          .root_paths = sb->out_host_paths,
+                                          .n_roots = sb->n_out,
+                                          .indexed = true,
+                                          .host = true,
                                           .shown_roots = sb->out_shown},
                     &caps, ret, why, sizeof(why));
     if (r < 0) {
@@ -693,8 +694,11 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         goto out;
     }
     if (pid == 0) {
-        struct child_fds fds = {.sync = sync[0], .report = report[1], .out = out[1],
-                                .err = err[1], .in = in[1],
+        struct child_fds fds = {.sync = sync[0],
+                                .report = report[1],
+                                .out = out[1],
+                                .err = err[1],
+                                .in = in[1],
                                 .session = hooks ? hooks->init_fd : -1};
         if (hooks)
             (void)close(hooks->own_fd);
@@ -734,10 +738,14 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     }
 
     {
-        struct supervise_fds sfds = {.pidfd = pidfd, .out = TAKE_FD(out[0]),
-                                     .err = TAKE_FD(err[0]), .report = TAKE_FD(report[0]),
-                                     .signalfd = sigfd, .stdin_src = c->pass_stdin ? 0 : -1,
-                                     .sync = sync[1], .init_pid = pid,
+        struct supervise_fds sfds = {.pidfd = pidfd,
+                                     .out = TAKE_FD(out[0]),
+                                     .err = TAKE_FD(err[0]),
+                                     .report = TAKE_FD(report[0]),
+                                     .signalfd = sigfd,
+                                     .stdin_src = c->pass_stdin ? 0 : -1,
+                                     .sync = sync[1],
+                                     .init_pid = pid,
                                      .stdin_dst = in[0] >= 0 ? TAKE_FD(in[0]) : -1,
                                      .proxy = proxy};
         if (hooks) {
@@ -747,11 +755,12 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         } else
             r = supervise(c, &sfds, start, ret);
         if (r < 0)
-            (void)report_error(
-                ret, r, "supervise", "supervising the sandbox failed: %s%s", strerror(-r),
-                proxy && r == -ENOSYS ? " (--network allow= takes the proxy's socket from the "
-                                        "sandbox with pidfd_getfd(2), Linux 5.6 or later)"
-                                      : "");
+            (void)report_error(ret, r, "supervise", "supervising the sandbox failed: %s%s",
+                               strerror(-r),
+                               proxy && r == -ENOSYS
+                                   ? " (--network allow= takes the proxy's socket from the "
+                                     "sandbox with pidfd_getfd(2), Linux 5.6 or later)"
+                                   : "");
     }
     if (proxy)
         proxy_finish(proxy, &ret->network);

@@ -41,10 +41,10 @@ struct sandbox_mount {
 struct sandbox {
     const struct nsbox_config *config;
     const char *rootfs;
-    char **argv;       /* what the payload execs */
-    char **envp;       /* the payload's whole environment */
-    const char *path;  /* the PATH value in envp, for the program lookup */
-    uid_t host_uid;    /* outside ids the inside ids map to */
+    char **argv;      /* what the payload execs */
+    char **envp;      /* the payload's whole environment */
+    const char *path; /* the PATH value in envp, for the program lookup */
+    uid_t host_uid;   /* outside ids the inside ids map to */
     gid_t host_gid;
     bool privileged;   /* nsbox was started by root: map to an unprivileged host id */
     bool host_root;    /* ... by uid 0 of the initial user namespace, not a container's root:

@@ -42,11 +42,11 @@ extern const char session_repl[]; /* session-repl.py, embedded at build time */
 struct runner {
     const struct sandbox *sb;
     int report_fd, control_fd, proc_fd;
-    pid_t step;        /* the running program step, or 0 */
-    bool code_step;    /* a Python step is running in the interpreter */
-    pid_t repl;        /* the interpreter, or 0 */
-    int repl_fd;       /* init's end of its socket, or -1 */
-    uint32_t flags;    /* of the running step */
+    pid_t step;           /* the running program step, or 0 */
+    bool code_step;       /* a Python step is running in the interpreter */
+    pid_t repl;           /* the interpreter, or 0 */
+    int repl_fd;          /* init's end of its socket, or -1 */
+    uint32_t flags;       /* of the running step */
     uint64_t grace_until; /* a Python step interrupted: killed if it has not ended by then */
 };
 
@@ -65,7 +65,9 @@ static int control_recv(int fd, struct session_msg *m, int fds[STEP_FDS])
         struct cmsghdr align;
     } u;
     struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
                          .msg_controllen = sizeof(u.buf)};
     ssize_t n = RETRY_EINTR(recvmsg(fd, &msg, MSG_CMSG_CLOEXEC));
     int nfds = 0;
@@ -193,8 +195,7 @@ static void repl_forget(struct runner *rn)
 /* The end of a step: nothing it started stays. */
 static void step_end(struct runner *rn, int end, int code)
 {
-    struct session_msg m = {.type = SESSION_STEP_END, .end = end, .code = code,
-                            .flags = rn->flags};
+    struct session_msg m = {.type = SESSION_STEP_END, .end = end, .code = code, .flags = rn->flags};
     int status;
     bool done = false, died = false;
 
@@ -289,7 +290,9 @@ static void run_code(struct runner *rn, const int *fds, int n)
         struct cmsghdr align;
     } u = {0};
     struct iovec iov = {.iov_base = (char *)"run", .iov_len = 3};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
                          .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int))};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 
@@ -361,8 +364,7 @@ static void interrupt(struct runner *rn)
 _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int report_fd,
                              int shm_fd, int control_fd)
 {
-    struct runner rn = {.sb = sb, .report_fd = report_fd, .control_fd = control_fd,
-                        .repl_fd = -1};
+    struct runner rn = {.sb = sb, .report_fd = report_fd, .control_fd = control_fd, .repl_fd = -1};
     struct session_msg ready = {.type = SESSION_READY};
     int sigfd;
 

@@ -44,26 +44,26 @@ enum session_end {
 };
 
 /* flags of SESSION_STEP_END */
-#define SESSION_INTERPRETER_NEW 1u       /* a fresh interpreter was started for this step */
+#define SESSION_INTERPRETER_NEW 1u         /* a fresh interpreter was started for this step */
 #define SESSION_INTERPRETER_INTERRUPTED 2u /* KeyboardInterrupt ended the step; state kept */
-#define SESSION_INTERPRETER_RESTARTED 4u /* it did not stop within the grace: killed */
-#define SESSION_INTERPRETER_CRASHED 8u   /* it died during the step */
+#define SESSION_INTERPRETER_RESTARTED 4u   /* it did not stop within the grace: killed */
+#define SESSION_INTERPRETER_CRASHED 8u     /* it died during the step */
 
 /* Seconds the interpreter has, after SIGINT, to end a step before it is killed. */
 #define SESSION_INTERRUPT_GRACE_USEC (2 * 1000 * 1000)
 
 struct session_msg {
     int32_t type;
-    int32_t end;   /* enum session_end */
+    int32_t end; /* enum session_end */
     int32_t code;
     uint32_t flags;
 };
 
 struct session_options {
-    uint64_t idle_timeout; /* microseconds; 0: none */
-    uint64_t lifetime;     /* microseconds; 0: none */
-    bool json;             /* print {"id": ..., "socket": ...} */
-    const char *log_path;  /* the audit log: a start and an end record per step; or NULL */
+    uint64_t idle_timeout;   /* microseconds; 0: none */
+    uint64_t lifetime;       /* microseconds; 0: none */
+    bool json;               /* print {"id": ..., "socket": ...} */
+    const char *log_path;    /* the audit log: a start and an end record per step; or NULL */
     uint64_t log_code_limit; /* bytes of a step's code kept in the log */
 };
 

@@ -61,14 +61,14 @@
 
 struct stream_state {
     struct nsbox_stream *s;
-    int fd;       /* read end (O_NONBLOCK), -1 at EOF */
-    int copy_fd;  /* where output is copied as it arrives, or -1 */
+    int fd;      /* read end (O_NONBLOCK), -1 at EOF */
+    int copy_fd; /* where output is copied as it arrives, or -1 */
     uint64_t limit;
     struct json_meter meter; /* the JSON size of what is kept */
     bool full;               /* kept as much as the limit and the JSON bound allow */
     char *escaped;           /* copy_fd is a terminal: the copy is escaped here, else NULL */
     struct termsafe term;
-    bool reader_gone;        /* copy_fd's reader went away (EPIPE): pass that on */
+    bool reader_gone; /* copy_fd's reader went away (EPIPE): pass that on */
 };
 
 /* The supervisor's state that signals change. */
@@ -92,9 +92,9 @@ struct supervisor {
 
 void supervise_signal_set(sigset_t *set)
 {
-    static const int terminating[] = {SIGHUP,  SIGINT,    SIGQUIT, SIGUSR1, SIGUSR2,
-                                      SIGALRM, SIGTERM,   SIGSTKFLT, SIGXCPU, SIGXFSZ,
-                                      SIGVTALRM, SIGPROF, SIGIO,   SIGPWR};
+    static const int terminating[] = {SIGHUP,    SIGINT,  SIGQUIT,   SIGUSR1, SIGUSR2,
+                                      SIGALRM,   SIGTERM, SIGSTKFLT, SIGXCPU, SIGXFSZ,
+                                      SIGVTALRM, SIGPROF, SIGIO,     SIGPWR};
 
     sigemptyset(set);
     for (size_t i = 0; i < ELEMENTSOF(terminating); i++)
@@ -139,7 +139,8 @@ static void handle_signals(struct supervisor *sv)
  * must not stop the wall clock, nor `nsbox kill` (signals are handled while waiting). Writes at
  * most PIPE_BUF bytes after each POLLOUT, which a pipe takes without blocking (pipe(7)). On
  * EPIPE, another error or the deadline, copying stops for good (capture goes on); EPIPE also
- * sets st->reader_gone. nsbox ignores SIGPIPE (cmd-run.c, cmd-session.c), so EPIPE comes back as an error. */
+ * sets st->reader_gone. nsbox ignores SIGPIPE (cmd-run.c, cmd-session.c), so EPIPE comes back as an
+ * error. */
 static void copy_out(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
 {
     while (n > 0 && st->copy_fd >= 0 && !sv->stop) {
@@ -314,8 +315,7 @@ static bool listener_has_waiting(int listener)
  * and the policy is the payload's), everything else is refused with EPERM and recorded.
  * (seccomp_unotify(2).) Returns false when the listener is done (no more filter users). */
 static bool answer_notification(struct supervisor *sv, int listener, pid_t init_pid,
-                                bool no_network,
-                                struct nsbox_result *ret)
+                                bool no_network, struct nsbox_result *ret)
 {
     struct seccomp_notif req;
     struct seccomp_notif_resp resp;
@@ -361,7 +361,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         {&ret->err, fds->err, c->stderr_fd, c->output_limit},
     };
     _cleanup_free_ char *escaped_out = NULL, *escaped_err = NULL;
-    struct supervisor sv = {.fds = fds, .init_running = true,
+    struct supervisor sv = {.fds = fds,
+                            .init_running = true,
                             .kill_at = c->timeout ? start + c->timeout : UINT64_MAX};
     _cleanup_free_ char *buf = malloc(READ_CHUNK);
     struct report_reader reader = {0};

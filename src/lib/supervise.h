@@ -28,14 +28,14 @@
 void supervise_signal_set(sigset_t *set);
 
 struct supervise_fds {
-    int pidfd;    /* of the sandbox's init; never closed here */
-    int out;      /* read ends of the payload's stdout and stderr pipes, closed here */
+    int pidfd; /* of the sandbox's init; never closed here */
+    int out;   /* read ends of the payload's stdout and stderr pipes, closed here */
     int err;
-    int report;   /* read end of the report pipe, closed here */
-    int signalfd; /* supervise_signal_set()'s when forwarding signals, else -1; not closed here */
-    int stdin_src; /* the caller's stdin to relay to the payload, or -1; not closed here */
-    int stdin_dst; /* the supervisor's end of the payload's stdin socket, or -1; closed here */
-    int sync;      /* write end of the sync pipe: one byte tells init the listener was taken */
+    int report;     /* read end of the report pipe, closed here */
+    int signalfd;   /* supervise_signal_set()'s when forwarding signals, else -1; not closed here */
+    int stdin_src;  /* the caller's stdin to relay to the payload, or -1; not closed here */
+    int stdin_dst;  /* the supervisor's end of the payload's stdin socket, or -1; closed here */
+    int sync;       /* write end of the sync pipe: one byte tells init the listener was taken */
     pid_t init_pid; /* the sandbox's init, as this process sees it */
     struct proxy *proxy; /* --network allow=: served here (proxy.h), or NULL; not freed here */
 };

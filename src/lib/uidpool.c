@@ -41,12 +41,13 @@
  * (dropping the lock) before it sends the sandbox's init its death signal (PR_SET_PDEATHSIG;
  * exit_files() comes before exit_notify() in do_exit()): for that moment, until init's exit
  * has killed the rest, a next run may have the id too, but each sits in a pid namespace of its
- * own where it cannot see the other's processes. Without a pid namespace (--pid host), the supervisor kills every process
- * of the id (uidpool_kill_all()) before releasing it; such a run marks its slot (byte N of the
- * lock file, written only by the holder of its lock) before its first process and clears the
- * mark after the kill, so that if nsbox is killed in between, the next run to take the slot
- * kills what runs as the id before using it (one pread(2) per run checks the mark). A host
- * that runs other software in this range must say so to nsbox by a passwd or group entry.
+ * own where it cannot see the other's processes. Without a pid namespace (--pid host), the
+ * supervisor kills every process of the id (uidpool_kill_all()) before releasing it; such a run
+ * marks its slot (byte N of the lock file, written only by the holder of its lock) before its first
+ * process and clears the mark after the kill, so that if nsbox is killed in between, the next run
+ * to take the slot kills what runs as the id before using it (one pread(2) per run checks the
+ * mark). A host that runs other software in this range must say so to nsbox by a passwd or group
+ * entry.
  */
 #include <errno.h>
 #include <fcntl.h>

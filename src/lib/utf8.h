@@ -78,6 +78,6 @@ static inline bool utf8_hidden(uint32_t cp)
            (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2064) ||
            (cp >= 0x2066 && cp <= 0x206f) || cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb) ||
            cp == 0x110bd || cp == 0x110cd || (cp >= 0x13430 && cp <= 0x1343f) ||
-           (cp >= 0x1bca0 && cp <= 0x1bca3) || (cp >= 0x1d173 && cp <= 0x1d17a) ||
-           cp == 0xe0001 || (cp >= 0xe0020 && cp <= 0xe007f);
+           (cp >= 0x1bca0 && cp <= 0x1bca3) || (cp >= 0x1d173 && cp <= 0x1d17a) || cp == 0xe0001 ||
+           (cp >= 0xe0020 && cp <= 0xe007f);
 }

@@ -18,7 +18,6 @@
 #include "syscalls.h"
 #include "workspace.h"
 
-
 /* Whether st is a directory of the caller's that nobody else can write. */
 static int check_owner(const struct stat *st, const char *path, char *why, size_t why_size)
 {
@@ -26,13 +25,13 @@ static int check_owner(const struct stat *st, const char *path, char *why, size_
         return why_fail(why, why_size, -ENOTDIR, "%s is not a directory", path);
     if (st->st_uid != geteuid())
         return why_fail(why, why_size, -EPERM,
-                    "%s belongs to uid %u, not to you (uid %u): nsbox uses only workspaces of "
-                    "the caller's own",
-                    path, (unsigned)st->st_uid, (unsigned)geteuid());
+                        "%s belongs to uid %u, not to you (uid %u): nsbox uses only workspaces of "
+                        "the caller's own",
+                        path, (unsigned)st->st_uid, (unsigned)geteuid());
     if (st->st_mode & 022)
         return why_fail(why, why_size, -EPERM,
-                    "%s is writable by group or others (mode %04o): make it 0700", path,
-                    (unsigned)(st->st_mode & 07777));
+                        "%s is writable by group or others (mode %04o): make it 0700", path,
+                        (unsigned)(st->st_mode & 07777));
     return 0;
 }
 
@@ -50,8 +49,9 @@ int workspace_base_open(bool create, char *path, size_t path_size, char *why, si
         r = snprintf(path, path_size, "%s/.local/state/nsbox/workspaces", home);
     else
         return why_fail(why, why_size, -ENOENT,
-                    "neither $XDG_STATE_HOME nor $HOME is an absolute path: nsbox does not know "
-                    "where to keep workspaces");
+                        "neither $XDG_STATE_HOME nor $HOME is an absolute path: nsbox does not "
+                        "know "
+                        "where to keep workspaces");
     if (r < 0 || (size_t)r >= path_size)
         return why_fail(why, why_size, -ENAMETOOLONG, "the workspaces path is too long");
     if (create) {
@@ -62,7 +62,7 @@ int workspace_base_open(bool create, char *path, size_t path_size, char *why, si
             *p = '/';
             if (r < 0)
                 return why_fail(why, why_size, r, "cannot make the workspaces directory %s: %s",
-                            path, strerror(-r));
+                                path, strerror(-r));
         }
         if (mkdir(path, 0700) < 0 && errno != EEXIST)
             return why_fail(why, why_size, -errno, "cannot make %s: %m", path);
@@ -73,9 +73,9 @@ int workspace_base_open(bool create, char *path, size_t path_size, char *why, si
         return why_fail(why, why_size, fd, "no workspaces yet (%s does not exist)", path);
     if (fd == -ELOOP)
         return why_fail(why, why_size, fd,
-                    "%s: '%s' is a symlink, and nsbox follows only root's symlinks in "
-                    "directories only root can write; set $XDG_STATE_HOME to the real path",
-                    path, walked);
+                        "%s: '%s' is a symlink, and nsbox follows only root's symlinks in "
+                        "directories only root can write; set $XDG_STATE_HOME to the real path",
+                        path, walked);
     if (fd < 0)
         return why_fail(why, why_size, fd, "%s: %s", path, strerror(-fd));
     if (fstat(fd, &st) < 0 || (r = check_owner(&st, path, why, why_size)) < 0) {
@@ -86,8 +86,7 @@ int workspace_base_open(bool create, char *path, size_t path_size, char *why, si
     return fd;
 }
 
-int workspace_open(const char *name, bool create, struct workspace *ws, char *why,
-                   size_t why_size)
+int workspace_open(const char *name, bool create, struct workspace *ws, char *why, size_t why_size)
 {
     char lock_name[NSBOX_NAME_MAX + 8];
     struct stat st;
@@ -97,9 +96,9 @@ int workspace_open(const char *name, bool create, struct workspace *ws, char *wh
     if (!run_name_is_valid(name) ||
         (strlen(name) > 5 && strcmp(name + strlen(name) - 5, ".lock") == 0))
         return why_fail(why, why_size, -EINVAL,
-                    "invalid workspace name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most "
-                    "%d bytes, not ending in .lock",
-                    name, NSBOX_NAME_MAX);
+                        "invalid workspace name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most "
+                        "%d bytes, not ending in .lock",
+                        name, NSBOX_NAME_MAX);
     (void)snprintf(ws->name, sizeof(ws->name), "%s", name);
     r = workspace_base_open(create, ws->path, sizeof(ws->path), why, why_size);
     if (r < 0)
@@ -112,22 +111,23 @@ int workspace_open(const char *name, bool create, struct workspace *ws, char *wh
 
     if (!create && fstatat(ws->base_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
         return why_fail(why, why_size, -ENOENT, "no workspace '%s' (nsbox workspace ls lists them)",
-                    name);
+                        name);
     /* The lock first: whoever holds it owns NAME and its staging directory. */
     (void)snprintf(lock_name, sizeof(lock_name), "%s.lock", name);
     ws->lock_fd = openat(ws->base_fd, lock_name,
                          O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     if (ws->lock_fd < 0)
-        return why_fail(why, why_size, -errno, "cannot open the lock of workspace %s: %m", ws->path);
+        return why_fail(why, why_size, -errno, "cannot open the lock of workspace %s: %m",
+                        ws->path);
     if (fstat(ws->lock_fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
         return why_fail(why, why_size, -EPERM, "the lock of workspace %s is not a file of yours",
-                    ws->path);
+                        ws->path);
     if (flock(ws->lock_fd, LOCK_EX | LOCK_NB) < 0) {
         if (errno == EWOULDBLOCK)
             return why_fail(why, why_size, -EBUSY,
-                        "workspace '%s' is in use by another run: one run at a time per "
-                        "workspace (wait for it, or use another workspace)",
-                        name);
+                            "workspace '%s' is in use by another run: one run at a time per "
+                            "workspace (wait for it, or use another workspace)",
+                            name);
         return why_fail(why, why_size, -errno, "cannot lock workspace %s: %m", ws->path);
     }
 
@@ -136,7 +136,7 @@ int workspace_open(const char *name, bool create, struct workspace *ws, char *wh
     ws->dir_fd = openat(ws->base_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (ws->dir_fd < 0 && errno == ENOENT)
         return why_fail(why, why_size, -ENOENT, "no workspace '%s' (nsbox workspace ls lists them)",
-                    name);
+                        name);
     if (ws->dir_fd < 0)
         return why_fail(why, why_size, -errno, "cannot open workspace %s: %m", ws->path);
     if (fstat(ws->dir_fd, &st) < 0)
@@ -159,8 +159,9 @@ int workspace_commit(struct workspace *ws, const char *staging, char *why, size_
     }
     r = copy_remove_tree(ws->base_fd, staging);
     if (r < 0)
-        return why_fail(why, why_size, r, "saved workspace %s, but removing its old files failed: %s",
-                    ws->path, strerror(-r));
+        return why_fail(why, why_size, r,
+                        "saved workspace %s, but removing its old files failed: %s", ws->path,
+                        strerror(-r));
     return 0;
 }
 

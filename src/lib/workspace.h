@@ -12,9 +12,9 @@
 #include <stddef.h>
 
 struct workspace {
-    int base_fd;  /* .../nsbox/workspaces, O_PATH */
-    int lock_fd;  /* NAME.lock, locked, or -EBADF */
-    int dir_fd;   /* NAME, O_RDONLY directory */
+    int base_fd; /* .../nsbox/workspaces, O_PATH */
+    int lock_fd; /* NAME.lock, locked, or -EBADF */
+    int dir_fd;  /* NAME, O_RDONLY directory */
     char name[129];
     char path[4096]; /* .../workspaces/NAME, for messages */
 };
@@ -27,8 +27,7 @@ int workspace_base_open(bool create, char *path, size_t path_size, char *why, si
 /* Open (making it when create) the workspace name and take its lock without waiting: -EBUSY
  * when another run holds it, -ENOENT when missing and !create, -EPERM when not the caller's.
  * *ws is filled; release it with workspace_close(). */
-int workspace_open(const char *name, bool create, struct workspace *ws, char *why,
-                   size_t why_size);
+int workspace_open(const char *name, bool create, struct workspace *ws, char *why, size_t why_size);
 
 /* Replace the workspace's files with those in the staging directory staging (below base_fd):
  * exchanged atomically, then the old tree removed. */

@@ -58,8 +58,8 @@ static void check_rewrite(const char *buf, const struct httphead *h)
             !(le == end && memcmp(p, "Connection: close\r\n", 19) == 0))
             abort();
         if (colon - p == 4 && strncasecmp(p, "host", 4) == 0) {
-            const char *hl =
-                host_in ? memchr(host_in, '\n', (size_t)(buf + h->head_len - host_in)) : NULL;
+            const char *hl = host_in ? memchr(host_in, '\n', (size_t)(buf + h->head_len - host_in))
+                                     : NULL;
             n_host++;
             if (!hl || hl - host_in + 1 != le - p || memcmp(p, host_in, (size_t)(le - p)) != 0)
                 abort();

@@ -40,16 +40,22 @@ static void build(void)
     img.eh.e_phoff = offsetof(struct image, ph);
     img.eh.e_phentsize = sizeof(Elf64_Phdr);
     img.eh.e_phnum = 3;
-    img.ph[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_offset = 0, .p_vaddr = base,
-                             .p_filesz = sizeof(img), .p_memsz = sizeof(img)};
-    img.ph[1] = (Elf64_Phdr){.p_type = PT_INTERP, .p_offset = offsetof(struct image, interp),
+    img.ph[0] = (Elf64_Phdr){.p_type = PT_LOAD,
+                             .p_offset = 0,
+                             .p_vaddr = base,
+                             .p_filesz = sizeof(img),
+                             .p_memsz = sizeof(img)};
+    img.ph[1] = (Elf64_Phdr){.p_type = PT_INTERP,
+                             .p_offset = offsetof(struct image, interp),
                              .p_filesz = sizeof(INTERP)};
-    img.ph[2] = (Elf64_Phdr){.p_type = PT_DYNAMIC, .p_offset = offsetof(struct image, dyn),
+    img.ph[2] = (Elf64_Phdr){.p_type = PT_DYNAMIC,
+                             .p_offset = offsetof(struct image, dyn),
                              .p_filesz = sizeof(img.dyn)};
     img.dyn[0] = (Elf64_Dyn){.d_tag = DT_NEEDED, .d_un.d_val = STR_FOO};
     img.dyn[1] = (Elf64_Dyn){.d_tag = DT_NEEDED, .d_un.d_val = STR_LIBC};
     img.dyn[2] = (Elf64_Dyn){.d_tag = DT_RUNPATH, .d_un.d_val = STR_RUNPATH};
-    img.dyn[3] = (Elf64_Dyn){.d_tag = DT_STRTAB, .d_un.d_val = base + offsetof(struct image, strtab)};
+    img.dyn[3] = (Elf64_Dyn){.d_tag = DT_STRTAB,
+                             .d_un.d_val = base + offsetof(struct image, strtab)};
     img.dyn[4] = (Elf64_Dyn){.d_tag = DT_STRSZ, .d_un.d_val = sizeof(strtab)};
     img.dyn[5] = (Elf64_Dyn){.d_tag = DT_NULL};
     memcpy(img.interp, INTERP, sizeof(INTERP));
@@ -103,20 +109,47 @@ static const char *const malformed[] = {
 static void make_malformed(size_t i)
 {
     switch (i) {
-    case 0: img.eh.e_ident[EI_CLASS] = 7; break;
-    case 1: img.eh.e_phoff = sizeof(img) - 8; break;
-    case 2: img.eh.e_phoff = UINT64_MAX - 16; break;
-    case 3: img.eh.e_phentsize = 8; break;
-    case 4: img.ph[2].p_offset = sizeof(img) - 4; break;
-    case 5: img.ph[1].p_filesz = 4096; break;
-    case 6: img.interp[sizeof(INTERP) - 1] = 'x'; break;
-    case 7: img.dyn[3].d_un.d_val = 0x10; break;
-    case 8: img.dyn[4].d_un.d_val = 1 << 20; break;
-    case 9: img.dyn[0].d_un.d_val = 4000; break;
-    case 10: img.strtab[sizeof(strtab) - 1] = 'b'; break;
-    case 11: img.dyn[3].d_tag = DT_DEBUG; break;
-    case 12: img.ph[0].p_offset = UINT64_MAX - 8; break;
-    default: cr_assert_fail("no case %zu", i);
+    case 0:
+        img.eh.e_ident[EI_CLASS] = 7;
+        break;
+    case 1:
+        img.eh.e_phoff = sizeof(img) - 8;
+        break;
+    case 2:
+        img.eh.e_phoff = UINT64_MAX - 16;
+        break;
+    case 3:
+        img.eh.e_phentsize = 8;
+        break;
+    case 4:
+        img.ph[2].p_offset = sizeof(img) - 4;
+        break;
+    case 5:
+        img.ph[1].p_filesz = 4096;
+        break;
+    case 6:
+        img.interp[sizeof(INTERP) - 1] = 'x';
+        break;
+    case 7:
+        img.dyn[3].d_un.d_val = 0x10;
+        break;
+    case 8:
+        img.dyn[4].d_un.d_val = 1 << 20;
+        break;
+    case 9:
+        img.dyn[0].d_un.d_val = 4000;
+        break;
+    case 10:
+        img.strtab[sizeof(strtab) - 1] = 'b';
+        break;
+    case 11:
+        img.dyn[3].d_tag = DT_DEBUG;
+        break;
+    case 12:
+        img.ph[0].p_offset = UINT64_MAX - 8;
+        break;
+    default:
+        cr_assert_fail("no case %zu", i);
     }
 }
 

@@ -37,8 +37,9 @@ Test(idfiles, the_uid_field_is_matched_whole)
     /* 100 is not 1000, a gid of 1000 is not a uid, and a name is not an id. */
     static const char text[] = "a:x:100:1000:::\n1000:x:5:5:::\nb:x:10000:1:::";
     cr_assert_eq(idfiles_passwd(text, strlen(text), 1000, 7, &out), 1);
-    cr_expect_str_eq(out, "a:x:100:1000:::\n1000:x:5:5:::\nb:x:10000:1:::\n"
-                          "sandbox:x:1000:7:nsbox sandbox:/tmp:/bin/sh\n",
+    cr_expect_str_eq(out,
+                     "a:x:100:1000:::\n1000:x:5:5:::\nb:x:10000:1:::\n"
+                     "sandbox:x:1000:7:nsbox sandbox:/tmp:/bin/sh\n",
                      "a missing final newline is added");
     free(out);
 }

@@ -15,6 +15,7 @@ struct size_case {
 
 Test(parse, size)
 {
+    /* clang-format off */
     static const struct size_case cases[] = {
         {"256m", 0, 256ULL << 20},  {"256M", 0, 256ULL << 20}, {"1g", 0, 1ULL << 30},
         {"1.5g", 0, 3ULL << 29},    {"4000", 0, 4000},         {"4000b", 0, 4000},
@@ -25,11 +26,11 @@ Test(parse, size)
         {"nan", -EINVAL, 0},        {"1..2m", -EINVAL, 0},     {"99999999999999999999", -ERANGE, 0},
         {"20000000t", -ERANGE, 0},
     };
+    /* clang-format on */
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         uint64_t v = 12345;
         int r = parse_size(cases[i].in, &v);
-        cr_expect_eq(r, cases[i].r, "parse_size(\"%s\") = %d, want %d", cases[i].in, r,
-                     cases[i].r);
+        cr_expect_eq(r, cases[i].r, "parse_size(\"%s\") = %d, want %d", cases[i].in, r, cases[i].r);
         if (cases[i].r == 0)
             cr_expect_eq(v, cases[i].bytes, "parse_size(\"%s\") = %llu", cases[i].in,
                          (unsigned long long)v);
@@ -123,8 +124,9 @@ Test(parse, bind)
     free(src);
     free(dst);
 
-    static const char *const bad[] = {"/a", ":/b", "/a:", "/a:b", "/a:/b:rx", "/a:/b:ro:rw",
-                                      "/a:/", "/a://", "/a:/x/../y", "/a:/x/./", ""};
+    static const char *const bad[] = {"/a",         ":/b",         "/a:",  "/a:b",
+                                      "/a:/b:rx",   "/a:/b:ro:rw", "/a:/", "/a://",
+                                      "/a:/x/../y", "/a:/x/./",    ""};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         cr_expect_eq(parse_bind(bad[i], &src, &dst, &rw), -EINVAL, "'%s' accepted", bad[i]);
 }
@@ -158,9 +160,9 @@ Test(parse, tmpfs)
     cr_expect_not(exec, "the last word wins");
     free(t);
 
-    static const char *const bad[] = {"tmp", "/tmp:size=0", "/tmp:size=", "/tmp:mode=8",
-                                      "/tmp:mode=77777", "/tmp:execute", "/tmp:exe",
-                                      "/tmp:", "/"};
+    static const char *const bad[] = {"tmp",         "/tmp:size=0",     "/tmp:size=",
+                                      "/tmp:mode=8", "/tmp:mode=77777", "/tmp:execute",
+                                      "/tmp:exe",    "/tmp:",           "/"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         cr_expect_eq(parse_tmpfs(bad[i], 1, &t, &size, &mode, &exec), -EINVAL, "'%s' accepted",
                      bad[i]);
@@ -201,14 +203,24 @@ Test(parse, mount_bind)
     cr_expect_str_eq(m.target, "/t");
     parsed_mount_done(&m);
 
-    static const char *const bad[] = {
-        "", "type=bind", "type=bind,src=/a", "type=bind,target=/b", "src=/a,target=/b",
-        "type=volume,src=v,target=/b", "type=bind,src=/a,target=b", "type=bind,src=/a,target=/",
-        "type=bind,src=/a,target=/x/../y", "type=bind,src=,target=/b",
-        "type=bind,src=/a,target=/b,readonly=yes", "type=bind,src=/a,target=/b,tmpfs-size=1m",
-        "type=bind,src=/a,target=/b,bind-propagation=shared", "type=bind,src=/a,target=/b,x",
-        "type=bind,src=/a,target=/b,\"unterminated", "type=bind,\"src=/a\"x,target=/b",
-        "type=bind,src=/a\"b,target=/b", "type,src=/a,target=/b"};
+    static const char *const bad[] = {"",
+                                      "type=bind",
+                                      "type=bind,src=/a",
+                                      "type=bind,target=/b",
+                                      "src=/a,target=/b",
+                                      "type=volume,src=v,target=/b",
+                                      "type=bind,src=/a,target=b",
+                                      "type=bind,src=/a,target=/",
+                                      "type=bind,src=/a,target=/x/../y",
+                                      "type=bind,src=,target=/b",
+                                      "type=bind,src=/a,target=/b,readonly=yes",
+                                      "type=bind,src=/a,target=/b,tmpfs-size=1m",
+                                      "type=bind,src=/a,target=/b,bind-propagation=shared",
+                                      "type=bind,src=/a,target=/b,x",
+                                      "type=bind,src=/a,target=/b,\"unterminated",
+                                      "type=bind,\"src=/a\"x,target=/b",
+                                      "type=bind,src=/a\"b,target=/b",
+                                      "type,src=/a,target=/b"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         cr_expect_eq(parse_mount(bad[i], 1, &m), -EINVAL, "'%s' accepted", bad[i]);
 }
@@ -232,10 +244,13 @@ Test(parse, mount_tmpfs)
     cr_expect_eq(m.mode, 0700);
     parsed_mount_done(&m);
 
-    static const char *const bad[] = {
-        "type=tmpfs", "type=tmpfs,src=/a,target=/b", "type=tmpfs,target=/b,readonly",
-        "type=tmpfs,target=/b,tmpfs-size=0", "type=tmpfs,target=/b,tmpfs-size=",
-        "type=tmpfs,target=/b,tmpfs-mode=8", "type=tmpfs,target=/b,tmpfs-mode=77777"};
+    static const char *const bad[] = {"type=tmpfs",
+                                      "type=tmpfs,src=/a,target=/b",
+                                      "type=tmpfs,target=/b,readonly",
+                                      "type=tmpfs,target=/b,tmpfs-size=0",
+                                      "type=tmpfs,target=/b,tmpfs-size=",
+                                      "type=tmpfs,target=/b,tmpfs-mode=8",
+                                      "type=tmpfs,target=/b,tmpfs-mode=77777"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         cr_expect_eq(parse_mount(bad[i], 1, &m), -EINVAL, "'%s' accepted", bad[i]);
 }
@@ -291,11 +306,22 @@ Test(parse, labels)
         bool ok;
         size_t key_len;
     } cases[] = {
-        {"suite=unit", true, 5},     {"com.example/x=1", true, 13}, {"k", true, 1},
-        {"k=", true, 1},             {"k=a=b", true, 1},            {"k=ünïcode", true, 1},
-        {"=v", false, 0},            {"-k=v", false, 0},            {"k y=v", false, 0},
-        {"k=a\nb", false, 0},        {"k=\x1b[31m", false, 0},      {"k=\x7f", false, 0},
-        {"k=\xc2\x9b" "31m", false, 0}, {"", false, 0},
+        {"suite=unit", true, 5},
+        {"com.example/x=1", true, 13},
+        {"k", true, 1},
+        {"k=", true, 1},
+        {"k=a=b", true, 1},
+        {"k=ünïcode", true, 1},
+        {"=v", false, 0},
+        {"-k=v", false, 0},
+        {"k y=v", false, 0},
+        {"k=a\nb", false, 0},
+        {"k=\x1b[31m", false, 0},
+        {"k=\x7f", false, 0},
+        {"k=\xc2\x9b"
+         "31m",
+         false, 0},
+        {"", false, 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         size_t key_len = 99;
@@ -312,15 +338,32 @@ Test(parse, copy_names)
         const char *in;
         bool ok;
     } cases[] = {
-        {"work/a.csv", true},  {"0/out/plot.png", true}, {"a", true},       {"..a/b..", true},
-        {"", false},           {"/etc/shadow", false},   {"../x", false},   {"a/../b", false},
-        {"a/..", false},       {"./a", false},           {"a//b", false},   {"a/", false},
-        {"a/\x1b[2J", false},  {"a\nb", false},          {"a\x7f", false},
+        {"work/a.csv", true},
+        {"0/out/plot.png", true},
+        {"a", true},
+        {"..a/b..", true},
+        {"", false},
+        {"/etc/shadow", false},
+        {"../x", false},
+        {"a/../b", false},
+        {"a/..", false},
+        {"./a", false},
+        {"a//b", false},
+        {"a/", false},
+        {"a/\x1b[2J", false},
+        {"a\nb", false},
+        {"a\x7f", false},
         /* UTF-8 text is fine; not UTF-8 (two names would show as one U+FFFD), C1 controls,
          * bidi overrides and invisible format characters are not. */
-        {"r\xc3\xa9sum\xc3\xa9.txt", true}, {"report\xff.txt", false},
-        {"a\xc2\x9b" "31m", false}, {"evil\xe2\x80\xaetxt.exe", false},
-        {"ns\xe2\x80\x8b" "box", false},
+        {"r\xc3\xa9sum\xc3\xa9.txt", true},
+        {"report\xff.txt", false},
+        {"a\xc2\x9b"
+         "31m",
+         false},
+        {"evil\xe2\x80\xaetxt.exe", false},
+        {"ns\xe2\x80\x8b"
+         "box",
+         false},
     };
     char long_component[300];
 

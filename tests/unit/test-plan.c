@@ -20,7 +20,9 @@ static void setup(void)
     nsbox_config_init(&config);
     config.cpus_milli = 0; /* no thread counts, unless a test asks */
     memset(&result, 0, sizeof(result));
-    sb = (struct sandbox){.config = &config, .host_ids_lock = -EBADF, .copy_in_fd = -EBADF,
+    sb = (struct sandbox){.config = &config,
+                          .host_ids_lock = -EBADF,
+                          .copy_in_fd = -EBADF,
                           .copy_out_fd = -EBADF,
                           .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
 }
@@ -73,7 +75,7 @@ Test(plan, env_thread_counts_follow_cpus)
 
 Test(plan, env_later_key_wins_in_place_of_the_first)
 {
-    char *const env[] = {"PATH=/opt/bin", "FOO=1", "OMP_NUM_THREADS=8", "FOO=2",
+    char *const env[] = {"PATH=/opt/bin",     "FOO=1", "OMP_NUM_THREADS=8", "FOO=2",
                          "PYTHONUNBUFFERED=", NULL};
 
     config.cpus_milli = 1000;

@@ -125,8 +125,8 @@ Test(policy, malformed_lines_name_their_position)
     }
 }
 
-static int include_from_table(const char *name, const char *from, char **ret_text,
-                              size_t *ret_len, char **ret_file, void *userdata)
+static int include_from_table(const char *name, const char *from, char **ret_text, size_t *ret_len,
+                              char **ret_file, void *userdata)
 {
     (void)from;
     (void)userdata;
@@ -151,8 +151,7 @@ Test(policy, include)
     struct policy_error e = {0};
     const char *text = "@include groups/a.group\nwrite\n";
 
-    cr_assert_eq(policy_parse(text, strlen(text), "main.policy", include_from_table, NULL, &p,
-                              &e),
+    cr_assert_eq(policy_parse(text, strlen(text), "main.policy", include_from_table, NULL, &p, &e),
                  0, "%s", e.message);
     cr_assert_eq(p.n_rules, 3);
     cr_expect_str_eq(p.rules[0].name, "close");

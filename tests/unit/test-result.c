@@ -18,8 +18,13 @@ static char *sanitize(const char *s, size_t n, size_t *len)
 
 Test(utf8, valid_text_is_unchanged)
 {
-    static const char *const ok[] = {"", "hello", "gr\xc3\xbc\xc3\x9f", "\xe2\x82\xac",
-                                     "\xf0\x9f\x98\x80", "\xed\x9f\xbf", "\xf4\x8f\xbf\xbf"};
+    static const char *const ok[] = {"",
+                                     "hello",
+                                     "gr\xc3\xbc\xc3\x9f",
+                                     "\xe2\x82\xac",
+                                     "\xf0\x9f\x98\x80",
+                                     "\xed\x9f\xbf",
+                                     "\xf4\x8f\xbf\xbf"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         size_t len;
         char *out = sanitize(ok[i], strlen(ok[i]), &len);
@@ -41,8 +46,8 @@ Test(utf8, invalid_bytes_become_replacement_characters)
         {"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* overlong '/' */
         {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* surrogate */
         {"\xf4\x90\x80\x80", 4,
-         "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},         /* above U+10FFFF */
-        {"\xe2\x82", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* cut by truncation */
+         "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* above U+10FFFF */
+        {"\xe2\x82", 2, "\xef\xbf\xbd\xef\xbf\xbd"},          /* cut by truncation */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         size_t len;
@@ -103,14 +108,14 @@ Test(result, exited)
     json_t *limits = json_object_get(j, "limits");
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(limits, "memory"), "bytes")),
                  256 << 20);
-    cr_expect_str_eq(
-        json_string_value(json_object_get(json_object_get(limits, "memory"), "enforced_by")),
-        "rlimit");
-    cr_expect_float_eq(
-        json_real_value(json_object_get(json_object_get(limits, "cpus"), "cpus")), 0.5, 1e-9);
-    cr_expect_float_eq(
-        json_real_value(json_object_get(json_object_get(limits, "timeout"), "seconds")), 1.5,
-        1e-9);
+    cr_expect_str_eq(json_string_value(
+                         json_object_get(json_object_get(limits, "memory"), "enforced_by")),
+                     "rlimit");
+    cr_expect_float_eq(json_real_value(json_object_get(json_object_get(limits, "cpus"), "cpus")),
+                       0.5, 1e-9);
+    cr_expect_float_eq(json_real_value(
+                           json_object_get(json_object_get(limits, "timeout"), "seconds")),
+                       1.5, 1e-9);
     /* One rlimit among cgroup limits makes the whole "rlimit". */
     cr_expect_str_eq(json_string_value(json_object_get(j, "limits_enforced_by")), "rlimit");
     json_decref(j);
@@ -168,16 +173,15 @@ Test(explain, rlimit_cpu_seconds_never_within_a_second_of_the_timeout)
     static const struct {
         uint64_t cpus_milli, timeout_usec, want;
     } cases[] = {
-        {500, 10000000, 5},  /* 5 s of CPU, 5 s before the timeout: kept */
-        {500, 4000000, 2},   /* 2 s before: kept */
-        {500, 2000000, 1},   /* exactly 1 s before: kept */
-        {500, 1900000, 3},   /* 1 s, 0.9 s before: moved past the timeout */
-        {500, 1000000, 2},   /* rounded up to 1 s, the timeout itself: moved */
+        {500, 10000000, 5},   /* 5 s of CPU, 5 s before the timeout: kept */
+        {500, 4000000, 2},    /* 2 s before: kept */
+        {500, 2000000, 1},    /* exactly 1 s before: kept */
+        {500, 1900000, 3},    /* 1 s, 0.9 s before: moved past the timeout */
+        {500, 1000000, 2},    /* rounded up to 1 s, the timeout itself: moved */
         {1000, 10000000, 11}, /* 10 s, the timeout itself: moved */
         {2000, 10000000, 20}, /* 10 s past: kept */
-        {100, 500000, 2},    /* rounded up to 1 s, 0.5 s past: moved */
-        {0, 10000000, 0},
-        {500, 0, 0},
+        {100, 500000, 2},     /* rounded up to 1 s, 0.5 s past: moved */
+        {0, 10000000, 0},     {500, 0, 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         cr_expect_eq(result_rlimit_cpu_seconds(cases[i].cpus_milli, cases[i].timeout_usec),
@@ -213,8 +217,8 @@ Test(explain, each_end_has_a_sentence_and_a_limit)
          "--timeout 10 s, RLIMIT_CPU under rlimits) and was killed by SIGXCPU",
          NSBOX_LIMIT_CPU, true},
         /* In a cgroup nsbox sets no RLIMIT_CPU: a SIGXCPU is the payload's own. */
-        {NSBOX_STATUS_SIGNALED, 0, SIGXCPU, true, "killed by SIGXCPU (signal 24)",
-         NSBOX_LIMIT_NONE, false},
+        {NSBOX_STATUS_SIGNALED, 0, SIGXCPU, true, "killed by SIGXCPU (signal 24)", NSBOX_LIMIT_NONE,
+         false},
         {NSBOX_STATUS_TIMEOUT, 124, 0, false, "timed out after 10 s; the sandbox was killed",
          NSBOX_LIMIT_TIMEOUT, true},
         {NSBOX_STATUS_OOM, 137, SIGKILL, true,
@@ -290,11 +294,13 @@ Test(explain, notes_in_order_and_in_json)
     cr_expect_str_eq(json_string_value(json_object_get(j, "reason")),
                      "killed by SIGBUS (signal 7)");
     /* The crash is not a limit kill under rlimits; the truncation is the limit it ran into. */
-    cr_expect(json_equal_new(json_object_get(j, "limit"),
-                             json_pack("{s:s, s:i, s:s, s:s, s:b}", "name", "output", "value", 3,
-                                   "unit", "bytes", "enforced_by", "supervisor", "stopped", 0)));
-    cr_expect_eq(json_integer_value(json_object_get(
-                     json_object_get(json_object_get(j, "limits"), "output"), "bytes")),
+    cr_expect(
+        json_equal_new(json_object_get(j, "limit"),
+                       json_pack("{s:s, s:i, s:s, s:s, s:b}", "name", "output", "value", 3, "unit",
+                                 "bytes", "enforced_by", "supervisor", "stopped", 0)));
+    cr_expect_eq(json_integer_value(
+                     json_object_get(json_object_get(json_object_get(j, "limits"), "output"),
+                                     "bytes")),
                  3);
     json_decref(notes);
     json_decref(want);
@@ -315,8 +321,8 @@ Test(explain, refused_inet_socket_says_how_to_get_local_sockets)
     cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 1);
     r.refused_inet_socket = true;
     cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 2);
-    cr_expect(strstr(json_string_value(json_array_get(notes, 1)), "--network loopback"),
-              "got %s", json_dumps(notes, 0));
+    cr_expect(strstr(json_string_value(json_array_get(notes, 1)), "--network loopback"), "got %s",
+              json_dumps(notes, 0));
     json_decref(notes);
 }
 
@@ -340,8 +346,8 @@ Test(explain, cgroup_oom_and_pids_in_json)
                      "killed the payload");
     cr_expect(json_equal_new(json_object_get(j, "limit"),
                              json_pack("{s:s, s:I, s:s, s:s, s:b}", "name", "memory", "value",
-                                   (json_int_t)1 << 30, "unit", "bytes", "enforced_by", "cgroup",
-                                   "stopped", 1)));
+                                       (json_int_t)1 << 30, "unit", "bytes", "enforced_by",
+                                       "cgroup", "stopped", 1)));
     notes = json_object_get(j, "notes");
     cr_expect_eq(json_array_size(notes), 1);
     cr_expect_str_eq(json_string_value(json_array_get(notes, 0)),
@@ -352,9 +358,10 @@ Test(explain, cgroup_oom_and_pids_in_json)
     r.status = NSBOX_STATUS_EXITED;
     r.exit_code = 1;
     j = encode(&r);
-    cr_expect(json_equal_new(json_object_get(j, "limit"),
-                             json_pack("{s:s, s:i, s:s, s:s, s:b}", "name", "pids", "value", 64,
-                                   "unit", "processes", "enforced_by", "cgroup", "stopped", 0)));
+    cr_expect(
+        json_equal_new(json_object_get(j, "limit"),
+                       json_pack("{s:s, s:i, s:s, s:s, s:b}", "name", "pids", "value", 64, "unit",
+                                 "processes", "enforced_by", "cgroup", "stopped", 0)));
     json_decref(j);
 }
 
@@ -441,10 +448,10 @@ Test(json_meter, invalid_bytes_count_as_replacement_characters)
  * counted as 9). */
 Test(json_meter, never_passes_the_bound)
 {
-    static const char alphabet[][4] = {"a", "\n", "\"", "\x01", "\x1b", "\x7f", "\xc3", "\xa9",
-                                       "\xe2", "\x82", "\xac", "\xf0", "\x9f", "\xff", "\xed",
-                                       "\xa0", "\0", "\xc2", "\x9d", "\x80", "\x8b",
-                                       "\xf3", "\xa0", "\x81"};
+    static const char alphabet[][4] = {"a",    "\n",   "\"",   "\x01", "\x1b", "\x7f",
+                                       "\xc3", "\xa9", "\xe2", "\x82", "\xac", "\xf0",
+                                       "\x9f", "\xff", "\xed", "\xa0", "\0",   "\xc2",
+                                       "\x9d", "\x80", "\x8b", "\xf3", "\xa0", "\x81"};
     char s[512];
 
     srand(7);
@@ -530,20 +537,21 @@ Test(explain, network_refusals_and_cut_in_notes_and_json)
     static struct nsbox_result r = {
         .status = NSBOX_STATUS_EXITED,
         .output_limit = 10,
-        .network = {
-            .enabled = true,
-            .connections = {{"pypi.org", 443, true, "", 10, 20000},
-                            {"evil.example", 443, false, "not in --network allow", 0, 0},
-                            {"", 0, false, "more than one Host header", 0, 0}},
-            .n_connections = 3,
-            .connections_total = 3,
-            .connections_refused = 2,
-            .bytes_sent = 10,
-            .bytes_received = 20000,
-            .bytes_limit_hit = true,
-            .hosts = {{"pypi.org", 443, 1, 10, 20000}, {"", 0, 2, 5, 6}},
-            .n_hosts = 2,
-        },
+        .network =
+            {
+                .enabled = true,
+                .connections = {{"pypi.org", 443, true, "", 10, 20000},
+                                {"evil.example", 443, false, "not in --network allow", 0, 0},
+                                {"", 0, false, "more than one Host header", 0, 0}},
+                .n_connections = 3,
+                .connections_total = 3,
+                .connections_refused = 2,
+                .bytes_sent = 10,
+                .bytes_received = 20000,
+                .bytes_limit_hit = true,
+                .hosts = {{"pypi.org", 443, 1, 10, 20000}, {"", 0, 2, 5, 6}},
+                .n_hosts = 2,
+            },
     };
     json_t *notes = json_array(), *j, *want, *net;
 
@@ -561,9 +569,9 @@ Test(explain, network_refusals_and_cut_in_notes_and_json)
     cr_expect_eq(json_integer_value(json_object_get(net, "connections_refused")), 2);
     cr_expect(json_is_true(json_object_get(net, "bytes_limit_hit")));
     cr_expect(json_equal_new(json_array_get(json_object_get(net, "connections"), 2),
-                             json_pack("{s:n, s:n, s:b, s:s, s:i, s:i}", "host", "port",
-                                       "allowed", 0, "reason", "more than one Host header",
-                                       "bytes_sent", 0, "bytes_received", 0)));
+                             json_pack("{s:n, s:n, s:b, s:s, s:i, s:i}", "host", "port", "allowed",
+                                       0, "reason", "more than one Host header", "bytes_sent", 0,
+                                       "bytes_received", 0)));
     /* The totals by host; the last entry, for all others, has no host and no port. */
     cr_expect(json_equal_new(json_object_get(net, "hosts"),
                              json_pack("[{s:s, s:i, s:i, s:i, s:i}, {s:n, s:n, s:i, s:i, s:i}]",
@@ -619,7 +627,8 @@ Test(explain, stderr_witnesses_of_memory_pids_and_space)
     cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
     cr_expect(strstr(json_string_value(json_array_get(notes, 0)),
                      "a fork or thread start that failed with EAGAIN"));
-    cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "--pids-limit 4 is RLIMIT_NPROC"));
+    cr_expect(
+        strstr(json_string_value(json_array_get(notes, 0)), "--pids-limit 4 is RLIMIT_NPROC"));
     r.err = (struct nsbox_stream){.data = bare, .captured = strlen(bare)};
     json_array_clear(notes);
     cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);

@@ -38,16 +38,26 @@ static const struct {
     /* a cursor-position query, whose answer the terminal types into its input */
     {"\x1b[6n", "\\x1b[6n"},
     /* CSI as one 8-bit byte (not UTF-8) and as UTF-8 U+009B */
-    {"\x9b" "6n", "\\x9b6n"},
-    {"\xc2\x9b" "6n", "\\xc2\\x9b6n"},
+    {"\x9b"
+     "6n",
+     "\\x9b6n"},
+    {"\xc2\x9b"
+     "6n",
+     "\\xc2\\x9b6n"},
     /* right-to-left override, line separator */
     {"\xe2\x80\xae:xobsn", "\\xe2\\x80\\xae:xobsn"},
-    {"a\xe2\x80\xa8" "b", "a\\xe2\\x80\\xa8b"},
+    {"a\xe2\x80\xa8"
+     "b",
+     "a\\xe2\\x80\\xa8b"},
     /* format characters (Cf): zero-width space, word joiner, BOM, soft hyphen, a tag */
-    {"ns\xe2\x80\x8b" "box:", "ns\\xe2\\x80\\x8bbox:"},
+    {"ns\xe2\x80\x8b"
+     "box:",
+     "ns\\xe2\\x80\\x8bbox:"},
     {"\xe2\x81\xa0nsbox:", "\\xe2\\x81\\xa0[program] nsbox:"},
     {"\xef\xbb\xbfx", "\\xef\\xbb\\xbfx"},
-    {"ns\xc2\xad" "box", "ns\\xc2\\xadbox"},
+    {"ns\xc2\xad"
+     "box",
+     "ns\\xc2\\xadbox"},
     {"\xf3\xa0\x80\x81", "\\xf3\\xa0\\x80\\x81"},
     /* CR LF is a newline; a lone CR or backspace would overwrite what is on the line */
     {"a\r\nb", "a\r\nb"},
@@ -119,7 +129,8 @@ Test(termsafe, random_output_is_inert)
         cr_assert_str_eq(out, whole, "trial %d", trial);
         for (const unsigned char *p = (const unsigned char *)out; *p;) {
             int len = utf8_check(p, strlen((const char *)p));
-            cr_assert_gt(len, 0, "trial %d: not UTF-8 at %zu", trial, (size_t)(p - (const unsigned char *)out));
+            cr_assert_gt(len, 0, "trial %d: not UTF-8 at %zu", trial,
+                         (size_t)(p - (const unsigned char *)out));
             if (*p < 0x20 || *p == 0x7f)
                 cr_assert(*p == '\t' || *p == '\n' || (*p == '\r' && p[1] == '\n'),
                           "trial %d: control 0x%02x passed", trial, *p);
