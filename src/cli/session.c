@@ -60,8 +60,6 @@ static bool session_no_network(const struct nsbox_config *c)
  * keeps between steps, looping on a refused call then cannot make the supervisor, outside every
  * limit of the sandbox, burn a CPU. The pace is the session's, across steps and between them.
  */
-#define NOTIF_BURST 1000
-#define NOTIF_INTERVAL_USEC 1000 /* 1000 answers a second */
 
 /*
  * Clients. Every connection is non-blocking and served in the supervisor's one poll loop, with

@@ -40,8 +40,6 @@
  * still end it). The waiting is the payload's, not the supervisor's. An ordinary program makes
  * a few refused calls in all, never 1000 a second.
  */
-#define NOTIF_BURST 1000
-#define NOTIF_INTERVAL_USEC 1000 /* 1000 answers a second */
 
 /* How long nsbox keeps reading the output pipes once the sandbox's init has exited. In a pid
  * namespace of its own every writer is dead by then (the kernel killed and reaped the rest of
@@ -347,7 +345,7 @@ bool supervise_answer_notification(int listener, pid_t init_pid, bool no_network
                                    struct nsbox_result *ret)
 {
     /* A session's step has a result of its own: no cache of names that point into an earlier
-     * step's, and no pace (session.c polls the listener whenever it is readable). */
+     * step's; session.c keeps the pace itself (NOTIF_BURST, in its own loop). */
     struct supervisor one = {0};
 
     return answer_notification(&one, listener, init_pid, no_network, ret);

@@ -53,6 +53,12 @@ struct supervise_fds {
 int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
               struct nsbox_result *ret);
 
+/* The pace at which refused system calls are answered, by runs (supervise()) and sessions
+ * (session.c) alike: a burst of NOTIF_BURST at once, then one every NOTIF_INTERVAL_USEC
+ * (microseconds), the listener not polled in between (supervise.c says why). */
+#define NOTIF_BURST 1000
+#define NOTIF_INTERVAL_USEC 1000 /* 1000 answers a second */
+
 /* Answer one notification of the seccomp listener: the sandbox's init's own calls (init_pid, as
  * this process sees it) go through, everything else is refused with EPERM and recorded in ret.
  * Returns false when the listener is done (no more filter users). For the session supervisor
