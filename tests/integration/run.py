@@ -11,8 +11,11 @@ Exit status 0 only if every test passed (a skip fails under NSBOX_TESTS_MUST_WOR
 Registered with meson (tests/integration/meson.build): meson test -C build --suite integration.
 """
 import argparse
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -24,6 +27,12 @@ ap.add_argument("names", nargs="*")
 a = ap.parse_args()
 if a.counts:
     open(a.counts, "w").close()
+# A registry of this run's own (nsbox's is $XDG_RUNTIME_DIR/nsbox first): the tests' sandboxes
+# never show up in the caller's `nsbox ps`, and no test can reach the caller's own sandboxes.
+# (test_registry checks the other places the registry can be, by name and with its own runs.)
+runtime_dir = tempfile.mkdtemp(prefix="nsbox-test-runtime-")
+atexit.register(shutil.rmtree, runtime_dir, ignore_errors=True)
+os.environ["XDG_RUNTIME_DIR"] = runtime_dir
 start = os.path.abspath(a.start)
 top = os.path.abspath(a.top or start)
 sys.path.insert(0, top)
