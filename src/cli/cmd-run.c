@@ -73,7 +73,8 @@ static void usage_run(FILE *f)
           "  -m, --memory SIZE      memory limit, e.g. 256m (default 256m; 'unlimited')\n"
           "  --pids-limit N         process limit (default 64; 'unlimited')\n"
           "  --cpus N               CPU limit, e.g. 0.5 (default 0.5; 'unlimited')\n"
-          "  --timeout SECONDS      wall-clock limit, fractions allowed (default 10; 'unlimited')\n"
+          "  --timeout SECONDS      wall-clock limit, fractions allowed, or 250ms, 10m, 1h (default\n"
+          "                         10; 'unlimited')\n"
           "  --output-limit BYTES   output kept per stream (default 4000)\n"
           "  --cgroup MODE          limits in a cgroup v2 leaf: auto (else rlimits, with a\n"
           "                         warning), required (else fail), off (rlimits) (default auto)\n"
@@ -809,7 +810,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
                 c->timeout = 0;
             else if (parse_duration(optarg, &c->timeout) < 0)
                 return BAD_VALUE("--timeout", optarg,
-                                 "expected seconds above 0, fractions allowed, e.g. 1.5");
+                                 "expected seconds above 0, fractions allowed (1.5), or with a "
+                                 "unit: 250ms, 10m, 1h; or unlimited");
             break;
         case ARG_OUTPUT_LIMIT:
             if (parse_size(optarg, &c->output_limit) < 0 || c->output_limit > (1U << 30))

@@ -88,6 +88,15 @@ int parse_size(const char *s, uint64_t *ret_bytes)
 
 int parse_duration(const char *s, uint64_t *ret_usec)
 {
+    /* Longest suffix first: "ms" before "s". */
+    static const struct {
+        const char *suffix;
+        uint64_t unit; /* microseconds */
+    } units[] = {{"ms", 1000},
+                 {"s", 1000000},
+                 {"m", 60 * 1000000ULL},
+                 {"h", 3600 * 1000000ULL},
+                 {"", 1000000}};
     char number[64];
     size_t n;
     uint64_t usec;
@@ -95,20 +104,23 @@ int parse_duration(const char *s, uint64_t *ret_usec)
 
     if (!s)
         return -EINVAL;
-    n = strlen(s);
-    if (n > 0 && s[n - 1] == 's')
-        n--;
+    n = strspn(s, "0123456789.");
     if (n == 0 || n >= sizeof(number))
         return -EINVAL;
     memcpy(number, s, n);
     number[n] = '\0';
-    r = parse_decimal(number, 1000000, &usec);
-    if (r < 0)
-        return r;
-    if (usec == 0 || usec > UINT64_C(366) * 24 * 3600 * 1000000)
-        return -ERANGE;
-    *ret_usec = usec;
-    return 0;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(s + n, units[i].suffix) != 0)
+            continue;
+        r = parse_decimal(number, units[i].unit, &usec);
+        if (r < 0)
+            return r;
+        if (usec == 0 || usec > UINT64_C(366) * 24 * 3600 * 1000000)
+            return -ERANGE;
+        *ret_usec = usec;
+        return 0;
+    }
+    return -EINVAL;
 }
 
 int parse_cpus(const char *s, uint64_t *ret_milli)

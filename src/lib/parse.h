@@ -19,8 +19,9 @@ int parse_decimal(const char *s, uint64_t unit, uint64_t *ret);
  * b, k/kb/kib, m/mb/mib, g/gb/gib, t/tb/tib ("256m" = 268435456 bytes). Returns bytes. */
 int parse_size(const char *s, uint64_t *ret_bytes);
 
-/* A duration in seconds with an optional fraction and an optional "s" suffix ("1.5").
- * Returns microseconds; -ERANGE when it is 0 or longer than a year. */
+/* A duration: a decimal number of seconds ("1.5", "1.5s"), or of milliseconds, minutes or
+ * hours with "ms", "m" or "h" ("250ms", "10m", "1h"), as Docker's durations. Returns
+ * microseconds; -EINVAL for anything else, -ERANGE when it is 0 or longer than a year. */
 int parse_duration(const char *s, uint64_t *ret_usec);
 
 /* A CPU count as Docker's --cpus ("0.5"). Returns thousandths of a CPU; -ERANGE when it is

@@ -351,6 +351,14 @@ class TestLimitsAndResults(NsboxTestCase):
         self.assertEqual(p.returncode, 124)
         self.assertIn("timed out", p.stderr)
 
+    def test_durations_take_docker_units(self):
+        # As the README writes them: 300ms, 10m (the session example's --idle-timeout).
+        p, r = py("while True: pass", "--timeout", "300ms")
+        self.assertEqual((r["status"], r["reason"]),
+                         ("timeout", "timed out after 0.3 s; the sandbox was killed"))
+        p, r = py("print(1)", "--timeout", "10m")
+        self.assertEqual((r["status"], r["limits"]["timeout"]["seconds"]), ("exited", 600), r)
+
     def test_cpu_time_under_rlimits(self):
         # Without a cgroup, --cpus is CPU time: cpus x timeout seconds, then SIGXCPU. 2 s of CPU
         # in 8 s of wall time: a busy loop gets there well before the timeout even on a loaded

@@ -53,6 +53,17 @@ Test(parse, duration)
     cr_expect_eq(parse_duration("0.0000001", &v), -ERANGE); /* rounds to 0 us */
     cr_expect_eq(parse_duration("inf", &v), -EINVAL);
     cr_expect_eq(parse_duration("s", &v), -EINVAL);
+    cr_expect_eq(parse_duration("250ms", &v), 0);
+    cr_expect_eq(v, 250000);
+    cr_expect_eq(parse_duration("10m", &v), 0);
+    cr_expect_eq(v, 600ULL * 1000000);
+    cr_expect_eq(parse_duration("0.5h", &v), 0);
+    cr_expect_eq(v, 1800ULL * 1000000);
+    cr_expect_eq(parse_duration("10x", &v), -EINVAL);
+    cr_expect_eq(parse_duration("10 m", &v), -EINVAL);
+    cr_expect_eq(parse_duration("1m5s", &v), -EINVAL);
+    cr_expect_eq(parse_duration("ms", &v), -EINVAL);
+    cr_expect_eq(parse_duration("9000h", &v), -ERANGE);
     cr_expect_eq(parse_duration("", &v), -EINVAL);
     cr_expect_eq(parse_duration("99999999", &v), -ERANGE);
 }
