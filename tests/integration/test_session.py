@@ -353,6 +353,44 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class TestSessionRequestLimits(SessionTestCase):
+    """A step's request is taken as it was asked, or refused in words: never quietly loosened
+    (a timeout that becomes none) or cut (arguments that are dropped)."""
+
+    def test_zero_or_tiny_step_timeout_is_not_unlimited(self):
+        # `nsbox run --timeout 0` is refused; a session step asked for a timeout of 0, or of
+        # less than a microsecond (a deadline's remaining budget), must not run without one.
+        sid, sock = self.start("--timeout", "1")
+        for t in (0, 1e-7):
+            start = time.monotonic()
+            r = step(sock, {"op": "exec", "argv": ["sleep", "3"], "timeout": t})
+            took = time.monotonic() - start
+            self.assertTrue(r.get("error") or r.get("status") == "timeout", (t, r))
+            self.assertLess(took, 2.5, (t, r))
+        # The Python API sends timeout=0 as it is: the same.
+        with nsbox_api.Session(nsbox=NSBOX, timeout=1, extra_args=["--cgroup", "off"]) as s:
+            start = time.monotonic()
+            try:
+                r = s.run(["sleep", "3"], timeout=0)
+                self.assertEqual(r.status, "timeout")
+            except (nsbox_api.NsboxError, ValueError):
+                pass
+            self.assertLess(time.monotonic() - start, 2.5)
+
+    def test_every_argument_reaches_a_program_step(self):
+        # `nsbox run` passes 5000 arguments; a session step must pass them all too, or refuse
+        # the step in words, never run the program with the first 4096 only.
+        sid, sock = self.start()
+        args = [str(i) for i in range(5000)]
+        r = step(sock, {"op": "exec",
+                        "argv": ["python3", "-c", "import sys; print(len(sys.argv) - 1)", *args]})
+        if not r.get("error"):
+            self.assertEqual(r["stdout"], "5000\n", r)
+        p = nsbox("run", "--cgroup", "off", "--", "python3", "-c",
+                  "import sys; print(len(sys.argv) - 1)", *args)
+        self.assertEqual(p.stdout, "5000\n", p.stderr)  # the control: a run passes them all
+
+
 class TestSessionClients(SessionTestCase):
     """Every client of the session's socket is served in the supervisor's one poll loop, with a
     deadline: one that is slow to send or to read (of the caller's uid) holds nothing up."""
