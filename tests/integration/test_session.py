@@ -10,6 +10,7 @@ Every test works in a registry of its own (XDG_RUNTIME_DIR is a fresh directory 
 runs), as test_registry does."""
 import json
 import os
+import platform
 import secrets
 import shutil
 import signal
@@ -630,6 +631,51 @@ class TestSessionStdin(SessionTestCase):
         self.assertEqual((p.returncode, p.stdout), (0, "''\n"), p.stderr)
         self.assertOneLineError(nsbox("session", "exec", sid, "-i", "--code", "-", input=""),
                                 contains="not both")
+
+    # A step's stdin is a memfd the supervisor made, outside the sandbox's pid namespace and
+    # so outside its vm.memfd_noexec=2 (README: "in root's runs, memfds cannot be made
+    # executable"). The step must not be able to write a program into it and run it.
+    # Root only (an ordinary user's memfds are executable, as the README says).
+    DROP_AND_RUN = r"""
+import os, struct
+code = bytes.fromhex('bf2a000000b83c0000000f05')  # exit(42), as test_hardening's NATIVE
+base, size = 0x400000, 64 + 56 + 12
+elf = (b'\x7fELF' + bytes([2, 1, 1, 0]) + bytes(8)
+       + struct.pack('<HHIQQQIHHHHHH', 2, 0x3e, 1, base + 120, 64, 0, 0, 64, 56, 1, 0, 0, 0)
+       + struct.pack('<IIQQQQQQ', 1, 5, 0, base, base, size, size, 0x1000) + code)
+try:
+    os.lseek(0, 0, 0)
+    os.ftruncate(0, 0)
+    os.write(0, elf)
+except OSError as e:
+    print('write', e.errno); raise SystemExit(0)
+ro = os.open('/proc/self/fd/0', os.O_RDONLY)  # a write end open would make exec ETXTBSY
+os.close(0)
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execve(ro, ['elf'], {})
+    except OSError as e:
+        os._exit(100 + e.errno)
+status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print('exec', 'ran' if status == 42 else status - 100)
+"""
+
+    if os.geteuid() == 0 and platform.machine() == "x86_64":
+        def test_stdin_memfd_cannot_become_a_program(self):
+            sid, _ = self.start()
+            p = self.nsbox_bytes("session", "exec", sid, "-i", "--", "python3", "-c",
+                                 self.DROP_AND_RUN, input=b"hello")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertNotEqual(p.stdout, b"exec ran\n", "the step ran a program it wrote into "
+                                "its stdin memfd")
+            # The control: the same program written into a memfd of the step's own is refused
+            # (vm.memfd_noexec=2 of the sandbox's pid namespace), so only the stdin memfd
+            # differs.
+            p = nsbox("session", "exec", sid, "--", "python3", "-c",
+                      "import os; fd = os.memfd_create('x', 0); os.dup2(fd, 0); "
+                      + self.DROP_AND_RUN.replace("import os, struct", "import struct"))
+            self.assertEqual(p.stdout.strip(), "exec 13", p.stderr)
 
     def test_stdin_that_does_not_come_whole_is_told(self):
         sid, sock = self.start()
