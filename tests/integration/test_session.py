@@ -312,6 +312,28 @@ class TestSessionSteps(SessionTestCase):
         self.assertEqual(os.waitstatus_to_exitcode(status), 0)
         self.assertEqual(step(sock, {"op": "exec", "argv": ["true"]})["status"], "exited")
 
+    def test_sandbox_with_a_read_only_bind_of_the_registry_cannot_drive_a_session(self):
+        # A read-only bind does not stop connect(2) to a unix socket in it (the kernel checks
+        # the socket file's write permission, not the mount's: unix_find_bsd() in
+        # net/unix/af_unix.c). An ordinary user's sandboxes run as the caller's own host uid,
+        # so SO_PEERCRED alone lets a sandbox that can see the registry (a ":ro" bind of
+        # $XDG_RUNTIME_DIR, /tmp where the registry falls back to /tmp/nsbox-UID, or /) run
+        # steps in any session of the caller: in that session's sandbox, with its ":rw" binds.
+        sid, sock = self.start()
+        probe = ("import json, socket, sys\n"
+                 "s = socket.socket(socket.AF_UNIX)\n"
+                 "try:\n    s.connect(sys.argv[1])\n"
+                 "except OSError as e:\n    print('connect', e.errno); raise SystemExit\n"
+                 "s.sendall(json.dumps({'op': 'exec', 'argv': ['touch', '/work/driven']})"
+                 ".encode() + b'\\n')\n"
+                 "print('answer', s.recv(65536)[:60])\n")
+        p = nsbox("run", "--cgroup", "off", "-v", f"{PRIVATE_RUNTIME_DIR}:/runtime:ro", "--",
+                  "python3", "-c", probe, "/runtime/nsbox/" + os.path.basename(sock))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p, r = self.run_step(sid, "sh", "-c", "test -e /work/driven && echo driven || echo not")
+        self.assertEqual(r["stdout"], "not\n", "a sandbox ran a step in the session through "
+                         "a read-only bind of the runtime directory")
+
     def test_two_sessions_are_isolated(self):
         a, _ = self.start()
         b, _ = self.start()
