@@ -329,13 +329,26 @@ static void stream_read(struct stream *x, char *buf)
     x->st->truncated = x->st->total > x->st->captured;
 }
 
+/* A memfd holding data, for a step to read (its code, its stdin): sealed whole (no write, no
+ * size change, no more seals) and never executable. Made here, outside the sandbox, it is not
+ * under the sandbox's vm.memfd_noexec: unsealed, a step of root's session could rewrite it
+ * with a program and execve() it through /proc/self/fd, where nothing else it can write is
+ * executable. MFD_NOEXEC_SEAL (Linux 6.3) makes it 0666 without x and seals that
+ * (F_SEAL_EXEC); before 6.3 it is made 0444 (a step of root's session does not own it, so
+ * cannot chmod it back), and the write seals hold the content. memfd_create(2), fcntl(2). */
 static int memfd_with(const char *data, size_t size)
 {
-    int fd = memfd_create("nsbox-step", MFD_CLOEXEC);
+    int fd = memfd_create("nsbox-step", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
     size_t done = 0;
 
+    if (fd < 0 && errno == EINVAL)
+        fd = memfd_create("nsbox-step", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return negative_errno();
+    if (fchmod(fd, 0444) < 0) {
+        (void)close(fd);
+        return -EIO;
+    }
     while (done < size) {
         ssize_t n = RETRY_EINTR(write(fd, data + done, size - done));
         if (n <= 0) {
@@ -343,6 +356,10 @@ static int memfd_with(const char *data, size_t size)
             return -EIO;
         }
         done += (size_t)n;
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+        (void)close(fd);
+        return -EIO;
     }
     /* One open file description for all: the interpreter reads it from the start. */
     if (lseek(fd, 0, SEEK_SET) < 0) {
@@ -370,10 +387,14 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
 
     *q = (struct step_request){.timeout = s->c->timeout, .output_limit = s->c->output_limit};
     if (timeout) {
-        if (!json_is_number(timeout) || json_number_value(timeout) < 0 ||
+        /* Above 0: a step's timeout cannot be switched off (nor rounded down to nothing). */
+        if (!json_is_number(timeout) || !(json_number_value(timeout) > 0) ||
             json_number_value(timeout) > 1e6)
-            return *why = "\"timeout\" must be a number of seconds", -EINVAL;
+            return *why = "\"timeout\" must be a number of seconds above 0 (at most 1000000)",
+                   -EINVAL;
         q->timeout = (uint64_t)(json_number_value(timeout) * 1e6);
+        if (q->timeout == 0)
+            q->timeout = 1;
     }
     if (limit) {
         if (!json_is_integer(limit) || json_integer_value(limit) < 0 ||
@@ -402,6 +423,12 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
     if (op && strcmp(op, "exec") == 0 && json_is_array(argv) && json_array_size(argv) > 0) {
         size_t i;
         json_t *v;
+        /* All of them or none: a program run with its last arguments cut off is another
+         * command. (session-init.c takes at most SESSION_STEP_MAX_ARGS.) */
+        if (json_array_size(argv) > SESSION_STEP_MAX_ARGS)
+            return *why = "\"argv\" has more than " STRINGIFY(
+                       SESSION_STEP_MAX_ARGS) " arguments, more than a step takes",
+                   -E2BIG;
         json_array_foreach(argv, i, v) {
             if (!json_is_string(v) || memchr(json_string_value(v), '\0', json_string_length(v)))
                 return *why = "\"argv\" must be strings without NUL", -EINVAL;
@@ -679,6 +706,42 @@ static void client_read(struct session_state *s, struct client *cl, uint64_t now
     }
 }
 
+/*
+ * Whether the peer of a connection runs in this process's user namespace. The socket's 0700
+ * directory and the uid check keep out every other user, but not a sandbox of the caller's own
+ * uid (an ordinary user's sandboxes are the caller's uid on the host) that sees the socket
+ * file through a bind of the runtime directory, /tmp or /: connect(2) needs only write
+ * permission on the socket file, which a read-only mount does not take away (the kernel's
+ * unix_find_bsd() checks the inode, not the mount), and a network namespace does not cover
+ * path-bound sockets. Every sandbox has a user namespace of its own; nsbox's clients, started
+ * by the caller, share the supervisor's. The peer's pid (SO_PEERCRED, in this pid namespace)
+ * names its /proc/PID/ns/user; the peer's pidfd (SO_PEERPIDFD, Linux 6.5) pins that pid while
+ * it is read, and before 6.5 a peer would have to exit and its pid be reused in between.
+ * Reading another namespace's link needs ptrace access (proc(5)), which the caller has over
+ * the sandboxes it made; anything that cannot be read is refused.
+ */
+static bool peer_in_own_user_namespace(int fd, pid_t pid)
+{
+    struct stat own, peer;
+    char path[64];
+    int pidfd = -1;
+    socklen_t len = sizeof(pidfd);
+    bool same;
+
+    if (pid <= 0 || stat("/proc/self/ns/user", &own) < 0)
+        return false;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
+        pidfd = -1;
+    (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+    same = stat(path, &peer) == 0 && peer.st_dev == own.st_dev && peer.st_ino == own.st_ino;
+    /* Still the same process (a pidfd's process cannot be replaced by another of its pid). */
+    if (same && pidfd >= 0 && sys_pidfd_send_signal(pidfd, 0) < 0)
+        same = false;
+    if (pidfd >= 0)
+        (void)close(pidfd);
+    return same;
+}
+
 static void client_accept(struct session_state *s, uint64_t now)
 {
     /* (A bound per turn of the loop: a client that keeps connecting cannot keep it here.) */
@@ -690,8 +753,17 @@ static void client_accept(struct session_state *s, uint64_t now)
 
         if (fd < 0)
             return; /* EAGAIN: all taken; or a connection that went away meanwhile */
-        /* Only the caller's uid: the directory is already 0700, this holds if it were not. */
+        /* Only the caller's uid (the directory is already 0700, this holds if it were not),
+         * and never from inside a sandbox. */
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
+            (void)close(fd);
+            continue;
+        }
+        if (!peer_in_own_user_namespace(fd, cred.pid)) {
+            static const char other[] =
+                "{\"error\":\"the session takes steps only from its caller's user namespace "
+                "(a sandbox, or a process in another user namespace, cannot drive it)\"}\n";
+            (void)!send(fd, other, sizeof(other) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
             (void)close(fd);
             continue;
         }

@@ -36,7 +36,6 @@
 
 extern const char session_repl[]; /* session-repl.py, embedded at build time */
 
-#define STEP_MAX_ARGS 4096
 #define STEP_FDS 4 /* of a step: its argv or code, stdout, stderr, and its stdin if it has one */
 
 struct runner {
@@ -127,8 +126,17 @@ static bool is_dead(int proc_fd, const char *pid)
     const char *state;
 
     (void)snprintf(path, sizeof(path), "%s/stat", pid);
-    return proc_stat_read(proc_fd, path, buf, sizeof(buf), &state) < 0 || state[0] == 'Z' ||
-           state[0] == 'X';
+    /* Gone (ENOENT/ESRCH) or a zombie is dead; a state that cannot be read is not: such a
+     * process is killed all the same (fail closed). */
+    switch (proc_stat_read(proc_fd, path, buf, sizeof(buf), &state)) {
+    case 0:
+        return state[0] == 'Z' || state[0] == 'X';
+    case -ENOENT:
+    case -ESRCH:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* Kill every process in the pid namespace but init and the interpreter, until none is left
@@ -242,10 +250,10 @@ static void run_program(struct runner *rn, const int *fds, int n)
 {
     size_t size = 0, argc = 0;
     _cleanup_free_ char *text = read_memfd(fds[0], &size);
-    char *argv[STEP_MAX_ARGS + 1];
+    char *argv[SESSION_STEP_MAX_ARGS + 1];
 
     if (text)
-        for (size_t i = 0; i < size && argc < STEP_MAX_ARGS; i += strlen(text + i) + 1)
+        for (size_t i = 0; i < size && argc < SESSION_STEP_MAX_ARGS; i += strlen(text + i) + 1)
             argv[argc++] = text + i;
     argv[argc] = NULL;
     if (argc == 0) {

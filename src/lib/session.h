@@ -44,6 +44,9 @@ enum session_end {
 };
 
 /* flags of SESSION_STEP_END */
+/* The most arguments a program step takes (a request with more is refused). */
+#define SESSION_STEP_MAX_ARGS 4096
+
 #define SESSION_INTERPRETER_NEW 1u         /* a fresh interpreter was started for this step */
 #define SESSION_INTERPRETER_INTERRUPTED 2u /* KeyboardInterrupt ended the step; state kept */
 #define SESSION_INTERPRETER_RESTARTED 4u   /* it did not stop within the grace: killed */

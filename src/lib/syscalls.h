@@ -140,6 +140,18 @@ static inline int sys_pivot_root(const char *new_root, const char *put_old)
     return (int)syscall(SYS_pivot_root, new_root, put_old);
 }
 
+/* getsockopt(2): a pidfd of a unix socket's peer (Linux 6.5; 77 on every architecture but a
+ * few with their own socket.h numbering, which nsbox does not build for). */
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+/* memfd_create(2) flags and a seal of Linux 6.3: a memfd that can never be executable. */
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+#ifndef F_SEAL_EXEC
+#define F_SEAL_EXEC 0x0020
+#endif
 #ifndef RESOLVE_NO_SYMLINKS
 #define RESOLVE_NO_MAGICLINKS 0x02
 #define RESOLVE_NO_SYMLINKS 0x04
