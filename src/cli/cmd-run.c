@@ -608,13 +608,21 @@ static int copy_sandbox_path(bool in, char *sandbox, const char *host, char **re
         *ret = xstrdup(sandbox);
         return 0;
     }
+    while (len > 1 && sandbox[len - 2] == '/') /* "/work//" is "/work/" */
+        len--;
     while (hlen > 1 && host[hlen - 1] == '/')
         hlen--;
     for (base = hlen; base > 0 && host[base - 1] != '/';)
         base--;
-    if (base == hlen)
+    /* "DIR/." (".", "$PWD/."): DIR's contents go into the directory, as with docker cp. */
+    if (hlen - base == 1 && host[base] == '.') {
+        if (asprintf(ret, "%.*s", (int)(len > 1 ? len - 1 : len), sandbox) < 0)
+            log_oom();
+        return 0;
+    }
+    if (base == hlen || (hlen - base == 2 && host[base] == '.' && host[base + 1] == '.'))
         return -EINVAL;
-    if (asprintf(ret, "%s%.*s", sandbox, (int)(hlen - base), host + base) < 0)
+    if (asprintf(ret, "%.*s%.*s", (int)len, sandbox, (int)(hlen - base), host + base) < 0)
         log_oom();
     return 0;
 }
@@ -922,7 +930,8 @@ static int parse_run_args(int argc, char *argv[], struct run_args *a)
             if (r < 0)
                 return BAD_VALUE(in ? "--copy-in" : "--copy-out", optarg,
                                  "a SANDBOXPATH ending in '/' is a directory the copy goes into "
-                                 "under the source's name, and the source has no name");
+                                 "under the source's name, and the source has no name (name it, "
+                                 "or DIR/. for its contents)");
             *list = realloc(*list, (*n + 1) * sizeof(**list));
             if (!*list)
                 log_oom();

@@ -299,7 +299,9 @@ int init_copy_in(struct sandbox *sb, struct report_step *e)
         return report_step_failed(e, r, "copy-in", "%s%s", why,
                                   r == -ENOSPC ? "; raise --workdir-size or the --tmpfs size"
                                   : r == -EROFS
-                                      ? "; copy below /work, /tmp or another writable mount"
+                                      ? "; copy below /work, /tmp or another writable mount, "
+                                        "not onto a read-only file there (--code's "
+                                        "/work/main.py is one)"
                                       : "");
     return 0;
 }

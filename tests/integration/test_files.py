@@ -73,6 +73,15 @@ class TestCopy(NsboxTestCase):
                   "--copy-out", f"/work/in/:{out}")
         self.assertEqual(r["stdout"], "/work/in ['f.txt']\n/work/in/d ['g.txt']\n", r)
         self.assertEqual(sorted(os.listdir(os.path.join(out, "in"))), ["d", "f.txt"])
+        # DIR/. is DIR's contents (a project: main.py and its modules, run from /work).
+        proj = os.path.join(self.tmp.name, "proj")
+        os.mkdir(proj)
+        for name, text in (("main.py", "import helper\nprint(helper.X)\n"),
+                           ("helper.py", "X = 42\n")):
+            with open(os.path.join(proj, name), "w") as f:
+                f.write(text)
+        p, r = nsbox_json("--copy-in", f"{proj}/.:/work/", "--", "python3", "main.py")
+        self.assertEqual(r["stdout"], "42\n", r)
         p = nsbox("run", "--copy-in", "/:/work/", "--", "true")
         self.assertEqual(p.returncode, 125)
         self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
