@@ -14,7 +14,8 @@ TOOL_OUTPUT_LIMIT = 4000
 # Hints for the model, by the name of a system call the seccomp policy refused: what it means
 # and what would allow it.
 _REFUSAL_HINTS = {
-    "socket": "the sandbox has no network: sockets are refused (network=\"loopback\" allows "
+    "socket": "the sandbox has no network: sockets are refused (network=[\"pypi.org\", ...] "
+              "reaches the hosts named through nsbox's proxy; network=\"loopback\" allows "
               "sockets on 127.0.0.1 and ::1 only)",
 }
 

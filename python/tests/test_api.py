@@ -478,8 +478,9 @@ class TestToolOutput(SandboxTestCase):
         want = "exited with status 0\n[stdout]\n[Errno 1] Operation not permitted"
         if r.refused_syscalls is not None:
             want += ("\n[the seccomp policy refused: socket (1)]\n[hint: the sandbox has no "
-                     "network: sockets are refused (network=\"loopback\" allows sockets on "
-                     "127.0.0.1 and ::1 only)]")
+                     "network: sockets are refused (network=[\"pypi.org\", ...] reaches the "
+                     "hosts named through nsbox's proxy; network=\"loopback\" allows sockets "
+                     "on 127.0.0.1 and ::1 only)]")
         self.assertEqual(r.as_tool_output(), want)
 
     def test_not_utf8(self):

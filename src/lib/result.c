@@ -442,8 +442,10 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
     if (r->refused_inet_socket)
         emit(note, userdata, &count,
              "an internet socket (AF_INET/AF_INET6) was refused: the sandbox has no network "
-             "(--network none, the default); --network loopback gives it a loopback interface "
-             "(127.0.0.1, ::1) for servers and clients of its own, and nothing beyond");
+             "(--network none, the default); --network allow=HOST[:PORT],... reaches the hosts "
+             "named through nsbox's HTTP(S) proxy (the proxy variables are set for it), and "
+             "--network loopback gives it a loopback interface (127.0.0.1, ::1) for servers "
+             "and clients of its own, and nothing beyond");
     for (size_t i = 0; i < 2; i++)
         if (streams[i]->truncated)
             emit(note, userdata, &count, "%s truncated: kept %zu of %llu bytes (--output-limit)",

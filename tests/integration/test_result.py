@@ -105,9 +105,11 @@ class TestReason(NsboxTestCase):
         if r["seccomp_refused"] is not None:
             notes[:0] = ["the seccomp policy refused: socket (1)",
                          "an internet socket (AF_INET/AF_INET6) was refused: the sandbox has no "
-                         "network (--network none, the default); --network loopback gives it a "
-                         "loopback interface (127.0.0.1, ::1) for servers and clients of its own, "
-                         "and nothing beyond"]
+                         "network (--network none, the default); --network allow=HOST[:PORT],... "
+                         "reaches the hosts named through nsbox's HTTP(S) proxy (the proxy "
+                         "variables are set for it), and --network loopback gives it a loopback "
+                         "interface (127.0.0.1, ::1) for servers and clients of its own, and "
+                         "nothing beyond"]
         self.assertEqual(r["notes"], notes)
 
     def test_stderr_says_the_same_sentences(self):
