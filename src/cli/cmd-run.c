@@ -1142,10 +1142,29 @@ static void print_note(const char *sentence, void *userdata)
  * as the JSON result's "reason" and "notes" (nsbox_result_reason(), nsbox_result_notes()). An
  * exit status speaks for itself (nsbox exits with it), and nsbox's own error is printed
  * already. */
+/* nsbox's own lines after a run start a line of their own: when the program's output on the
+ * terminal ended mid-line (cut at --output-limit, or a last line without a newline), a newline
+ * first, so that "nsbox: ..." is not glued to it. */
+static void start_own_line(const struct nsbox_result *r)
+{
+    const struct nsbox_stream *last = &r->err;
+
+    /* Where stdout is the same terminal, either stream may have written last: a newline if
+     * either ended mid-line. */
+    if (isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) && r->out.captured > 0 &&
+        r->out.data[r->out.captured - 1] != '\n')
+        last = &r->out;
+    if (last->captured > 0 && last->data && last->data[last->captured - 1] != '\n')
+        (void)fputc('\n', stderr);
+}
+
 static void explain_on_stderr(const struct nsbox_result *r)
 {
     char reason[sizeof(r->error) + 64];
 
+    if ((r->status != NSBOX_STATUS_EXITED && r->status != NSBOX_STATUS_ERROR) ||
+        nsbox_result_notes(r, NULL, NULL) > 0 || r->out.incomplete || r->err.incomplete)
+        start_own_line(r);
     if (r->status != NSBOX_STATUS_EXITED && r->status != NSBOX_STATUS_ERROR) {
         nsbox_result_reason(r, reason, sizeof(reason));
         log_error("%s", reason);

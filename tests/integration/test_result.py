@@ -122,6 +122,18 @@ class TestReason(NsboxTestCase):
         self.assertEqual(without_fallback_warning(p.stderr).splitlines(), want)
         self.assertEqual(len(r["notes"]), 2)
 
+    def test_own_lines_start_a_line(self):
+        # Output cut mid-line: nsbox's note starts on a line of its own, not glued to it; a
+        # program's last line without a newline is left as it is when nsbox has nothing to say.
+        p = nsbox("run", "--cgroup", "off", "--output-limit", "10", "--", "python3", "-c",
+                  "import sys; sys.stderr.write('x' * 50)")
+        self.assertEqual(p.stderr.splitlines(),
+                         ["x" * 10, "nsbox: warning: stderr truncated: kept 10 of 50 bytes "
+                          "(--output-limit)"])
+        p = nsbox("run", "--cgroup", "off", "--", "python3", "-c",
+                  "import sys; sys.stderr.write('x')")
+        self.assertEqual(p.stderr, "x")
+
     def test_exit_status_alone_is_not_repeated_on_stderr(self):
         p = nsbox("run", "--cgroup", "off", "--", "python3", "-c", "import sys; sys.exit(3)")
         self.assertEqual((p.returncode, p.stderr), (3, ""))
