@@ -409,6 +409,9 @@ struct nsbox_result {
      * payload creates through a writable bind belong to them on the host. */
     uid_t host_uid;
     gid_t host_gid;
+    /* The run had a writable bind (-v SRC:DST:rw): a "Permission denied" of the program then
+     * gets a note naming the host ids it writes as. */
+    bool writable_binds;
 
     /* Bytes of output kept per stream (the config's output_limit), for the explanations. */
     uint64_t output_limit;

@@ -205,6 +205,7 @@ int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
             *m = (struct sandbox_mount){.target = b->target,
                                         .writable = b->writable,
                                         .source_owned = strdup(walked)};
+            ret->writable_binds |= b->writable;
             if (!m->source_owned)
                 return report_error(ret, -ENOMEM, "bind", "out of memory");
             m->source = m->source_owned;

@@ -11,6 +11,7 @@
 #include "macro.h"
 #include "nsbox.h"
 #include "result.h"
+#include "uidpool.h"
 #include "utf8.h"
 
 /* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0. */
@@ -389,6 +390,15 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
                               : "EAGAIN (Resource temporarily unavailable); if a fork or a "
                                 "thread start failed with it",
              (unsigned long long)r->pids_limit.value);
+    if (r->status != NSBOX_STATUS_ERROR && r->writable_binds && r->host_uid != 0 &&
+        stderr_mentions(r, "Permission denied"))
+        emit(note, userdata, &count,
+             "the program's stderr mentions EACCES (Permission denied); if it was writing "
+             "through a -v SRC:DST:rw bind: the sandbox writes there as host uid %u, gid %u%s, "
+             "so the directory must be writable by them (--host-user UID[:GID] chooses other "
+             "ids, never 0)",
+             (unsigned)r->host_uid, (unsigned)r->host_gid,
+             r->host_uid >= UIDPOOL_BASE ? " (root's runs get ids of their own)" : "");
     if (r->status != NSBOX_STATUS_ERROR && !r->work_full && !r->shm_full &&
         stderr_mentions(r, "No space left on device"))
         emit(note, userdata, &count,

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 
 from nsboxtest import NSBOX, NsboxTestCase, nsbox, nsbox_json, without_fallback_warning
 
@@ -121,6 +122,22 @@ class TestReason(NsboxTestCase):
         want = [f"nsbox: {r['reason']}"] + [f"nsbox: warning: {n}" for n in r["notes"]]
         self.assertEqual(without_fallback_warning(p.stderr).splitlines(), want)
         self.assertEqual(len(r["notes"]), 2)
+
+    def test_permission_denied_in_a_writable_bind_names_the_host_ids(self):
+        # A :rw bind of a directory the run's host ids cannot write: the note says which ids
+        # write there (root's runs have ids of their own), and how to choose others.
+        d = tempfile.mkdtemp()
+        self.addCleanup(os.rmdir, d)
+        os.chmod(d, 0o555)
+        p, r = nsbox_json("--cgroup", "off", "-v", f"{d}:/data:rw", "--", "sh", "-c",
+                          "echo hi > /data/new.txt")
+        self.assertEqual(r["exit_code"], 2, r)
+        self.assertEqual(len(r["notes"]), 1, r)
+        self.assertIn(f"writes there as host uid {r['host_uid']}", r["notes"][0])
+        # Control: the same without a writable bind gets no such note.
+        p, r = nsbox_json("--cgroup", "off", "--", "sh", "-c", "echo hi > /etc/new.txt")
+        self.assertNotEqual(r["exit_code"], 0)
+        self.assertEqual(r["notes"], [], r)
 
     def test_own_lines_start_a_line(self):
         # Output cut mid-line: nsbox's note starts on a line of its own, not glued to it; a

@@ -638,6 +638,21 @@ Test(explain, stderr_witnesses_of_memory_pids_and_space)
     r.pids_limit.enforced_by = NSBOX_ENFORCER_CGROUP;
     cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
 
+    {
+        char denied[] = "sh: 1: cannot create /data/x: Permission denied\n";
+        struct nsbox_result d = {.status = NSBOX_STATUS_EXITED,
+                                 .exit_code = 2,
+                                 .host_uid = 1000,
+                                 .host_gid = 1000,
+                                 .err = {.data = denied, .captured = strlen(denied)}};
+        cr_expect_eq(nsbox_result_notes(&d, NULL, NULL), 0); /* no writable bind */
+        d.writable_binds = true;
+        json_array_clear(notes);
+        cr_expect_eq(nsbox_result_notes(&d, collect_note, notes), 1);
+        cr_expect(strstr(json_string_value(json_array_get(notes, 0)),
+                         "writes there as host uid 1000, gid 1000, so"));
+    }
+
     r.err = (struct nsbox_stream){.data = nospc, .captured = strlen(nospc)};
     json_array_clear(notes);
     cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
