@@ -13,10 +13,10 @@
 #include "cmd-workspace.h"
 #include "command.h"
 #include "config.h"
-#include "doctor.h"
+#include "cmd-doctor.h"
 #include "log.h"
-#include "rootfs-cmd.h"
-#include "selftest.h"
+#include "cmd-rootfs.h"
+#include "cmd-selftest.h"
 
 /* Every command, in the order `nsbox --help` lists them. */
 static const struct command commands[] = {

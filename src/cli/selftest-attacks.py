@@ -1,4 +1,4 @@
-# The attack programs of `nsbox selftest` (src/cli/selftest.c), carried inside the nsbox binary.
+# The attack programs of `nsbox selftest` (src/cli/cmd-selftest.c), carried inside the nsbox binary.
 #
 #     python3 -I -B -c "$(cat selftest-attacks.py)" ATTACK ARGS...
 #

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* nsbox selftest's parts, shared by its three files:
- *   selftest.c        the command: options, its temporary directory, the table of verdicts
+ *   cmd-selftest.c    the command: options, its temporary directory, the table of verdicts
  *   selftest-table.c  attacks[]: what each attack tries, its protection and opt-out, its setup
  *                     on the host, and how it is judged (enum judge)
  *   selftest-trial.c  one trial: `nsbox run` (or the bare attack) started and watched, the

@@ -21,12 +21,12 @@
 
 #include "cgroup.h"
 #include "command.h"
-#include "doctor.h"
+#include "cmd-doctor.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
 #include "nsbox.h"
-#include "rootfs-cmd.h"
+#include "cmd-rootfs.h"
 #include "syscalls.h"
 
 #include <nettle/sha2.h>

@@ -25,7 +25,7 @@
 #include "macro.h"
 #include "rmtree.h"
 #include "selftest-internal.h"
-#include "selftest.h"
+#include "cmd-selftest.h"
 #include "uidpool.h"
 
 volatile sig_atomic_t selftest_interrupted;

@@ -27,7 +27,7 @@
 #include "log.h"
 #include "macro.h"
 #include "nsbox.h"
-#include "rootfs-cmd.h"
+#include "cmd-rootfs.h"
 
 #define EXIT_USAGE 125
 
