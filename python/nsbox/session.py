@@ -69,9 +69,13 @@ class Session:
     The options are those of :func:`nsbox.run`; ``timeout`` is each step's default, and a step
     may give its own. ``idle_timeout`` (default 600 s, so that a forgotten session ends; None:
     never) and ``lifetime`` (seconds) end the session by themselves.
-    Files the steps write (in /tmp, or a ``--tmpfs`` given in ``extra_args``) persist between
-    steps; everything a step starts is killed when the step ends. Use it as a context manager,
-    or call :meth:`close`.
+    Files the steps write (in /work, /tmp, or a ``--tmpfs`` given in ``extra_args``) persist
+    between steps; everything a step starts is killed when the step ends. ``workspace`` names a
+    workspace (as for :func:`nsbox.run`): its files are in /work from the start, and /work is
+    saved back into it when the session ends between steps (:meth:`close`, the idle or
+    lifetime limit), not when it is killed or a step is cut off by its end;
+    :attr:`stop_result` says whether it was saved. Use it as a context manager, or call
+    :meth:`close`.
     """
 
     def __init__(self, timeout: _Timeout = 10, memory: _Limit = "256m", cpus: _Limit = None,
@@ -79,6 +83,7 @@ class Session:
                  rootfs: Optional[str] = None, output_limit: Optional[int] = None,
                  network: str = "none", idle_timeout: Optional[float] = 600,
                  lifetime: Optional[float] = None, name: Optional[str] = None,
+                 workspace: Optional[str] = None,
                  nsbox: Optional[str] = None, extra_args: Sequence[str] = ()):
         self._binary = find_nsbox(nsbox)
         args = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
@@ -89,6 +94,8 @@ class Session:
             args += ["--lifetime", _number(lifetime, "lifetime")]
         if name is not None:
             args += ["--name", name]
+        if workspace is not None:
+            args += ["--workspace", workspace]
         self._cmd: List[str] = [self._binary, "session", "start", "--json", *args]
         # nsbox's own environment is its few variables; the program's travel on --env-fd
         # (never in nsbox's environment, where LD_PRELOAD would run in nsbox itself).
@@ -97,6 +104,10 @@ class Session:
         self._timeout = timeout
         self.id: Optional[str] = None
         self.socket_path: Optional[str] = None
+        #: The answer to close(): ``{"stopped": True, "reason": ..., "workspace": {"name",
+        #: "saved"} or None, "warnings": [...]}``; None before, or when the session was gone
+        #: (or had to be killed) without saying.
+        self.stop_result: Optional[Dict[str, Any]] = None
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -149,11 +160,31 @@ class Session:
                     data += chunk
         except OSError:
             pass  # already gone (or reset after its answer)
-        if data:
-            # An answer to stop is a refusal (every connection taken, by steps waiting or slow
-            # clients): end it by its supervisor's signal instead, as `nsbox kill` does.
+        if not self._stopped(data):
+            # A refusal (every connection taken, by steps waiting or slow clients): end it by
+            # its supervisor's signal instead, as `nsbox kill` does.
             self._kill()
         self.socket_path = None
+
+    @property
+    def workspace_saved(self) -> Optional[bool]:
+        """Whether close() saved the workspace (None: no workspace, or not yet closed)."""
+        ws = (self.stop_result or {}).get("workspace")
+        return ws.get("saved") if isinstance(ws, dict) else None
+
+    def _stopped(self, data: bytes) -> bool:
+        """The answer to stop: True when the session stopped (or was gone); it is kept in
+        stop_result. False for a refusal."""
+        if not data:
+            return True
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            return False
+        if isinstance(answer, dict) and answer.get("stopped") is True:
+            self.stop_result = answer
+            return True
+        return False
 
     def _kill(self) -> None:
         subprocess.run([self._binary, "kill", str(self.id)], env=self._env,
@@ -272,7 +303,7 @@ class Session:
                     data += chunk
             except OSError:
                 pass  # already gone (or reset after its answer)
-        if data:
+        if not self._stopped(data):
             # Refused (see close()): by its supervisor's signal instead.
             proc = await asyncio.create_subprocess_exec(
                 self._binary, "kill", str(self.id), env=self._env,

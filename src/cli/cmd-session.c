@@ -44,7 +44,7 @@ static void usage(FILE *f)
           "      characters are shown escaped, as by 'nsbox run' (--raw-output: not).\n"
           "      -i, --stdin: the step reads nsbox's stdin (read whole first, up to 15 MiB);\n"
           "      without it, /dev/null.\n"
-          "  nsbox session stop ID|NAME\n"
+          "  nsbox session stop [--json] ID|NAME\n"
           "      end the session and wait until its sandbox is gone\n"
           "  nsbox session ls [--json]\n"
           "      list this user's sessions (they are in 'nsbox ps' too, and 'nsbox kill' ends\n"
@@ -126,13 +126,12 @@ static int start_main(int argc, char *argv[])
                              : "steps get /dev/null and pipes of the session for stdio");
         return EXIT_NSBOX_FAILURE;
     }
-    /* Not yet in a session: copy-out and workspaces are taken when a run's payload ends (a
-     * session has steps), and the proxy of --network allow= runs in a run's supervisor loop. */
-    if (c.n_copy_out || c.workspace || (c.network_allow && c.network_allow[0])) {
+    /* Not yet in a session: --copy-out is a step's (session exec), and the proxy of --network
+     * allow= runs in a run's supervisor loop. --workspace is the session's: in /work from its
+     * start, saved when it ends between steps (session.c). */
+    if (c.n_copy_out || (c.network_allow && c.network_allow[0])) {
         log_error("'nsbox session start' does not take %s yet: use it with 'nsbox run'",
-                  c.n_copy_out  ? "--copy-out"
-                  : c.workspace ? "--workspace"
-                                : "--network allow=");
+                  c.n_copy_out ? "--copy-out" : "--network allow=");
         return EXIT_NSBOX_FAILURE;
     }
     /* The working directory is writable in a session, so that files persist between steps: a
@@ -478,28 +477,46 @@ static int stop_main(int argc, char *argv[])
 {
     _cleanup_close_ int fd = -EBADF;
     _cleanup_free_ char *line = NULL;
-    json_t *req, *ans;
+    const char *id = argc == 2                                     ? argv[1]
+                     : argc == 3 && strcmp(argv[1], "--json") == 0 ? argv[2]
+                     : argc == 3 && strcmp(argv[2], "--json") == 0 ? argv[1]
+                                                                   : NULL;
+    bool json = argc == 3;
+    json_t *req, *ans, *w;
+    size_t i;
 
-    if (argc != 2) {
-        log_error("usage: nsbox session stop ID|NAME");
+    if (!id) {
+        log_error("usage: nsbox session stop [--json] ID|NAME");
         return EXIT_NSBOX_FAILURE;
     }
     (void)signal(SIGPIPE, SIG_IGN);
-    fd = session_connect(argv[1]);
+    fd = session_connect(id);
     if (fd < 0)
         return EXIT_NSBOX_FAILURE;
     req = json_pack("{s:s}", "op", "stop");
-    /* The supervisor closes the connection by exiting, once the sandbox is gone; an answer
-     * is an error (the session did not take the request). */
+    /* The answer comes once the sandbox is gone, {"stopped": true, "workspace": ...,
+     * "warnings": [...]}, and the supervisor then exits (EOF); {"error": ...} is a refusal (the
+     * session did not take the request). */
     ans = transact(fd, req, NULL, 0, &line);
     json_decref(req);
     if (ans && json_is_string(json_object_get(ans, "error"))) {
-        log_error("session '%s': %s", argv[1], json_string_value(json_object_get(ans, "error")));
+        log_error("session '%s': %s", id, json_string_value(json_object_get(ans, "error")));
         json_decref(ans);
         return EXIT_NSBOX_FAILURE;
     }
+    if (json && ans)
+        (void)printf("%s", line);
+    else if (json)
+        /* Ended without a word (killed meanwhile): still one line of JSON. */
+        (void)printf("{\"stopped\":true,\"session_id\":null,\"reason\":\"unknown\","
+                     "\"workspace\":null,\"warnings\":[\"the session ended without an "
+                     "answer (it was killed or reached a limit meanwhile)\"]}\n");
+    else
+        json_array_foreach(json_object_get(ans, "warnings"), i, w)
+            if (json_is_string(w))
+                log_warning("session '%s': %s", id, json_string_value(w));
     json_decref(ans);
-    return 0;
+    return fflush(stdout) == 0 ? 0 : EXIT_NSBOX_FAILURE;
 }
 
 static int ls_main(int argc, char *argv[])

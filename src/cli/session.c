@@ -76,6 +76,7 @@ static bool session_no_network(const struct nsbox_config *c)
 #define REQUEST_DEADLINE_USEC (10 * 1000000ULL)
 #define ANSWER_DEADLINE_USEC (30 * 1000000ULL)
 #define END_FLUSH_USEC 1000000ULL /* at the session's end, for the last answers to go out */
+#define SAVE_DEADLINE_USEC (60 * 1000000ULL) /* for init to write /work at the session's end */
 
 struct step_request {
     bool code;
@@ -148,6 +149,7 @@ struct session_state {
     const struct cgroup_leaf *leaf; /* the sandbox's cgroup leaf, or NULL (rlimits) */
     bool ended;                     /* init is gone */
     const char *end_reason;
+    size_t save_warnings;        /* where the warnings of the session's end begin in its result */
     uint64_t notif_at;           /* when the next refused call may be answered (NOTIF_BURST) */
     struct nsbox_result between; /* what is reported between steps (refusals) */
     struct client clients[CLIENTS_MAX];
@@ -1064,6 +1066,101 @@ static bool handle_control(struct session_state *s, short revents, bool *ready,
     return true;
 }
 
+/*
+ * With --workspace: whether the session's end saves it. It does when the session ends between
+ * steps, by `session stop`, --idle-timeout or --lifetime: then init kills every process of the
+ * sandbox (the interpreter too) and writes /work into the copy-out memfd, as a run's init does
+ * when its payload has ended, and run_sandbox() (sandbox.c) unpacks it into the workspace's
+ * staging directory and swaps it in, whole or not at all, as for a run. Not after `nsbox kill`
+ * or a signal, and not when the end cut off a running step: its /work may be half-written, as
+ * a run's after a timeout (which is not saved either). The wait for init is a poll(2) that
+ * still hears `nsbox kill` (which ends it, unsaved) and answers refused system calls, bounded
+ * by SAVE_DEADLINE_USEC. New clients are no longer taken (the socket is gone).
+ */
+static void session_save(struct session_state *s, bool step_cut, struct nsbox_result *ret)
+{
+    const char *reason = s->end_reason ? s->end_reason : "";
+    char why_not[300] = "";
+    uint64_t deadline = now_usec() + SAVE_DEADLINE_USEC;
+    struct session_msg m = {.type = SESSION_SAVE};
+    bool answered = false;
+
+    s->save_warnings = strlen(ret->warnings);
+    if (!s->c->workspace || ret->status == NSBOX_STATUS_ERROR)
+        return;
+    if (s->ended)
+        (void)snprintf(why_not, sizeof(why_not), "the session's sandbox ended by itself");
+    else if (step_cut)
+        (void)snprintf(why_not, sizeof(why_not),
+                       "the session ended (%s) while a step ran, and the step was killed: /work "
+                       "may be half-written, as after a run's timeout",
+                       end_words(s));
+    else if (strcmp(reason, "stopped") != 0 && strcmp(reason, "idle") != 0 &&
+             strcmp(reason, "lifetime") != 0)
+        (void)snprintf(why_not, sizeof(why_not), "the session ended because %s",
+                       strcmp(reason, "killed") == 0 || strcmp(reason, "signal") == 0 ? end_words(s)
+                                                                                      : reason);
+    else if (control_send(s->control_fd, &m, NULL, 0) < 0)
+        (void)snprintf(why_not, sizeof(why_not), "the session's sandbox could not be reached");
+    while (!why_not[0] && !answered) {
+        struct pollfd p[4] = {
+            {.fd = s->control_fd, .events = POLLIN},
+            {.fd = s->fds->pidfd, .events = POLLIN},
+            {.fd = s->fds->signalfd, .events = POLLIN},
+            {.fd = s->listener, .events = POLLIN},
+        };
+        uint64_t now = now_usec();
+        ssize_t n;
+
+        if (now >= deadline) {
+            (void)snprintf(why_not, sizeof(why_not),
+                           "the sandbox did not hand over /work within %llu s",
+                           (unsigned long long)(SAVE_DEADLINE_USEC / 1000000));
+            break;
+        }
+        if (poll(p, 4, until_ms(now, deadline)) < 0 && errno != EINTR) {
+            (void)snprintf(why_not, sizeof(why_not), "poll: %s", strerror(errno));
+            break;
+        }
+        if (p[3].revents && !supervise_answer_notification(s->listener, s->fds->init_pid,
+                                                           session_no_network(s->c), &s->between)) {
+            (void)close(s->listener);
+            s->listener = -1;
+        }
+        if (p[2].revents && handle_signals(s)) {
+            (void)snprintf(why_not, sizeof(why_not), "%s while its workspace was being saved",
+                           end_words(s));
+            break;
+        }
+        if (!p[0].revents && !p[1].revents)
+            continue;
+        n = RETRY_EINTR(recv(s->control_fd, &m, sizeof(m), MSG_DONTWAIT));
+        if (n == sizeof(m) && m.type == SESSION_SAVED) {
+            answered = true;
+            ret->copy_out_done = (m.flags & 1) && m.code == 0;
+            ret->skipped_more += m.unlisted;
+            if (!ret->copy_out_done)
+                (void)snprintf(why_not, sizeof(why_not),
+                               "copying /work failed inside the sandbox: %s%s",
+                               strerror(m.code ? m.code : EIO),
+                               m.code == EFBIG ? " (the stream passed RLIMIT_FSIZE: lower "
+                                                 "--copy-out-max-bytes or raise --memory)"
+                                               : "");
+        } else if (n == 0 || (n < 0 && errno != EAGAIN) || p[1].revents) {
+            (void)snprintf(why_not, sizeof(why_not),
+                           "the session's sandbox ended while /work was being copied");
+        }
+    }
+    if (why_not[0]) {
+        char text[600];
+        ret->copy_out_done = false;
+        (void)snprintf(text, sizeof(text),
+                       "workspace '%s' was not saved: %s; its files are as before this session",
+                       s->c->workspace, why_not);
+        add_warning(ret, text);
+    }
+}
+
 /* The supervisor's loop (struct session_hooks): the sandbox, its steps, the clients, the
  * signals and the timers, all in one poll(2), nothing that blocks. */
 static int session_supervise(const struct nsbox_config *c, struct supervise_fds *fds,
@@ -1253,6 +1350,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     }
     {
         uint64_t now = now_usec();
+        bool cut = st->client && !st->ended;
         /* The running step is cut off; waiting requests and ones still coming are told. */
         if (st->client)
             step_cut(s, now);
@@ -1264,6 +1362,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                              "session for further steps",
                              end_words(s));
         }
+        session_save(s, cut, ret);
     }
     if (!s->ended) {
         siginfo_t si;
@@ -1311,6 +1410,44 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
 }
 
 /* ---- start -------------------------------------------------------------------------------- */
+
+/* The answer to `stop`, once the sandbox is gone: how it ended and, with a workspace, whether
+ * it was saved, with the warnings of the end (why not). One line, sent without waiting (the
+ * socket holds it: nothing else was sent on it); the client then sees EOF when this process
+ * exits. */
+static void answer_stop(struct session_state *s, const struct nsbox_result *ret)
+{
+    json_t *warnings = json_array(), *ws = json_null();
+    const char *w = ret->warnings +
+                    (s->save_warnings < sizeof(ret->warnings) ? s->save_warnings : 0);
+    char *text, *line;
+    json_t *j;
+
+    while (warnings && *w) {
+        const char *nl = strchr(w, '\n');
+        size_t len = nl ? (size_t)(nl - w) : strlen(w);
+        if (len)
+            (void)json_array_append_new(warnings, json_stringn(w, len));
+        w += len + (nl ? 1 : 0);
+    }
+    if (s->c->workspace)
+        ws = json_pack("{s:s,s:b}", "name", s->c->workspace, "saved", ret->workspace_saved);
+    j = json_pack("{s:b,s:s,s:s,s:o,s:o}", "stopped", true, "session_id", s->id, "reason",
+                  s->end_reason ? s->end_reason : "stopped", "workspace", ws, "warnings",
+                  warnings ? warnings : json_array());
+    text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    line = text ? malloc(strlen(text) + 2) : NULL;
+    if (line)
+        (void)sprintf(line, "%s\n", text);
+    for (size_t i = 0; line && i < CLIENTS_MAX; i++) {
+        struct client *cl = &s->clients[i];
+        if (cl->state == CLIENT_STOPPING && cl->fd >= 0)
+            (void)RETRY_EINTR(send(cl->fd, line, strlen(line), MSG_DONTWAIT | MSG_NOSIGNAL));
+    }
+    free(line);
+    free(text);
+}
 
 _noreturn_ static void supervisor_main(const struct nsbox_config *config,
                                        const struct session_options *o, int argc, char *argv[],
@@ -1387,6 +1524,8 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         c.warn = NULL;
         (void)sandbox_run_session(&c, &hooks, &ret);
     }
+    if (s.notify_fd < 0)
+        answer_stop(&s, &ret);
     if (ret.status == NSBOX_STATUS_ERROR)
         notify(&s, "ERR %s\n", ret.error[0] ? ret.error : "the session's sandbox failed");
     else

@@ -500,7 +500,7 @@ static void report_shm_usage(int shm_fd, struct report *rep)
  * to race a check. Then each --copy-out source, and /work for a workspace, is packed into the
  * memfd at out_fd (copy.h), within the caps. Init is under the seccomp filters by now, as the
  * sandbox's uid: what the payload made unreadable is skipped. */
-static void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep)
+void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep)
 {
     const struct nsbox_config *c = sb->config;
     struct copy_caps caps = {.max_bytes = c->copy_out_max_bytes,

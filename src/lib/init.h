@@ -45,6 +45,12 @@ int init_set_rlimit(int resource, uint64_t value);
  * limit where that is lower. Returns 0 or -errno. */
 int init_budgets(const struct sandbox *sb, struct report_step *e);
 
+/* The copy-out (--copy-out, a workspace's /work) once the payload has ended, or a session
+ * ends: kill and reap every other process of the pid namespace, then pack sb->out_shown's
+ * sources into the memfd out_fd within the caps. rep gets copy_taken, copy_err (0 or the errno
+ * that stopped the stream) and copy_unlisted. */
+void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep);
+
 /* PID 1's loop once the payload (pid payload) runs: reap every child, forward the signals in
  * mask but SIGCHLD to the payload's process group; when the payload has ended, write the
  * copy-out stream to copy_out_fd (if >= 0), report how it ended with how full /dev/shm

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "init.h"
 #include "macro.h"
 #include "report.h"
 #include "sandbox.h"
@@ -361,8 +362,28 @@ static void interrupt(struct runner *rn)
     }
 }
 
+/* The session ends between steps and its workspace is to be saved: the copy-out of a run
+ * (init.c), with the interpreter and everything else killed first. Init then waits for its
+ * end (the supervisor kills it). */
+static void save(struct runner *rn, int copy_out_fd)
+{
+    struct report rep = {0};
+    struct session_msg m = {.type = SESSION_SAVED, .code = EBADF};
+
+    if (copy_out_fd >= 0) {
+        init_copy_out(rn->sb, copy_out_fd, &rep);
+        repl_forget(rn);
+        rn->step = 0;
+        rn->code_step = false;
+        m.code = rep.copy_err;
+        m.flags = rep.copy_taken ? 1 : 0;
+        m.unlisted = rep.copy_unlisted;
+    }
+    control_send(rn, &m);
+}
+
 _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int report_fd,
-                             int shm_fd, int control_fd)
+                             int shm_fd, int control_fd, int copy_out_fd)
 {
     struct runner rn = {.sb = sb, .report_fd = report_fd, .control_fd = control_fd, .repl_fd = -1};
     struct session_msg ready = {.type = SESSION_READY};
@@ -431,6 +452,8 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                 continue;
             if (m.type == SESSION_INTERRUPT)
                 interrupt(&rn);
+            else if (m.type == SESSION_SAVE && !rn.step && !rn.code_step)
+                save(&rn, copy_out_fd);
             else if ((m.type == SESSION_RUN || m.type == SESSION_CODE) && n >= 3 && !rn.step &&
                      !rn.code_step) {
                 if (m.type == SESSION_RUN)

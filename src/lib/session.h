@@ -36,6 +36,11 @@ enum session_msg_type {
                         * err and maybe stdin, as for SESSION_RUN */
     SESSION_INTERRUPT, /* -> init: the step's time is up */
     SESSION_STEP_END,  /* init -> supervisor: the step ended, everything it started is gone */
+    SESSION_SAVE,      /* -> init: the session ends between steps; kill every process of the
+                        * sandbox and write /work into the copy-out memfd (a workspace's) */
+    SESSION_SAVED,     /* init -> supervisor: written (code: 0, or the errno that stopped the
+                        * stream; flags: 1 when it was taken; unlisted: skipped entries not
+                        * in the stream) */
 };
 
 enum session_end {
@@ -57,6 +62,7 @@ struct session_msg {
     int32_t end; /* enum session_end */
     int32_t code;
     uint32_t flags;
+    uint64_t unlisted; /* SESSION_SAVED */
 };
 
 struct session_options {

@@ -870,6 +870,128 @@ class TestSessionLife(SessionTestCase):
         self.assertLess(elapsed, 60)
 
 
+class TestSessionWorkspace(SessionTestCase):
+    """--workspace for a session: in /work from the start, saved when the session ends between
+    steps (stop, idle), whole or not at all, not after a kill or a step cut off by the end; the
+    workspace's lock is held as long as the session lives."""
+
+    def setUp(self):
+        super().setUp()
+        self.state = tempfile.TemporaryDirectory()
+        self.addCleanup(self.state.cleanup)
+        self.env = dict(os.environ, XDG_STATE_HOME=self.state.name)
+
+    def ws_run(self, name, shell):
+        """`nsbox run --workspace NAME -- sh -c SHELL`: its process and result."""
+        p = nsbox("run", "--json", "--cgroup", "off", "--workspace", name, "--", "sh", "-c",
+                  shell, env=self.env)
+        try:
+            return p, json.loads(p.stdout)
+        except ValueError:
+            self.fail(f"no JSON: stdout={p.stdout!r} stderr={p.stderr!r}")
+
+    def ws_start(self, name, *opts):
+        p = nsbox("session", "start", "--json", "--cgroup", "off", "--workspace", name, *opts,
+                  env=self.env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        info = json.loads(p.stdout)
+        self.addCleanup(lambda: nsbox("kill", info["id"]))
+        return info["id"], info["socket"]
+
+    def stop(self, sid):
+        p = nsbox("session", "stop", "--json", sid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def seed(self, name, text):
+        p, r = self.ws_run(name, f"echo {text} > /work/keep.txt")
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+
+    def test_files_in_at_start_saved_on_stop(self):
+        self.seed("s1", "v1")
+        sid, sock = self.ws_start("s1")
+        p, r = self.run_step(sid, "cat", "/work/keep.txt")
+        self.assertEqual(r["stdout"], "v1\n", r)
+        p, r = self.run_step(sid, "sh", "-c", "echo v2 > /work/keep.txt; mkdir /work/d; "
+                             "echo new > /work/d/f")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # Files persist between steps, and the interpreter sees them too.
+        p, r = self.code(sid, "print(open('d/f').read().strip())")
+        self.assertEqual(r["stdout"], "new\n", r)
+        # The session holds the workspace: a run or another session on it is refused.
+        p, r = self.ws_run("s1", "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("in use by another run or session", r["error"]["message"])
+        p = nsbox("session", "start", "--cgroup", "off", "--workspace", "s1", env=self.env)
+        self.assertOneLineError(p, contains="in use by another run or session")
+        ans = self.stop(sid)
+        self.assertEqual(ans["workspace"], {"name": "s1", "saved": True}, ans)
+        self.assertEqual(ans["warnings"], [])
+        p, r = self.ws_run("s1", "cat /work/keep.txt /work/d/f")
+        self.assertEqual(r["stdout"], "v2\nnew\n", r)
+
+    def test_not_saved_after_kill(self):
+        self.seed("s2", "v1")
+        sid, sock = self.ws_start("s2")
+        pid = supervisor_pid(sid)
+        self.run_step(sid, "sh", "-c", "echo v2 > /work/keep.txt")
+        self.assertEqual(nsbox("kill", sid).returncode, 0)
+        self.assertTrue(wait_until(lambda: not alive(pid)))
+        p, r = self.ws_run("s2", "cat /work/keep.txt")
+        self.assertEqual(r["stdout"], "v1\n", r)
+
+    def test_not_saved_when_the_end_cuts_a_step(self):
+        # As a run after its timeout: the step was killed mid-write, /work may be half-written.
+        self.seed("s3", "v1")
+        sid, sock = self.ws_start("s3", "--timeout", "60")
+        with connect(sock, b'{"op": "exec", "argv": ["sh", "-c", '
+                           b'"echo v2 > /work/keep.txt; sleep 30"]}\n') as c:
+            time.sleep(0.5)
+            ans = self.stop(sid)
+            self.assertEqual(json.loads(answer_of(c))["status"], "killed")
+        self.assertEqual(ans["workspace"], {"name": "s3", "saved": False}, ans)
+        self.assertIn("while a step ran", ans["warnings"][0])
+        self.assertIn("its files are as before this session", ans["warnings"][0])
+        p, r = self.ws_run("s3", "cat /work/keep.txt")
+        self.assertEqual(r["stdout"], "v1\n", r)
+
+    def test_saved_at_idle_timeout(self):
+        sid, sock = self.ws_start("s4", "--idle-timeout", "1")
+        pid = supervisor_pid(sid)
+        p, r = self.run_step(sid, "sh", "-c", "echo idle > /work/keep.txt")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(wait_until(lambda: not alive(pid), timeout=10))
+        p, r = self.ws_run("s4", "cat /work/keep.txt")
+        self.assertEqual(r["stdout"], "idle\n", r)
+
+    def test_over_a_cap_is_not_saved(self):
+        # Whole or not at all: past --copy-out-max-files nothing of the session is kept.
+        self.seed("s5", "v1")
+        sid, sock = self.ws_start("s5", "--copy-out-max-files", "3")
+        p, r = self.run_step(sid, "sh", "-c", "for i in 1 2 3 4 5; do echo $i > /work/f$i; done")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        ans = self.stop(sid)
+        self.assertFalse(ans["workspace"]["saved"], ans)
+        self.assertTrue(any("--copy-out-max-files" in w for w in ans["warnings"]), ans)
+        p, r = self.ws_run("s5", "ls /work")
+        self.assertEqual(r["stdout"], "keep.txt\n", r)
+
+    def test_api(self):
+        old = os.environ.get("XDG_STATE_HOME")
+        os.environ["XDG_STATE_HOME"] = self.state.name
+        self.addCleanup(lambda: os.environ.pop("XDG_STATE_HOME") if old is None
+                        else os.environ.__setitem__("XDG_STATE_HOME", old))
+        with nsbox_api.Session(workspace="s6", nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+            s.run_code("open('keep.txt', 'w').write('api')")
+        self.assertTrue(s.workspace_saved, s.stop_result)
+        p, r = self.ws_run("s6", "cat /work/keep.txt")
+        self.assertEqual(r["stdout"], "api", r)
+        with nsbox_api.Session(nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+            pass
+        self.assertIsNone(s.workspace_saved)
+        self.assertEqual(s.stop_result["reason"], "stopped")
+
+
 class TestSessionApi(SessionTestCase):
     def test_env_reaches_the_steps_not_nsbox(self):
         # env= travels on --env-fd, as for runs: the steps see it; nsbox's own environment
