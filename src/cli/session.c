@@ -30,9 +30,11 @@
 
 #include "audit.h"
 #include "cgroup.h"
+#include "copy.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
+#include "parse.h"
 #include "registry.h"
 #include "report.h"
 #include "result.h"
@@ -87,6 +89,9 @@ struct step_request {
     size_t stdin_size;
     uint64_t timeout;      /* microseconds, 0 = none */
     uint64_t output_limit; /* bytes per stream */
+    char *copy_paths;      /* "copy_out": sandbox paths, NUL-separated, or NULL */
+    size_t copy_size, n_copy;
+    uint64_t copy_max_bytes, copy_max_files;
 };
 
 enum client_state {
@@ -109,6 +114,7 @@ struct client {
     uint64_t deadline;
     uint64_t seq; /* the order of complete requests */
     struct step_request q;
+    int pass_fd; /* sent with the answer's first bytes (SCM_RIGHTS): a step's copy-out stream */
 };
 
 struct stream {
@@ -130,6 +136,7 @@ struct step {
     uint64_t start, kill_at, drain_until;
     bool ended, interrupted;
     struct session_msg end;
+    int copy_fd; /* the copy-out stream (a memfd), or -1 */
 };
 
 struct session_state {
@@ -234,7 +241,7 @@ int session_socket_path(const char *id_or_name, char *buf, size_t size)
 static int control_send(int fd, const struct session_msg *m, const int *fds, int nfds)
 {
     union {
-        char buf[CMSG_SPACE(4 * sizeof(int))];
+        char buf[CMSG_SPACE(6 * sizeof(int))];
         struct cmsghdr align;
     } u = {0};
     struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
@@ -371,8 +378,48 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
     json_t *timeout = json_object_get(j, "timeout"), *limit = json_object_get(j, "output_limit");
     json_t *in = json_object_get(j, "stdin_bytes");
     const char *op = json_string_value(json_object_get(j, "op"));
+    json_t *copy = json_object_get(j, "copy_out");
+    json_t *max_bytes = json_object_get(j, "copy_out_max_bytes");
+    json_t *max_files = json_object_get(j, "copy_out_max_files");
 
-    *q = (struct step_request){.timeout = s->c->timeout, .output_limit = s->c->output_limit};
+    *q = (struct step_request){.timeout = s->c->timeout,
+                               .output_limit = s->c->output_limit,
+                               .copy_max_bytes = s->c->copy_out_max_bytes,
+                               .copy_max_files = s->c->copy_out_max_files};
+    if (max_bytes) {
+        if (!json_is_integer(max_bytes) || json_integer_value(max_bytes) <= 0)
+            return *why = "\"copy_out_max_bytes\" must be a number of bytes above 0", -EINVAL;
+        q->copy_max_bytes = (uint64_t)json_integer_value(max_bytes);
+    }
+    if (max_files) {
+        if (!json_is_integer(max_files) || json_integer_value(max_files) <= 0)
+            return *why = "\"copy_out_max_files\" must be a number of files above 0", -EINVAL;
+        q->copy_max_files = (uint64_t)json_integer_value(max_files);
+    }
+    if (copy) {
+        size_t i;
+        json_t *v;
+        if (!json_is_array(copy) || json_array_size(copy) == 0 || json_array_size(copy) > 64)
+            return *why = "\"copy_out\" must be a list of 1 to 64 sandbox paths", -EINVAL;
+        json_array_foreach(copy, i, v) {
+            const char *path = json_string_value(v);
+            if (!path || memchr(path, '\0', json_string_length(v)) || !path_is_safe_target(path) ||
+                path_is_at_or_below(path, "/proc") || path_is_at_or_below(path, "/dev"))
+                return *why = "\"copy_out\": each path must be an absolute path inside the "
+                              "sandbox, not '/', without '.' or '..', not in /proc or /dev",
+                       -EINVAL;
+            q->copy_size += json_string_length(v) + 1;
+        }
+        q->copy_paths = malloc(q->copy_size);
+        if (!q->copy_paths)
+            return -ENOMEM;
+        q->copy_size = 0;
+        json_array_foreach(copy, i, v) {
+            memcpy(q->copy_paths + q->copy_size, json_string_value(v), json_string_length(v) + 1);
+            q->copy_size += json_string_length(v) + 1;
+        }
+        q->n_copy = json_array_size(copy);
+    }
     if (timeout) {
         if (!json_is_number(timeout) || json_number_value(timeout) < 0 ||
             json_number_value(timeout) > 1e6)
@@ -496,9 +543,12 @@ static void client_free(struct client *cl)
     if (cl->fd >= 0)
         (void)close(cl->fd);
     free(cl->buf);
+    if (cl->pass_fd >= 0)
+        (void)close(cl->pass_fd);
     free(cl->q.payload);
     free(cl->q.stdin_data);
-    *cl = (struct client){.fd = -1};
+    free(cl->q.copy_paths);
+    *cl = (struct client){.fd = -1, .pass_fd = -1};
 }
 
 /* Write what the socket takes of the answer now. Done (or the peer gone): the connection is
@@ -506,8 +556,33 @@ static void client_free(struct client *cl)
 static void client_write(struct client *cl)
 {
     while (cl->done < cl->have) {
-        ssize_t n = RETRY_EINTR(
-            send(cl->fd, cl->buf + cl->done, cl->have - cl->done, MSG_DONTWAIT | MSG_NOSIGNAL));
+        ssize_t n;
+
+        if (cl->pass_fd >= 0) {
+            /* The step's copy-out stream rides on the answer's first bytes, for the client to
+             * unpack as the caller (cmd-session.c): the supervisor writes nothing on the host. */
+            union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+            } u = {0};
+            struct iovec iov = {.iov_base = cl->buf + cl->done, .iov_len = cl->have - cl->done};
+            struct msghdr msg = {.msg_iov = &iov,
+                                 .msg_iovlen = 1,
+                                 .msg_control = u.buf,
+                                 .msg_controllen = sizeof(u.buf)};
+            struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(c), &cl->pass_fd, sizeof(int));
+            n = RETRY_EINTR(sendmsg(cl->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL));
+            if (n > 0) {
+                (void)close(cl->pass_fd);
+                cl->pass_fd = -1;
+            }
+        } else
+            n = RETRY_EINTR(
+                send(cl->fd, cl->buf + cl->done, cl->have - cl->done, MSG_DONTWAIT | MSG_NOSIGNAL));
         if (n < 0 && errno == EAGAIN)
             return;
         if (n <= 0)
@@ -601,6 +676,7 @@ static void client_request(struct session_state *s, struct client *cl, size_t le
     }
     if (r < 0) {
         free(cl->q.payload);
+        free(cl->q.copy_paths);
         cl->q = (struct step_request){0};
         client_error(cl, now, "%s", why ? why : strerror(-r));
         return;
@@ -714,6 +790,7 @@ static void client_accept(struct session_state *s, uint64_t now)
         }
         *cl = (struct client){.state = CLIENT_READING,
                               .fd = fd,
+                              .pass_fd = -1,
                               .deadline = now + REQUEST_DEADLINE_USEC};
         /* The request is most often there already: read it now, not a poll later. */
         client_read(s, cl, now);
@@ -746,10 +823,13 @@ static void step_clear(struct session_state *s)
         if (st->streams[i].fd >= 0)
             (void)close(st->streams[i].fd);
     audit_close(&st->audit);
+    if (st->copy_fd >= 0)
+        (void)close(st->copy_fd);
     free(st->q.payload);
     free(st->q.stdin_data);
+    free(st->q.copy_paths);
     nsbox_result_free(&st->ret);
-    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}};
+    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}, .copy_fd = -1};
 }
 
 /* Send the step's result to its client. */
@@ -761,6 +841,30 @@ static void step_answer(struct session_state *s, uint64_t now)
     uint32_t flags = st->end.flags;
     json_t *res;
 
+    if (q->n_copy) {
+        /* As a run's: copied only when the step ended by itself; the client unpacks it. */
+        ret->copy_out_asked = true;
+        if (ret->status != NSBOX_STATUS_ERROR && st->ended && !st->interrupted &&
+            (flags & SESSION_COPY_TAKEN) && st->end.copy_err == 0) {
+            ret->copy_out_done = true;
+            ret->skipped_more += st->end.unlisted;
+        } else if (st->ended && (flags & SESSION_COPY_TAKEN)) {
+            char text[300];
+            (void)snprintf(text, sizeof(text),
+                           "copy-out failed inside the sandbox: %s%s; nothing was copied out",
+                           strerror(st->end.copy_err),
+                           st->end.copy_err == EFBIG
+                               ? " (the stream passed RLIMIT_FSIZE: lower --copy-out-max-bytes "
+                                 "or raise --memory)"
+                           : st->end.copy_err == EOPNOTSUPP
+                               ? " (libarchive, which nsbox loads for copies, could not be "
+                                 "loaded when the session started)"
+                               : "");
+            add_warning(ret, text);
+        } else
+            add_warning(ret, "nothing was copied out: the step did not end by itself (its "
+                             "timeout, or the session's end)");
+    }
     if (st->audit.fd >= 0) {
         int ar = audit_end(&st->audit, ret);
         if (ar < 0 && ret->status != NSBOX_STATUS_ERROR) {
@@ -806,6 +910,10 @@ static void step_answer(struct session_state *s, uint64_t now)
             (void)json_object_set_new(res, "reason", json_string(reason));
         }
     }
+    if (ret->copy_out_done) {
+        st->client->pass_fd = st->copy_fd;
+        st->copy_fd = -1;
+    }
     client_answer(st->client, res, now);
     step_clear(s);
 }
@@ -830,7 +938,8 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
 {
     struct step *st = &s->step;
     struct session_msg m;
-    int out[2] = {-1, -1}, err[2] = {-1, -1}, payload_fd = -1, in_fd = -1, r;
+    int out[2] = {-1, -1}, err[2] = {-1, -1}, payload_fd = -1, in_fd = -1, paths_fd = -1, r;
+    int fds[6], nfds = 3;
 
     step_clear(s);
     st->client = cl;
@@ -876,6 +985,19 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
             payload_fd = in_fd;
         }
     }
+    /* With "copy_out": the stream init writes when the step has ended, and the paths. */
+    if (payload_fd >= 0 && st->q.n_copy) {
+        st->copy_fd = memfd_create("nsbox-copy-out", MFD_CLOEXEC);
+        paths_fd = st->copy_fd < 0 ? negative_errno()
+                                   : memfd_with(st->q.copy_paths, st->q.copy_size);
+        if (paths_fd < 0) {
+            (void)close(payload_fd);
+            if (in_fd >= 0)
+                (void)close(in_fd);
+            in_fd = -1;
+            payload_fd = paths_fd;
+        }
+    }
     if (payload_fd < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
         fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0) {
         r = payload_fd < 0 ? payload_fd : negative_errno();
@@ -883,6 +1005,8 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
             (void)close(payload_fd);
         if (in_fd >= 0)
             (void)close(in_fd);
+        if (paths_fd >= 0)
+            (void)close(paths_fd);
         for (int i = 0; i < 2; i++) {
             if (out[i] >= 0)
                 (void)close(out[i]);
@@ -893,10 +1017,25 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
                     strerror(-r));
         return 0;
     }
-    r = control_send(s->control_fd, &m, (int[]){payload_fd, out[1], err[1], in_fd},
-                     in_fd >= 0 ? 4 : 3);
+    fds[0] = payload_fd;
+    fds[1] = out[1];
+    fds[2] = err[1];
+    if (in_fd >= 0) {
+        fds[nfds++] = in_fd;
+        m.flags |= SESSION_STEP_STDIN;
+    }
+    if (paths_fd >= 0) {
+        fds[nfds++] = st->copy_fd;
+        fds[nfds++] = paths_fd;
+        m.flags |= SESSION_STEP_COPY_OUT;
+        m.copy_max_bytes = st->q.copy_max_bytes;
+        m.copy_max_files = st->q.copy_max_files;
+    }
+    r = control_send(s->control_fd, &m, fds, nfds);
     if (in_fd >= 0)
         (void)close(in_fd);
+    if (paths_fd >= 0)
+        (void)close(paths_fd);
     (void)close(payload_fd);
     (void)close(out[1]);
     (void)close(err[1]);
@@ -1179,8 +1318,8 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     s->listen_fd = -1;
     s->start = start;
     for (size_t i = 0; i < CLIENTS_MAX; i++)
-        s->clients[i] = (struct client){.fd = -1};
-    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}};
+        s->clients[i] = (struct client){.fd = -1, .pass_fd = -1};
+    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}, .copy_fd = -1};
     s->chunk = malloc(READ_CHUNK);
     if (!s->chunk)
         r = -ENOMEM;
@@ -1514,6 +1653,10 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         _exit(125);
     }
     s.control_fd = sp[0];
+    /* libarchive, for a step's --copy-out: init, a fork of this process, cannot load it once it
+     * is in the sandbox (copy.h). Loaded now, when a step may want it; without it such a step
+     * is told (EOPNOTSUPP) and the session works otherwise. */
+    (void)copy_load(why, sizeof(why));
     {
         struct session_hooks hooks = {.init_fd = sp[1],
                                       .own_fd = sp[0],

@@ -14,6 +14,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -868,6 +869,101 @@ class TestSessionLife(SessionTestCase):
         self.assertLess(after[1] - before[1], bound, "supervisor RSS grew by a MiB or more")
         self.assertEqual(after[2], before[2], "processes in the sandbox")
         self.assertLess(elapsed, 60)
+
+
+class TestSessionCopyOut(SessionTestCase):
+    """session exec --copy-out: files out of the live sandbox after a step, as a run's: packed
+    by init once the step's processes are gone, unpacked by the nsbox process of the caller
+    below directories it opened itself, never through a symlink; not after a timeout."""
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def exec_copy(self, sid, *args):
+        p = nsbox("session", "exec", sid, "--json", *args)
+        try:
+            return p, json.loads(p.stdout)
+        except ValueError:
+            self.fail(f"no JSON: stdout={p.stdout!r} stderr={p.stderr!r}")
+
+    def test_program_and_code_steps_copy_out(self):
+        sid, sock = self.start()
+        out = os.path.join(self.tmp.name, "out")
+        p, r = self.exec_copy(sid, "--copy-out", f"/work/r:{out}", "--", "sh", "-c",
+                              "mkdir /work/r; echo a > /work/r/a; ln -s /etc/passwd /work/r/l; "
+                              "mkfifo /work/r/p")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        co = r["copy_out"]
+        self.assertTrue(co["done"], r["warnings"])
+        self.assertFalse(co["complete"])
+        self.assertEqual([(c["path"], c["size"]) for c in co["copied"]], [("/work/r/a", 2)])
+        self.assertEqual(co["copied"][0]["host_path"], os.path.join(out, "r", "a"))
+        self.assertEqual(sorted((s["path"], s["reason"]) for s in co["skipped"]),
+                         [("/work/r/l", "symlink (never followed)"), ("/work/r/p", "FIFO")])
+        st = os.lstat(os.path.join(out, "r", "a"))
+        # Written by the caller's own nsbox process: its uid, mode 0644.
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (os.getuid(), 0o644))
+        self.assertEqual(sorted(os.listdir(os.path.join(out, "r"))), ["a"])
+        # A code step: its copy-out, and the interpreter (and /work) go on.
+        p, r = self.code(sid, "x = 5; open('/work/p.txt', 'w').write('py')",
+                         "--copy-out", f"/work/p.txt:{out}")
+        self.assertTrue(r["copy_out"]["complete"], r["warnings"])
+        with open(os.path.join(out, "p.txt")) as f:
+            self.assertEqual(f.read(), "py")
+        p, r = self.code(sid, "print(x, open('/work/p.txt').read())")
+        self.assertEqual(r["stdout"], "5 py\n")
+        self.assertIsNone(r["copy_out"])  # not asked: null, as for a run
+
+    def test_not_after_a_timeout(self):
+        sid, sock = self.start()
+        out = os.path.join(self.tmp.name, "out")
+        p, r = self.exec_copy(sid, "--timeout", "0.5", "--copy-out", f"/work/t:{out}", "--",
+                              "sh", "-c", "echo t > /work/t; sleep 10")
+        self.assertEqual(r["status"], "timeout")
+        self.assertFalse(r["copy_out"]["done"])
+        self.assertTrue(any("did not end by itself" in w for w in r["warnings"]), r)
+        self.assertEqual(os.listdir(out), [])
+
+    def test_never_writes_through_a_symlink_in_hostdir(self):
+        sid, sock = self.start()
+        out = os.path.join(self.tmp.name, "out")
+        victim = os.path.join(self.tmp.name, "victim")
+        os.makedirs(out)
+        os.makedirs(victim)
+        with open(os.path.join(victim, "file"), "w") as f:
+            f.write("precious")
+        os.symlink(victim, os.path.join(out, "o"))
+        os.symlink(os.path.join(victim, "file"), os.path.join(out, "f"))
+        for src, shell in (("/work/o", "mkdir /work/o; echo evil > /work/o/x"),
+                           ("/work/f", "echo evil > /work/f")):
+            p, r = self.exec_copy(sid, "--copy-out", f"{src}:{out}", "--", "sh", "-c", shell)
+            self.assertEqual(r["exit_code"], 0, r["stderr"])
+            self.assertFalse(r["copy_out"]["done"], src)
+            self.assertTrue(any("copy-out failed on the host" in w for w in r["warnings"]),
+                            r["warnings"])
+        self.assertEqual(sorted(os.listdir(victim)), ["file"])
+        with open(os.path.join(victim, "file")) as f:
+            self.assertEqual(f.read(), "precious")
+
+    def test_caps(self):
+        sid, sock = self.start()
+        out = os.path.join(self.tmp.name, "out")
+        p, r = self.exec_copy(sid, "--copy-out", f"/work/m:{out}", "--copy-out-max-files", "2",
+                              "--", "sh", "-c", "mkdir /work/m; for i in 1 2 3 4; do "
+                              "echo $i > /work/m/$i; done")
+        co = r["copy_out"]
+        self.assertEqual(len(co["copied"]), 2, co)
+        self.assertEqual(len([s for s in co["skipped"] if "--copy-out-max-files" in s["reason"]]),
+                         2, co)
+        self.assertFalse(co["complete"])
+
+    def test_bad_copy_out_is_one_line(self):
+        sid, sock = self.start()
+        for arg in ("work/x:out", "/work/x", "/proc/self:out", "/work/../etc:out"):
+            self.assertOneLineError(nsbox("session", "exec", sid, "--copy-out", arg, "--",
+                                          "true"), contains="--copy-out")
 
 
 class TestSessionWorkspace(SessionTestCase):
