@@ -959,6 +959,28 @@ class TestSessionCopyOut(SessionTestCase):
                          2, co)
         self.assertFalse(co["complete"])
 
+    def test_api(self):
+        import asyncio
+        keep = os.path.join(self.tmp.name, "keep")
+        with nsbox_api.Session(nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+            r = s.run_code("x = 2; open('/work/a.bin', 'wb').write(bytes(range(256)))",
+                           copy_out="/work/a.bin")
+            self.assertEqual(r.files, {"/work/a.bin": bytes(range(256))}, r.raw)
+            # The copy-out step went through the CLI: the interpreter is the same one.
+            r = s.run_code("print(x)", stdin="ignored", copy_out=["/work/a.bin"],
+                           copy_out_dir=keep)
+            self.assertEqual(r.stdout, "2\n")
+            self.assertTrue(os.path.isfile(os.path.join(keep, "a.bin")))
+            r = s.run(["sh", "-c", "mkdir -p /work/d; echo hi > /work/d/f"], copy_out="/work/d")
+            self.assertEqual(r.files, {"/work/d/f": b"hi\n"})
+            r = s.run(["sleep", "5"], timeout=0.3, copy_out="/work/d")
+            self.assertEqual((r.status, r.files), ("timeout", {}))
+
+            async def main():
+                return await s.arun_code("print(x + 1)", copy_out="/work/a.bin")
+            r = asyncio.run(main())
+            self.assertEqual((r.stdout, list(r.files)), ("3\n", ["/work/a.bin"]))
+
     def test_bad_copy_out_is_one_line(self):
         sid, sock = self.start()
         for arg in ("work/x:out", "/work/x", "/proc/self:out", "/work/../etc:out"):
