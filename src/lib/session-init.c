@@ -389,7 +389,10 @@ static void repl_answer(struct runner *rn)
 
 static void interrupt(struct runner *rn)
 {
-    rn->interrupted = true;
+    /* (One that comes after the step's end, which crossed it on the channel, is not the next
+     * step's.) */
+    if (rn->step > 0 || rn->code_step)
+        rn->interrupted = true;
     if (rn->step > 0) {
         /* The step's time is up: its group now, the rest at its end. */
         (void)kill(-rn->step, SIGKILL);
