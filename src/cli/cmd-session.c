@@ -136,12 +136,11 @@ static int start_main(int argc, char *argv[])
                              : "steps get /dev/null and pipes of the session for stdio");
         return EXIT_NSBOX_FAILURE;
     }
-    /* Not yet in a session: --copy-out is a step's (session exec), and the proxy of --network
-     * allow= runs in a run's supervisor loop. --workspace is the session's: in /work from its
-     * start, saved when it ends between steps (session.c). */
-    if (c.n_copy_out || (c.network_allow && c.network_allow[0])) {
-        log_error("'nsbox session start' does not take %s yet: use it with 'nsbox run'",
-                  c.n_copy_out ? "--copy-out" : "--network allow=");
+    /* --copy-out is a step's (session exec --copy-out). --workspace is the session's: in /work
+     * from its start, saved when it ends between steps (session.c). */
+    if (c.n_copy_out) {
+        log_error("'nsbox session start' does not take --copy-out: give it to a step, 'nsbox "
+                  "session exec ID --copy-out SANDBOXPATH:HOSTDIR ...'");
         return EXIT_NSBOX_FAILURE;
     }
     /* The working directory is writable in a session, so that files persist between steps: a

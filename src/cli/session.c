@@ -35,6 +35,7 @@
 #include "log.h"
 #include "macro.h"
 #include "parse.h"
+#include "proxy.h"
 #include "registry.h"
 #include "report.h"
 #include "result.h"
@@ -272,6 +273,25 @@ static bool handle_report(struct session_state *s, struct nsbox_result *ret)
 
     if (n != sizeof(rep))
         return n < 0 && errno == EAGAIN;
+    if (rep.type == REPORT_PROXY && s->fds->proxy) {
+        /* --network allow=: the proxy's listening socket, taken as a run's supervisor takes it
+         * (supervise.c); init waits for the byte. The proxy then serves in the session's loop. */
+        int fd = sys_pidfd_getfd(s->fds->pidfd, rep.code, 0);
+        if (fd < 0) {
+            ret->status = NSBOX_STATUS_ERROR;
+            ret->exit_code = 125;
+            ret->error_errno = errno;
+            (void)snprintf(ret->error_step, sizeof(ret->error_step), "network proxy");
+            (void)snprintf(ret->error, sizeof(ret->error),
+                           "cannot take the --network allow proxy's socket from the sandbox's "
+                           "init (pidfd_getfd, Linux 5.6 or later): %s",
+                           strerror(errno));
+            return false;
+        }
+        proxy_set_listener(s->fds->proxy, fd);
+        (void)!write(s->fds->sync, "x", 1);
+        return true;
+    }
     if (rep.type == REPORT_LISTENER) {
         s->listener = sys_pidfd_getfd(s->fds->pidfd, rep.code, 0);
         if (s->listener < 0) {
@@ -865,6 +885,9 @@ static void step_answer(struct session_state *s, uint64_t now)
             add_warning(ret, "nothing was copied out: the step did not end by itself (its "
                              "timeout, or the session's end)");
     }
+    /* --network allow=: the session's proxy report so far (every step's connections). */
+    if (s->fds->proxy)
+        proxy_report_snapshot(s->fds->proxy, &ret->network);
     if (st->audit.fd >= 0) {
         int ar = audit_end(&st->audit, ret);
         if (ar < 0 && ret->status != NSBOX_STATUS_ERROR) {
@@ -1309,6 +1332,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     struct session_state *s = userdata;
     struct step *st = &s->step;
     bool ready = false, init_lost = false;
+    struct pollfd *pfds = NULL;
     int r = 0;
 
     s->leaf = leaf;
@@ -1321,15 +1345,19 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         s->clients[i] = (struct client){.fd = -1, .pass_fd = -1};
     *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}, .copy_fd = -1};
     s->chunk = malloc(READ_CHUNK);
-    if (!s->chunk)
+    pfds = calloc(8 + CLIENTS_MAX + (fds->proxy ? proxy_max_pollfds(fds->proxy) : 0),
+                  sizeof(*pfds));
+    if (!s->chunk || !pfds)
         r = -ENOMEM;
     (void)fcntl(fds->report, F_SETFL, O_NONBLOCK);
 
     while (r == 0) {
-        struct pollfd p[8 + CLIENTS_MAX];
+        struct pollfd *p = pfds;
         struct client *pc[8 + CLIENTS_MAX] = {0};
         uint64_t now = now_usec(), until = UINT64_MAX;
-        int np = 8;
+        int np = 8, n_clients_end, timeout_ms;
+        size_t idx_proxy = 0, n_proxy = 0;
+        bool proxy_polled = false;
 
         /* The timers: the session's idle and lifetime limits, the step's clock, the drain of
          * its pipes, each client's deadline, the pace of refused calls. */
@@ -1372,11 +1400,22 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             pc[np] = cl;
             p[np++] = (struct pollfd){.fd = cl->fd, .events = ev};
         }
-        if (poll(p, (nfds_t)np, until_ms(now, until)) < 0 && errno != EINTR) {
+        n_clients_end = np;
+        timeout_ms = until_ms(now, until);
+        /* --network allow=: the proxy serves while the sandbox runs, in this same loop. */
+        if (fds->proxy && !s->ended) {
+            proxy_polled = true;
+            idx_proxy = (size_t)np;
+            n_proxy = proxy_poll_fill(fds->proxy, p + np, now, &timeout_ms);
+            np += (int)n_proxy;
+        }
+        if (poll(p, (nfds_t)np, timeout_ms) < 0 && errno != EINTR) {
             r = negative_errno();
             break;
         }
         now = now_usec();
+        if (proxy_polled) /* its deadlines too, when it had no descriptor to wait on */
+            proxy_poll_handle(fds->proxy, p + idx_proxy, n_proxy, now);
 
         if (p[4].revents) {
             uint64_t earliest = now - NOTIF_BURST * NOTIF_INTERVAL_USEC;
@@ -1441,7 +1480,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         }
 
         /* The clients. */
-        for (int i = 8; i < np; i++) {
+        for (int i = 8; i < n_clients_end; i++) {
             struct client *cl = pc[i];
             if (cl->state == CLIENT_READING && p[i].revents)
                 client_read(s, cl, now);
@@ -1536,6 +1575,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     step_clear(s);
     free(s->chunk);
     s->chunk = NULL;
+    free(pfds);
     if (s->listener >= 0)
         (void)close(s->listener);
     (void)close(fds->out);

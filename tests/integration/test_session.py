@@ -988,6 +988,41 @@ class TestSessionCopyOut(SessionTestCase):
                                           "true"), contains="--copy-out")
 
 
+class TestSessionNetworkAllow(SessionTestCase):
+    """--network allow= in a session: the proxy serves in the session's supervisor loop, for
+    every step; each step's result has the session's proxy report so far."""
+
+    def test_allowed_and_refused_across_steps(self):
+        from test_network_allow import CLIENT, Upstreams
+        up = Upstreams()
+        self.addCleanup(up.close)
+        sid, sock = self.start("--network", f"allow=up.test:{up.echo_port}", "--add-host",
+                               "up.test:127.0.0.1", "--add-host", "other.test:127.0.0.1")
+        # The client's code is defined once: the interpreter keeps it for the next steps.
+        p, r = self.code(sid, CLIENT)
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        p, r = self.code(sid, f"print(*ask(b'CONNECT up.test:{up.echo_port} HTTP/1.1\\r\\n"
+                              f"\\r\\n', b'hello session'))")
+        self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established HELLO SESSION\n",
+                         r["stderr"])
+        n = r["network"]
+        self.assertEqual((n["connections_total"], n["connections_refused"]), (1, 0), n)
+        p, r = self.run_step(sid, "python3", "-c", CLIENT + (
+            f"print(*ask(b'CONNECT other.test:{up.echo_port} HTTP/1.1\\r\\n\\r\\n'))"))
+        self.assertTrue(r["stdout"].startswith("HTTP/1.1 403 Forbidden"), r)
+        n = r["network"]
+        self.assertEqual((n["connections_total"], n["connections_refused"]), (2, 1), n)
+        self.assertEqual([(c["host"], c["allowed"]) for c in n["connections"]],
+                         [("up.test", True), ("other.test", False)])
+        # Only through the proxy: the host's 127.0.0.1 is not the sandbox's.
+        p, r = self.run_step(sid, "python3", "-c",
+                             "import socket\n"
+                             f"try: socket.create_connection(('127.0.0.1', {up.echo_port}), "
+                             "timeout=5); print('reached')\n"
+                             "except OSError as e: print('refused')")
+        self.assertEqual(r["stdout"], "refused\n", r)
+
+
 class TestSessionWorkspace(SessionTestCase):
     """--workspace for a session: in /work from the start, saved when the session ends between
     steps (stop, idle), whole or not at all, not after a kill or a step cut off by the end; the
