@@ -10,16 +10,19 @@ session's socket (one JSON line each way, no process started on this side), whic
 a step cheaper than starting ``python3`` at all.
 """
 import asyncio
+import functools
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._runner import (_Limit, _Timeout, _env_fd, _env_records, _nsbox_env, _number,
-                      _option_args, _result_from,
-                      _start_error, find_nsbox)
+from ._runner import (_CopyOut, _Limit, _Timeout, _collect_files, _env_fd, _env_records,
+                      _nsbox_env, _number, _option_args, _result_from, _start_error,
+                      _write_file, find_nsbox)
 from .errors import NsboxError
 from .result import Result
 
@@ -69,9 +72,13 @@ class Session:
     The options are those of :func:`nsbox.run`; ``timeout`` is each step's default, and a step
     may give its own. ``idle_timeout`` (default 600 s, so that a forgotten session ends; None:
     never) and ``lifetime`` (seconds) end the session by themselves.
-    Files the steps write (in /tmp, or a ``--tmpfs`` given in ``extra_args``) persist between
-    steps; everything a step starts is killed when the step ends. Use it as a context manager,
-    or call :meth:`close`.
+    Files the steps write (in /work, /tmp, or a ``--tmpfs`` given in ``extra_args``) persist
+    between steps; everything a step starts is killed when the step ends. ``workspace`` names a
+    workspace (as for :func:`nsbox.run`): its files are in /work from the start, and /work is
+    saved back into it when the session ends between steps (:meth:`close`, the idle or
+    lifetime limit), not when it is killed or a step is cut off by its end;
+    :attr:`stop_result` says whether it was saved. Use it as a context manager, or call
+    :meth:`close`.
     """
 
     def __init__(self, timeout: _Timeout = 10, memory: _Limit = "256m", cpus: _Limit = None,
@@ -79,6 +86,7 @@ class Session:
                  rootfs: Optional[str] = None, output_limit: Optional[int] = None,
                  network: str = "none", idle_timeout: Optional[float] = 600,
                  lifetime: Optional[float] = None, name: Optional[str] = None,
+                 workspace: Optional[str] = None,
                  nsbox: Optional[str] = None, extra_args: Sequence[str] = ()):
         self._binary = find_nsbox(nsbox)
         args = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
@@ -89,6 +97,8 @@ class Session:
             args += ["--lifetime", _number(lifetime, "lifetime")]
         if name is not None:
             args += ["--name", name]
+        if workspace is not None:
+            args += ["--workspace", workspace]
         self._cmd: List[str] = [self._binary, "session", "start", "--json", *args]
         # nsbox's own environment is its few variables; the program's travel on --env-fd
         # (never in nsbox's environment, where LD_PRELOAD would run in nsbox itself).
@@ -97,6 +107,10 @@ class Session:
         self._timeout = timeout
         self.id: Optional[str] = None
         self.socket_path: Optional[str] = None
+        #: The answer to close(): ``{"stopped": True, "reason": ..., "workspace": {"name",
+        #: "saved"} or None, "warnings": [...]}``; None before, or when the session was gone
+        #: (or had to be killed) without saying.
+        self.stop_result: Optional[Dict[str, Any]] = None
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -149,11 +163,31 @@ class Session:
                     data += chunk
         except OSError:
             pass  # already gone (or reset after its answer)
-        if data:
-            # An answer to stop is a refusal (every connection taken, by steps waiting or slow
-            # clients): end it by its supervisor's signal instead, as `nsbox kill` does.
+        if not self._stopped(data):
+            # A refusal (every connection taken, by steps waiting or slow clients): end it by
+            # its supervisor's signal instead, as `nsbox kill` does.
             self._kill()
         self.socket_path = None
+
+    @property
+    def workspace_saved(self) -> Optional[bool]:
+        """Whether close() saved the workspace (None: no workspace, or not yet closed)."""
+        ws = (self.stop_result or {}).get("workspace")
+        return ws.get("saved") if isinstance(ws, dict) else None
+
+    def _stopped(self, data: bytes) -> bool:
+        """The answer to stop: True when the session stopped (or was gone); it is kept in
+        stop_result. False for a refusal."""
+        if not data:
+            return True
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            return False
+        if isinstance(answer, dict) and answer.get("stopped") is True:
+            self.stop_result = answer
+            return True
+        return False
 
     def _kill(self) -> None:
         subprocess.run([self._binary, "kill", str(self.id)], env=self._env,
@@ -218,22 +252,92 @@ class Session:
                                      step="session", errno=e.errno) from e
         return _answer(b"".join(chunks))
 
+    def _copy_out_step(self, code: Optional[str], argv: Optional[List[str]], timeout: _Timeout,
+                       output_limit: Optional[int], stdin: Union[bytes, str, None],
+                       copy_out: _CopyOut, copy_out_dir: Optional[str]) -> Result:
+        """A step with copy_out: through ``nsbox session exec --copy-out``, whose process (the
+        caller's) opens the host directory and unpacks the files, never through a symlink, as
+        for a run; Result.files then holds their bytes."""
+        if not self.socket_path:
+            raise NsboxError("the session is not started (use it in a with block)",
+                             step="session")
+        paths = [copy_out] if isinstance(copy_out, str) else list(copy_out or [])
+        for path in paths:
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise ValueError(f"copy_out path {path!r} must be an absolute path in the "
+                                 "sandbox")
+        tmp = tempfile.mkdtemp(prefix="nsbox-")  # 0700: ours alone
+        try:
+            out_dir = os.path.abspath(os.fspath(copy_out_dir)) if copy_out_dir is not None \
+                else os.path.join(tmp, "out")
+            cmd = [self._binary, "session", "exec", str(self.id), "--json"]
+            for path in paths:
+                cmd += ["--copy-out", f"{path}:{out_dir}"]
+            if timeout is not None:
+                cmd += ["--timeout", _number(timeout, "timeout")]
+            if output_limit is not None:
+                cmd += ["--output-limit", str(int(_number(output_limit, "output_limit")))]
+            data = b"" if stdin is None else \
+                (stdin.encode() if isinstance(stdin, str) else bytes(stdin))
+            if code is not None and stdin is None:
+                cmd += ["--code", "-"]
+                data = code.encode()
+            elif code is not None:
+                main = os.path.join(tmp, "main.py")
+                _write_file(main, code.encode())
+                cmd += ["--code", main, "--stdin"]
+            else:
+                cmd += ["--stdin"] if stdin is not None else []
+                cmd += ["--", *(argv or [])]
+            wait = self._wait(timeout)
+            try:
+                p = subprocess.run(cmd, input=data, capture_output=True, env=self._env,
+                                   timeout=None if wait is None else wait + _ANSWER_SECONDS)
+            except OSError as e:
+                raise _start_error(cmd, e) from e
+            except subprocess.TimeoutExpired as e:
+                raise NsboxError(f"no answer from session {self.id} within {wait:g} s (the "
+                                 f"step's timeout and {_MARGIN:g} s more)",
+                                 step="session") from e
+            if not p.stdout.strip():
+                message = p.stderr.decode(errors="replace").strip() or \
+                    f"nsbox session exec ended with exit status {p.returncode}"
+                if message.startswith("nsbox: "):
+                    message = message[len("nsbox: "):]
+                raise NsboxError(message, step="session", exit_code=p.returncode,
+                                 stderr=p.stderr.decode(errors="replace"))
+            return _collect_files(_answer(p.stdout))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def run_code(self, code: str, timeout: _Timeout = None,
                  output_limit: Optional[int] = None,
-                 stdin: Union[bytes, str, None] = None) -> Result:
+                 stdin: Union[bytes, str, None] = None, copy_out: _CopyOut = None,
+                 copy_out_dir: Optional[str] = None) -> Result:
         """Run Python code in the session's interpreter: variables, imports and open files of
         earlier steps are there. A timeout raises KeyboardInterrupt in the code; an interpreter
         that ignores it is restarted (the result's raw["interpreter"] says "restarted").
-        stdin: what sys.stdin reads during the step (else nothing)."""
+        stdin: what sys.stdin reads during the step (else nothing). copy_out: sandbox paths
+        (one or a list) copied out when the step has ended by itself, as for
+        :func:`nsbox.run`: Result.files maps each file's sandbox path to its bytes, and
+        copy_out_dir keeps the copies in a directory of yours too."""
+        if copy_out or copy_out_dir is not None:
+            return self._copy_out_step(code, None, timeout, output_limit, stdin, copy_out,
+                                       copy_out_dir)
         return self._call(_request("code", {"code": code}, timeout, output_limit, stdin),
                           timeout)
 
     def run(self, argv: Sequence[str], timeout: _Timeout = None,
-            output_limit: Optional[int] = None, stdin: Union[bytes, str, None] = None) -> Result:
+            output_limit: Optional[int] = None, stdin: Union[bytes, str, None] = None,
+            copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None) -> Result:
         """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``).
-        stdin: what the program reads on its stdin (else /dev/null)."""
+        stdin: what the program reads on its stdin (else /dev/null). copy_out, copy_out_dir:
+        as for :meth:`run_code`."""
         if isinstance(argv, (str, bytes)) or not argv:
             raise TypeError("argv must be a non-empty sequence of strings")
+        if copy_out or copy_out_dir is not None:
+            return self._copy_out_step(None, [str(a) for a in argv], timeout, output_limit,
+                                       stdin, copy_out, copy_out_dir)
         return self._call(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
                                    output_limit, stdin), timeout)
 
@@ -272,7 +376,7 @@ class Session:
                     data += chunk
             except OSError:
                 pass  # already gone (or reset after its answer)
-        if data:
+        if not self._stopped(data):
             # Refused (see close()): by its supervisor's signal instead.
             proc = await asyncio.create_subprocess_exec(
                 self._binary, "kill", str(self.id), env=self._env,
@@ -339,16 +443,26 @@ class Session:
 
     async def arun_code(self, code: str, timeout: _Timeout = None,
                         output_limit: Optional[int] = None,
-                        stdin: Union[bytes, str, None] = None) -> Result:
+                        stdin: Union[bytes, str, None] = None, copy_out: _CopyOut = None,
+                        copy_out_dir: Optional[str] = None) -> Result:
         """As :meth:`run_code`, for asyncio."""
+        if copy_out or copy_out_dir is not None:
+            return await asyncio.get_running_loop().run_in_executor(None, functools.partial(
+                self._copy_out_step, code, None, timeout, output_limit, stdin, copy_out,
+                copy_out_dir))
         return await self._acall(_request("code", {"code": code}, timeout, output_limit,
                                           stdin), timeout)
 
     async def arun(self, argv: Sequence[str], timeout: _Timeout = None,
                    output_limit: Optional[int] = None,
-                   stdin: Union[bytes, str, None] = None) -> Result:
+                   stdin: Union[bytes, str, None] = None, copy_out: _CopyOut = None,
+                   copy_out_dir: Optional[str] = None) -> Result:
         """As :meth:`run`, for asyncio."""
         if isinstance(argv, (str, bytes)) or not argv:
             raise TypeError("argv must be a non-empty sequence of strings")
+        if copy_out or copy_out_dir is not None:
+            return await asyncio.get_running_loop().run_in_executor(None, functools.partial(
+                self._copy_out_step, None, [str(a) for a in argv], timeout, output_limit,
+                stdin, copy_out, copy_out_dir))
         return await self._acall(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
                                           output_limit, stdin), timeout)

@@ -3,21 +3,25 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "cmd-session.h"
 #include "command.h"
+#include "copy.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
 #include "parse.h"
 #include "registry.h"
+#include "result.h"
 #include "session.h"
 #include "termsafe.h"
 
@@ -35,17 +39,23 @@ static void usage(FILE *f)
           "      socket). RUN OPTIONS are those of 'nsbox run' (--memory, --tmpfs, -v, --name,\n"
           "      ...); --timeout is each step's default. --idle-timeout: end it after S\n"
           "      seconds without a step; --lifetime: end it S seconds after its start.\n"
+          "      --workspace NAME: its files in /work from the start, saved back when the\n"
+          "      session ends between steps (stop, idle, lifetime), not when it is killed.\n"
           "  nsbox session exec ID|NAME [--timeout S] [--output-limit N] [--json]\n"
-          "                     [--raw-output] [-i] (--code FILE|- | [--] PROGRAM [ARGS...])\n"
+          "                     [--raw-output] [-i] [--copy-out SANDBOXPATH:HOSTDIR]...\n"
+          "                     [--copy-out-max-bytes SIZE] [--copy-out-max-files N]\n"
+          "                     (--code FILE|- | [--] PROGRAM [ARGS...])\n"
           "      run one step in the session: a program, or Python code in the session's\n"
           "      interpreter, whose variables, imports and open files live on between steps.\n"
           "      Everything the step started is killed when it ends. Exit status as for\n"
           "      'nsbox run'; --json prints the result; on a terminal the output's control\n"
           "      characters are shown escaped, as by 'nsbox run' (--raw-output: not).\n"
           "      -i, --stdin: the step reads nsbox's stdin (read whole first, up to 15 MiB);\n"
-          "      without it, /dev/null.\n"
-          "  nsbox session stop ID|NAME\n"
-          "      end the session and wait until its sandbox is gone\n"
+          "      without it, /dev/null. --copy-out: copy SANDBOXPATH into HOSTDIR when the\n"
+          "      step has ended by itself, as 'nsbox run --copy-out' does.\n"
+          "  nsbox session stop [--json] ID|NAME\n"
+          "      end the session and wait until its sandbox is gone (and its --workspace\n"
+          "      saved, when it ends between steps); --json: how it ended, whether it was saved\n"
           "  nsbox session ls [--json]\n"
           "      list this user's sessions (they are in 'nsbox ps' too, and 'nsbox kill' ends\n"
           "      them)\n",
@@ -126,13 +136,11 @@ static int start_main(int argc, char *argv[])
                              : "steps get /dev/null and pipes of the session for stdio");
         return EXIT_NSBOX_FAILURE;
     }
-    /* Not yet in a session: copy-out and workspaces are taken when a run's payload ends (a
-     * session has steps), and the proxy of --network allow= runs in a run's supervisor loop. */
-    if (c.n_copy_out || c.workspace || (c.network_allow && c.network_allow[0])) {
-        log_error("'nsbox session start' does not take %s yet: use it with 'nsbox run'",
-                  c.n_copy_out  ? "--copy-out"
-                  : c.workspace ? "--workspace"
-                                : "--network allow=");
+    /* --copy-out is a step's (session exec --copy-out). --workspace is the session's: in /work
+     * from its start, saved when it ends between steps (session.c). */
+    if (c.n_copy_out) {
+        log_error("'nsbox session start' does not take --copy-out: give it to a step, 'nsbox "
+                  "session exec ID --copy-out SANDBOXPATH:HOSTDIR ...'");
         return EXIT_NSBOX_FAILURE;
     }
     /* The working directory is writable in a session, so that files persist between steps: a
@@ -220,10 +228,43 @@ static int send_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* recv(2) that takes descriptors passed with the bytes: the first into *fd (if it is still -1),
+ * the others closed. */
+static ssize_t recv_with_fd(int sock, char *buf, size_t size, int *fd)
+{
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = buf, .iov_len = size};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    ssize_t n = RETRY_EINTR(recvmsg(sock, &msg, MSG_CMSG_CLOEXEC));
+
+    if (n < 0)
+        return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < k; i++) {
+                int got;
+                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                if (*fd < 0)
+                    *fd = got;
+                else
+                    (void)close(got);
+            }
+        }
+    return n;
+}
+
 /* Read the answer: one line. Returns its length (with the newline), or -errno; an error that
  * comes after the whole line (the session closed a connection it did not take, with the
- * request unread: ECONNRESET) does not count. */
-static ssize_t read_line(int fd, size_t max, char **ret)
+ * request unread: ECONNRESET) does not count. A descriptor that comes with it (SCM_RIGHTS: a
+ * step's copy-out stream) is put in *ret_fd (close-on-exec), else -1. */
+static ssize_t read_line(int fd, size_t max, char **ret, int *ret_fd)
 {
     size_t have = 0, size = 65536;
     char *buf = malloc(size);
@@ -238,7 +279,7 @@ static ssize_t read_line(int fd, size_t max, char **ret)
             buf = b;
             size *= 2;
         }
-        n = RETRY_EINTR(read(fd, buf + have, size - have - 1));
+        n = recv_with_fd(fd, buf + have, size - have - 1, ret_fd);
         if (n < 0 && have == 0) {
             int r = negative_errno();
             free(buf);
@@ -260,7 +301,7 @@ static ssize_t read_line(int fd, size_t max, char **ret)
  * line. Returns the parsed answer, NULL
  * when the connection ended without one. */
 static json_t *transact(int fd, json_t *request, const char *data, size_t data_size,
-                        char **ret_line)
+                        char **ret_line, int *ret_fd)
 {
     char *text = json_dumps(request, JSON_COMPACT);
     char *buf = NULL;
@@ -268,6 +309,7 @@ static json_t *transact(int fd, json_t *request, const char *data, size_t data_s
     ssize_t n;
 
     *ret_line = NULL;
+    *ret_fd = -1;
     if (!text)
         return NULL;
     /* A request the session did not take (it refused the connection: too many open) still
@@ -275,7 +317,7 @@ static json_t *transact(int fd, json_t *request, const char *data, size_t data_s
     if (send_all(fd, text, strlen(text)) >= 0 && send_all(fd, "\n", 1) >= 0 && data_size)
         (void)send_all(fd, data, data_size); /* the step's stdin, after the line */
     free(text);
-    n = read_line(fd, 256U << 20, &buf);
+    n = read_line(fd, 256U << 20, &buf, ret_fd);
     if (n <= 0) {
         free(buf);
         return NULL;
@@ -317,6 +359,148 @@ static void write_text(int fd, json_t *s, bool raw)
     }
 }
 
+/* A step's --copy-out: the host directories, opened by this process (the caller's) before the
+ * step runs, as a run's plan_copies() opens them; the stream the session sends back with the
+ * answer is unpacked here, below them, with copy.h's walk by directory descriptors. */
+#define STEP_COPY_OUT_MAX 64
+struct step_copy {
+    size_t n;
+    char *sandbox[STEP_COPY_OUT_MAX]; /* argv's strings, cut */
+    char *host[STEP_COPY_OUT_MAX];    /* absolute, allocated */
+    int fds[STEP_COPY_OUT_MAX];
+    struct copy_caps caps;
+};
+
+static void step_copy_free(struct step_copy *sc)
+{
+    for (size_t i = 0; i < sc->n; i++) {
+        free(sc->host[i]);
+        (void)close(sc->fds[i]);
+    }
+    sc->n = 0;
+}
+
+/* --copy-out SANDBOXPATH:HOSTDIR, as for nsbox run: HOSTDIR made (0755) when missing, relative
+ * to the current directory, never reached through a symlink but root's. Returns 0, or -errno
+ * after one line. */
+static int step_copy_add(struct step_copy *sc, char *arg)
+{
+    char *colon = strchr(arg, ':'), cwd[PATH_MAX], resolved[PATH_MAX], walked[PATH_MAX];
+    const char *host;
+    struct stat st;
+    size_t len;
+    int fd, r;
+
+    if (sc->n == STEP_COPY_OUT_MAX)
+        return log_error("at most %d --copy-out per step", STEP_COPY_OUT_MAX), -E2BIG;
+    if (!colon || colon == arg || arg[0] != '/' || !colon[1])
+        return log_error("invalid --copy-out '%s': expected SANDBOXPATH:HOSTDIR with an absolute "
+                         "SANDBOXPATH",
+                         arg),
+               -EINVAL;
+    *colon = '\0';
+    host = colon + 1;
+    len = strlen(arg);
+    while (len > 1 && arg[len - 1] == '/')
+        arg[--len] = '\0';
+    if (!path_is_safe_target(arg) || path_is_at_or_below(arg, "/proc") ||
+        path_is_at_or_below(arg, "/dev"))
+        return log_error("invalid --copy-out source '%s': an absolute path inside the sandbox, "
+                         "not '/', without '.' or '..', not in /proc or /dev",
+                         arg),
+               -EINVAL;
+    if (host[0] == '/')
+        r = snprintf(resolved, sizeof(resolved), "%s", host);
+    else if (getcwd(cwd, sizeof(cwd)))
+        r = snprintf(resolved, sizeof(resolved), "%s/%s", cwd, host);
+    else
+        return log_error_errno(negative_errno(), "--copy-out %s: %m", host);
+    if (r < 0 || (size_t)r >= sizeof(resolved))
+        return log_error("--copy-out %s: the path is too long", host), -ENAMETOOLONG;
+    if (mkdir(resolved, 0755) < 0 && errno != EEXIST)
+        return log_error_errno(negative_errno(), "cannot make the --copy-out directory '%s': %m",
+                               resolved);
+    fd = path_open_nofollow(resolved, true, walked, sizeof(walked));
+    if (fd == -ELOOP)
+        return log_error("--copy-out %s: '%s' is a symlink, and nsbox follows only root's "
+                         "symlinks in directories only root can write: name the real directory",
+                         resolved, walked),
+               fd;
+    if (fd < 0)
+        return log_error_errno(fd, "--copy-out directory '%s': %m", resolved);
+    if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        (void)close(fd);
+        return log_error("--copy-out '%s' is not a directory", resolved), -ENOTDIR;
+    }
+    sc->sandbox[sc->n] = arg;
+    sc->host[sc->n] = strdup(resolved);
+    if (!sc->host[sc->n])
+        log_oom();
+    sc->fds[sc->n++] = fd;
+    return 0;
+}
+
+static void add_warning_json(json_t *ans, const char *text)
+{
+    json_t *w = json_object_get(ans, "warnings");
+
+    if (!json_is_array(w)) {
+        w = json_array();
+        (void)json_object_set_new(ans, "warnings", w);
+    }
+    (void)json_array_append_new(w, json_string(text));
+}
+
+/* Unpack the step's copy-out stream (stream_fd, or -1 when none came) below the host
+ * directories, and put what was copied and skipped in the answer's "copy_out", as a run's. */
+static void step_copy_finish(struct step_copy *sc, json_t *ans, int stream_fd)
+{
+    struct nsbox_result res = {0};
+    json_t *co = json_object_get(ans, "copy_out");
+    char why[512] = "", text[700];
+    int r;
+
+    res.copy_out_asked = true;
+    res.copy_out_done = json_is_true(json_object_get(co, "done"));
+    res.skipped_more = (uint64_t)json_integer_value(json_object_get(co, "skipped_unlisted"));
+    if (res.copy_out_done && stream_fd < 0) {
+        res.copy_out_done = false;
+        add_warning_json(ans, "the session sent no copy-out stream: nothing was copied out");
+    } else if (res.copy_out_done) {
+        r = copy_unpack(stream_fd,
+                        &(struct copy_target){.root_fds = sc->fds,
+                                              .root_paths = (const char *const *)sc->host,
+                                              .n_roots = sc->n,
+                                              .indexed = true,
+                                              .host = true,
+                                              .shown_roots = (const char *const *)sc->sandbox},
+                        &sc->caps, &res, why, sizeof(why));
+        if (r < 0) {
+            res.copy_out_done = false;
+            (void)snprintf(text, sizeof(text),
+                           "copy-out failed on the host: %s; what was written before is listed",
+                           why);
+            add_warning_json(ans, text);
+        } else {
+            res.copy_out_complete = res.n_skipped == 0 && res.skipped_more == 0;
+            if (!res.copy_out_complete) {
+                (void)snprintf(text, sizeof(text),
+                               "copy-out is not complete: %zu entr%s skipped (listed in "
+                               "copy_out.skipped, with why: only regular files and directories "
+                               "are copied, within --copy-out-max-files %llu and "
+                               "--copy-out-max-bytes %llu)",
+                               res.n_skipped + (size_t)res.skipped_more,
+                               res.n_skipped + res.skipped_more == 1 ? "y was" : "ies were",
+                               (unsigned long long)sc->caps.max_files,
+                               (unsigned long long)sc->caps.max_bytes);
+                add_warning_json(ans, text);
+            }
+        }
+    }
+    (void)json_object_set_new(ans, "copy_out", result_copy_out_json(&res));
+    nsbox_result_free(&res);
+}
+
 static int exec_main(int argc, char *argv[])
 {
     static const struct option options[] = {
@@ -327,15 +511,19 @@ static int exec_main(int argc, char *argv[])
         {"code", required_argument, NULL, 'c'},
         {"stdin", no_argument, NULL, 'i'},
         {"interactive", no_argument, NULL, 'i'},
+        {"copy-out", required_argument, NULL, 'O'},
+        {"copy-out-max-bytes", required_argument, NULL, 'B'},
+        {"copy-out-max-files", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
+    struct step_copy sc = {.caps = {.max_bytes = 64ULL << 20, .max_files = 1000}};
     const char *id, *code_path = NULL;
     bool json = false, raw = false, have_timeout = false, have_limit = false, pass_in = false;
     uint64_t timeout = 0, limit = 0;
     _cleanup_free_ char *code = NULL, *line = NULL, *in = NULL;
     size_t code_size = 0, in_size = 0;
-    _cleanup_close_ int fd = -EBADF;
+    _cleanup_close_ int fd = -EBADF, stream_fd = -EBADF;
     json_t *req, *ans, *v;
     int opt, status;
 
@@ -375,6 +563,29 @@ static int exec_main(int argc, char *argv[])
             break;
         case 'i':
             pass_in = true;
+            break;
+        case 'O':
+            if (step_copy_add(&sc, optarg) < 0) {
+                step_copy_free(&sc);
+                return EXIT_NSBOX_FAILURE;
+            }
+            break;
+        case 'B':
+            if (parse_size(optarg, &sc.caps.max_bytes) < 0 || sc.caps.max_bytes == 0 ||
+                sc.caps.max_bytes > (1ULL << 40)) {
+                log_error("invalid --copy-out-max-bytes '%s': expected a size such as 64m", optarg);
+                step_copy_free(&sc);
+                return EXIT_NSBOX_FAILURE;
+            }
+            break;
+        case 'F':
+            if (parse_count(optarg, 1000000, &sc.caps.max_files) < 0) {
+                log_error("invalid --copy-out-max-files '%s': expected a number of files from 1 "
+                          "to 1000000",
+                          optarg);
+                step_copy_free(&sc);
+                return EXIT_NSBOX_FAILURE;
+            }
             break;
         case 'h':
             usage(stdout);
@@ -428,6 +639,16 @@ static int exec_main(int argc, char *argv[])
         (void)json_object_set_new(req, "output_limit", json_integer((json_int_t)limit));
     if (pass_in)
         (void)json_object_set_new(req, "stdin_bytes", json_integer((json_int_t)in_size));
+    if (sc.n) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < sc.n; i++)
+            (void)json_array_append_new(a, json_string(sc.sandbox[i]));
+        (void)json_object_set_new(req, "copy_out", a);
+        (void)json_object_set_new(req, "copy_out_max_bytes",
+                                  json_integer((json_int_t)sc.caps.max_bytes));
+        (void)json_object_set_new(req, "copy_out_max_files",
+                                  json_integer((json_int_t)sc.caps.max_files));
+    }
 
     (void)signal(SIGPIPE, SIG_IGN);
     fd = session_connect(id);
@@ -435,7 +656,7 @@ static int exec_main(int argc, char *argv[])
         json_decref(req);
         return EXIT_NSBOX_FAILURE;
     }
-    ans = transact(fd, req, in, in_size, &line);
+    ans = transact(fd, req, in, in_size, &line, &stream_fd);
     json_decref(req);
     if (!ans && line && line[0] && line[strlen(line) - 1] != '\n') {
         log_error("session '%s': the step's answer was cut off after %zu bytes (the session "
@@ -454,6 +675,20 @@ static int exec_main(int argc, char *argv[])
     }
     v = json_object_get(ans, "exit_code");
     status = json_is_integer(v) ? (int)json_integer_value(v) : EXIT_NSBOX_FAILURE;
+    if (sc.n) {
+        step_copy_finish(&sc, ans, stream_fd);
+        step_copy_free(&sc);
+        if (json) {
+            char *text = json_dumps(ans, JSON_COMPACT | JSON_REAL_PRECISION(6));
+            if (!text)
+                log_oom();
+            free(line);
+            line = NULL;
+            if (asprintf(&line, "%s\n", text) < 0)
+                log_oom();
+            free(text);
+        }
+    }
     if (json) {
         (void)fputs(line, stdout);
     } else {
@@ -478,28 +713,47 @@ static int stop_main(int argc, char *argv[])
 {
     _cleanup_close_ int fd = -EBADF;
     _cleanup_free_ char *line = NULL;
-    json_t *req, *ans;
+    const char *id = argc == 2                                     ? argv[1]
+                     : argc == 3 && strcmp(argv[1], "--json") == 0 ? argv[2]
+                     : argc == 3 && strcmp(argv[2], "--json") == 0 ? argv[1]
+                                                                   : NULL;
+    bool json = argc == 3;
+    _cleanup_close_ int stream_fd = -EBADF;
+    json_t *req, *ans, *w;
+    size_t i;
 
-    if (argc != 2) {
-        log_error("usage: nsbox session stop ID|NAME");
+    if (!id) {
+        log_error("usage: nsbox session stop [--json] ID|NAME");
         return EXIT_NSBOX_FAILURE;
     }
     (void)signal(SIGPIPE, SIG_IGN);
-    fd = session_connect(argv[1]);
+    fd = session_connect(id);
     if (fd < 0)
         return EXIT_NSBOX_FAILURE;
     req = json_pack("{s:s}", "op", "stop");
-    /* The supervisor closes the connection by exiting, once the sandbox is gone; an answer
-     * is an error (the session did not take the request). */
-    ans = transact(fd, req, NULL, 0, &line);
+    /* The answer comes once the sandbox is gone, {"stopped": true, "workspace": ...,
+     * "warnings": [...]}, and the supervisor then exits (EOF); {"error": ...} is a refusal (the
+     * session did not take the request). */
+    ans = transact(fd, req, NULL, 0, &line, &stream_fd);
     json_decref(req);
     if (ans && json_is_string(json_object_get(ans, "error"))) {
-        log_error("session '%s': %s", argv[1], json_string_value(json_object_get(ans, "error")));
+        log_error("session '%s': %s", id, json_string_value(json_object_get(ans, "error")));
         json_decref(ans);
         return EXIT_NSBOX_FAILURE;
     }
+    if (json && ans)
+        (void)printf("%s", line);
+    else if (json)
+        /* Ended without a word (killed meanwhile): still one line of JSON. */
+        (void)printf("{\"stopped\":true,\"session_id\":null,\"reason\":\"unknown\","
+                     "\"workspace\":null,\"warnings\":[\"the session ended without an "
+                     "answer (it was killed or reached a limit meanwhile)\"]}\n");
+    else
+        json_array_foreach(json_object_get(ans, "warnings"), i, w)
+            if (json_is_string(w))
+                log_warning("session '%s': %s", id, json_string_value(w));
     json_decref(ans);
-    return 0;
+    return fflush(stdout) == 0 ? 0 : EXIT_NSBOX_FAILURE;
 }
 
 static int ls_main(int argc, char *argv[])

@@ -30,9 +30,12 @@
 
 #include "audit.h"
 #include "cgroup.h"
+#include "copy.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
+#include "parse.h"
+#include "proxy.h"
 #include "registry.h"
 #include "report.h"
 #include "result.h"
@@ -74,6 +77,7 @@ static bool session_no_network(const struct nsbox_config *c)
 #define REQUEST_DEADLINE_USEC (10 * 1000000ULL)
 #define ANSWER_DEADLINE_USEC (30 * 1000000ULL)
 #define END_FLUSH_USEC 1000000ULL /* at the session's end, for the last answers to go out */
+#define SAVE_DEADLINE_USEC (60 * 1000000ULL) /* for init to write /work at the session's end */
 
 struct step_request {
     bool code;
@@ -84,6 +88,9 @@ struct step_request {
     size_t stdin_size;
     uint64_t timeout;      /* microseconds, 0 = none */
     uint64_t output_limit; /* bytes per stream */
+    char *copy_paths;      /* "copy_out": sandbox paths, NUL-separated, or NULL */
+    size_t copy_size, n_copy;
+    uint64_t copy_max_bytes, copy_max_files;
 };
 
 enum client_state {
@@ -106,6 +113,7 @@ struct client {
     uint64_t deadline;
     uint64_t seq; /* the order of complete requests */
     struct step_request q;
+    int pass_fd; /* sent with the answer's first bytes (SCM_RIGHTS): a step's copy-out stream */
 };
 
 struct stream {
@@ -127,6 +135,7 @@ struct step {
     uint64_t start, kill_at, drain_until;
     bool ended, interrupted;
     struct session_msg end;
+    int copy_fd; /* the copy-out stream (a memfd), or -1 */
 };
 
 struct session_state {
@@ -146,6 +155,7 @@ struct session_state {
     const struct cgroup_leaf *leaf; /* the sandbox's cgroup leaf, or NULL (rlimits) */
     bool ended;                     /* init is gone */
     const char *end_reason;
+    size_t save_warnings;        /* where the warnings of the session's end begin in its result */
     uint64_t notif_at;           /* when the next refused call may be answered (NOTIF_BURST) */
     struct nsbox_result between; /* what is reported between steps (refusals) */
     struct client clients[CLIENTS_MAX];
@@ -230,7 +240,7 @@ int session_socket_path(const char *id_or_name, char *buf, size_t size)
 static int control_send(int fd, const struct session_msg *m, const int *fds, int nfds)
 {
     union {
-        char buf[CMSG_SPACE(4 * sizeof(int))];
+        char buf[CMSG_SPACE(6 * sizeof(int))];
         struct cmsghdr align;
     } u = {0};
     struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
@@ -261,6 +271,25 @@ static bool handle_report(struct session_state *s, struct nsbox_result *ret)
 
     if (n != sizeof(rep))
         return n < 0 && errno == EAGAIN;
+    if (rep.type == REPORT_PROXY && s->fds->proxy) {
+        /* --network allow=: the proxy's listening socket, taken as a run's supervisor takes it
+         * (supervise.c); init waits for the byte. The proxy then serves in the session's loop. */
+        int fd = sys_pidfd_getfd(s->fds->pidfd, rep.code, 0);
+        if (fd < 0) {
+            ret->status = NSBOX_STATUS_ERROR;
+            ret->exit_code = 125;
+            ret->error_errno = errno;
+            (void)snprintf(ret->error_step, sizeof(ret->error_step), "network proxy");
+            (void)snprintf(ret->error, sizeof(ret->error),
+                           "cannot take the --network allow proxy's socket from the sandbox's "
+                           "init (pidfd_getfd, Linux 5.6 or later): %s",
+                           strerror(errno));
+            return false;
+        }
+        proxy_set_listener(s->fds->proxy, fd);
+        (void)!write(s->fds->sync, "x", 1);
+        return true;
+    }
     if (rep.type == REPORT_LISTENER) {
         s->listener = sys_pidfd_getfd(s->fds->pidfd, rep.code, 0);
         if (s->listener < 0) {
@@ -384,8 +413,48 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
     json_t *timeout = json_object_get(j, "timeout"), *limit = json_object_get(j, "output_limit");
     json_t *in = json_object_get(j, "stdin_bytes");
     const char *op = json_string_value(json_object_get(j, "op"));
+    json_t *copy = json_object_get(j, "copy_out");
+    json_t *max_bytes = json_object_get(j, "copy_out_max_bytes");
+    json_t *max_files = json_object_get(j, "copy_out_max_files");
 
-    *q = (struct step_request){.timeout = s->c->timeout, .output_limit = s->c->output_limit};
+    *q = (struct step_request){.timeout = s->c->timeout,
+                               .output_limit = s->c->output_limit,
+                               .copy_max_bytes = s->c->copy_out_max_bytes,
+                               .copy_max_files = s->c->copy_out_max_files};
+    if (max_bytes) {
+        if (!json_is_integer(max_bytes) || json_integer_value(max_bytes) <= 0)
+            return *why = "\"copy_out_max_bytes\" must be a number of bytes above 0", -EINVAL;
+        q->copy_max_bytes = (uint64_t)json_integer_value(max_bytes);
+    }
+    if (max_files) {
+        if (!json_is_integer(max_files) || json_integer_value(max_files) <= 0)
+            return *why = "\"copy_out_max_files\" must be a number of files above 0", -EINVAL;
+        q->copy_max_files = (uint64_t)json_integer_value(max_files);
+    }
+    if (copy) {
+        size_t i;
+        json_t *v;
+        if (!json_is_array(copy) || json_array_size(copy) == 0 || json_array_size(copy) > 64)
+            return *why = "\"copy_out\" must be a list of 1 to 64 sandbox paths", -EINVAL;
+        json_array_foreach(copy, i, v) {
+            const char *path = json_string_value(v);
+            if (!path || memchr(path, '\0', json_string_length(v)) || !path_is_safe_target(path) ||
+                path_is_at_or_below(path, "/proc") || path_is_at_or_below(path, "/dev"))
+                return *why = "\"copy_out\": each path must be an absolute path inside the "
+                              "sandbox, not '/', without '.' or '..', not in /proc or /dev",
+                       -EINVAL;
+            q->copy_size += json_string_length(v) + 1;
+        }
+        q->copy_paths = malloc(q->copy_size);
+        if (!q->copy_paths)
+            return -ENOMEM;
+        q->copy_size = 0;
+        json_array_foreach(copy, i, v) {
+            memcpy(q->copy_paths + q->copy_size, json_string_value(v), json_string_length(v) + 1);
+            q->copy_size += json_string_length(v) + 1;
+        }
+        q->n_copy = json_array_size(copy);
+    }
     if (timeout) {
         /* Above 0: a step's timeout cannot be switched off (nor rounded down to nothing). */
         if (!json_is_number(timeout) || !(json_number_value(timeout) > 0) ||
@@ -519,9 +588,12 @@ static void client_free(struct client *cl)
     if (cl->fd >= 0)
         (void)close(cl->fd);
     free(cl->buf);
+    if (cl->pass_fd >= 0)
+        (void)close(cl->pass_fd);
     free(cl->q.payload);
     free(cl->q.stdin_data);
-    *cl = (struct client){.fd = -1};
+    free(cl->q.copy_paths);
+    *cl = (struct client){.fd = -1, .pass_fd = -1};
 }
 
 /* Write what the socket takes of the answer now. Done (or the peer gone): the connection is
@@ -529,8 +601,33 @@ static void client_free(struct client *cl)
 static void client_write(struct client *cl)
 {
     while (cl->done < cl->have) {
-        ssize_t n = RETRY_EINTR(
-            send(cl->fd, cl->buf + cl->done, cl->have - cl->done, MSG_DONTWAIT | MSG_NOSIGNAL));
+        ssize_t n;
+
+        if (cl->pass_fd >= 0) {
+            /* The step's copy-out stream rides on the answer's first bytes, for the client to
+             * unpack as the caller (cmd-session.c): the supervisor writes nothing on the host. */
+            union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+            } u = {0};
+            struct iovec iov = {.iov_base = cl->buf + cl->done, .iov_len = cl->have - cl->done};
+            struct msghdr msg = {.msg_iov = &iov,
+                                 .msg_iovlen = 1,
+                                 .msg_control = u.buf,
+                                 .msg_controllen = sizeof(u.buf)};
+            struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(c), &cl->pass_fd, sizeof(int));
+            n = RETRY_EINTR(sendmsg(cl->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL));
+            if (n > 0) {
+                (void)close(cl->pass_fd);
+                cl->pass_fd = -1;
+            }
+        } else
+            n = RETRY_EINTR(
+                send(cl->fd, cl->buf + cl->done, cl->have - cl->done, MSG_DONTWAIT | MSG_NOSIGNAL));
         if (n < 0 && errno == EAGAIN)
             return;
         if (n <= 0)
@@ -624,6 +721,7 @@ static void client_request(struct session_state *s, struct client *cl, size_t le
     }
     if (r < 0) {
         free(cl->q.payload);
+        free(cl->q.copy_paths);
         cl->q = (struct step_request){0};
         client_error(cl, now, "%s", why ? why : strerror(-r));
         return;
@@ -782,6 +880,7 @@ static void client_accept(struct session_state *s, uint64_t now)
         }
         *cl = (struct client){.state = CLIENT_READING,
                               .fd = fd,
+                              .pass_fd = -1,
                               .deadline = now + REQUEST_DEADLINE_USEC};
         /* The request is most often there already: read it now, not a poll later. */
         client_read(s, cl, now);
@@ -814,10 +913,13 @@ static void step_clear(struct session_state *s)
         if (st->streams[i].fd >= 0)
             (void)close(st->streams[i].fd);
     audit_close(&st->audit);
+    if (st->copy_fd >= 0)
+        (void)close(st->copy_fd);
     free(st->q.payload);
     free(st->q.stdin_data);
+    free(st->q.copy_paths);
     nsbox_result_free(&st->ret);
-    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}};
+    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}, .copy_fd = -1};
 }
 
 /* Send the step's result to its client. */
@@ -829,6 +931,33 @@ static void step_answer(struct session_state *s, uint64_t now)
     uint32_t flags = st->end.flags;
     json_t *res;
 
+    if (q->n_copy) {
+        /* As a run's: copied only when the step ended by itself; the client unpacks it. */
+        ret->copy_out_asked = true;
+        if (ret->status != NSBOX_STATUS_ERROR && st->ended && !st->interrupted &&
+            (flags & SESSION_COPY_TAKEN) && st->end.copy_err == 0) {
+            ret->copy_out_done = true;
+            ret->skipped_more += st->end.unlisted;
+        } else if (st->ended && (flags & SESSION_COPY_TAKEN)) {
+            char text[300];
+            (void)snprintf(text, sizeof(text),
+                           "copy-out failed inside the sandbox: %s%s; nothing was copied out",
+                           strerror(st->end.copy_err),
+                           st->end.copy_err == EFBIG
+                               ? " (the stream passed RLIMIT_FSIZE: lower --copy-out-max-bytes "
+                                 "or raise --memory)"
+                           : st->end.copy_err == EOPNOTSUPP
+                               ? " (libarchive, which nsbox loads for copies, could not be "
+                                 "loaded when the session started)"
+                               : "");
+            add_warning(ret, text);
+        } else
+            add_warning(ret, "nothing was copied out: the step did not end by itself (its "
+                             "timeout, or the session's end)");
+    }
+    /* --network allow=: the session's proxy report so far (every step's connections). */
+    if (s->fds->proxy)
+        proxy_report_snapshot(s->fds->proxy, &ret->network);
     if (st->audit.fd >= 0) {
         int ar = audit_end(&st->audit, ret);
         if (ar < 0 && ret->status != NSBOX_STATUS_ERROR) {
@@ -874,6 +1003,10 @@ static void step_answer(struct session_state *s, uint64_t now)
             (void)json_object_set_new(res, "reason", json_string(reason));
         }
     }
+    if (ret->copy_out_done) {
+        st->client->pass_fd = st->copy_fd;
+        st->copy_fd = -1;
+    }
     client_answer(st->client, res, now);
     step_clear(s);
 }
@@ -898,7 +1031,8 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
 {
     struct step *st = &s->step;
     struct session_msg m;
-    int out[2] = {-1, -1}, err[2] = {-1, -1}, payload_fd = -1, in_fd = -1, r;
+    int out[2] = {-1, -1}, err[2] = {-1, -1}, payload_fd = -1, in_fd = -1, paths_fd = -1, r;
+    int fds[6], nfds = 3;
 
     step_clear(s);
     st->client = cl;
@@ -944,6 +1078,19 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
             payload_fd = in_fd;
         }
     }
+    /* With "copy_out": the stream init writes when the step has ended, and the paths. */
+    if (payload_fd >= 0 && st->q.n_copy) {
+        st->copy_fd = memfd_create("nsbox-copy-out", MFD_CLOEXEC);
+        paths_fd = st->copy_fd < 0 ? negative_errno()
+                                   : memfd_with(st->q.copy_paths, st->q.copy_size);
+        if (paths_fd < 0) {
+            (void)close(payload_fd);
+            if (in_fd >= 0)
+                (void)close(in_fd);
+            in_fd = -1;
+            payload_fd = paths_fd;
+        }
+    }
     if (payload_fd < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
         fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0) {
         r = payload_fd < 0 ? payload_fd : negative_errno();
@@ -951,6 +1098,8 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
             (void)close(payload_fd);
         if (in_fd >= 0)
             (void)close(in_fd);
+        if (paths_fd >= 0)
+            (void)close(paths_fd);
         for (int i = 0; i < 2; i++) {
             if (out[i] >= 0)
                 (void)close(out[i]);
@@ -961,10 +1110,25 @@ static int step_start(struct session_state *s, struct client *cl, uint64_t now)
                     strerror(-r));
         return 0;
     }
-    r = control_send(s->control_fd, &m, (int[]){payload_fd, out[1], err[1], in_fd},
-                     in_fd >= 0 ? 4 : 3);
+    fds[0] = payload_fd;
+    fds[1] = out[1];
+    fds[2] = err[1];
+    if (in_fd >= 0) {
+        fds[nfds++] = in_fd;
+        m.flags |= SESSION_STEP_STDIN;
+    }
+    if (paths_fd >= 0) {
+        fds[nfds++] = st->copy_fd;
+        fds[nfds++] = paths_fd;
+        m.flags |= SESSION_STEP_COPY_OUT;
+        m.copy_max_bytes = st->q.copy_max_bytes;
+        m.copy_max_files = st->q.copy_max_files;
+    }
+    r = control_send(s->control_fd, &m, fds, nfds);
     if (in_fd >= 0)
         (void)close(in_fd);
+    if (paths_fd >= 0)
+        (void)close(paths_fd);
     (void)close(payload_fd);
     (void)close(out[1]);
     (void)close(err[1]);
@@ -1134,6 +1298,101 @@ static bool handle_control(struct session_state *s, short revents, bool *ready,
     return true;
 }
 
+/*
+ * With --workspace: whether the session's end saves it. It does when the session ends between
+ * steps, by `session stop`, --idle-timeout or --lifetime: then init kills every process of the
+ * sandbox (the interpreter too) and writes /work into the copy-out memfd, as a run's init does
+ * when its payload has ended, and run_sandbox() (sandbox.c) unpacks it into the workspace's
+ * staging directory and swaps it in, whole or not at all, as for a run. Not after `nsbox kill`
+ * or a signal, and not when the end cut off a running step: its /work may be half-written, as
+ * a run's after a timeout (which is not saved either). The wait for init is a poll(2) that
+ * still hears `nsbox kill` (which ends it, unsaved) and answers refused system calls, bounded
+ * by SAVE_DEADLINE_USEC. New clients are no longer taken (the socket is gone).
+ */
+static void session_save(struct session_state *s, bool step_cut, struct nsbox_result *ret)
+{
+    const char *reason = s->end_reason ? s->end_reason : "";
+    char why_not[300] = "";
+    uint64_t deadline = now_usec() + SAVE_DEADLINE_USEC;
+    struct session_msg m = {.type = SESSION_SAVE};
+    bool answered = false;
+
+    s->save_warnings = strlen(ret->warnings);
+    if (!s->c->workspace || ret->status == NSBOX_STATUS_ERROR)
+        return;
+    if (s->ended)
+        (void)snprintf(why_not, sizeof(why_not), "the session's sandbox ended by itself");
+    else if (step_cut)
+        (void)snprintf(why_not, sizeof(why_not),
+                       "the session ended (%s) while a step ran, and the step was killed: /work "
+                       "may be half-written, as after a run's timeout",
+                       end_words(s));
+    else if (strcmp(reason, "stopped") != 0 && strcmp(reason, "idle") != 0 &&
+             strcmp(reason, "lifetime") != 0)
+        (void)snprintf(why_not, sizeof(why_not), "the session ended because %s",
+                       strcmp(reason, "killed") == 0 || strcmp(reason, "signal") == 0 ? end_words(s)
+                                                                                      : reason);
+    else if (control_send(s->control_fd, &m, NULL, 0) < 0)
+        (void)snprintf(why_not, sizeof(why_not), "the session's sandbox could not be reached");
+    while (!why_not[0] && !answered) {
+        struct pollfd p[4] = {
+            {.fd = s->control_fd, .events = POLLIN},
+            {.fd = s->fds->pidfd, .events = POLLIN},
+            {.fd = s->fds->signalfd, .events = POLLIN},
+            {.fd = s->listener, .events = POLLIN},
+        };
+        uint64_t now = now_usec();
+        ssize_t n;
+
+        if (now >= deadline) {
+            (void)snprintf(why_not, sizeof(why_not),
+                           "the sandbox did not hand over /work within %llu s",
+                           (unsigned long long)(SAVE_DEADLINE_USEC / 1000000));
+            break;
+        }
+        if (poll(p, 4, until_ms(now, deadline)) < 0 && errno != EINTR) {
+            (void)snprintf(why_not, sizeof(why_not), "poll: %s", strerror(errno));
+            break;
+        }
+        if (p[3].revents && !supervise_answer_notification(s->listener, s->fds->init_pid,
+                                                           session_no_network(s->c), &s->between)) {
+            (void)close(s->listener);
+            s->listener = -1;
+        }
+        if (p[2].revents && handle_signals(s)) {
+            (void)snprintf(why_not, sizeof(why_not), "%s while its workspace was being saved",
+                           end_words(s));
+            break;
+        }
+        if (!p[0].revents && !p[1].revents)
+            continue;
+        n = RETRY_EINTR(recv(s->control_fd, &m, sizeof(m), MSG_DONTWAIT));
+        if (n == sizeof(m) && m.type == SESSION_SAVED) {
+            answered = true;
+            ret->copy_out_done = (m.flags & 1) && m.code == 0;
+            ret->skipped_more += m.unlisted;
+            if (!ret->copy_out_done)
+                (void)snprintf(why_not, sizeof(why_not),
+                               "copying /work failed inside the sandbox: %s%s",
+                               strerror(m.code ? m.code : EIO),
+                               m.code == EFBIG ? " (the stream passed RLIMIT_FSIZE: lower "
+                                                 "--copy-out-max-bytes or raise --memory)"
+                                               : "");
+        } else if (n == 0 || (n < 0 && errno != EAGAIN) || p[1].revents) {
+            (void)snprintf(why_not, sizeof(why_not),
+                           "the session's sandbox ended while /work was being copied");
+        }
+    }
+    if (why_not[0]) {
+        char text[600];
+        ret->copy_out_done = false;
+        (void)snprintf(text, sizeof(text),
+                       "workspace '%s' was not saved: %s; its files are as before this session",
+                       s->c->workspace, why_not);
+        add_warning(ret, text);
+    }
+}
+
 /* The supervisor's loop (struct session_hooks): the sandbox, its steps, the clients, the
  * signals and the timers, all in one poll(2), nothing that blocks. */
 static int session_supervise(const struct nsbox_config *c, struct supervise_fds *fds,
@@ -1143,6 +1402,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     struct session_state *s = userdata;
     struct step *st = &s->step;
     bool ready = false, init_lost = false;
+    struct pollfd *pfds = NULL;
     int r = 0;
 
     s->leaf = leaf;
@@ -1152,18 +1412,22 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     s->listen_fd = -1;
     s->start = start;
     for (size_t i = 0; i < CLIENTS_MAX; i++)
-        s->clients[i] = (struct client){.fd = -1};
-    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}};
+        s->clients[i] = (struct client){.fd = -1, .pass_fd = -1};
+    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}, .copy_fd = -1};
     s->chunk = malloc(READ_CHUNK);
-    if (!s->chunk)
+    pfds = calloc(8 + CLIENTS_MAX + (fds->proxy ? proxy_max_pollfds(fds->proxy) : 0),
+                  sizeof(*pfds));
+    if (!s->chunk || !pfds)
         r = -ENOMEM;
     (void)fcntl(fds->report, F_SETFL, O_NONBLOCK);
 
     while (r == 0) {
-        struct pollfd p[8 + CLIENTS_MAX];
+        struct pollfd *p = pfds;
         struct client *pc[8 + CLIENTS_MAX] = {0};
         uint64_t now = now_usec(), until = UINT64_MAX;
-        int np = 8;
+        int np = 8, n_clients_end, timeout_ms;
+        size_t idx_proxy = 0, n_proxy = 0;
+        bool proxy_polled = false;
 
         /* The timers: the session's idle and lifetime limits, the step's clock, the drain of
          * its pipes, each client's deadline, the pace of refused calls. */
@@ -1206,11 +1470,22 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             pc[np] = cl;
             p[np++] = (struct pollfd){.fd = cl->fd, .events = ev};
         }
-        if (poll(p, (nfds_t)np, until_ms(now, until)) < 0 && errno != EINTR) {
+        n_clients_end = np;
+        timeout_ms = until_ms(now, until);
+        /* --network allow=: the proxy serves while the sandbox runs, in this same loop. */
+        if (fds->proxy && !s->ended) {
+            proxy_polled = true;
+            idx_proxy = (size_t)np;
+            n_proxy = proxy_poll_fill(fds->proxy, p + np, now, &timeout_ms);
+            np += (int)n_proxy;
+        }
+        if (poll(p, (nfds_t)np, timeout_ms) < 0 && errno != EINTR) {
             r = negative_errno();
             break;
         }
         now = now_usec();
+        if (proxy_polled) /* its deadlines too, when it had no descriptor to wait on */
+            proxy_poll_handle(fds->proxy, p + idx_proxy, n_proxy, now);
 
         if (p[4].revents) {
             uint64_t earliest = now - NOTIF_BURST * NOTIF_INTERVAL_USEC;
@@ -1275,7 +1550,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         }
 
         /* The clients. */
-        for (int i = 8; i < np; i++) {
+        for (int i = 8; i < n_clients_end; i++) {
             struct client *cl = pc[i];
             if (cl->state == CLIENT_READING && p[i].revents)
                 client_read(s, cl, now);
@@ -1323,6 +1598,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     }
     {
         uint64_t now = now_usec();
+        bool cut = st->client && !st->ended;
         /* The running step is cut off; waiting requests and ones still coming are told. */
         if (st->client)
             step_cut(s, now);
@@ -1334,6 +1610,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                              "session for further steps",
                              end_words(s));
         }
+        session_save(s, cut, ret);
     }
     if (!s->ended) {
         siginfo_t si;
@@ -1368,6 +1645,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     step_clear(s);
     free(s->chunk);
     s->chunk = NULL;
+    free(pfds);
     if (s->listener >= 0)
         (void)close(s->listener);
     (void)close(fds->out);
@@ -1381,6 +1659,44 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
 }
 
 /* ---- start -------------------------------------------------------------------------------- */
+
+/* The answer to `stop`, once the sandbox is gone: how it ended and, with a workspace, whether
+ * it was saved, with the warnings of the end (why not). One line, sent without waiting (the
+ * socket holds it: nothing else was sent on it); the client then sees EOF when this process
+ * exits. */
+static void answer_stop(struct session_state *s, const struct nsbox_result *ret)
+{
+    json_t *warnings = json_array(), *ws = json_null();
+    const char *w = ret->warnings +
+                    (s->save_warnings < sizeof(ret->warnings) ? s->save_warnings : 0);
+    char *text, *line;
+    json_t *j;
+
+    while (warnings && *w) {
+        const char *nl = strchr(w, '\n');
+        size_t len = nl ? (size_t)(nl - w) : strlen(w);
+        if (len)
+            (void)json_array_append_new(warnings, json_stringn(w, len));
+        w += len + (nl ? 1 : 0);
+    }
+    if (s->c->workspace)
+        ws = json_pack("{s:s,s:b}", "name", s->c->workspace, "saved", ret->workspace_saved);
+    j = json_pack("{s:b,s:s,s:s,s:o,s:o}", "stopped", true, "session_id", s->id, "reason",
+                  s->end_reason ? s->end_reason : "stopped", "workspace", ws, "warnings",
+                  warnings ? warnings : json_array());
+    text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    line = text ? malloc(strlen(text) + 2) : NULL;
+    if (line)
+        (void)sprintf(line, "%s\n", text);
+    for (size_t i = 0; line && i < CLIENTS_MAX; i++) {
+        struct client *cl = &s->clients[i];
+        if (cl->state == CLIENT_STOPPING && cl->fd >= 0)
+            (void)RETRY_EINTR(send(cl->fd, line, strlen(line), MSG_DONTWAIT | MSG_NOSIGNAL));
+    }
+    free(line);
+    free(text);
+}
 
 _noreturn_ static void supervisor_main(const struct nsbox_config *config,
                                        const struct session_options *o, int argc, char *argv[],
@@ -1447,6 +1763,10 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         _exit(125);
     }
     s.control_fd = sp[0];
+    /* libarchive, for a step's --copy-out: init, a fork of this process, cannot load it once it
+     * is in the sandbox (copy.h). Loaded now, when a step may want it; without it such a step
+     * is told (EOPNOTSUPP) and the session works otherwise. */
+    (void)copy_load(why, sizeof(why));
     {
         struct session_hooks hooks = {.init_fd = sp[1],
                                       .own_fd = sp[0],
@@ -1457,6 +1777,8 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         c.warn = NULL;
         (void)sandbox_run_session(&c, &hooks, &ret);
     }
+    if (s.notify_fd < 0)
+        answer_stop(&s, &ret);
     if (ret.status == NSBOX_STATUS_ERROR)
         notify(&s, "ERR %s\n", ret.error[0] ? ret.error : "the session's sandbox failed");
     else

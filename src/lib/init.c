@@ -496,35 +496,21 @@ static void report_shm_usage(int shm_fd, struct report *rep)
     }
 }
 
-/* Copy-out, by init once the payload has ended: first every other process of the sandbox is
- * killed and reaped (kill(2) with -1 from a pid namespace's init reaches all of them and not
- * itself, pid_namespaces(7)), so nothing changes the tree while it is read and nothing is left
- * to race a check. Then each --copy-out source, and /work for a workspace, is packed into the
- * memfd at out_fd (copy.h), within the caps. Init is under the seccomp filters by now, as the
- * sandbox's uid: what the payload made unreadable is skipped. */
-static void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep)
+int init_pack_out(const char *const *paths, size_t n, const struct copy_caps *caps,
+                  const char *exclude_in_last, int out_fd, struct report *rep)
 {
-    const struct nsbox_config *c = sb->config;
-    struct copy_caps caps = {.max_bytes = c->copy_out_max_bytes,
-                             .max_files = c->copy_out_max_files};
     struct copy_packer *p = NULL;
     struct copy_stats stats = {0};
     char why[256];
     int r;
 
-    /* Again before each wait: a fork in flight cannot leave a child unsignalled (copy_process()
-     * restarts a fork with a fatal signal pending; this is the belt to those braces). */
-    do
-        (void)kill(-1, SIGKILL);
-    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR);
     /* The stream is a file of this process's: RLIMIT_FSIZE applies, and its SIGXFSZ would end
      * init; EFBIG is reported instead. */
     (void)signal(SIGXFSZ, SIG_IGN);
     rep->copy_taken = true;
-    r = copy_packer_new(out_fd, &caps, &p, why, sizeof(why));
-    for (size_t i = 0; r >= 0 && i < sb->n_out; i++) {
-        /* sb's copy: the config's strings may be in nsbox's argv, wiped by now. */
-        const char *path = sb->out_shown[i];
+    r = copy_packer_new(out_fd, caps, &p, why, sizeof(why));
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        const char *path = paths[i];
         const char *base = strrchr(path, '/') + 1;
         char prefix[PATH_MAX];
         struct stat st;
@@ -553,9 +539,7 @@ static void init_copy_out(const struct sandbox *sb, int out_fd, struct report *r
                       &(struct copy_source){.src_fd = fd,
                                             .prefix = prefix,
                                             .shown = path,
-                                            .exclude = i >= c->n_copy_out && c->code
-                                                           ? "/work/main.py"
-                                                           : NULL},
+                                            .exclude = i == n - 1 ? exclude_in_last : NULL},
                       true, why, sizeof(why));
         (void)close(fd);
     }
@@ -565,6 +549,30 @@ static void init_copy_out(const struct sandbox *sb, int out_fd, struct report *r
     }
     rep->copy_err = r < 0 ? -r : 0;
     rep->copy_unlisted = stats.skipped - stats.skipped_listed;
+    return r < 0 ? r : 0;
+}
+
+/* Copy-out, by init once the payload has ended: first every other process of the sandbox is
+ * killed and reaped (kill(2) with -1 from a pid namespace's init reaches all of them and not
+ * itself, pid_namespaces(7)), so nothing changes the tree while it is read and nothing is left
+ * to race a check. Then each --copy-out source, and /work for a workspace, is packed into the
+ * memfd at out_fd (copy.h), within the caps. Init is under the seccomp filters by now, as the
+ * sandbox's uid: what the payload made unreadable is skipped. */
+void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep)
+{
+    const struct nsbox_config *c = sb->config;
+    struct copy_caps caps = {.max_bytes = c->copy_out_max_bytes,
+                             .max_files = c->copy_out_max_files};
+
+    /* Again before each wait: a fork in flight cannot leave a child unsignalled (copy_process()
+     * restarts a fork with a fatal signal pending; this is the belt to those braces). */
+    do
+        (void)kill(-1, SIGKILL);
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR);
+    /* sb's copies: the config's strings may be in nsbox's argv, wiped by now. The workspace's
+     * /work is last; --code's main.py stays out of it. */
+    (void)init_pack_out(sb->out_shown, sb->n_out, &caps,
+                        c->workspace && c->code ? "/work/main.py" : NULL, out_fd, rep);
 }
 
 /* PID 1: reap everything, forward SIGINT/SIGTERM/SIGHUP to the payload's process group, and

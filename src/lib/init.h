@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "copy.h"
 #include "report.h"
 #include "sandbox.h"
 
@@ -44,6 +45,21 @@ int init_set_rlimit(int resource, uint64_t value);
  * hold), no real-time priority and no raised nice value; each lowered to the caller's hard
  * limit where that is lower. Returns 0 or -errno. */
 int init_budgets(const struct sandbox *sb, struct report_step *e);
+
+/* The copy-out (--copy-out, a workspace's /work) once the payload has ended, or a session
+ * ends: kill and reap every other process of the pid namespace, then pack sb->out_shown's
+ * sources into the memfd out_fd within the caps. rep gets copy_taken, copy_err (0 or the errno
+ * that stopped the stream) and copy_unlisted. */
+void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep);
+
+/* Pack paths[0..n) (absolute sandbox paths, opened with O_NOFOLLOW one component at a time)
+ * into the memfd out_fd as entries "i/BASENAME/...", within caps; exclude_in_last (or NULL) is
+ * a path below the last one left out. Skipped entries are listed in the stream. rep gets
+ * copy_taken, copy_err and copy_unlisted as for init_copy_out(). Returns 0 or -errno. Does not
+ * kill anything first: the caller makes sure nothing changes the tree meanwhile, or that it
+ * does not matter (a session step's copy-out, session-init.c). */
+int init_pack_out(const char *const *paths, size_t n, const struct copy_caps *caps,
+                  const char *exclude_in_last, int out_fd, struct report *rep);
 
 /* PID 1's loop once the payload (pid payload) runs: reap every child, forward the signals in
  * mask but SIGCHLD to the payload's process group; when the payload has ended, write the

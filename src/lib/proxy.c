@@ -1094,6 +1094,11 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
     }
 }
 
+void proxy_report_snapshot(const struct proxy *p, struct nsbox_network_report *ret)
+{
+    *ret = p->report;
+}
+
 void proxy_finish(struct proxy *p, struct nsbox_network_report *ret)
 {
     if (p->conns)

@@ -63,6 +63,10 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
  * that passed. */
 void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint64_t now);
 
+/* The report so far into *ret, the connections left open (their bytes are counted when they
+ * end): a session's step results (session.c). */
+void proxy_report_snapshot(const struct proxy *p, struct nsbox_network_report *ret);
+
 /* Close every connection (the sandbox ended) and write the report into *ret. */
 void proxy_finish(struct proxy *p, struct nsbox_network_report *ret);
 

@@ -514,7 +514,7 @@ static void note_to_json(const char *sentence, void *userdata)
 
 /* What was copied out, and what not and why; null when nothing was to be copied. Names are
  * the sandbox's: shown through json_text(), like the output. */
-static json_t *copy_out_json(const struct nsbox_result *r)
+json_t *result_copy_out_json(const struct nsbox_result *r)
 {
     json_t *copied, *skipped;
 
@@ -889,7 +889,7 @@ json_t *result_to_json_object(const struct nsbox_result *r)
                                               "free", (json_int_t)r->work_free, "full",
                                               r->work_full)
                                   : json_null());
-    (void)json_object_set_new(root, "copy_out", copy_out_json(r));
+    (void)json_object_set_new(root, "copy_out", result_copy_out_json(r));
     (void)json_object_set_new(root, "workspace",
                               r->workspace[0] ? json_pack("{s:s, s:b}", "name", r->workspace,
                                                           "saved", r->workspace_saved)

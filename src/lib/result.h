@@ -30,6 +30,10 @@ uint64_t result_rlimit_cpu_seconds(uint64_t cpus_milli, uint64_t timeout_usec);
  * memory. */
 json_t *result_to_json_object(const struct nsbox_result *r);
 
+/* The result's "copy_out" object (null unless r->copy_out_asked): done, complete, copied,
+ * skipped, skipped_unlisted. A new reference, or NULL when out of memory. */
+json_t *result_copy_out_json(const struct nsbox_result *r);
+
 /* json_dumps() into a buffer of the exact size, with one byte to spare after the NUL-terminated
  * text (for a newline): jansson's own buffer grows by doubling with a copy each time, which at
  * the size of a result with a large --output-limit holds up to three times the text at once.

@@ -364,14 +364,16 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 
     if (fds->session >= 0) {
         /* A session: init runs steps on request instead of one payload. It keeps the report
-         * pipe (3), /dev/shm (4) and the control channel (5), nothing else. */
-        int control = fcntl(fds->session, F_DUPFD_CLOEXEC, 6); /* above what moves below */
+         * pipe (3), /dev/shm (4), the control channel (5) and, with a workspace, the copy-out
+         * memfd (6, written when the session ends), nothing else. */
+        int control = fcntl(fds->session, F_DUPFD_CLOEXEC, 7); /* above what moves below */
         if (control < 0 || (fds->report != 3 && dup3(fds->report, 3, O_CLOEXEC) < 0) ||
-            dup3(shm_fd, 4, O_CLOEXEC) < 0 || dup3(control, 5, O_CLOEXEC) < 0)
+            dup3(shm_fd, 4, O_CLOEXEC) < 0 || dup3(control, 5, O_CLOEXEC) < 0 ||
+            (sb->copy_out_fd >= 0 && dup3(sb->copy_out_fd, 6, O_CLOEXEC) < 0))
             _exit(125);
         (void)sys_close_range(0, 2, 0);
-        (void)sys_close_range(6, ~0U, 0);
-        session_init(sb, &mask, 3, 4, 5);
+        (void)sys_close_range(sb->copy_out_fd >= 0 ? 7 : 6, ~0U, 0);
+        session_init(sb, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1);
     }
 
     init_pid = getpid();
@@ -545,8 +547,8 @@ static void work_diagnose(const struct nsbox_config *c, struct nsbox_result *ret
 
 /* The host side of copy-out: unpack the stream init wrote into the host directories opened by
  * plan_copies() (and the workspace's staging directory), then save the workspace if the copy
- * was complete. */
-static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret)
+ * was complete. A session's supervisor has said itself why a copy was not taken. */
+static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret, bool session)
 {
     const struct nsbox_config *c = sb->config;
     struct copy_caps caps = {.max_bytes = c->copy_out_max_bytes,
@@ -557,6 +559,8 @@ static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret)
     if (sb->copy_out_fd < 0 || ret->status == NSBOX_STATUS_ERROR)
         return;
     if (!ret->copy_out_done) {
+        if (session)
+            return;
         if (c->workspace)
             report_warning(c, ret,
                            "workspace '%s' was not saved: the payload did not end by itself (or "
@@ -581,9 +585,8 @@ static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret)
         report_warning(c, ret, "copy-out failed on the host: %s; what was written before is listed",
                        why);
         if (c->workspace)
-            report_warning(c, ret,
-                           "workspace '%s' was not saved (its files are as before this run)",
-                           c->workspace);
+            report_warning(c, ret, "workspace '%s' was not saved (its files are as before this %s)",
+                           c->workspace, session ? "session" : "run");
         return;
     }
     ret->copy_out_complete = ret->n_skipped == 0 && ret->skipped_more == 0;
@@ -606,8 +609,8 @@ static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret)
             path_is_at_or_below(ret->skipped[i].path, "/work")) {
             report_warning(c, ret,
                            "workspace '%s' was not saved: /work is over --copy-out-max-files or "
-                           "--copy-out-max-bytes (its files are as before this run)",
-                           c->workspace);
+                           "--copy-out-max-bytes (its files are as before this %s)",
+                           c->workspace, session ? "session" : "run");
             return;
         }
     r = workspace_commit(&sb->ws, sb->ws_staging, why, sizeof(why));
@@ -766,7 +769,7 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         proxy_finish(proxy, &ret->network);
     shm_diagnose(c, ret);
     work_diagnose(c, ret);
-    copy_out_finish(&sb, ret);
+    copy_out_finish(&sb, ret, hooks != NULL);
     kill_leftovers(&sb, ret);
     if (sb.in_cgroup) {
         cgroup_leaf_stats(&leaf, &ret->cgroup);

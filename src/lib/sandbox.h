@@ -98,6 +98,7 @@ int sandbox_run_session(const struct nsbox_config *c, const struct session_hooks
                         struct nsbox_result *ret);
 
 /* Init's loop in a session (session-init.c): fds report_fd, shm_fd and control_fd are open,
- * signals in mask blocked. Never returns. */
+ * and copy_out_fd (the workspace's copy-out memfd, written on SESSION_SAVE) or -1; signals in
+ * mask blocked. Never returns. */
 _Noreturn void session_init(const struct sandbox *sb, const sigset_t *mask, int report_fd,
-                            int shm_fd, int control_fd);
+                            int shm_fd, int control_fd, int copy_out_fd);

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "init.h"
 #include "macro.h"
 #include "report.h"
 #include "sandbox.h"
@@ -36,7 +37,10 @@
 
 extern const char session_repl[]; /* session-repl.py, embedded at build time */
 
-#define STEP_FDS 4 /* of a step: its argv or code, stdout, stderr, and its stdin if it has one */
+#define STEP_FDS                                                                                   \
+    6 /* of a step: its argv or code, stdout, stderr, its stdin if it has one, and                 \
+       * the copy-out stream and paths if it copies out */
+#define STEP_COPY_MAX 64 /* sources of one step's copy-out */
 
 struct runner {
     const struct sandbox *sb;
@@ -47,6 +51,11 @@ struct runner {
     int repl_fd;          /* init's end of its socket, or -1 */
     uint32_t flags;       /* of the running step */
     uint64_t grace_until; /* a Python step interrupted: killed if it has not ended by then */
+    bool interrupted;     /* the step's time was up: no copy-out, as after a run's timeout */
+    int copy_fd;          /* the step's copy-out stream (a memfd), or -1 */
+    char *copy_paths;     /* its sources, NUL-separated */
+    size_t copy_size;
+    struct copy_caps copy_caps;
 };
 
 static void control_send(struct runner *rn, const struct session_msg *m)
@@ -122,7 +131,7 @@ static char *read_memfd(int fd, size_t *ret_size)
 /* Whether /proc/PID/stat says the process is a zombie (or is gone). */
 static bool is_dead(int proc_fd, const char *pid)
 {
-    char path[64], buf[256];
+    char path[sizeof(((struct dirent *)0)->d_name) + 8], buf[256];
     const char *state;
 
     (void)snprintf(path, sizeof(path), "%s/stat", pid);
@@ -200,6 +209,33 @@ static void repl_forget(struct runner *rn)
     rn->repl = 0;
 }
 
+/* A step's copy-out, once everything it started is gone (the interpreter is spared: it is the
+ * session's, and the steps trust each other, see README). Not after its timeout, as a run's
+ * copy-out is not. */
+static void step_copy_out(struct runner *rn, struct session_msg *m)
+{
+    const char *paths[STEP_COPY_MAX];
+    size_t n = 0;
+    struct report rep = {0};
+
+    if (rn->copy_fd < 0)
+        return;
+    for (size_t i = 0; i < rn->copy_size && n < STEP_COPY_MAX; i += strlen(rn->copy_paths + i) + 1)
+        if (rn->copy_paths[i] == '/' && strrchr(rn->copy_paths + i, '/')[1])
+            paths[n++] = rn->copy_paths + i;
+    if (!rn->interrupted) {
+        (void)init_pack_out(paths, n, &rn->copy_caps, NULL, rn->copy_fd, &rep);
+        m->flags |= rep.copy_taken ? SESSION_COPY_TAKEN : 0;
+        m->copy_err = rep.copy_err;
+        m->unlisted = rep.copy_unlisted;
+    }
+    (void)close(rn->copy_fd);
+    rn->copy_fd = -1;
+    free(rn->copy_paths);
+    rn->copy_paths = NULL;
+    rn->copy_size = 0;
+}
+
 /* The end of a step: nothing it started stays. */
 static void step_end(struct runner *rn, int end, int code)
 {
@@ -213,6 +249,8 @@ static void step_end(struct runner *rn, int end, int code)
     reap(rn, &status, &done, &died);
     if (died)
         repl_forget(rn);
+    step_copy_out(rn, &m);
+    rn->interrupted = false;
     rn->step = 0;
     rn->code_step = false;
     rn->flags = 0;
@@ -246,7 +284,7 @@ static pid_t spawn(struct runner *rn, char **argv, int in, int out, int err, int
     return pid;
 }
 
-static void run_program(struct runner *rn, const int *fds, int n)
+static void run_program(struct runner *rn, const int *fds, int n, bool has_stdin)
 {
     size_t size = 0, argc = 0;
     _cleanup_free_ char *text = read_memfd(fds[0], &size);
@@ -260,7 +298,7 @@ static void run_program(struct runner *rn, const int *fds, int n)
         step_end(rn, SESSION_END_EXITED, 125);
         return;
     }
-    rn->step = spawn(rn, argv, n > 3 ? fds[3] : -1, fds[1], fds[2], -1);
+    rn->step = spawn(rn, argv, has_stdin && n > 3 ? fds[3] : -1, fds[1], fds[2], -1);
     if (rn->step < 0) {
         rn->step = 0;
         step_end(rn, SESSION_END_EXITED, 125);
@@ -359,6 +397,10 @@ static void repl_answer(struct runner *rn)
 
 static void interrupt(struct runner *rn)
 {
+    /* (One that comes after the step's end, which crossed it on the channel, is not the next
+     * step's.) */
+    if (rn->step > 0 || rn->code_step)
+        rn->interrupted = true;
     if (rn->step > 0) {
         /* The step's time is up: its group now, the rest at its end. */
         (void)kill(-rn->step, SIGKILL);
@@ -369,10 +411,34 @@ static void interrupt(struct runner *rn)
     }
 }
 
-_noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int report_fd,
-                             int shm_fd, int control_fd)
+/* The session ends between steps and its workspace is to be saved: the copy-out of a run
+ * (init.c), with the interpreter and everything else killed first. Init then waits for its
+ * end (the supervisor kills it). */
+static void save(struct runner *rn, int copy_out_fd)
 {
-    struct runner rn = {.sb = sb, .report_fd = report_fd, .control_fd = control_fd, .repl_fd = -1};
+    struct report rep = {0};
+    struct session_msg m = {.type = SESSION_SAVED, .code = EBADF};
+
+    if (copy_out_fd >= 0) {
+        init_copy_out(rn->sb, copy_out_fd, &rep);
+        repl_forget(rn);
+        rn->step = 0;
+        rn->code_step = false;
+        m.code = rep.copy_err;
+        m.flags = rep.copy_taken ? 1 : 0;
+        m.unlisted = rep.copy_unlisted;
+    }
+    control_send(rn, &m);
+}
+
+_noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int report_fd,
+                             int shm_fd, int control_fd, int copy_out_fd)
+{
+    struct runner rn = {.sb = sb,
+                        .report_fd = report_fd,
+                        .control_fd = control_fd,
+                        .repl_fd = -1,
+                        .copy_fd = -1};
     struct session_msg ready = {.type = SESSION_READY};
     int sigfd;
 
@@ -439,12 +505,25 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                 continue;
             if (m.type == SESSION_INTERRUPT)
                 interrupt(&rn);
+            else if (m.type == SESSION_SAVE && !rn.step && !rn.code_step)
+                save(&rn, copy_out_fd);
             else if ((m.type == SESSION_RUN || m.type == SESSION_CODE) && n >= 3 && !rn.step &&
                      !rn.code_step) {
+                /* fds: argv or code, out, err, [stdin], [copy-out stream, its paths] */
+                int step_n = (m.flags & SESSION_STEP_STDIN) && n > 3 ? 4 : 3;
+                if ((m.flags & SESSION_STEP_COPY_OUT) && n >= step_n + 2) {
+                    rn.copy_paths = read_memfd(fds[step_n + 1], &rn.copy_size);
+                    if (rn.copy_paths) {
+                        rn.copy_fd = fds[step_n];
+                        fds[step_n] = -1;
+                        rn.copy_caps = (struct copy_caps){.max_bytes = m.copy_max_bytes,
+                                                          .max_files = m.copy_max_files};
+                    }
+                }
                 if (m.type == SESSION_RUN)
-                    run_program(&rn, fds, n);
+                    run_program(&rn, fds, step_n, step_n > 3);
                 else
-                    run_code(&rn, fds, n);
+                    run_code(&rn, fds, step_n);
             }
             close_fds(fds, n);
         }

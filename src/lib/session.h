@@ -30,12 +30,19 @@
 /* Messages on the control channel between the supervisor and init. Fixed size. */
 enum session_msg_type {
     SESSION_READY = 1, /* init -> supervisor: set up, waiting for steps */
-    SESSION_RUN,       /* -> init: run a program; fds: argv (a memfd, NUL-separated), out, err
-                        * and, when the step has one, its stdin (a memfd) */
+    SESSION_RUN,       /* -> init: run a program; fds: argv (a memfd, NUL-separated), out, err,
+                        * its stdin (a memfd) with SESSION_STEP_STDIN, and with
+                        * SESSION_STEP_COPY_OUT the copy-out stream's memfd and a memfd of the
+                        * sandbox paths to copy (NUL-separated) */
     SESSION_CODE,      /* -> init: Python code in the session's interpreter; fds: code, out,
                         * err and maybe stdin, as for SESSION_RUN */
     SESSION_INTERRUPT, /* -> init: the step's time is up */
     SESSION_STEP_END,  /* init -> supervisor: the step ended, everything it started is gone */
+    SESSION_SAVE,      /* -> init: the session ends between steps; kill every process of the
+                        * sandbox and write /work into the copy-out memfd (a workspace's) */
+    SESSION_SAVED,     /* init -> supervisor: written (code: 0, or the errno that stopped the
+                        * stream; flags: 1 when it was taken; unlisted: skipped entries not
+                        * in the stream) */
 };
 
 enum session_end {
@@ -52,6 +59,16 @@ enum session_end {
 #define SESSION_INTERPRETER_RESTARTED 4u   /* it did not stop within the grace: killed */
 #define SESSION_INTERPRETER_CRASHED 8u     /* it died during the step */
 
+/* flags of SESSION_RUN and SESSION_CODE */
+#define SESSION_STEP_STDIN 1u /* the step has a stdin memfd */
+#define SESSION_STEP_COPY_OUT                                                                      \
+    2u /* the step's end writes a copy-out stream (session exec                                    \
+        * --copy-out), within copy_max_bytes and copy_max_files */
+/* ... and of SESSION_STEP_END */
+#define SESSION_COPY_TAKEN                                                                         \
+    16u /* the copy-out stream was written (copy_err: 0 or the errno that                          \
+         * stopped it; unlisted: skipped entries not in it) */
+
 /* Seconds the interpreter has, after SIGINT, to end a step before it is killed. */
 #define SESSION_INTERRUPT_GRACE_USEC (2 * 1000 * 1000)
 
@@ -60,6 +77,9 @@ struct session_msg {
     int32_t end; /* enum session_end */
     int32_t code;
     uint32_t flags;
+    int32_t copy_err;                        /* SESSION_SAVED, SESSION_STEP_END */
+    uint64_t unlisted;                       /* SESSION_SAVED, SESSION_STEP_END */
+    uint64_t copy_max_bytes, copy_max_files; /* SESSION_RUN, SESSION_CODE */
 };
 
 struct session_options {

@@ -125,8 +125,8 @@ int workspace_open(const char *name, bool create, struct workspace *ws, char *wh
     if (flock(ws->lock_fd, LOCK_EX | LOCK_NB) < 0) {
         if (errno == EWOULDBLOCK)
             return why_fail(why, why_size, -EBUSY,
-                            "workspace '%s' is in use by another run: one run at a time per "
-                            "workspace (wait for it, or use another workspace)",
+                            "workspace '%s' is in use by another run or session: one at a time "
+                            "per workspace (wait for it, or use another workspace)",
                             name);
         return why_fail(why, why_size, -errno, "cannot lock workspace %s: %m", ws->path);
     }

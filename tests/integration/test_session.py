@@ -15,6 +15,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -974,6 +975,280 @@ class TestSessionLife(SessionTestCase):
         self.assertLess(after[1] - before[1], bound, "supervisor RSS grew by a MiB or more")
         self.assertEqual(after[2], before[2], "processes in the sandbox")
         self.assertLess(elapsed, 60)
+
+
+class TestSessionCopyOut(SessionTestCase):
+    """session exec --copy-out: files out of the live sandbox after a step, as a run's: packed
+    by init once the step's processes are gone, unpacked by the nsbox process of the caller
+    below directories it opened itself, never through a symlink; not after a timeout."""
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def exec_copy(self, sid, *args):
+        p = nsbox("session", "exec", sid, "--json", *args)
+        try:
+            return p, json.loads(p.stdout)
+        except ValueError:
+            self.fail(f"no JSON: stdout={p.stdout!r} stderr={p.stderr!r}")
+
+    def test_program_and_code_steps_copy_out(self):
+        sid, sock = self.start()
+        out = os.path.join(self.tmp.name, "out")
+        p, r = self.exec_copy(sid, "--copy-out", f"/work/r:{out}", "--", "sh", "-c",
+                              "mkdir /work/r; echo a > /work/r/a; ln -s /etc/passwd /work/r/l; "
+                              "mkfifo /work/r/p")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        co = r["copy_out"]
+        self.assertTrue(co["done"], r["warnings"])
+        self.assertFalse(co["complete"])
+        self.assertEqual([(c["path"], c["size"]) for c in co["copied"]], [("/work/r/a", 2)])
+        self.assertEqual(co["copied"][0]["host_path"], os.path.join(out, "r", "a"))
+        self.assertEqual(sorted((s["path"], s["reason"]) for s in co["skipped"]),
+                         [("/work/r/l", "symlink (never followed)"), ("/work/r/p", "FIFO")])
+        st = os.lstat(os.path.join(out, "r", "a"))
+        # Written by the caller's own nsbox process: its uid, mode 0644.
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (os.getuid(), 0o644))
+        self.assertEqual(sorted(os.listdir(os.path.join(out, "r"))), ["a"])
+        # A code step: its copy-out, and the interpreter (and /work) go on.
+        p, r = self.code(sid, "x = 5; open('/work/p.txt', 'w').write('py')",
+                         "--copy-out", f"/work/p.txt:{out}")
+        self.assertTrue(r["copy_out"]["complete"], r["warnings"])
+        with open(os.path.join(out, "p.txt")) as f:
+            self.assertEqual(f.read(), "py")
+        p, r = self.code(sid, "print(x, open('/work/p.txt').read())")
+        self.assertEqual(r["stdout"], "5 py\n")
+        self.assertIsNone(r["copy_out"])  # not asked: null, as for a run
+
+    def test_not_after_a_timeout(self):
+        sid, sock = self.start()
+        out = os.path.join(self.tmp.name, "out")
+        p, r = self.exec_copy(sid, "--timeout", "0.5", "--copy-out", f"/work/t:{out}", "--",
+                              "sh", "-c", "echo t > /work/t; sleep 10")
+        self.assertEqual(r["status"], "timeout")
+        self.assertFalse(r["copy_out"]["done"])
+        self.assertTrue(any("did not end by itself" in w for w in r["warnings"]), r)
+        self.assertEqual(os.listdir(out), [])
+
+    def test_never_writes_through_a_symlink_in_hostdir(self):
+        sid, sock = self.start()
+        out = os.path.join(self.tmp.name, "out")
+        victim = os.path.join(self.tmp.name, "victim")
+        os.makedirs(out)
+        os.makedirs(victim)
+        with open(os.path.join(victim, "file"), "w") as f:
+            f.write("precious")
+        os.symlink(victim, os.path.join(out, "o"))
+        os.symlink(os.path.join(victim, "file"), os.path.join(out, "f"))
+        for src, shell in (("/work/o", "mkdir /work/o; echo evil > /work/o/x"),
+                           ("/work/f", "echo evil > /work/f")):
+            p, r = self.exec_copy(sid, "--copy-out", f"{src}:{out}", "--", "sh", "-c", shell)
+            self.assertEqual(r["exit_code"], 0, r["stderr"])
+            self.assertFalse(r["copy_out"]["done"], src)
+            self.assertTrue(any("copy-out failed on the host" in w for w in r["warnings"]),
+                            r["warnings"])
+        self.assertEqual(sorted(os.listdir(victim)), ["file"])
+        with open(os.path.join(victim, "file")) as f:
+            self.assertEqual(f.read(), "precious")
+
+    def test_caps(self):
+        sid, sock = self.start()
+        out = os.path.join(self.tmp.name, "out")
+        p, r = self.exec_copy(sid, "--copy-out", f"/work/m:{out}", "--copy-out-max-files", "2",
+                              "--", "sh", "-c", "mkdir /work/m; for i in 1 2 3 4; do "
+                              "echo $i > /work/m/$i; done")
+        co = r["copy_out"]
+        self.assertEqual(len(co["copied"]), 2, co)
+        self.assertEqual(len([s for s in co["skipped"] if "--copy-out-max-files" in s["reason"]]),
+                         2, co)
+        self.assertFalse(co["complete"])
+
+    def test_api(self):
+        import asyncio
+        keep = os.path.join(self.tmp.name, "keep")
+        with nsbox_api.Session(nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+            r = s.run_code("x = 2; open('/work/a.bin', 'wb').write(bytes(range(256)))",
+                           copy_out="/work/a.bin")
+            self.assertEqual(r.files, {"/work/a.bin": bytes(range(256))}, r.raw)
+            # The copy-out step went through the CLI: the interpreter is the same one.
+            r = s.run_code("print(x)", stdin="ignored", copy_out=["/work/a.bin"],
+                           copy_out_dir=keep)
+            self.assertEqual(r.stdout, "2\n")
+            self.assertTrue(os.path.isfile(os.path.join(keep, "a.bin")))
+            r = s.run(["sh", "-c", "mkdir -p /work/d; echo hi > /work/d/f"], copy_out="/work/d")
+            self.assertEqual(r.files, {"/work/d/f": b"hi\n"})
+            r = s.run(["sleep", "5"], timeout=0.3, copy_out="/work/d")
+            self.assertEqual((r.status, r.files), ("timeout", {}))
+
+            async def main():
+                return await s.arun_code("print(x + 1)", copy_out="/work/a.bin")
+            r = asyncio.run(main())
+            self.assertEqual((r.stdout, list(r.files)), ("3\n", ["/work/a.bin"]))
+
+    def test_bad_copy_out_is_one_line(self):
+        sid, sock = self.start()
+        for arg in ("work/x:out", "/work/x", "/proc/self:out", "/work/../etc:out"):
+            self.assertOneLineError(nsbox("session", "exec", sid, "--copy-out", arg, "--",
+                                          "true"), contains="--copy-out")
+
+
+class TestSessionNetworkAllow(SessionTestCase):
+    """--network allow= in a session: the proxy serves in the session's supervisor loop, for
+    every step; each step's result has the session's proxy report so far."""
+
+    def test_allowed_and_refused_across_steps(self):
+        from test_network_allow import CLIENT, Upstreams
+        up = Upstreams()
+        self.addCleanup(up.close)
+        sid, sock = self.start("--network", f"allow=up.test:{up.echo_port}", "--add-host",
+                               "up.test:127.0.0.1", "--add-host", "other.test:127.0.0.1")
+        # The client's code is defined once: the interpreter keeps it for the next steps.
+        p, r = self.code(sid, CLIENT)
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        p, r = self.code(sid, f"print(*ask(b'CONNECT up.test:{up.echo_port} HTTP/1.1\\r\\n"
+                              f"\\r\\n', b'hello session'))")
+        self.assertEqual(r["stdout"], "HTTP/1.1 200 Connection established HELLO SESSION\n",
+                         r["stderr"])
+        n = r["network"]
+        self.assertEqual((n["connections_total"], n["connections_refused"]), (1, 0), n)
+        p, r = self.run_step(sid, "python3", "-c", CLIENT + (
+            f"print(*ask(b'CONNECT other.test:{up.echo_port} HTTP/1.1\\r\\n\\r\\n'))"))
+        self.assertTrue(r["stdout"].startswith("HTTP/1.1 403 Forbidden"), r)
+        n = r["network"]
+        self.assertEqual((n["connections_total"], n["connections_refused"]), (2, 1), n)
+        self.assertEqual([(c["host"], c["allowed"]) for c in n["connections"]],
+                         [("up.test", True), ("other.test", False)])
+        # Only through the proxy: the host's 127.0.0.1 is not the sandbox's.
+        p, r = self.run_step(sid, "python3", "-c",
+                             "import socket\n"
+                             f"try: socket.create_connection(('127.0.0.1', {up.echo_port}), "
+                             "timeout=5); print('reached')\n"
+                             "except OSError as e: print('refused')")
+        self.assertEqual(r["stdout"], "refused\n", r)
+
+
+class TestSessionWorkspace(SessionTestCase):
+    """--workspace for a session: in /work from the start, saved when the session ends between
+    steps (stop, idle), whole or not at all, not after a kill or a step cut off by the end; the
+    workspace's lock is held as long as the session lives."""
+
+    def setUp(self):
+        super().setUp()
+        self.state = tempfile.TemporaryDirectory()
+        self.addCleanup(self.state.cleanup)
+        self.env = dict(os.environ, XDG_STATE_HOME=self.state.name)
+
+    def ws_run(self, name, shell):
+        """`nsbox run --workspace NAME -- sh -c SHELL`: its process and result."""
+        p = nsbox("run", "--json", "--cgroup", "off", "--workspace", name, "--", "sh", "-c",
+                  shell, env=self.env)
+        try:
+            return p, json.loads(p.stdout)
+        except ValueError:
+            self.fail(f"no JSON: stdout={p.stdout!r} stderr={p.stderr!r}")
+
+    def ws_start(self, name, *opts):
+        p = nsbox("session", "start", "--json", "--cgroup", "off", "--workspace", name, *opts,
+                  env=self.env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        info = json.loads(p.stdout)
+        self.addCleanup(lambda: nsbox("kill", info["id"]))
+        return info["id"], info["socket"]
+
+    def stop(self, sid):
+        p = nsbox("session", "stop", "--json", sid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def seed(self, name, text):
+        p, r = self.ws_run(name, f"echo {text} > /work/keep.txt")
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+
+    def test_files_in_at_start_saved_on_stop(self):
+        self.seed("s1", "v1")
+        sid, sock = self.ws_start("s1")
+        p, r = self.run_step(sid, "cat", "/work/keep.txt")
+        self.assertEqual(r["stdout"], "v1\n", r)
+        p, r = self.run_step(sid, "sh", "-c", "echo v2 > /work/keep.txt; mkdir /work/d; "
+                             "echo new > /work/d/f")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # Files persist between steps, and the interpreter sees them too.
+        p, r = self.code(sid, "print(open('d/f').read().strip())")
+        self.assertEqual(r["stdout"], "new\n", r)
+        # The session holds the workspace: a run or another session on it is refused.
+        p, r = self.ws_run("s1", "true")
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("in use by another run or session", r["error"]["message"])
+        p = nsbox("session", "start", "--cgroup", "off", "--workspace", "s1", env=self.env)
+        self.assertOneLineError(p, contains="in use by another run or session")
+        ans = self.stop(sid)
+        self.assertEqual(ans["workspace"], {"name": "s1", "saved": True}, ans)
+        self.assertEqual(ans["warnings"], [])
+        p, r = self.ws_run("s1", "cat /work/keep.txt /work/d/f")
+        self.assertEqual(r["stdout"], "v2\nnew\n", r)
+
+    def test_not_saved_after_kill(self):
+        self.seed("s2", "v1")
+        sid, sock = self.ws_start("s2")
+        pid = supervisor_pid(sid)
+        self.run_step(sid, "sh", "-c", "echo v2 > /work/keep.txt")
+        self.assertEqual(nsbox("kill", sid).returncode, 0)
+        self.assertTrue(wait_until(lambda: not alive(pid)))
+        p, r = self.ws_run("s2", "cat /work/keep.txt")
+        self.assertEqual(r["stdout"], "v1\n", r)
+
+    def test_not_saved_when_the_end_cuts_a_step(self):
+        # As a run after its timeout: the step was killed mid-write, /work may be half-written.
+        self.seed("s3", "v1")
+        sid, sock = self.ws_start("s3", "--timeout", "60")
+        with connect(sock, b'{"op": "exec", "argv": ["sh", "-c", '
+                           b'"echo v2 > /work/keep.txt; sleep 30"]}\n') as c:
+            time.sleep(0.5)
+            ans = self.stop(sid)
+            self.assertEqual(json.loads(answer_of(c))["status"], "killed")
+        self.assertEqual(ans["workspace"], {"name": "s3", "saved": False}, ans)
+        self.assertIn("while a step ran", ans["warnings"][0])
+        self.assertIn("its files are as before this session", ans["warnings"][0])
+        p, r = self.ws_run("s3", "cat /work/keep.txt")
+        self.assertEqual(r["stdout"], "v1\n", r)
+
+    def test_saved_at_idle_timeout(self):
+        sid, sock = self.ws_start("s4", "--idle-timeout", "1")
+        pid = supervisor_pid(sid)
+        p, r = self.run_step(sid, "sh", "-c", "echo idle > /work/keep.txt")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(wait_until(lambda: not alive(pid), timeout=10))
+        p, r = self.ws_run("s4", "cat /work/keep.txt")
+        self.assertEqual(r["stdout"], "idle\n", r)
+
+    def test_over_a_cap_is_not_saved(self):
+        # Whole or not at all: past --copy-out-max-files nothing of the session is kept.
+        self.seed("s5", "v1")
+        sid, sock = self.ws_start("s5", "--copy-out-max-files", "3")
+        p, r = self.run_step(sid, "sh", "-c", "for i in 1 2 3 4 5; do echo $i > /work/f$i; done")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        ans = self.stop(sid)
+        self.assertFalse(ans["workspace"]["saved"], ans)
+        self.assertTrue(any("--copy-out-max-files" in w for w in ans["warnings"]), ans)
+        p, r = self.ws_run("s5", "ls /work")
+        self.assertEqual(r["stdout"], "keep.txt\n", r)
+
+    def test_api(self):
+        old = os.environ.get("XDG_STATE_HOME")
+        os.environ["XDG_STATE_HOME"] = self.state.name
+        self.addCleanup(lambda: os.environ.pop("XDG_STATE_HOME") if old is None
+                        else os.environ.__setitem__("XDG_STATE_HOME", old))
+        with nsbox_api.Session(workspace="s6", nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+            s.run_code("open('keep.txt', 'w').write('api')")
+        self.assertTrue(s.workspace_saved, s.stop_result)
+        p, r = self.ws_run("s6", "cat /work/keep.txt")
+        self.assertEqual(r["stdout"], "api", r)
+        with nsbox_api.Session(nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+            pass
+        self.assertIsNone(s.workspace_saved)
+        self.assertEqual(s.stop_result["reason"], "stopped")
 
 
 class TestSessionApi(SessionTestCase):
