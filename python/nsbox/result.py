@@ -33,7 +33,7 @@ def tool_text(text: str) -> str:
 
 # Words of the warnings that as_tool_output() passes on to the model.
 _OUTCOME_WARNING_WORDS = ("--workdir-size", "--shm-size", "workspace '", "copy-out",
-                          "output may be missing")
+                          "output may be missing", "Python interpreter")
 
 
 @dataclass

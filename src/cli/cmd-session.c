@@ -109,7 +109,6 @@ static int start_main(int argc, char *argv[])
     const struct nsbox_config *parsed;
     struct nsbox_config c;
     _cleanup_free_ char **labels = NULL;
-    _cleanup_free_ struct nsbox_tmpfs *work_tmpfs = NULL;
     size_t n = 0;
     int r, nargc = argc;
     _cleanup_free_ char **args = calloc((size_t)argc + 1, sizeof(char *));
@@ -143,26 +142,7 @@ static int start_main(int argc, char *argv[])
                   "session exec ID --copy-out SANDBOXPATH:HOSTDIR ...'");
         return EXIT_NSBOX_FAILURE;
     }
-    /* The working directory is writable in a session, so that files persist between steps: a
-     * tmpfs at /work (of --tmp-size), unless -v or --tmpfs put something there. */
-    {
-        bool have_work = false;
-        for (size_t i = 0; i < c.n_binds; i++)
-            have_work |= strcmp(c.binds[i].target, "/work") == 0;
-        for (size_t i = 0; i < c.n_tmpfs; i++)
-            have_work |= strcmp(c.tmpfs[i].target, "/work") == 0;
-        if (!have_work) {
-            work_tmpfs = calloc(c.n_tmpfs + 1, sizeof(*work_tmpfs));
-            if (!work_tmpfs)
-                log_oom();
-            if (c.n_tmpfs)
-                memcpy(work_tmpfs, c.tmpfs, c.n_tmpfs * sizeof(*work_tmpfs));
-            work_tmpfs[c.n_tmpfs++] = (struct nsbox_tmpfs){.target = "/work",
-                                                           .size = c.tmp_size,
-                                                           .mode = 0755};
-            c.tmpfs = work_tmpfs;
-        }
-    }
+    /* /work is the run's writable working directory (--workdir-size), kept between steps. */
     /* Marked for `nsbox session ls` (a label, so `nsbox ps --filter label=nsbox.session` too). */
     while (c.labels && c.labels[n])
         n++;
@@ -703,7 +683,11 @@ static int exec_main(int argc, char *argv[])
         if (json_is_string(json_object_get(ans, "error")))
             log_error("%s", json_string_value(json_object_get(ans, "error")));
         else if (st && strcmp(st, "exited") != 0 && json_is_string(json_object_get(ans, "reason")))
-            log_error("the step %s", json_string_value(json_object_get(ans, "reason")));
+            log_error("the step ended: %s", json_string_value(json_object_get(ans, "reason")));
+        /* As nsbox run does: what else the caller should know (limits, refusals, truncation). */
+        json_array_foreach(json_object_get(ans, "notes"), i, w)
+            if (json_is_string(w))
+                log_warning("%s", json_string_value(w));
     }
     json_decref(ans);
     return fflush(stdout) == 0 ? status : EXIT_NSBOX_FAILURE;

@@ -1191,8 +1191,16 @@ static void step_finish(struct session_state *s, uint64_t now)
                          "KeyboardInterrupt within 2 s: it was killed; the next step starts a "
                          "fresh interpreter (variables, imports and open files are lost)");
     if (st->end.flags & SESSION_INTERPRETER_CRASHED)
-        add_warning(ret, "the session's Python interpreter died during the step; the next step "
-                         "starts a fresh one (variables, imports and open files are lost)");
+        add_warning(ret,
+                    ret->cpus.enforced_by == NSBOX_ENFORCER_RLIMIT
+                        ? "the session's Python interpreter died during the step (a crash, "
+                          "os._exit(), or its CPU time: under rlimits, --cpus x --timeout is the "
+                          "interpreter's RLIMIT_CPU, and its CPU time adds up over every step it "
+                          "served; a cgroup's cpu.max has no such total); the next step starts a "
+                          "fresh one (variables, imports and open files are lost)"
+                        : "the session's Python interpreter died during the step (a crash, "
+                          "os._exit(), or a limit); the next step starts a fresh one "
+                          "(variables, imports and open files are lost)");
     step_answer(s, now);
 }
 

@@ -244,6 +244,46 @@ class TestSessionSteps(SessionTestCase):
         p, r = self.code(sid, "print('x' in dir())")
         self.assertEqual((r["stdout"], r["interpreter"]), ("False\n", "started"))
 
+    def test_interpreter_out_of_cpu_time_under_rlimits_says_so(self):
+        # Under rlimits --cpus x --timeout is the interpreter's RLIMIT_CPU (0.5 x 2 = 1 s): its
+        # CPU time adds up over the steps, and the step that crosses it says why the
+        # interpreter died, on the CLI as in the JSON and the Python API's text.
+        sid, _ = self.start("--cpus", "0.5", "--timeout", "2")
+        busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+        for _ in range(6):
+            p = nsbox("session", "exec", sid, "--code", "-", input=busy)
+            if p.returncode != 0:
+                break
+        self.assertEqual(p.returncode, 137, p.stderr)
+        self.assertIn("RLIMIT_CPU, and its CPU time adds up over every step", p.stderr)
+        self.assertIn("nsbox: the step ended: killed by SIGKILL (signal 9)", p.stderr)
+
+    def test_api_text_says_the_interpreter_died(self):
+        # The model reading as_tool_output() learns why its variables are gone.
+        with nsbox_api.Session(nsbox=NSBOX, extra_args=["--cgroup", "off"]) as s:
+            s.run_code("x = 1")
+            text = s.run_code("import os\nos.kill(os.getpid(), 9)\n").as_tool_output()
+            self.assertIn("Python interpreter died during the step", text)
+            self.assertIn("variables, imports and open files are lost", text)
+
+    def test_cli_prints_the_notes(self):
+        # As nsbox run: a step's notes (here a full /work) are printed on stderr.
+        sid, _ = self.start("--workdir-size", "1m")
+        p = nsbox("session", "exec", sid, "--code", "-",
+                  input="open('/work/big', 'wb').write(b'x' * (2 << 20))\n")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("nsbox: warning: the program's stderr mentions ENOSPC", p.stderr)
+
+    def test_work_is_the_runs_working_directory(self):
+        # /work in a session is a run's: --workdir-size (default 64 MiB), not a tmpfs of its own.
+        for opts, mib in (((), 64), (("--workdir-size", "8m"), 8)):
+            with self.subTest(opts=opts):
+                sid, _ = self.start(*opts)
+                p, r = self.run_step(sid, "sh", "-c", "df -k /work | tail -n 1")
+                size_kib = int(r["stdout"].split()[1])
+                self.assertGreaterEqual(size_kib, mib << 10, r["stdout"])
+                self.assertLess(size_kib, (mib << 10) + 4096, r["stdout"])
+
     def test_background_daemon_is_killed_at_step_end(self):
         sid, _ = self.start()
         token = "nsbox-daemon-" + secrets.token_hex(6)
