@@ -435,6 +435,10 @@ struct nsbox_result {
     struct nsbox_skipped_file *skipped;
     size_t n_skipped;
     uint64_t skipped_more; /* skipped entries past the NSBOX_SKIPPED_MAX listed */
+    /* Of the skipped entries, listed or not, the regular files and directories (over a cap,
+     * unreadable, too deep, a name the host cannot take): their content is missing. A
+     * workspace is not saved when there is any. */
+    uint64_t copy_out_lost;
     /* The workspace used, or "", and whether it was saved. */
     char workspace[NSBOX_NAME_MAX + 1];
     bool workspace_saved;

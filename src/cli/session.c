@@ -938,6 +938,7 @@ static void step_answer(struct session_state *s, uint64_t now)
             (flags & SESSION_COPY_TAKEN) && st->end.copy_err == 0) {
             ret->copy_out_done = true;
             ret->skipped_more += st->end.unlisted;
+            ret->copy_out_lost += st->end.lost;
         } else if (st->ended && (flags & SESSION_COPY_TAKEN)) {
             char text[300];
             (void)snprintf(text, sizeof(text),
@@ -1379,6 +1380,7 @@ static void session_save(struct session_state *s, bool step_cut, struct nsbox_re
             answered = true;
             ret->copy_out_done = (m.flags & 1) && m.code == 0;
             ret->skipped_more += m.unlisted;
+            ret->copy_out_lost += m.lost;
             if (!ret->copy_out_done)
                 (void)snprintf(why_not, sizeof(why_not),
                                "copying /work failed inside the sandbox: %s%s",

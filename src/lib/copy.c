@@ -232,11 +232,17 @@ static int put_header(struct copy_packer *p, const char *name, mode_t type, mode
     return 0;
 }
 
-static int skip(struct copy_packer *p, const char *name, const char *reason, char *why,
+/* Leave name out, listed with reason in the stream while the list has room; lost: it is a
+ * regular file or directory (copy_stats.lost). A name the unpacking side would refuse
+ * (copy_name_is_valid(): not UTF-8, hidden characters, cut at PATH_MAX) is counted, never
+ * listed: one such entry would make it refuse the whole stream. */
+static int skip(struct copy_packer *p, const char *name, const char *reason, bool lost, char *why,
                 size_t why_size)
 {
     p->stats.skipped++;
-    if (!p->list_skipped || p->stats.skipped_listed >= NSBOX_SKIPPED_MAX)
+    p->stats.lost += lost;
+    if (!p->list_skipped || p->stats.skipped_listed >= NSBOX_SKIPPED_MAX ||
+        !copy_name_is_valid(name))
         return 0;
     p->stats.skipped_listed++;
     return put_header(p, name, AE_IFREG, 0644, 0, reason, why, why_size);
@@ -252,11 +258,11 @@ static int pack_file(struct copy_packer *p, int fd, const struct stat *st, const
     if (p->caps.max_files && p->stats.files >= p->caps.max_files)
         return p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu files",
                                        (unsigned long long)p->caps.max_files)
-                            : skip(p, name, "over --copy-out-max-files", why, why_size);
+                            : skip(p, name, "over --copy-out-max-files", true, why, why_size);
     if (p->caps.max_bytes && left > p->caps.max_bytes - p->stats.bytes)
         return p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu bytes",
                                        (unsigned long long)p->caps.max_bytes)
-                            : skip(p, name, "over --copy-out-max-bytes", why, why_size);
+                            : skip(p, name, "over --copy-out-max-bytes", true, why, why_size);
     r = put_header(p, name, AE_IFREG, copy_mode(st), st->st_size, NULL, why, why_size);
     if (r < 0)
         return r;
@@ -300,11 +306,13 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
 
     if (snprintf(name + len, name_size - len, "%s%s", len ? "/" : "", entry) >=
         (int)(name_size - len))
-        return skip(p, name, "name too long", why, why_size);
+        return skip(p, name, "name too long", true, why, why_size);
     (void)snprintf(path, sizeof(path), "%s/%s", shown, entry);
-    if (has_control(entry)) {
-        /* Not even listed by name: control characters are not passed on. */
+    if (has_control(entry) || !copy_name_is_valid(name)) {
+        /* Not even listed by name: control characters are not passed on, and a name the
+         * unpacking side refuses (not UTF-8, hidden characters) would fail the whole stream. */
         p->stats.skipped++;
+        p->stats.lost++;
         r = 0;
         goto out;
     }
@@ -313,36 +321,36 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
         goto out;
     }
     if (fstatat(dfd, entry, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-        r = skip(p, name, "cannot be read", why, why_size);
+        r = skip(p, name, "cannot be read", true, why, why_size);
         goto out;
     }
     if (S_ISLNK(st.st_mode))
-        r = skip(p, name, "symlink (never followed)", why, why_size);
+        r = skip(p, name, "symlink (never followed)", false, why, why_size);
     else if (S_ISFIFO(st.st_mode))
-        r = skip(p, name, "FIFO", why, why_size);
+        r = skip(p, name, "FIFO", false, why, why_size);
     else if (S_ISSOCK(st.st_mode))
-        r = skip(p, name, "socket", why, why_size);
+        r = skip(p, name, "socket", false, why, why_size);
     else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
-        r = skip(p, name, "device", why, why_size);
+        r = skip(p, name, "device", false, why, why_size);
     else if (st.st_dev != p->dev)
-        r = skip(p, name, "another mount (not crossed)", why, why_size);
+        r = skip(p, name, "another mount (not crossed)", false, why, why_size);
     else if (S_ISDIR(st.st_mode)) {
         if (depth >= MAX_DEPTH) {
-            r = skip(p, name, "too deep", why, why_size);
+            r = skip(p, name, "too deep", true, why, why_size);
             goto out;
         }
         if (p->caps.max_files && p->stats.dirs >= p->caps.max_files) {
             r = p->caps.fail
                     ? why_fail(why, why_size, -EFBIG, "more than %llu directories",
                                (unsigned long long)p->caps.max_files)
-                    : skip(p, name, "over --copy-out-max-files (directories)", why, why_size);
+                    : skip(p, name, "over --copy-out-max-files (directories)", true, why, why_size);
             goto out;
         }
         p->stats.dirs++;
         fd = openat(dfd, entry, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
             r = skip(p, name, errno == EACCES ? "unreadable (permission denied)" : "cannot be read",
-                     why, why_size);
+                     true, why, why_size);
             goto out;
         }
         r = put_header(p, name, AE_IFDIR, 0755, 0, NULL, why, why_size);
@@ -356,7 +364,7 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
             r = skip(p, name,
                      fd < 0 && errno == EACCES ? "unreadable (permission denied)"
                                                : "cannot be read",
-                     why, why_size);
+                     true, why, why_size);
             goto out;
         }
         r = pack_file(p, fd, &st2, name, why, why_size);
@@ -393,11 +401,11 @@ static int pack_dir(struct copy_packer *p, int dfd, char *name, size_t name_size
     return 0;
 }
 
-int copy_pack_skipped(struct copy_packer *p, const char *name, const char *reason, char *why,
-                      size_t why_size)
+int copy_pack_skipped(struct copy_packer *p, const char *name, const char *reason, bool lost,
+                      char *why, size_t why_size)
 {
     p->list_skipped = true;
-    return skip(p, name, reason, why, why_size);
+    return skip(p, name, reason, lost, why, why_size);
 }
 
 int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_skipped, char *why,
@@ -423,7 +431,7 @@ int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_sk
         else if (S_ISREG(st.st_mode))
             fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         else
-            return skip(p, name, "not a regular file or directory", why, why_size);
+            return skip(p, name, "not a regular file or directory", false, why, why_size);
         if (fd < 0)
             return why_fail(why, why_size, -errno, "%s: %m", src->shown);
     }

@@ -44,6 +44,10 @@ struct copy_stats {
                               * directories is not free either) */
     uint64_t skipped;        /* skipped entries in all */
     uint64_t skipped_listed; /* of those, written into the stream (at most NSBOX_SKIPPED_MAX) */
+    /* Of those, regular files and directories (a cap, unreadable, too deep, a name the other
+     * side could not take): content that is missing, where a symlink, FIFO, socket, device or
+     * other mount never crosses anyway. A workspace is not saved with any (sandbox.c). */
+    uint64_t lost;
 };
 
 /* One thing to pack: the open file or directory src_fd (O_PATH is enough), whose entries are
@@ -68,9 +72,10 @@ int copy_packer_new(int fd, const struct copy_caps *caps, struct copy_packer **r
  * RLIMIT_FSIZE). */
 int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_skipped, char *why,
               size_t why_size);
-/* List name as skipped for reason (a source that is missing or a symlink). */
-int copy_pack_skipped(struct copy_packer *p, const char *name, const char *reason, char *why,
-                      size_t why_size);
+/* List name as skipped for reason (a source that is missing or a symlink); lost: content that
+ * is missing (copy_stats.lost), as a source that exists but cannot be read. */
+int copy_pack_skipped(struct copy_packer *p, const char *name, const char *reason, bool lost,
+                      char *why, size_t why_size);
 /* Finish the stream and free p; *stats (may be NULL) gets the totals. */
 int copy_packer_finish(struct copy_packer *p, struct copy_stats *stats, char *why, size_t why_size);
 

@@ -526,11 +526,12 @@ int init_pack_out(const char *const *paths, size_t n, const struct copy_caps *ca
         }
         if (fd < 0 || fstat(fd, &st) < 0) {
             /* Listed like any skipped entry, named by the source itself. */
+            bool lost = errno != ELOOP && errno != ENOTDIR && errno != ENOENT;
             r = copy_pack_skipped(p, prefix,
                                   errno == ELOOP || errno == ENOTDIR ? "symlink (never followed)"
                                   : errno == ENOENT                  ? "does not exist"
                                                                      : "cannot be read",
-                                  why, sizeof(why));
+                                  lost, why, sizeof(why));
             if (fd >= 0)
                 (void)close(fd);
             continue;
@@ -549,6 +550,7 @@ int init_pack_out(const char *const *paths, size_t n, const struct copy_caps *ca
     }
     rep->copy_err = r < 0 ? -r : 0;
     rep->copy_unlisted = stats.skipped - stats.skipped_listed;
+    rep->copy_lost = stats.lost;
     return r < 0 ? r : 0;
 }
 

@@ -59,6 +59,7 @@ struct report {
     bool copy_taken;
     int copy_err;
     uint64_t copy_unlisted;
+    uint64_t copy_lost; /* regular files and directories left out (copy_stats.lost) */
 };
 
 /* ---- inside the sandbox ---- */

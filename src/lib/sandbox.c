@@ -613,6 +613,19 @@ static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret, bool s
                            c->workspace, session ? "session" : "run");
             return;
         }
+    /* Also what the list had no room for, and every other loss of content (an unreadable
+     * directory, a name the host cannot take): counted whether listed or not. */
+    if (ret->copy_out_lost > 0) {
+        report_warning(c, ret,
+                       "workspace '%s' was not saved: %llu regular file%s or director%s could not "
+                       "be copied (over a cap, unreadable, too deep, or a name that is not UTF-8 "
+                       "or holds hidden characters; see copy_out.skipped); its files are as "
+                       "before this %s",
+                       c->workspace, (unsigned long long)ret->copy_out_lost,
+                       ret->copy_out_lost == 1 ? "" : "s", ret->copy_out_lost == 1 ? "y" : "ies",
+                       session ? "session" : "run");
+        return;
+    }
     r = workspace_commit(&sb->ws, sb->ws_staging, why, sizeof(why));
     if (r < 0) {
         report_warning(c, ret, "%s", why);

@@ -228,6 +228,7 @@ static void step_copy_out(struct runner *rn, struct session_msg *m)
         m->flags |= rep.copy_taken ? SESSION_COPY_TAKEN : 0;
         m->copy_err = rep.copy_err;
         m->unlisted = rep.copy_unlisted;
+        m->lost = rep.copy_lost;
     }
     (void)close(rn->copy_fd);
     rn->copy_fd = -1;
@@ -427,6 +428,7 @@ static void save(struct runner *rn, int copy_out_fd)
         m.code = rep.copy_err;
         m.flags = rep.copy_taken ? 1 : 0;
         m.unlisted = rep.copy_unlisted;
+        m.lost = rep.copy_lost;
     }
     control_send(rn, &m);
 }

@@ -79,6 +79,7 @@ struct session_msg {
     uint32_t flags;
     int32_t copy_err;                        /* SESSION_SAVED, SESSION_STEP_END */
     uint64_t unlisted;                       /* SESSION_SAVED, SESSION_STEP_END */
+    uint64_t lost;                           /* SESSION_SAVED, SESSION_STEP_END */
     uint64_t copy_max_bytes, copy_max_files; /* SESSION_RUN, SESSION_CODE */
 };
 

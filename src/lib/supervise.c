@@ -624,6 +624,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         ret->work_free = final.work_free;
         ret->copy_out_done = final.copy_taken && final.copy_err == 0;
         ret->skipped_more += final.copy_unlisted;
+        ret->copy_out_lost += final.copy_lost;
         if (final.copy_taken && final.copy_err) {
             size_t n = strlen(ret->warnings);
             (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n,
