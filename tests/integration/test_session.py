@@ -1297,6 +1297,44 @@ class TestSessionWorkspace(SessionTestCase):
         p, r = self.ws_run("s5", "ls /work")
         self.assertEqual(r["stdout"], "keep.txt\n", r)
 
+    def test_a_full_skipped_list_does_not_hide_a_cap(self):
+        # Whole or not at all: a cap hit past the first NSBOX_SKIPPED_MAX (100) listed skips
+        # (symlinks: a venv or node_modules/.bin has many) is still a refusal. The bug: only
+        # the listed skips were searched for a cap, so the save went ahead without a file, and
+        # the workspace lost data.bin (or more.bin, by readdir order) while "saved" said true.
+        self.seed("s7", "v1")
+        p, r = self.ws_run("s7", "head -c 600000 /dev/zero > /work/data.bin")
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        for links, name in ((10, "control"), (100, "attack")):
+            with self.subTest(links=links):
+                sid, sock = self.ws_start("s7", "--copy-out-max-bytes", "1m")
+                # 100 symlinks before and after the new file, whatever order readdir gives.
+                p, r = self.run_step(sid, "sh", "-c",
+                                     f"echo v2 > /work/keep.txt; "
+                                     f"for i in $(seq {links}); do ln -s /x /work/a$i; done; "
+                                     f"head -c 600000 /dev/zero > /work/more.bin; "
+                                     f"for i in $(seq {links}); do ln -s /x /work/b$i; done")
+                self.assertEqual(p.returncode, 0, p.stderr)
+                ans = self.stop(sid)
+                self.assertFalse(ans["workspace"]["saved"], (name, ans))
+                p, r = self.ws_run("s7", "cat /work/keep.txt; wc -c < /work/data.bin; "
+                                   "ls /work | grep -c -v '^[ab][0-9]'")
+                self.assertEqual(r["stdout"], "v1\n600000\n2\n", (name, r))
+
+    def test_an_unreadable_directory_is_not_dropped(self):
+        # A directory is never left out of a saved workspace (sandbox.c: only what is not a
+        # regular file or directory may be); one the step made unreadable (chmod 000) was
+        # skipped, and the workspace saved without it and everything below it.
+        self.seed("s8", "v1")
+        p, r = self.ws_run("s8", "mkdir /work/d && echo kept > /work/d/f")
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        sid, sock = self.ws_start("s8")
+        p, r = self.run_step(sid, "sh", "-c", "echo v2 > /work/keep.txt; chmod 000 /work/d")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        ans = self.stop(sid)
+        p, r = self.ws_run("s8", "cat /work/d/f")
+        self.assertEqual(r["stdout"], "kept\n", (ans, r))
+
     def test_api(self):
         old = os.environ.get("XDG_STATE_HOME")
         os.environ["XDG_STATE_HOME"] = self.state.name
