@@ -732,6 +732,14 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
                             "--copy-out and --workspace need the sandbox's own pid namespace (not "
                             "--pid host): the copy is taken when every process of the sandbox is "
                             "gone, which only a pid namespace makes sure of");
+    /* A workspace is /work: a mount over it would hide the workspace's files and have the
+     * mount's saved into it instead. */
+    for (size_t i = 0; c->workspace && i < sb->n_mounts; i++)
+        if (path_is_at_or_below("/work", sb->mounts[i].target))
+            return report_error(ret, -EINVAL, "config",
+                                "--workspace is /work, and %s %s is mounted over it: drop one of "
+                                "the two",
+                                sb->mounts[i].is_tmpfs ? "--tmpfs" : "-v", sb->mounts[i].target);
     if ((c->n_copy_out || c->workspace) &&
         (c->copy_out_max_bytes == 0 || c->copy_out_max_files == 0))
         return report_error(ret, -EINVAL, "config",

@@ -2,6 +2,7 @@
 """Issue #17: the writable working directory, -w, --copy-in, --copy-out and workspaces."""
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -184,6 +185,30 @@ class TestWorkspace(NsboxTestCase):
         p, r = py("import os; print(sorted(os.listdir('.')))", "--workspace", "w5",
                   env=self.env)
         self.assertEqual(r["stdout"].strip(), "['keep.txt']", r["stderr"])
+
+    def test_a_mount_over_work_is_refused(self):
+        # The bind would hide the workspace's files and have its own saved into it instead.
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        for opts in (["-v", f"{d}:/work"], ["--tmpfs", "/work"]):
+            with self.subTest(opts=opts):
+                p = nsbox("run", "--workspace", "w9", *opts, "--", "true", env=self.env)
+                self.assertEqual(p.returncode, 125, p.stderr)
+                self.assertIn("--workspace is /work", p.stderr)
+        p = nsbox("run", "--workspace", "w9", "-v", f"{d}:/data", "--", "true", env=self.env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_an_unreadable_directory_means_no_save(self):
+        # A directory the program made unreadable cannot be copied: the workspace is not saved
+        # without it (it used to be, silently).
+        p, r = py("import os\nos.mkdir('d'); open('d/f', 'w').write('x')", "--workspace", "w10",
+                  env=self.env)
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        p, r = py("import os\nos.chmod('d', 0)", "--workspace", "w10", env=self.env)
+        self.assertFalse(r["workspace"]["saved"], r)
+        self.assertTrue(any("could not be copied" in w for w in r["warnings"]), r["warnings"])
+        p, r = py("print(open('d/f').read())", "--workspace", "w10", env=self.env)
+        self.assertEqual(r["stdout"], "x\n", r)
 
     def test_workspace_after_a_timeout_is_as_before(self):
         p, r = py("open('keep.txt','w').write('v1')", "--workspace", "w8", env=self.env)
