@@ -48,12 +48,36 @@ int parse_decimal(const char *s, uint64_t unit, uint64_t *ret)
     return 0;
 }
 
+/* A number with a unit suffix: units[] maps each suffix (compared with cmp) to what one of it
+ * is worth. Returns parse_decimal()'s result, or -EINVAL for a missing number or an unknown
+ * suffix. */
+struct unit {
+    const char *suffix;
+    uint64_t unit;
+};
+
+static int parse_with_unit(const char *s, const struct unit *units, size_t n_units,
+                           int (*cmp)(const char *, const char *), uint64_t *ret)
+{
+    char number[64];
+    size_t n;
+
+    if (!s)
+        return -EINVAL;
+    n = strspn(s, "0123456789.");
+    if (n == 0 || n >= sizeof(number))
+        return -EINVAL;
+    memcpy(number, s, n);
+    number[n] = '\0';
+    for (size_t i = 0; i < n_units; i++)
+        if (cmp(s + n, units[i].suffix) == 0)
+            return parse_decimal(number, units[i].unit, ret);
+    return -EINVAL;
+}
+
 int parse_size(const char *s, uint64_t *ret_bytes)
 {
-    static const struct {
-        const char *suffix;
-        uint64_t unit;
-    } units[] = {
+    static const struct unit units[] = {
         {"", 1},
         {"b", 1},
         {"k", UINT64_C(1) << 10},
@@ -69,58 +93,25 @@ int parse_size(const char *s, uint64_t *ret_bytes)
         {"tb", UINT64_C(1) << 40},
         {"tib", UINT64_C(1) << 40},
     };
-    char number[64];
-    size_t n;
 
-    if (!s)
-        return -EINVAL;
-    n = strspn(s, "0123456789.");
-    if (n == 0 || n >= sizeof(number))
-        return -EINVAL;
-    memcpy(number, s, n);
-    number[n] = '\0';
-
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcasecmp(s + n, units[i].suffix) == 0)
-            return parse_decimal(number, units[i].unit, ret_bytes);
-    return -EINVAL;
+    return parse_with_unit(s, units, sizeof(units) / sizeof(units[0]), strcasecmp, ret_bytes);
 }
 
 int parse_duration(const char *s, uint64_t *ret_usec)
 {
-    /* Longest suffix first: "ms" before "s". */
-    static const struct {
-        const char *suffix;
-        uint64_t unit; /* microseconds */
-    } units[] = {{"ms", 1000},
-                 {"s", 1000000},
-                 {"m", 60 * 1000000ULL},
-                 {"h", 3600 * 1000000ULL},
-                 {"", 1000000}};
-    char number[64];
-    size_t n;
+    static const struct unit units[] = {
+        {"ms", 1000},  {"s", 1000000}, {"m", 60 * 1000000ULL}, {"h", 3600 * 1000000ULL},
+        {"", 1000000},
+    }; /* microseconds */
     uint64_t usec;
-    int r;
+    int r = parse_with_unit(s, units, sizeof(units) / sizeof(units[0]), strcmp, &usec);
 
-    if (!s)
-        return -EINVAL;
-    n = strspn(s, "0123456789.");
-    if (n == 0 || n >= sizeof(number))
-        return -EINVAL;
-    memcpy(number, s, n);
-    number[n] = '\0';
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcmp(s + n, units[i].suffix) != 0)
-            continue;
-        r = parse_decimal(number, units[i].unit, &usec);
-        if (r < 0)
-            return r;
-        if (usec == 0 || usec > UINT64_C(366) * 24 * 3600 * 1000000)
-            return -ERANGE;
-        *ret_usec = usec;
-        return 0;
-    }
-    return -EINVAL;
+    if (r < 0)
+        return r;
+    if (usec == 0 || usec > UINT64_C(366) * 24 * 3600 * 1000000)
+        return -ERANGE;
+    *ret_usec = usec;
+    return 0;
 }
 
 int parse_cpus(const char *s, uint64_t *ret_milli)
