@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The parts of a session's supervisor (session.h), shared by its three files:
+ *   session.c         the control channel to init, the events of every wait, the socket's
+ *                     listener, the loop, the save of /work at the session's end, and the
+ *                     start (detaching)
+ *   session-client.c  the clients: accepting them (the peer checks), reading and parsing a
+ *                     request, the answer, the deadlines
+ *   session-step.c    one step: its start on init (its memfds and pipes), its end, its answer
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "audit.h"
+#include "cgroup.h"
+#include "macro.h"
+#include "result.h"
+#include "session.h"
+#include "supervise.h"
+
+#define REQUEST_MAX (16u << 20) /* bytes of one request: the code of a step and more */
+#define READ_CHUNK 65536
+
+/*
+ * Clients. Every connection is non-blocking and served in the supervisor's one poll loop, with
+ * the sandbox, the step's pipes, the signals and the timers: no client can hold the session.
+ * A client has REQUEST_DEADLINE_USEC from its connection to send its request whole, and
+ * ANSWER_DEADLINE_USEC from the start of its answer to take it whole; past either it is told
+ * (when it still can be) and dropped. A complete request waits its turn while another client's
+ * step runs (one step at a time, first come, first served), without a deadline: the step ahead
+ * of it has its own. At most CLIENTS_MAX connections are open; one more is refused with a line.
+ */
+#define CLIENTS_MAX 16
+#define REQUEST_DEADLINE_USEC (10 * 1000000ULL)
+#define ANSWER_DEADLINE_USEC (30 * 1000000ULL)
+#define END_FLUSH_USEC 1000000ULL /* at the session's end, for the last answers to go out */
+#define SAVE_DEADLINE_USEC (60 * 1000000ULL) /* for init to write /work at the session's end */
+
+struct step_request {
+    bool code;
+    char *payload; /* argv NUL-separated, or the code */
+    size_t size;
+    bool has_stdin; /* "stdin_bytes" was given: the step's stdin is stdin_data, else /dev/null */
+    char *stdin_data;
+    size_t stdin_size;
+    uint64_t timeout;      /* microseconds, 0 = none */
+    uint64_t output_limit; /* bytes per stream */
+    char *copy_paths;      /* "copy_out": sandbox paths, NUL-separated, or NULL */
+    size_t copy_size, n_copy;
+    uint64_t copy_max_bytes, copy_max_files;
+};
+
+enum client_state {
+    CLIENT_FREE = 0,
+    CLIENT_READING,  /* its request is coming in, until its deadline */
+    CLIENT_QUEUED,   /* its request is read and waits for the running step's end */
+    CLIENT_RUNNING,  /* its step runs */
+    CLIENT_WRITING,  /* its answer goes out, until its deadline */
+    CLIENT_STOPPING, /* it asked the session to stop: open until this process exits, so that
+                      * its EOF says the sandbox is gone */
+};
+
+struct client {
+    enum client_state state;
+    int fd;    /* -1 once the peer hung up while its step waited or ran */
+    char *buf; /* the request as it comes in, then the answer */
+    size_t have, size, done;
+    size_t want; /* the whole request's size, its line and the stdin bytes that follow it
+                  * ("stdin_bytes"); 0 until the line is in */
+    uint64_t deadline;
+    uint64_t seq; /* the order of complete requests */
+    struct step_request q;
+    int pass_fd; /* sent with the answer's first bytes (SCM_RIGHTS): a step's copy-out stream */
+};
+
+struct stream {
+    struct nsbox_stream *st;
+    int fd;
+    uint64_t limit;
+    struct json_meter meter; /* the JSON size of what is kept (result.h) */
+    bool full;
+};
+
+/* The running step. */
+struct step {
+    struct client *client; /* NULL: no step runs */
+    struct step_request q;
+    struct nsbox_result ret;
+    struct audit audit;
+    struct stream streams[2];
+    struct nsbox_cgroup_stats before;
+    uint64_t start, kill_at, drain_until;
+    bool ended, interrupted;
+    struct session_msg end;
+    int copy_fd; /* the copy-out stream (a memfd), or -1 */
+};
+
+struct session_state {
+    const struct nsbox_config *c;
+    const struct session_options *o;
+    char id[33];
+    char sock_path[700];
+    int notify_fd;        /* to `session start`, until the sandbox is up */
+    const char *log_path; /* the audit log, checked at the start (audit_open()), or NULL */
+    int control_fd;
+    struct supervise_fds *fds;
+    int listener; /* seccomp listener, once taken */
+    int listen_fd;
+    uint64_t start, last_active;
+    uint64_t steps;
+    const struct nsbox_result *run; /* the session's own result: its limits, as planned */
+    const struct cgroup_leaf *leaf; /* the sandbox's cgroup leaf, or NULL (rlimits) */
+    bool ended;                     /* init is gone */
+    const char *end_reason;
+    size_t save_warnings;        /* where the warnings of the session's end begin in its result */
+    uint64_t notif_at;           /* when the next refused call may be answered (NOTIF_BURST) */
+    struct nsbox_result between; /* what is reported between steps (refusals) */
+    struct client clients[CLIENTS_MAX];
+    uint64_t seq;
+    struct step step;
+    char *chunk; /* READ_CHUNK bytes, for the step's pipes */
+};
+
+/* session.c */
+int control_send(int fd, const struct session_msg *m, const int *fds, int nfds);
+bool handle_report(struct session_state *s, struct nsbox_result *ret);
+
+/* session-client.c */
+void client_free(struct client *cl);
+void client_write(struct client *cl);
+void client_answer(struct client *cl, json_t *j, uint64_t now);
+void client_error(struct client *cl, uint64_t now, const char *fmt, ...) _printf_(3, 4);
+const char *end_words(const struct session_state *s);
+void client_read(struct session_state *s, struct client *cl, uint64_t now);
+void client_accept(struct session_state *s, uint64_t now);
+void client_expire(struct client *cl, uint64_t now);
+
+/* session-step.c */
+void stream_read(struct stream *x, char *buf);
+void add_warning(struct nsbox_result *ret, const char *text);
+void step_clear(struct session_state *s);
+int step_start(struct session_state *s, struct client *cl, uint64_t now);
+void step_finish(struct session_state *s, uint64_t now);
+void step_cut(struct session_state *s, uint64_t now);
