@@ -10,7 +10,7 @@
 /* `nsbox session start|exec|stop|ls ...`; argv[0] is "session". Returns the exit status. */
 int session_main(int argc, char *argv[]);
 
-/* cmd-run.c: `nsbox run`'s options (no program) into a config that lives until nsbox exits.
+/* cmd-run-options.c: `nsbox run`'s options (no program) into a config that lives until nsbox exits.
  * Returns 0 or -EINVAL (said on stderr); *ret_json says whether --json was given,
  * *ret_log_path is the audit log (--log, else $NSBOX_LOG) or NULL, *ret_log_code_limit the
  * bytes of code it keeps. */
