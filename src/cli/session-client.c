@@ -20,8 +20,8 @@
 
 #include "session-internal.h"
 
-/* Run one step and fill ret. Returns 0, or -errno when the session can go on no longer. */
-
+/* A client's request (j) as a step to run: its argv or code, timeout, output limit, stdin and
+ * copy-out. Returns 0, or -errno with *why saying what is wrong, in words for the client. */
 static int parse_request(const struct session_state *s, json_t *j, struct step_request *q,
                          const char **why)
 {

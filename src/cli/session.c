@@ -222,10 +222,8 @@ static bool handle_signals(struct session_state *s)
     return end;
 }
 
-/* Serve one connection. Returns 1 when the session is to stop (client_fd is then kept open
- * and closed by the process's exit, so that the client sees EOF when the sandbox is gone), 0 to
- * go on, or -errno when the session cannot go on. */
-
+/* Make the session's control socket (s->sock_path, mode 0600 by the umask) and listen on it,
+ * non-blocking. Returns its descriptor, or -errno. */
 static int listen_on(struct session_state *s)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
