@@ -802,12 +802,14 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
     }
     if (s.notify_fd < 0)
         answer_stop(&s, &ret);
+    /* Gone from the registry before the caller hears of the failure: a start that failed
+     * leaves nothing behind by the time `session start` returns. */
+    (void)unlink(s.sock_path);
+    registry_remove(&reg);
     if (ret.status == NSBOX_STATUS_ERROR)
         notify(&s, "ERR %s\n", ret.error[0] ? ret.error : "the session's sandbox failed");
     else
         notify(&s, "ERR the session's sandbox ended before it was up\n");
-    (void)unlink(s.sock_path);
-    registry_remove(&reg);
     nsbox_result_free(&ret);
     _exit(ret.status == NSBOX_STATUS_ERROR && ret.exit_code ? 125 : 0);
 }

@@ -365,9 +365,11 @@ class TestSessionSteps(SessionTestCase):
                  "s = socket.socket(socket.AF_UNIX)\n"
                  "try:\n    s.connect(sys.argv[1])\n"
                  "except OSError as e:\n    print('connect', e.errno); raise SystemExit\n"
-                 "s.sendall(json.dumps({'op': 'exec', 'argv': ['touch', '/work/driven']})"
+                 "try:\n"
+                 "    s.sendall(json.dumps({'op': 'exec', 'argv': ['touch', '/work/driven']})"
                  ".encode() + b'\\n')\n"
-                 "print('answer', s.recv(65536)[:60])\n")
+                 "    print('answer', s.recv(65536)[:60])\n"
+                 "except OSError as e:\n    print('refused', e.errno)\n")
         p = nsbox("run", "--cgroup", "off", "-v", f"{PRIVATE_RUNTIME_DIR}:/runtime:ro", "--",
                   "python3", "-c", probe, "/runtime/nsbox/" + os.path.basename(sock))
         self.assertEqual(p.returncode, 0, p.stderr)
