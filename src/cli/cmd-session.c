@@ -283,20 +283,22 @@ static ssize_t read_line(int fd, size_t max, char **ret, int *ret_fd)
 static json_t *transact(int fd, json_t *request, const char *data, size_t data_size,
                         char **ret_line, int *ret_fd)
 {
-    char *text = json_dumps(request, JSON_COMPACT);
+    char *text = json_dumps(request, JSON_COMPACT), *line = NULL;
     char *buf = NULL;
     size_t have;
     ssize_t n;
 
     *ret_line = NULL;
     *ret_fd = -1;
-    if (!text)
-        return NULL;
+    /* The line in one write, so that the supervisor finds it whole in one read. */
+    if (!text || asprintf(&line, "%s\n", text) < 0)
+        log_oom();
+    free(text);
     /* A request the session did not take (it refused the connection: too many open) still
      * has its answer to read. */
-    if (send_all(fd, text, strlen(text)) >= 0 && send_all(fd, "\n", 1) >= 0 && data_size)
+    if (send_all(fd, line, strlen(line)) >= 0 && data_size)
         (void)send_all(fd, data, data_size); /* the step's stdin, after the line */
-    free(text);
+    free(line);
     n = read_line(fd, 256U << 20, &buf, ret_fd);
     if (n <= 0) {
         free(buf);
