@@ -434,30 +434,26 @@ static void conn_resolved(struct proxy *p, struct conn *c)
     }
     /* Every address, not the first: a name with one public and one private address would
      * otherwise reach the private one when the first does not answer. */
-    for (size_t i = 0; i < c->n_addrs && !c->explicit_addr; i++)
-        if (netallow_addr_in((const struct sockaddr *)&c->addrs[i], p->own, p->n_own)) {
-            char reason[96];
-            addr_text(&c->addrs[i], text, sizeof(text));
-            (void)snprintf(reason, sizeof(reason), "resolves to this host's address %s", text);
-            refuse_after_lookup(p, c, reason);
-            conn_answer(p, c, "403 Forbidden",
-                        "nsbox: %s resolves to %s, an address of the host nsbox runs on, "
-                        "which --network allow refuses for a name (an address pattern or "
-                        "--add-host allows it)",
-                        c->head.host, text);
-            return;
-        } else if (!netallow_addr_is_public((const struct sockaddr *)&c->addrs[i])) {
-            char reason[96];
-            addr_text(&c->addrs[i], text, sizeof(text));
-            (void)snprintf(reason, sizeof(reason), "resolves to non-public address %s", text);
-            refuse_after_lookup(p, c, reason);
-            conn_answer(p, c, "403 Forbidden",
-                        "nsbox: %s resolves to %s, a loopback, private or link-local address, "
-                        "which --network allow refuses for a name (an address pattern allows "
-                        "an address)",
-                        c->head.host, text);
-            return;
-        }
+    for (size_t i = 0; i < c->n_addrs && !c->explicit_addr; i++) {
+        const struct sockaddr *sa = (const struct sockaddr *)&c->addrs[i];
+        bool own = netallow_addr_in(sa, p->own, p->n_own);
+        char reason[96];
+
+        if (!own && netallow_addr_is_public(sa))
+            continue;
+        addr_text(&c->addrs[i], text, sizeof(text));
+        (void)snprintf(reason, sizeof(reason), "resolves to %s %s",
+                       own ? "this host's address" : "non-public address", text);
+        refuse_after_lookup(p, c, reason);
+        conn_answer(p, c, "403 Forbidden",
+                    "nsbox: %s resolves to %s, %s, which --network allow refuses for a name (%s)",
+                    c->head.host, text,
+                    own ? "an address of the host nsbox runs on"
+                        : "a loopback, private or link-local address",
+                    own ? "an address pattern or --add-host allows it"
+                        : "an address pattern allows an address");
+        return;
+    }
     for (size_t i = 0; i < c->n_addrs; i++)
         set_port(&c->addrs[i], c->head.port);
     c->state = ST_CONNECT;
