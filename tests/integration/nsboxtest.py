@@ -112,3 +112,29 @@ class NsboxTestCase(unittest.TestCase):
         self.assertTrue(lines[0].startswith("nsbox: "), lines[0])
         if contains:
             self.assertIn(contains, lines[0])
+
+
+# A payload looping on a refused system call (mount(2)): argv[1] calls at most, for argv[2]
+# seconds at most; prints how many it made and in how long (the pace tests of runs and sessions).
+REFUSED_CALL_FLOOD = ("import ctypes, os, sys, time\n"
+                      "libc = ctypes.CDLL(None, use_errno=True)\n"
+                      "t = time.monotonic(); n = 0\n"
+                      "while n < int(sys.argv[1]) and time.monotonic() - t < float(sys.argv[2]):\n"
+                      "    libc.syscall(165, 0, 0, 0, 0, 0)  # mount(2): refused\n"
+                      "    n += 1\n"
+                      "print(n, time.monotonic() - t)\n")
+
+
+def plant_symlinks(top):
+    """top/out (a copy-out's HOSTDIR) with links a sandbox given it through a :rw bind could
+    plant: out/o to the directory top/victim, out/f to its file (which holds "precious").
+    Returns (out, victim)."""
+    out = os.path.join(top, "out")
+    victim = os.path.join(top, "victim")
+    os.makedirs(out)
+    os.makedirs(victim)
+    with open(os.path.join(victim, "file"), "w") as f:
+        f.write("precious")
+    os.symlink(victim, os.path.join(out, "o"))
+    os.symlink(os.path.join(victim, "file"), os.path.join(out, "f"))
+    return out, victim

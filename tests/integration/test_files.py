@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import unittest
 
-from nsboxtest import NsboxTestCase, nsbox, nsbox_json
+from nsboxtest import NsboxTestCase, nsbox, nsbox_json, plant_symlinks
 
 
 def py(code, *opts, **kw):
@@ -143,14 +143,7 @@ class TestCopy(NsboxTestCase):
         """HOSTDIR/o is a symlink to a victim directory and HOSTDIR/f a symlink to a victim
         file (as a sandbox given HOSTDIR through a :rw bind could plant them): the copy fails
         rather than write there."""
-        out = os.path.join(self.tmp.name, "out")
-        victim = os.path.join(self.tmp.name, "victim")
-        os.makedirs(out)
-        os.makedirs(victim)
-        with open(os.path.join(victim, "file"), "w") as f:
-            f.write("precious")
-        os.symlink(victim, os.path.join(out, "o"))
-        os.symlink(os.path.join(victim, "file"), os.path.join(out, "f"))
+        out, victim = plant_symlinks(self.tmp.name)
         for src, code in (("/work/o", "import os; os.mkdir('o'); open('o/x','w').write('evil')"),
                           ("/work/f", "open('f','w').write('evil')")):
             p, r = py(code, "--copy-out", f"{src}:{out}")

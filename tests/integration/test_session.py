@@ -21,7 +21,8 @@ import tempfile
 import time
 import unittest
 
-from nsboxtest import NSBOX, NsboxTestCase, nsbox, processes_with, wait_until
+from nsboxtest import (NSBOX, REFUSED_CALL_FLOOD, NsboxTestCase, nsbox, plant_symlinks,
+                       processes_with, wait_until)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "python"))
@@ -577,13 +578,7 @@ class TestSessionRefusals(SessionTestCase):
     TestRefusalFlood): a step, or a thread the interpreter keeps, that floods them must not
     make the supervisor burn a CPU."""
 
-    FLOOD = ("import ctypes, os, sys, time\n"
-             "libc = ctypes.CDLL(None, use_errno=True)\n"
-             "t = time.monotonic(); n = 0\n"
-             "while n < int(sys.argv[1]) and time.monotonic() - t < float(sys.argv[2]):\n"
-             "    libc.syscall(165, 0, 0, 0, 0, 0)  # mount(2): refused\n"
-             "    n += 1\n"
-             "print(n, time.monotonic() - t)\n")
+    FLOOD = REFUSED_CALL_FLOOD
 
     def setUp(self):
         super().setUp()
@@ -1076,14 +1071,7 @@ class TestSessionCopyOut(SessionTestCase):
 
     def test_never_writes_through_a_symlink_in_hostdir(self):
         sid, sock = self.start()
-        out = os.path.join(self.tmp.name, "out")
-        victim = os.path.join(self.tmp.name, "victim")
-        os.makedirs(out)
-        os.makedirs(victim)
-        with open(os.path.join(victim, "file"), "w") as f:
-            f.write("precious")
-        os.symlink(victim, os.path.join(out, "o"))
-        os.symlink(os.path.join(victim, "file"), os.path.join(out, "f"))
+        out, victim = plant_symlinks(self.tmp.name)
         for src, shell in (("/work/o", "mkdir /work/o; echo evil > /work/o/x"),
                            ("/work/f", "echo evil > /work/f")):
             p, r = self.exec_copy(sid, "--copy-out", f"{src}:{out}", "--", "sh", "-c", shell)

@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 
-from nsboxtest import NSBOX, NsboxTestCase, nsbox_json, processes_with, wait_until
+from nsboxtest import NSBOX, REFUSED_CALL_FLOOD, NsboxTestCase, nsbox_json, processes_with, wait_until
 
 # The write ends of stdout and stderr, and both ends of the socket pair, ride in a message
 # queued on the pair: a cycle nothing in the sandbox references once the descriptors are closed.
@@ -228,13 +228,7 @@ class TestRefusalFlood(NsboxTestCase):
     """Each refused system call is a seccomp notification the supervisor answers, outside every
     limit of the sandbox: a payload that loops on one must not make it burn a CPU."""
 
-    FLOOD = ("import ctypes, os, sys, time\n"
-             "libc = ctypes.CDLL(None, use_errno=True)\n"
-             "t = time.monotonic(); n = 0\n"
-             "while n < int(sys.argv[1]) and time.monotonic() - t < float(sys.argv[2]):\n"
-             "    libc.syscall(165, 0, 0, 0, 0, 0)  # mount(2): refused\n"
-             "    n += 1\n"
-             "print(n, time.monotonic() - t)\n")
+    FLOOD = REFUSED_CALL_FLOOD
 
     def test_refused_calls_are_paced(self):
         # 3000 refused calls: 1000 answered at once, then 1000 a second, so they take about 2 s
