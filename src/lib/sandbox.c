@@ -4,7 +4,8 @@
  *
  * Supervisor (the caller's process, outside):
  *   validate and plan (plan.c: argv, environment, mounts, the copy-in stream packed, the
- *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled) ->
+ *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled; the
+ *   Landlock ABI probed, landlock.c) ->
  *   the proxy (--network allow=) -> the cgroup leaf or rlimits (plan.c) -> pipes -> clone3(new
  *   user, pid, net, mount, ipc, uts and cgroup namespaces) -> write uid_map/gid_map -> release
  *   the child -> supervise (supervise.c) -> unpack the copy-out stream, save the workspace ->
@@ -18,7 +19,9 @@
  *   entry when the rootfs lacks it -> copy-in (copy.c) -> -w -> hostname -> pin to ceil(--cpus)
  *   CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the proxy's listening socket, handed
  *   to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory ->
- *   parent-death signal -> drop every capability -> no_new_privs -> new session -> RLIMIT_CORE
+ *   parent-death signal -> drop every capability -> no_new_privs -> Landlock (landlock.c: the
+ *   files, TCP ports, signals and abstract sockets the mounts and namespaces allow, once more)
+ *   -> new session -> RLIMIT_CORE
  *   and the per-user budgets' rlimits -> seccomp filters (handing the listener of
  *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals;
  *   when the payload has ended, with copy-out: kill everything else and write the copy-out
@@ -55,6 +58,7 @@
 #include "filter.h"
 #include "idmap.h"
 #include "init.h"
+#include "landlock.h"
 #include "macro.h"
 #include "mount.h"
 #include "plan.h"
@@ -287,6 +291,11 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "no_new_privs"});
+    /* Landlock needs no_new_privs (landlock_restrict_self(2)); the filesystem is complete and
+     * the proxy's socket bound, so the rules see every mount and the port is in use. */
+    r = landlock_apply(sb, &e);
+    if (r < 0)
+        report_setup_failed(fds->report, &e);
     /* No controlling terminal: TIOCSTI on the caller's terminal needs one. */
     if (setsid() < 0)
         report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "setsid"});
@@ -677,6 +686,9 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     }
 
     r = plan_sandbox(c, &sb, ret);
+    if (r < 0)
+        goto out;
+    r = landlock_plan(c, &sb, ret);
     if (r < 0)
         goto out;
     if (sandbox_network_allow(c)) {
