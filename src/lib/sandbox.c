@@ -22,11 +22,11 @@
  *   parent-death signal -> drop every capability -> no_new_privs -> Landlock (landlock.c: the
  *   files, TCP ports, signals and abstract sockets the mounts and namespaces allow, once more)
  *   -> new session -> RLIMIT_CORE
- *   and the per-user budgets' rlimits -> seccomp filters (handing the listener of
- *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals;
- *   when the payload has ended, with copy-out: kill everything else and write the copy-out
- *   stream -> report how the payload ended (and how full /dev/shm and /work were), exit (which
- *   kills whatever is left in the pid namespace).
+ *   and the per-user budgets' rlimits -> seccomp filters (where vm.memfd_noexec was not set:
+ *   memfd.c's; then the policy's, handing the listener of refusals to the supervisor) ->
+ * non-dumpable -> fork the payload -> reap, forward signals; when the payload has ended, with
+ * copy-out: kill everything else and write the copy-out stream -> report how the payload ended (and
+ * how full /dev/shm and /work were), exit (which kills whatever is left in the pid namespace).
  *
  * Payload (PID 2), born under the filters:
  *   stdio -> close every other fd -> default signals -> rlimits -> execve.
@@ -60,6 +60,7 @@
 #include "init.h"
 #include "landlock.h"
 #include "macro.h"
+#include "memfd.h"
 #include "mount.h"
 #include "plan.h"
 #include "proxy.h"
@@ -328,6 +329,13 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
      * they apply to init too (the supervisor lets init's own refused calls through). */
     if (!sb->config->seccomp_disabled) {
         int listener = -1;
+        /* Where init could not set vm.memfd_noexec=2 (init_sysctls()): memfds that could be
+         * executed are refused by a filter of their own (memfd.h). */
+        if (!sb->host_root || sb->config->pid_host) {
+            r = memfd_filter_load(sb, &e);
+            if (r < 0)
+                report_setup_failed(fds->report, &e);
+        }
         r = filter_load(&sb->filter, &listener);
         if (r < 0)
             report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
