@@ -224,6 +224,28 @@ static int add_place(struct builder *b, const struct place *p)
     return grant_exec_split(b, fd, p->path, 0);
 }
 
+/* POSIX message queues are files of the IPC namespace's mqueue filesystem, created below the
+ * root of its internal mount (ipc_ns->mq_mnt, ipc/mqueue.c), which no path of the sandbox
+ * reaches: Landlock's walk stops at that mount's root and refuses (is_access_to_paths_allowed()
+ * in security/landlock/fs.c), so mq_open(3) would fail with EACCES. A mount of mqueue made
+ * here is the same superblock, the same root inode: a rule on it lets the queues work as
+ * before. Needs CAP_SYS_ADMIN over the sandbox's own IPC namespace (so not under --ipc host,
+ * where the queues stay refused); a kernel without mqueue (ENODEV) has none to allow. */
+static int add_mqueue_rule(struct builder *b)
+{
+    _cleanup_close_ int fs = sys_fsopen("mqueue", FSOPEN_CLOEXEC), mnt = -EBADF;
+
+    if (fs < 0 && errno == ENODEV)
+        return 0;
+    if (fs < 0 || sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return report_step_failed(b->e, negative_errno(), "landlock", "mount mqueue");
+    mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC,
+                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+    if (mnt < 0)
+        return report_step_failed(b->e, negative_errno(), "landlock", "mount mqueue");
+    return add_path_rule(b, mnt, FS_READ | FS_WRITE, true, "mqueue");
+}
+
 static int add_fs_rules(const struct sandbox *sb, struct builder *b)
 {
     const uint64_t rw = FS_READ | FS_WRITE;
@@ -261,6 +283,8 @@ static int add_fs_rules(const struct sandbox *sb, struct builder *b)
         r = add_place(b, &places[i]);
     free(places);
     b->places = NULL;
+    if (r >= 0 && !sb->config->ipc_host)
+        r = add_mqueue_rule(b);
     return r;
 }
 

@@ -28,7 +28,8 @@
  * "landlock") under NSBOX_LANDLOCK_REQUIRED where the kernel has no usable Landlock. */
 int landlock_plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret);
 
-/* In init, after no_new_privs and before the seccomp filters: build the ruleset sb planned
+/* In init, holding CAP_SYS_ADMIN in its namespaces (before it drops its capabilities) and
+ * before the seccomp filters: build the ruleset sb planned
  * (opening each path once, O_PATH) and restrict init, and so everything it starts. Returns 0
  * or -errno with *e filled (step "landlock"). */
 int landlock_apply(const struct sandbox *sb, struct report_step *e);

@@ -19,9 +19,9 @@
  *   entry when the rootfs lacks it -> copy-in (copy.c) -> -w -> hostname -> pin to ceil(--cpus)
  *   CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the proxy's listening socket, handed
  *   to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory ->
- *   parent-death signal -> drop every capability -> no_new_privs -> Landlock (landlock.c: the
- *   files, TCP ports, signals and abstract sockets the mounts and namespaces allow, once more)
- *   -> new session -> RLIMIT_CORE
+ *   parent-death signal -> Landlock (landlock.c: the files, TCP ports, signals and abstract
+ *   sockets the mounts and namespaces allow, once more) -> drop every capability ->
+ *   no_new_privs -> new session -> RLIMIT_CORE
  *   and the per-user budgets' rlimits -> seccomp filters (where vm.memfd_noexec was not set:
  *   memfd.c's; then the policy's, handing the listener of refusals to the supervisor) ->
  * non-dumpable -> fork the payload -> reap, forward signals; when the payload has ended, with
@@ -286,17 +286,18 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     if (poll(&pfd, 1, 0) != 0)
         _exit(125);
 
+    /* Landlock, while init still holds CAP_SYS_ADMIN in its namespaces, which
+     * landlock_restrict_self(2) takes instead of no_new_privs and the mqueue rule needs (see
+     * landlock.c); the filesystem is complete and the proxy's socket bound. */
+    r = landlock_apply(sb, &e);
+    if (r < 0)
+        report_setup_failed(fds->report, &e);
     r = caps_drop_all(&e);
     if (r < 0)
         report_setup_failed(fds->report, &e);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "no_new_privs"});
-    /* Landlock needs no_new_privs (landlock_restrict_self(2)); the filesystem is complete and
-     * the proxy's socket bound, so the rules see every mount and the port is in use. */
-    r = landlock_apply(sb, &e);
-    if (r < 0)
-        report_setup_failed(fds->report, &e);
     /* No controlling terminal: TIOCSTI on the caller's terminal needs one. */
     if (setsid() < 0)
         report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "setsid"});
