@@ -150,3 +150,15 @@ Test(proc_stat, own_start_time_and_missing_process)
     cr_expect_eq(proc_stat_read(AT_FDCWD, "/proc/0/stat", buf, sizeof(buf), &state), -ENOENT);
     cr_expect_eq(process_start_time(0), 0);
 }
+
+Test(path, at_or_below_by_components)
+{
+    cr_expect(path_is_at_or_below("/a/b", "/a/b"));
+    cr_expect(path_is_at_or_below("/a/b/c", "/a/b"));
+    cr_expect(!path_is_at_or_below("/a/bc", "/a/b"));
+    cr_expect(!path_is_at_or_below("/a", "/a/b"));
+    /* Everything is below "/" (landlock.c splits its execute right by it). */
+    cr_expect(path_is_at_or_below("/proc", "/"));
+    cr_expect(path_is_at_or_below("/", "/"));
+    cr_expect(!path_is_at_or_below("proc", "/"));
+}
