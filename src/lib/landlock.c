@@ -79,9 +79,11 @@ int landlock_plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox
                                 ret->landlock_missing == EPROTO
                                     ? "this kernel has Landlock ABI 1 only, which nsbox does "
                                       "not use"
-                                : ret->landlock_missing == ENOSYS
-                                    ? "this kernel has no Landlock"
-                                    : "Landlock is built into this kernel but not enabled");
+                                : ret->landlock_missing == ENOSYS ? "this kernel has no Landlock"
+                                : ret->landlock_missing == EOPNOTSUPP
+                                    ? "Landlock is built into this kernel but not enabled"
+                                    : "its system calls were refused, as a container's seccomp "
+                                      "profile may do");
         return 0;
     }
     if (abi > LANDLOCK_ABI_KNOWN)

@@ -466,8 +466,11 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
                                                "across directories"
              : r->landlock_missing == ENOSYS ? "this kernel has no Landlock (Linux 5.19 or later "
                                                "with CONFIG_SECURITY_LANDLOCK)"
-                                             : "Landlock is built into this kernel but not "
-                                               "enabled ('landlock' in the lsm= boot parameter)");
+             : r->landlock_missing == EOPNOTSUPP
+                 ? "Landlock is built into this kernel but not enabled ('landlock' in the lsm= "
+                   "boot parameter)"
+                 : "its system calls were refused (EPERM), as a container's seccomp profile "
+                   "may do");
     for (size_t i = 0; i < 2; i++)
         if (streams[i]->truncated)
             emit(note, userdata, &count, "%s truncated: kept %zu of %llu bytes (--output-limit)",
