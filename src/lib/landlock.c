@@ -185,12 +185,15 @@ static int grant_exec_split(struct builder *b, int dir, const char *path, int de
         if (snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") == 0 ? "" : path,
                      de->d_name) >= (int)sizeof(child))
             continue;
-        if (is_place(b, child))
-            continue; /* a mount of its own, with its own rule */
-        /* O_PATH opens are not checked by Landlock; no symlink is followed (a rule on its
+        /* A mount of its own has its own rule; a symlink is never followed (a rule on its
          * target would be wherever it points). */
+        if (is_place(b, child) || de->d_type == DT_LNK)
+            continue;
+        /* O_PATH opens are not checked by Landlock. The type comes from the directory entry
+         * where the filesystem gives it (one system call less an entry), else from fstat. */
         fd = openat(dir, de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0) {
+        st.st_mode = de->d_type == DT_DIR ? S_IFDIR : de->d_type == DT_REG ? S_IFREG : 0;
+        if (fd < 0 || (st.st_mode == 0 && fstat(fd, &st) < 0)) {
             r = report_step_failed(b->e, negative_errno(), "landlock", "open %s", child);
             break;
         }
