@@ -9,6 +9,7 @@ import ctypes
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -74,6 +75,7 @@ class TestLandlockOlderAbi(unittest.TestCase):
 
     def check(self, prefix=()):
         abi = kernel_abi()
+        print(f"Landlock ABI {abi} on Linux {os.uname().release}", file=sys.stderr, flush=True)
         self.assertGreaterEqual(abi, 2, "the VM's kernel has no Landlock ABI 2")
         r, got = self.run_work(prefix)
         want = ["fs"] + (["net"] if abi >= 4 else []) + (["scope"] if abi >= 6 else [])
