@@ -456,6 +456,13 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              "named through nsbox's HTTP(S) proxy (the proxy variables are set for it), and "
              "--network loopback gives it a loopback interface (127.0.0.1, ::1) for servers "
              "and clients of its own, and nothing beyond");
+    if (r->status != NSBOX_STATUS_ERROR && stderr_mentions(r, "memfd_create") &&
+        stderr_mentions(r, "Permission denied"))
+        emit(note, userdata, &count,
+             "the program's stderr mentions memfd_create and EACCES (Permission denied): a memfd "
+             "here must be one that can never be executed, asked for with MFD_NOEXEC_SEAL "
+             "(os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_NOEXEC_SEAL)); MFD_EXEC is "
+             "refused");
     if (r->landlock_missing && r->status != NSBOX_STATUS_ERROR)
         emit(note, userdata, &count,
              "Landlock was not applied: %s; the files and network the sandbox reaches rest on "
