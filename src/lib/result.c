@@ -486,7 +486,7 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
 }
 
 /* Landlock as applied: {"abi": N, "restricts": ["fs", "net", "scope"]}, or null where it was
- * not (off, missing: the notes say why). */
+ * not (off, missing: the notes say why; a run that failed in its setup). */
 static json_t *result_landlock_json(const struct nsbox_result *r)
 {
     static const struct {
@@ -497,7 +497,7 @@ static json_t *result_landlock_json(const struct nsbox_result *r)
                  {NSBOX_LANDLOCK_SCOPE, "scope"}};
     json_t *list;
 
-    if (r->landlock_abi == 0)
+    if (r->landlock_abi == 0 || r->status == NSBOX_STATUS_ERROR)
         return json_null();
     list = json_array();
     for (size_t i = 0; list && i < ELEMENTSOF(parts); i++)
