@@ -114,6 +114,7 @@ struct place {
 
 struct builder {
     int ruleset;
+    int report_fd; /* for report_skipped() */
     uint64_t handled;
     const struct place *places;
     size_t n_places;
@@ -242,12 +243,20 @@ static int add_mqueue_rule(struct builder *b)
 
     if (fs < 0 && errno == ENODEV)
         return 0;
-    if (fs < 0 || sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-        return report_step_failed(b->e, negative_errno(), "landlock", "mount mqueue");
-    mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC,
-                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-    if (mnt < 0)
-        return report_step_failed(b->e, negative_errno(), "landlock", "mount mqueue");
+    if (fs >= 0 && sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) >= 0)
+        mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC,
+                          MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+    if (mnt < 0) {
+        /* A container's seccomp profile may refuse the new mount API (EPERM, ENOSYS): the
+         * queues are then refused, which takes nothing away from the wall; the run's warnings
+         * say so. */
+        if (errno != EPERM && errno != EACCES && errno != ENOSYS)
+            return report_step_failed(b->e, negative_errno(), "landlock", "mount mqueue");
+        report_skipped(b->report_fd, errno, "landlock mqueue rule",
+                       "mounting mqueue was refused: POSIX message queues (mq_open) are refused "
+                       "under Landlock in this run");
+        return 0;
+    }
     return add_path_rule(b, mnt, FS_READ | FS_WRITE, true, "mqueue");
 }
 
@@ -293,11 +302,11 @@ static int add_fs_rules(const struct sandbox *sb, struct builder *b)
     return r;
 }
 
-int landlock_apply(const struct sandbox *sb, struct report_step *e)
+int landlock_apply(const struct sandbox *sb, int report_fd, struct report_step *e)
 {
     const struct nsbox_config *c = sb->config;
     struct nsbox_landlock_ruleset_attr attr = {0};
-    struct builder b = {.ruleset = -EBADF, .e = e};
+    struct builder b = {.ruleset = -EBADF, .report_fd = report_fd, .e = e};
     size_t size;
     int r;
 

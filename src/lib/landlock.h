@@ -29,7 +29,8 @@
 int landlock_plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret);
 
 /* In init, holding CAP_SYS_ADMIN in its namespaces (before it drops its capabilities) and
- * before the seccomp filters: build the ruleset sb planned
- * (opening each path once, O_PATH) and restrict init, and so everything it starts. Returns 0
- * or -errno with *e filled (step "landlock"). */
-int landlock_apply(const struct sandbox *sb, struct report_step *e);
+ * before the seccomp filters: build the ruleset sb planned (opening each path once, O_PATH)
+ * and restrict init, and so everything it starts. What it leaves out (the mqueue rule, where
+ * mounting mqueue is refused) goes to report_fd with report_skipped(). Returns 0 or -errno
+ * with *e filled (step "landlock"). */
+int landlock_apply(const struct sandbox *sb, int report_fd, struct report_step *e);

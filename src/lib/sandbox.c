@@ -289,7 +289,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     /* Landlock, while init still holds CAP_SYS_ADMIN in its namespaces, which
      * landlock_restrict_self(2) takes instead of no_new_privs and the mqueue rule needs (see
      * landlock.c); the filesystem is complete and the proxy's socket bound. */
-    r = landlock_apply(sb, &e);
+    r = landlock_apply(sb, fds->report, &e);
     if (r < 0)
         report_setup_failed(fds->report, &e);
     r = caps_drop_all(&e);
