@@ -21,12 +21,12 @@
  *   to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory ->
  *   parent-death signal -> Landlock (landlock.c: the files, TCP ports, signals and abstract
  *   sockets the mounts and namespaces allow, once more) -> drop every capability ->
- *   no_new_privs -> new session -> RLIMIT_CORE
- *   and the per-user budgets' rlimits -> seccomp filters (where vm.memfd_noexec was not set:
- *   memfd.c's; then the policy's, handing the listener of refusals to the supervisor) ->
- * non-dumpable -> fork the payload -> reap, forward signals; when the payload has ended, with
- * copy-out: kill everything else and write the copy-out stream -> report how the payload ended (and
- * how full /dev/shm and /work were), exit (which kills whatever is left in the pid namespace).
+ *   no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets' rlimits -> seccomp
+ *   filters (where vm.memfd_noexec was not set: memfd.c's; then the policy's, handing the
+ *   listener of refusals to the supervisor) -> non-dumpable -> fork the payload -> reap,
+ *   forward signals; when the payload has ended, with copy-out: kill everything else and
+ *   write the copy-out stream -> report how the payload ended (and how full /dev/shm and
+ *   /work were), exit (which kills whatever is left in the pid namespace).
  *
  * Payload (PID 2), born under the filters:
  *   stdio -> close every other fd -> default signals -> rlimits -> execve.
