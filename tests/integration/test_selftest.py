@@ -25,8 +25,8 @@ ROOT_ONLY_CONTROL = {"setuid", "proc-writes", "hostname"}
 ALL = ["read-host-file", "network-egress", "memory", "fork-bomb", "persistence",
        "env-credentials", "inherited-fd", "signal-outside", "proc-writes", "nested-userns",
        "setuid", "tiocsti", "abstract-socket", "sysv-ipc", "hostname", "fill-tmp",
-       "output-flood", "runaway", "leftover-process", "tmpfs-persistence",
-       "landlock-host-dir", "landlock-tmpfs-exec", "landlock-tcp"]
+       "output-flood", "runaway", "leftover-process", "tmpfs-persistence", "tty-ldisc",
+       "inotify-outside", "landlock-host-dir", "landlock-tmpfs-exec", "landlock-tcp"]
 
 
 def leftovers():
