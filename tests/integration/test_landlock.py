@@ -165,6 +165,31 @@ class TestFiles(LandlockTestCase):
                          (p.stderr, r))
 
 
+    def test_a_tmpfs_inside_a_bind_splits_its_execute_right(self):
+        # --tmpfs /data/scratch inside a :rw bind: the bind's entries keep execute, each by a
+        # rule of its own read at the start (README, "Landlock"), the tmpfs gets none, and an
+        # entry made later in the bind's top directory gets none either.
+        code = ("import os, subprocess, sys\n"
+                "for p in sys.argv[1:]:\n"
+                "    if not os.path.exists(p):\n"
+                "        open(p, 'w').write('#!/bin/sh\\necho ran\\n'); os.chmod(p, 0o755)\n"
+                "    try: print(p, subprocess.run([p], capture_output=True, text=True).stdout.strip())\n"
+                "    except OSError as e: print(p, e.errno)\n")
+        with shared_dir() as d:
+            os.mkdir(os.path.join(d, "sub"))
+            os.chmod(os.path.join(d, "sub"), 0o777)
+            for name in ("top", "sub/old"):
+                with open(os.path.join(d, name), "w") as f:
+                    f.write("#!/bin/sh\necho ran\n")
+                os.chmod(os.path.join(d, name), 0o755)
+            p, r = nsbox_json("-v", f"{d}:/data:rw", "--tmpfs", "/data/scratch", "--", "python3",
+                              "-c", code, "/data/top", "/data/sub/old", "/data/sub/new",
+                              "/data/scratch/new", "/data/new")
+        self.assertEqual(r["stdout"].splitlines(),
+                         ["/data/top ran", "/data/sub/old ran", "/data/sub/new ran",
+                          "/data/scratch/new 13", "/data/new 13"], (p.stderr, r))
+
+
 class TestNetwork(LandlockTestCase):
     def setUp(self):
         super().setUp()
