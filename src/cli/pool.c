@@ -18,7 +18,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -78,11 +77,6 @@ struct pool {
     char last_error[600];
 };
 
-static int pidfd_open_(pid_t pid)
-{
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
 static void member_fail(struct pool *p, struct member *m, const char *fmt, ...) _printf_(3, 4);
 
 /* ---- members ------------------------------------------------------------------------------ */
@@ -118,7 +112,7 @@ static int member_spawn(struct pool *p, struct member *m)
     }
     (void)close(sp[1]);
     *m = (struct member){.state = M_STARTING, .pid = pid, .fd = sp[0], .started = now_usec()};
-    m->pidfd = pidfd_open_(pid);
+    m->pidfd = sys_pidfd_open(pid);
     if (m->pidfd < 0) {
         int r = negative_errno();
         (void)kill(pid, SIGKILL);
