@@ -330,12 +330,14 @@ static size_t count(const struct pool *p, enum member_state a, enum member_state
     return n;
 }
 
-/* Start members until size are up or coming (lent ones do not count). */
+/* Start members until size are alive. A lent one counts until it has ended: the next one's
+ * start (its interpreter, its imports: most of a CPU for a while) does not compete with the
+ * run it serves. */
 static void refill(struct pool *p, uint64_t now)
 {
     if (p->stopping || now < p->refill_at)
         return;
-    while (count(p, M_STARTING, M_PRELOADING) + count(p, M_READY, M_READY) < p->o->size) {
+    while (MEMBERS_MAX - count(p, M_FREE, M_FREE) < p->o->size) {
         struct member *m = NULL;
         int r;
         for (size_t i = 0; i < MEMBERS_MAX && !m; i++)
