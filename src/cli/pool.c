@@ -740,7 +740,7 @@ _noreturn_ static void pool_main(const struct nsbox_config *pool_config, struct 
         if (p->cl[i].state == C_STOPPING) {
             client_send(&p->cl[i], json_pack("{s:b,s:s,s:I}", "stopped", true, "name", p->o->name,
                                              "served", (json_int_t)p->served));
-            (void)close(p->cl[i].fd); /* EOF: the pool and its sandboxes are gone */
+            /* Left open: the EOF the client waits for comes with this process's exit. */
         }
     _exit(r < 0 && !p->up ? EXIT_NSBOX_FAILURE : 0);
 }
