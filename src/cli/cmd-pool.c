@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "parse.h"
 #include "pool.h"
 #include "registry.h"
+#include "result.h"
 #include "session.h"
 
 #define EXIT_NSBOX_FAILURE 125
@@ -380,6 +382,31 @@ static bool per_run_option(const char *arg, bool *takes_value)
     return false;
 }
 
+/* nsbox's own failure before the step: one line on stderr and, with --json, the JSON result
+ * `nsbox run --json` prints for its own failures (status "error", exit_code 125, the step). */
+static int run_pool_fail(bool json, const char *step, const char *fmt, ...) _printf_(3, 4);
+static int run_pool_fail(bool json, const char *step, const char *fmt, ...)
+{
+    struct nsbox_result r = {.status = NSBOX_STATUS_ERROR, .exit_code = EXIT_NSBOX_FAILURE};
+    char *text;
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(r.error, sizeof(r.error), fmt, ap);
+    va_end(ap);
+    /* Said once: a message log_last_error() holds was said on stderr already. */
+    if (strcmp(r.error, log_last_error()) != 0)
+        log_error("%s", r.error);
+    if (json) {
+        (void)snprintf(r.error_step, sizeof(r.error_step), "%s", step);
+        text = nsbox_result_to_json(&r);
+        if (text)
+            (void)printf("%s\n", text);
+        free(text);
+    }
+    return EXIT_NSBOX_FAILURE;
+}
+
 int run_pool_main(int argc, char *argv[])
 {
     const char *name = run_pool_name(argc, argv);
@@ -389,12 +416,15 @@ int run_pool_main(int argc, char *argv[])
     json_t *ans;
     int n = 0, i, status;
 
+    bool json = false;
+
     if (!args)
         log_oom();
-    if (!name || !name[0]) {
-        log_error("--pool needs the NAME of a pool ('nsbox pool start NAME ...')");
-        return EXIT_NSBOX_FAILURE;
-    }
+    for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        json |= strcmp(argv[i], "--json") == 0;
+    if (!name || !name[0] || name[0] == '-')
+        return run_pool_fail(json, "arguments",
+                             "--pool needs the NAME of a pool ('nsbox pool start NAME ...')");
     /* `session exec MEMBER` with the run's per-run options; every other option would need
      * another sandbox (its rootfs, mounts, network, limits are the pool's): refused. */
     args[n++] = (char *)"session";
@@ -402,13 +432,13 @@ int run_pool_main(int argc, char *argv[])
     args[n++] = NULL; /* the member's id, below */
     for (i = 1; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--") != 0; i++) {
         bool takes_value;
-        if (!per_run_option(argv[i], &takes_value)) {
-            log_error("'nsbox run --pool' does not take %s: it would need another sandbox than "
-                      "the pool's (give it to 'nsbox pool start'); a pool run takes --timeout, "
-                      "--output-limit, -i, --copy-out, --code, --json and --raw-output",
-                      argv[i]);
-            return EXIT_NSBOX_FAILURE;
-        }
+        if (!per_run_option(argv[i], &takes_value))
+            return run_pool_fail(json, "arguments",
+                                 "'nsbox run --pool' does not take %s: it would need another "
+                                 "sandbox than the pool's (give it to 'nsbox pool start'); a pool "
+                                 "run takes --timeout, --output-limit, -i, --copy-out, --code, "
+                                 "--json and --raw-output",
+                                 argv[i]);
         if (strcmp(argv[i], "--pool") == 0 || strncmp(argv[i], "--pool=", 7) == 0) {
             i += takes_value;
             continue;
@@ -423,14 +453,14 @@ int run_pool_main(int argc, char *argv[])
     (void)signal(SIGPIPE, SIG_IGN);
     lease = pool_connect(name);
     if (lease < 0)
-        return EXIT_NSBOX_FAILURE;
+        return run_pool_fail(json, "pool", "%s", log_last_error());
     ans = pool_ask(lease, "take");
     if (!ans || !json_is_string(json_object_get(ans, "id"))) {
-        log_error("pool '%s' gave no sandbox: %s", name,
-                  json_string_value(json_object_get(ans, "error"))
-                      ?: "it ended (stopped or killed)");
+        status = run_pool_fail(json, "pool", "pool '%s' gave no sandbox: %s", name,
+                               json_string_value(json_object_get(ans, "error"))
+                                   ?: "it ended (stopped or killed)");
         json_decref(ans);
-        return EXIT_NSBOX_FAILURE;
+        return status;
     }
     id = json_string_value(json_object_get(ans, "id"));
     args[2] = (char *)id;

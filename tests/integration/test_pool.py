@@ -222,8 +222,17 @@ class TestPool(PoolTestCase):
                     ["--memory", "1g"], ["--tmpfs", "/x"], ["--cgroup", "off"]):
             p = nsbox("run", "--pool", name, *opt, "--", "true")
             self.assertOneLineError(p, contains="does not take " + opt[0])
+        p = nsbox("run", "--pool", name, "--json", "--rootfs", "/", "--", "true")
+        self.assertOneLineError(p, contains="does not take --rootfs")
+        r = json.loads(p.stdout)  # said in the result too, as a run's own failures are
+        self.assertEqual((r["status"], r["exit_code"], r["error"]["step"]),
+                         ("error", 125, "arguments"))
+        self.assertIn("does not take --rootfs", r["reason"])
         p = nsbox("run", "--pool", "no-such-pool", "--", "true")
         self.assertOneLineError(p, contains="no pool 'no-such-pool'")
+        p = nsbox("run", "--pool", "no-such-pool", "--json", "--", "true")
+        self.assertOneLineError(p, contains="no pool 'no-such-pool'")
+        self.assertEqual(json.loads(p.stdout)["error"]["step"], "pool")
         p = nsbox("run", "--pool", "--", "true")
         self.assertEqual(p.returncode, 125, p.stderr)
 
