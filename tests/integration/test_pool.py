@@ -307,6 +307,31 @@ class TestPool(PoolTestCase):
             self.assertNotIn(r["session_id"], {e["run_id"] for e in members})
 
 
+class TestPoolLease(PoolTestCase):
+    def test_a_taken_sandbox_ends_with_its_lease(self):
+        """A client that takes a sandbox and goes away without a step leaves nothing: the
+        connection was the lease."""
+        import socket
+        name = self.start_pool(size=1)
+        sock = os.path.join(PRIVATE_RUNTIME_DIR, "nsbox",
+                            next(e["run_id"] for e in registry() if e.get("name") == name) +
+                            ".sock")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(sock)
+            s.sendall(b'{"op":"take"}\n')
+            taken = json.loads(s.makefile().readline())
+            member = next(e for e in registry() if e["run_id"] == taken["id"])
+            pids = [member["pid"]] + descendants(member["pid"])
+            self.assertGreaterEqual(len(pids), 3)
+            time.sleep(0.2)
+            self.assertTrue(all(alive(x) for x in pids))  # held while the lease is
+        self.assertTrue(wait_until(lambda: not any(alive(x) for x in pids), timeout=10))
+        self.wait_full(name)  # and replaced
+        r = self.pool_run(name, "print(1)\n")
+        self.assertNotEqual(r["session_id"], taken["id"])
+
+
 class TestPoolScience(PoolTestCase):
     """The issue's workload: pandas preloaded in the science rootfs."""
     preload = "pandas,numpy"
