@@ -246,6 +246,15 @@ class TestPool(PoolTestCase):
             p = nsbox("pool", "start", "p" + secrets.token_hex(4), *args, *self.extra)
             self.assertOneLineError(p, contains=words)
 
+    def test_usage_errors_are_one_line(self):
+        for args in (["pool"], ["pool", "bogus"], ["pool", "start"], ["pool", "status"],
+                     ["pool", "stop"], ["pool", "ls", "x"], ["pool", "stop", "no-such"],
+                     ["pool", "status", "no-such"]):
+            with self.subTest(args=args):
+                p = nsbox(*args)
+                self.assertOneLineError(p)
+                self.assertEqual(p.stdout, "")
+
     def test_failing_preload_is_an_error_at_start_and_leaves_nothing(self):
         before = {e["run_id"] for e in registry()}
         p = nsbox("pool", "start", "pbad", "--size", "2", "--preload", "json,no_such_mod_x1",
