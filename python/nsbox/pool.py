@@ -25,6 +25,9 @@ from .result import Result
 from .session import _MARGIN, _answer, _request
 
 _Stdin = Union[bytes, str, None]
+# Takes per run: a sandbox that died (killed from outside) between its hand-out and the run's
+# connection has run nothing, and another is taken.
+_TAKES = 3
 
 
 def _recv_line(s: socket.socket) -> bytes:
@@ -168,34 +171,43 @@ class Pool:
 
     def _call(self, request: bytes, timeout: _Timeout) -> Result:
         wait = self._wait(timeout)
-        # The lease: this connection stays open until the answer is in; its end ends the
-        # sandbox (already ended by itself after its one step, unless this side gave up).
-        with self._connect() as lease:
-            lease.settimeout(wait)
-            lease.sendall(b'{"op":"take"}\n')
-            try:
-                member_id, path = self._taken(_recv_line(lease))
-            except socket.timeout as e:
-                raise NsboxError(f"no sandbox from pool {self.name} within {wait:g} s",
-                                 step="pool") from e
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(wait)
+        for attempt in range(_TAKES):
+            # The lease: this connection stays open until the answer is in; its end ends the
+            # sandbox (already ended by itself after its one step, unless this side gave up).
+            with self._connect() as lease:
+                lease.settimeout(wait)
+                lease.sendall(b'{"op":"take"}\n')
                 try:
-                    s.connect(path)
-                    try:
-                        s.sendall(request)
-                    except (BrokenPipeError, ConnectionResetError):
-                        pass  # not taken: the answer says why
-                    line = _recv_line(s)
+                    member_id, path = self._taken(_recv_line(lease))
                 except socket.timeout as e:
-                    raise NsboxError(f"no answer from the pool's sandbox {member_id} within "
-                                     f"{wait:g} s (the run's timeout and {_MARGIN:g} s more)",
+                    raise NsboxError(f"no sandbox from pool {self.name} within {wait:g} s",
                                      step="pool") from e
-                except OSError as e:
-                    raise NsboxError(f"the pool's sandbox {member_id} closed the connection "
-                                     f"without an answer ({e.strerror or e})", step="pool",
-                                     errno=e.errno) from e
-        return _answer(line)
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(wait)
+                    try:
+                        s.connect(path)
+                    except OSError as e:
+                        if attempt + 1 < _TAKES:
+                            continue  # it died after it was handed out: nothing ran; another
+                        raise NsboxError(f"the pool's sandboxes {member_id} and the ones before "
+                                         f"it ended before they could be used ({e.strerror or e})",
+                                         step="pool", errno=e.errno) from e
+                    try:
+                        try:
+                            s.sendall(request)
+                        except (BrokenPipeError, ConnectionResetError):
+                            pass  # not taken: the answer says why
+                        line = _recv_line(s)
+                    except socket.timeout as e:
+                        raise NsboxError(f"no answer from the pool's sandbox {member_id} within "
+                                         f"{wait:g} s (the run's timeout and {_MARGIN:g} s "
+                                         "more)", step="pool") from e
+                    except OSError as e:
+                        raise NsboxError(f"the pool's sandbox {member_id} closed the connection "
+                                         f"without an answer ({e.strerror or e})", step="pool",
+                                         errno=e.errno) from e
+                    return _answer(line)
+        raise AssertionError("unreachable")
 
     def run_python_code(self, code: str, timeout: _Timeout = None,
                         output_limit: Optional[int] = None, stdin: _Stdin = None) -> Result:
@@ -253,23 +265,33 @@ class Pool:
             return b"".join(chunks)
 
         async def exchange() -> bytes:
-            with self._connect() as lease:
-                lease.setblocking(False)
-                await loop.sock_sendall(lease, b'{"op":"take"}\n')
-                member_id, path = self._taken(await line_of(lease))
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                    s.setblocking(False)
-                    try:
-                        await loop.sock_connect(s, path)
+            for attempt in range(_TAKES):
+                with self._connect() as lease:
+                    lease.setblocking(False)
+                    await loop.sock_sendall(lease, b'{"op":"take"}\n')
+                    member_id, path = self._taken(await line_of(lease))
+                    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                        s.setblocking(False)
                         try:
-                            await loop.sock_sendall(s, request)
-                        except (BrokenPipeError, ConnectionResetError):
-                            pass  # not taken: the answer says why
-                        return await line_of(s)
-                    except OSError as e:
-                        raise NsboxError(f"the pool's sandbox {member_id} closed the "
-                                         f"connection without an answer ({e.strerror or e})",
-                                         step="pool", errno=e.errno) from e
+                            await loop.sock_connect(s, path)
+                        except OSError as e:
+                            if attempt + 1 < _TAKES:
+                                continue  # died after it was handed out: take another
+                            raise NsboxError(f"the pool's sandboxes {member_id} and the ones "
+                                             f"before it ended before they could be used "
+                                             f"({e.strerror or e})", step="pool",
+                                             errno=e.errno) from e
+                        try:
+                            try:
+                                await loop.sock_sendall(s, request)
+                            except (BrokenPipeError, ConnectionResetError):
+                                pass  # not taken: the answer says why
+                            return await line_of(s)
+                        except OSError as e:
+                            raise NsboxError(f"the pool's sandbox {member_id} closed the "
+                                             f"connection without an answer ({e.strerror or e})",
+                                             step="pool", errno=e.errno) from e
+            raise AssertionError("unreachable")
 
         try:
             line = await asyncio.wait_for(exchange(), wait)

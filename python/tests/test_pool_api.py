@@ -166,6 +166,22 @@ class TestPool(unittest.TestCase):
         with self.assertRaises(nsbox.NsboxError):
             pool.run_python_code("print(1)")
 
+    def test_a_sandbox_gone_before_its_run_is_replaced(self):
+        # As if the sandbox handed out had died (killed from outside) before the run connected:
+        # its socket is gone. The run takes another; nothing ran twice.
+        with self.pool(size=1) as pool:
+            real, calls = nsbox.Pool._taken, []
+
+            def taken(line):
+                member_id, path = real(line)
+                calls.append(member_id)
+                return member_id, path + ".gone" if len(calls) == 1 else path
+            pool._taken = taken
+            r = pool.run_python_code("print(5)")
+            self.assertEqual(r.stdout, "5\n")
+            self.assertEqual(len(calls), 2)
+            self.assertEqual(r.raw["session_id"], calls[1])
+
     def test_failing_preload_raises_at_start(self):
         with self.assertRaises(nsbox.NsboxError) as cm:
             self.pool(preload=["no_such_module_zq"])
