@@ -607,7 +607,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         }
         if (init_lost)
             break;
-        /* --max-steps (a pool's member): done once the last step is answered and no answer
+        /* max_steps (a pool's member): done once the last step is answered and no answer
          * is still going out. */
         if (s->o->max_steps && s->steps >= s->o->max_steps && !st->client) {
             bool writing = false;
