@@ -207,6 +207,13 @@ class TestPool(PoolTestCase):
         self.assertEqual((p.returncode, p.stdout), (0, "from stdin"), p.stderr)
         p = nsbox("run", "--pool", name, "--", "sh", "-c", "exit 7")
         self.assertEqual(p.returncode, 7, p.stderr)
+        out = tempfile.mkdtemp(prefix="nsbox-pool-copy-")
+        self.addCleanup(shutil.rmtree, out, ignore_errors=True)
+        p = nsbox("run", "--pool", name, "--copy-out", f"/work/o:{out}", "--code", "-",
+                  input="import os\nos.makedirs('/work/o')\nopen('/work/o/a', 'w').write('hi')\n")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(out, "o", "a")) as f:
+            self.assertEqual(f.read(), "hi")
 
     def test_result_has_the_fields_of_a_run(self):
         name = self.start_pool()
