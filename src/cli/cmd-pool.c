@@ -25,6 +25,7 @@
 
 #define EXIT_NSBOX_FAILURE 125
 #define PRELOAD_MAX 32
+#define RUN_TAKES 3 /* takes per run (a sandbox handed out may have died since) */
 
 static void usage(FILE *f)
 {
@@ -407,6 +408,20 @@ static int run_pool_fail(bool json, const char *step, const char *fmt, ...)
     return EXIT_NSBOX_FAILURE;
 }
 
+/* Whether a unix socket at path takes connections (the probe connection is closed at once:
+ * the session drops a client that hung up before its request). */
+static bool socket_alive(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    _cleanup_close_ int fd = -EBADF;
+
+    if (!path || strlen(path) >= sizeof(sa.sun_path))
+        return false;
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    return fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+}
+
 int run_pool_main(int argc, char *argv[])
 {
     const char *name = run_pool_name(argc, argv);
@@ -451,16 +466,26 @@ int run_pool_main(int argc, char *argv[])
         args[n++] = argv[i];
 
     (void)signal(SIGPIPE, SIG_IGN);
-    lease = pool_connect(name);
-    if (lease < 0)
-        return run_pool_fail(json, "pool", "%s", log_last_error());
-    ans = pool_ask(lease, "take");
-    if (!ans || !json_is_string(json_object_get(ans, "id"))) {
-        status = run_pool_fail(json, "pool", "pool '%s' gave no sandbox: %s", name,
-                               json_string_value(json_object_get(ans, "error"))
-                                   ?: "it ended (stopped or killed)");
+    for (int attempt = 0;; attempt++) {
+        lease = pool_connect(name);
+        if (lease < 0)
+            return run_pool_fail(json, "pool", "%s", log_last_error());
+        ans = pool_ask(lease, "take");
+        if (!ans || !json_is_string(json_object_get(ans, "id"))) {
+            status = run_pool_fail(json, "pool", "pool '%s' gave no sandbox: %s", name,
+                                   json_string_value(json_object_get(ans, "error"))
+                                       ?: "it ended (stopped or killed)");
+            json_decref(ans);
+            return status;
+        }
+        /* A sandbox killed from outside after its hand-out has run nothing: another is
+         * taken (its socket is gone or refuses). */
+        if (attempt + 1 >= RUN_TAKES ||
+            socket_alive(json_string_value(json_object_get(ans, "socket"))))
+            break;
         json_decref(ans);
-        return status;
+        (void)close(lease);
+        lease = -EBADF;
     }
     id = json_string_value(json_object_get(ans, "id"));
     args[2] = (char *)id;

@@ -416,6 +416,12 @@ static void serve_waiting(struct pool *p)
                 m = &p->m[i];
         if (!c || !m)
             return;
+        /* One that died since this loop last looked is not handed out (its pidfd says so);
+         * the client takes another if it dies after this (cmd-pool.c, pool.py). */
+        if (poll(&(struct pollfd){.fd = m->pidfd, .events = POLLIN}, 1, 0) > 0) {
+            member_gone(p, m);
+            continue;
+        }
         m->state = M_LEASED;
         c->state = C_LEASE;
         c->member = (int)(m - p->m);
