@@ -131,9 +131,12 @@ class TestPool(unittest.TestCase):
             self.assertEqual(len({o[2] for o in out}), 8)  # eight sandboxes
             self.assertEqual(pool.status()["served"], 8)
             # Three at once, alive together: three pid namespaces.
+            deadline = time.monotonic() + 60
+            while pool.status()["ready"] < 3 and time.monotonic() < deadline:
+                time.sleep(0.02)
             with ThreadPoolExecutor(3) as ex:
                 out = list(ex.map(lambda _: pool.run_python_code(
-                    "import os, time; time.sleep(1); print(os.readlink('/proc/self/ns/pid'))",
+                    "import os, time; time.sleep(2); print(os.readlink('/proc/self/ns/pid'))",
                     timeout=60).stdout, range(3)))
             self.assertEqual(len(set(out)), 3, out)
 
