@@ -511,8 +511,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             proxy_poll_handle(fds->proxy, p + idx_proxy, n_proxy, now);
 
         if (p[4].revents) {
-            uint64_t earliest = now - NOTIF_BURST * NOTIF_INTERVAL_USEC;
-            s->notif_at = (s->notif_at > earliest ? s->notif_at : earliest) + NOTIF_INTERVAL_USEC;
+            (void)pace_take(&s->notif_at, now, NOTIF_BURST, NOTIF_INTERVAL_USEC);
             if (!supervise_answer_notification(s->listener, fds->init_pid, session_no_network(c),
                                                st->client ? &st->ret
                                                : ready    ? &s->between

@@ -172,6 +172,15 @@ uint64_t now_usec(void)
     return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000ULL;
 }
 
+bool pace_take(uint64_t *at, uint64_t now, uint64_t burst, uint64_t interval)
+{
+    uint64_t earliest = now > burst * interval ? now - burst * interval : 0;
+    bool paced = *at + interval > now;
+
+    *at = (*at > earliest ? *at : earliest) + interval;
+    return paced;
+}
+
 /* The kernel's own limit on the links in one path lookup (MAXSYMLINKS, include/linux/namei.h). */
 #define PATH_MAX_SYMLINKS 40
 

@@ -55,6 +55,13 @@ bool path_is_at_or_below(const char *path, const char *dir);
 /* The monotonic clock (CLOCK_MONOTONIC), in microseconds. Cannot fail. */
 uint64_t now_usec(void);
 
+/* A pace (a generic cell rate algorithm): a burst of `burst` events at once, then one every
+ * interval microseconds; *at is when the next event may be (0 to start). Call it for an event
+ * at now >= *at: it moves *at on, and returns true when the event came after the burst was
+ * used up (it was paced: it had waited for its turn, or would have). A quiet spell earns a
+ * burst back, never more. Cannot fail. */
+bool pace_take(uint64_t *at, uint64_t now, uint64_t burst, uint64_t interval);
+
 /*
  * Open the absolute path as an O_PATH descriptor one component at a time, with O_NOFOLLOW: the
  * kernel never follows a symlink on the way. A symlink met on the way (the last component
