@@ -728,7 +728,7 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
     struct nsbox_config c = *config;
     struct registry_run reg = {0};
     struct nsbox_result ret = {0};
-    char why[300] = "", dir[512];
+    char why[600] = "", dir[512];
     int sp[2], null_fd, r;
 
     /* A write to the gone caller of `session start` is an error to act on, not a death. */
