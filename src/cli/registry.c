@@ -44,6 +44,25 @@ static bool owned_and_closed(const char *path, uid_t uid)
     return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid && !(st.st_mode & 022);
 }
 
+/* Whether a directory owned by owner can hold the registry's path for uid: root's, the
+ * caller's, and in a user namespace other than the initial one also the overflow uid's: there
+ * a file of an id the namespace does not map (the host's root's /tmp, seen from a container's
+ * root) shows as kernel.overflowuid (user_namespaces(7), "Unmapped user and group IDs"), and
+ * which host id it is cannot be known from inside. */
+static bool owner_trusted(uid_t owner, uid_t uid)
+{
+    char buf[32] = "";
+    struct stat ns;
+
+    if (owner == 0 || owner == uid)
+        return true;
+    /* PROC_USER_INIT_INO (include/linux/proc_ns.h): the initial user namespace. */
+    if (stat("/proc/self/ns/user", &ns) < 0 || ns.st_ino == 0xEFFFFFFDU)
+        return false;
+    return read_file_at(AT_FDCWD, "/proc/sys/kernel/overflowuid", buf, sizeof(buf)) > 0 &&
+           (uid_t)strtoul(buf, NULL, 10) == owner;
+}
+
 /* The whole path of the registry directory dir (the directory itself checked already): every
  * directory above it must be root's or the caller's, and writable by no one else unless it is
  * sticky (/tmp, /dev/shm: others cannot rename or remove what is not theirs there, chmod(2),
@@ -78,8 +97,7 @@ static int check_registry_parents(const char *dir, uid_t uid)
     for (int i = 1; i < n; i++) {
         const struct stat *st = &up[i];
         char *cut;
-        if ((st->st_uid == 0 || st->st_uid == uid) &&
-            (!(st->st_mode & 022) || (st->st_mode & S_ISVTX)))
+        if (owner_trusted(st->st_uid, uid) && (!(st->st_mode & 022) || (st->st_mode & S_ISVTX)))
             continue;
         /* walked has no symlink, "." or "..": its i-th parent is the i-th directory up. */
         for (int k = 0; k < i && (cut = strrchr(walked, '/')); k++)

@@ -452,11 +452,12 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
 }
 
 /* Shared memory is not in RLIMIT_DATA (which counts private mappings): what bounds it without
- * a cgroup, for the limits_note. init_sysctls() sets kernel.shm* where it can. */
+ * a cgroup, for the limits_note. init_sysctls() sets kernel.shm* where it can; elsewhere
+ * sandbox.c refuses shmget (filter_refuse_sysv_shm()). */
 static const char *shared_memory_note(const struct nsbox_config *c, const struct sandbox *sb)
 {
-    if (c->memory == 0)
-        return "shared memory is not bounded (--memory unlimited)";
+    if (c->memory == 0 || (c->seccomp_disabled && (!sb->host_root || c->uid == 0)))
+        return "shared memory is not bounded (--memory unlimited, or --no-seccomp)";
     if (c->ipc_host)
         return "System V shared memory is the host's (--ipc host), /dev/shm is --shm-size, "
                "each memfd at most RLIMIT_FSIZE (--memory) but not their number";
@@ -464,12 +465,12 @@ static const char *shared_memory_note(const struct nsbox_config *c, const struct
         return "shared memory: System V at most --memory in all (kernel.shmall), /dev/shm "
                "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
     if (sb->host_root)
-        return "shared memory: System V is not bounded (with --user 0 the sandbox's root owns "
+        return "shared memory: System V is refused, shmget (with --user 0 the sandbox's root owns "
                "kernel.shmall of its IPC namespace, which nsbox then cannot set), /dev/shm is "
                "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
-    return "shared memory: System V is not bounded (only the host's root can set kernel.shmall "
-           "in the sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at most "
-           "RLIMIT_FSIZE "
+    return "shared memory: System V is refused, shmget (only the host's root can set "
+           "kernel.shmall in the sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at "
+           "most RLIMIT_FSIZE "
            "(--memory) but not their number";
 }
 

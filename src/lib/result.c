@@ -417,6 +417,14 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
         }
         emit(note, userdata, &count, "the seccomp policy refused: %s%s", list,
              r->refused_other ? ", and others" : "");
+        for (size_t i = 0; i < r->n_refused; i++)
+            if (strcmp(r->refused[i].name, "shmget") == 0 &&
+                r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT)
+                emit(note, userdata, &count,
+                     "System V shared memory (shmget) is refused in this run: without a cgroup "
+                     "nothing would hold it within --memory (only the host's root can set "
+                     "kernel.shmall in the sandbox's IPC namespace); POSIX shared memory works, "
+                     "in /dev/shm (shm_open, multiprocessing.shared_memory), within --shm-size");
     }
     if (r->network.enabled && r->network.connections_refused > 0) {
         /* What the proxy of --network allow= refused, so that a caller sees it without the

@@ -683,6 +683,37 @@ Test(explain, network_pace_and_lookup_budget)
     json_decref(want);
 }
 
+/* shmget refused (sandbox.c: no cgroup, kernel.shm* out of reach): a note says why and what
+ * works instead; not for a refusal under a cgroup (a policy's own). */
+Test(explain, sysv_shm_refused_under_rlimits)
+{
+    char out[] = "", err[] = "";
+    static struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .output_limit = 10,
+        .memory = {.value = 256 << 20, .enforced_by = NSBOX_ENFORCER_RLIMIT},
+        .refused = {{"mount", 1}, {"shmget", 2}},
+        .n_refused = 2,
+    };
+    json_t *notes = json_array(), *want;
+
+    r.out = (struct nsbox_stream){.data = out};
+    r.err = (struct nsbox_stream){.data = err};
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 2);
+    want = json_pack("[s, s]", "the seccomp policy refused: mount (1), shmget (2)",
+                     "System V shared memory (shmget) is refused in this run: without a cgroup "
+                     "nothing would hold it within --memory (only the host's root can set "
+                     "kernel.shmall in the sandbox's IPC namespace); POSIX shared memory works, "
+                     "in /dev/shm (shm_open, multiprocessing.shared_memory), within --shm-size");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    json_decref(notes);
+    notes = json_array();
+    r.memory.enforced_by = NSBOX_ENFORCER_CGROUP;
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    json_decref(notes);
+    json_decref(want);
+}
+
 /* What the program's stderr says of a limit it met: the only witness under rlimits. */
 Test(explain, stderr_witnesses_of_memory_pids_and_space)
 {
