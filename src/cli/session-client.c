@@ -442,27 +442,28 @@ static bool peer_in_own_user_namespace(int fd, pid_t pid)
 
 void client_accept(struct session_state *s, uint64_t now)
 {
-    /* (A bound per turn of the loop: a client that keeps connecting cannot keep it here.) */
-    for (int k = 0; k < 64; k++) {
+    /* (A bound per turn of the loop: a client that keeps connecting cannot keep it here; and
+     * refused ones are paced, REFUSED_BURST.) */
+    for (int k = 0; k < 64 && now >= s->refused_at; k++) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
         struct client *cl = NULL;
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        bool ours;
 
         if (fd < 0)
             return; /* EAGAIN: all taken; or a connection that went away meanwhile */
         /* Only the caller's uid (the directory is already 0700, this holds if it were not),
          * and never from inside a sandbox. */
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
-            (void)close(fd);
-            continue;
-        }
-        if (!peer_in_own_user_namespace(fd, cred.pid)) {
+        ours = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == getuid();
+        if (!ours || !peer_in_own_user_namespace(fd, cred.pid)) {
             static const char other[] =
                 "{\"error\":\"the session takes steps only from its caller's user namespace "
                 "(a sandbox, or a process in another user namespace, cannot drive it)\"}\n";
-            (void)!send(fd, other, sizeof(other) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (ours)
+                (void)!send(fd, other, sizeof(other) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
             (void)close(fd);
+            (void)pace_take(&s->refused_at, now, REFUSED_BURST, REFUSED_INTERVAL_USEC);
             continue;
         }
         for (size_t i = 0; i < CLIENTS_MAX && !cl; i++)

@@ -476,7 +476,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             if (st->client && !st->ret.refused_throttled && listener_has_waiting(s->listener))
                 st->ret.refused_throttled = true;
         }
-        p[5] = (struct pollfd){.fd = ready ? s->listen_fd : -1, .events = POLLIN};
+        p[5] = (struct pollfd){.fd = ready && now >= s->refused_at ? s->listen_fd : -1,
+                               .events = POLLIN};
+        if (ready && now < s->refused_at && s->refused_at < until)
+            until = s->refused_at; /* paced (REFUSED_BURST): look again then */
         p[6] = (struct pollfd){.fd = st->client ? st->streams[0].fd : -1, .events = POLLIN};
         p[7] = (struct pollfd){.fd = st->client ? st->streams[1].fd : -1, .events = POLLIN};
         for (size_t i = 0; i < CLIENTS_MAX; i++) {
