@@ -330,6 +330,13 @@ struct nsbox_network_report {
     uint64_t bytes_sent, bytes_received; /* all connections */
     bool bytes_limit_hit;                /* network_max_bytes was reached: connections were cut */
     bool connections_limit_hit;          /* a connection was refused for network_max_connections */
+    /* The proxy's pace and budget (its work is outside the sandbox's limits): connections
+     * accepted after its burst was used up (each waited for its turn in the listen queue),
+     * name lookups made (each a process of the supervisor's), lookups that came after their
+     * burst was used up (a connection waited for its turn), and connections refused because
+     * the run's budget of lookups was spent. See README.md, "Network allowlist". */
+    uint64_t connections_throttled;
+    uint64_t lookups, lookups_throttled, lookups_refused_budget;
     /* Every allowed connection's bytes, by host and port, in order of first arrival. */
     struct nsbox_network_host hosts[NSBOX_NETWORK_HOSTS_MAX];
     size_t n_hosts;

@@ -19,82 +19,37 @@
 #include "proxy.h"
 #include "result.h"
 
-/* Whether (dev, ino) is one of the writable bind sources of c; *ret_source names it. */
-static bool is_writable_source(const struct stat *st, const struct stat *sources,
-                               const struct nsbox_config *c, const char **ret_source)
-{
-    for (size_t i = 0; i < c->n_binds; i++)
-        if (c->binds[i].writable && sources[i].st_ino == st->st_ino &&
-            sources[i].st_dev == st->st_dev) {
-            *ret_source = c->binds[i].source;
-            return true;
-        }
-    return false;
-}
-
 /* Refuse a log the run's own payload could edit: the log file or one of the directories above
- * it is the source of a writable bind. Compared by device and inode, walking up with ".." from
- * the directory the log was opened in (so "D/../D", links the caller may use, and the same
+ * it is the source of a writable bind. Compared by device and inode (dir_ancestry(), walking up
+ * from the directory the log was opened in: "D/../D", links the caller may use, and the same
  * directory reached over a host bind mount of it are caught, not only a string prefix). */
 static int check_not_in_writable_bind(int dirfd, const struct stat *log_st,
                                       const struct nsbox_config *c, char *why, size_t why_size)
 {
-    _cleanup_free_ struct stat *sources = NULL;
-    _cleanup_close_ int dir = -EBADF;
-    const char *source = NULL;
-    bool any = false;
-    struct stat st;
+    _cleanup_free_ struct stat *sources = NULL, *up = NULL;
+    ssize_t k;
+    int n;
 
     if (c->n_binds == 0)
         return 0;
     sources = calloc(c->n_binds, sizeof(*sources));
-    if (!sources)
+    up = calloc(PATH_MAX / 2, sizeof(*up));
+    if (!sources || !up)
         return -ENOMEM;
-    for (size_t i = 0; i < c->n_binds; i++) {
-        char walked[PATH_MAX];
-        _cleanup_close_ int fd = -EBADF;
-
-        if (!c->binds[i].writable || !c->binds[i].source)
-            continue;
-        /* The source as the sandbox will bind it (plan_mounts()); one that cannot be walked
-         * makes the run fail before the payload starts, so it cannot write anything. */
-        fd = path_open_nofollow(c->binds[i].source, true, walked, sizeof(walked));
-        if (fd < 0 || fstat(fd, &sources[i]) < 0)
-            continue;
-        any = true;
-    }
-    if (!any)
+    if (binds_writable_ids(c->binds, c->n_binds, sources) == 0)
         return 0;
-
-    if (is_writable_source(log_st, sources, c, &source))
-        goto inside;
-    dir = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-    if (dir < 0)
-        return negative_errno();
-    for (;;) {
-        struct stat parent;
-        int up;
-
-        if (fstat(dir, &st) < 0)
-            return negative_errno();
-        if (is_writable_source(&st, sources, c, &source))
-            goto inside;
-        up = openat(dir, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (up < 0)
-            return negative_errno();
-        (void)close(dir);
-        dir = up;
-        if (fstat(dir, &parent) < 0)
-            return negative_errno();
-        if (parent.st_dev == st.st_dev && parent.st_ino == st.st_ino)
-            return 0; /* "/" is its own parent */
-    }
-
-inside:
+    k = stat_find(log_st, sources, c->n_binds);
+    n = k < 0 ? dir_ancestry(dirfd, up, PATH_MAX / 2) : 0;
+    if (n < 0)
+        return n;
+    for (int i = 0; i < n && k < 0; i++)
+        k = stat_find(&up[i], sources, c->n_binds);
+    if (k < 0)
+        return 0;
     (void)snprintf(why, why_size,
                    "it lies inside the writable bind -v %s:...:rw of this run, where the code it "
                    "audits could edit it; put the log outside every :rw bind",
-                   source);
+                   c->binds[k].source);
     return -EPERM;
 }
 

@@ -476,7 +476,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             if (st->client && !st->ret.refused_throttled && listener_has_waiting(s->listener))
                 st->ret.refused_throttled = true;
         }
-        p[5] = (struct pollfd){.fd = ready ? s->listen_fd : -1, .events = POLLIN};
+        p[5] = (struct pollfd){.fd = ready && now >= s->refused_at ? s->listen_fd : -1,
+                               .events = POLLIN};
+        if (ready && now < s->refused_at && s->refused_at < until)
+            until = s->refused_at; /* paced (REFUSED_BURST): look again then */
         p[6] = (struct pollfd){.fd = st->client ? st->streams[0].fd : -1, .events = POLLIN};
         p[7] = (struct pollfd){.fd = st->client ? st->streams[1].fd : -1, .events = POLLIN};
         for (size_t i = 0; i < CLIENTS_MAX; i++) {
@@ -511,8 +514,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             proxy_poll_handle(fds->proxy, p + idx_proxy, n_proxy, now);
 
         if (p[4].revents) {
-            uint64_t earliest = now - NOTIF_BURST * NOTIF_INTERVAL_USEC;
-            s->notif_at = (s->notif_at > earliest ? s->notif_at : earliest) + NOTIF_INTERVAL_USEC;
+            (void)pace_take(&s->notif_at, now, NOTIF_BURST, NOTIF_INTERVAL_USEC);
             if (!supervise_answer_notification(s->listener, fds->init_pid, session_no_network(c),
                                                st->client ? &st->ret
                                                : ready    ? &s->between
@@ -740,7 +742,7 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
     struct nsbox_config c = *config;
     struct registry_run reg = {0};
     struct nsbox_result ret = {0};
-    char why[300] = "", dir[512];
+    char why[600] = "", dir[512];
     int sp[2], null_fd, r;
 
     /* A write to the gone caller of `session start` is an error to act on, not a death. */

@@ -10,6 +10,7 @@
 
 #include "macro.h"
 #include "nsbox.h"
+#include "proxy.h"
 #include "result.h"
 #include "uidpool.h"
 #include "utf8.h"
@@ -416,6 +417,14 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
         }
         emit(note, userdata, &count, "the seccomp policy refused: %s%s", list,
              r->refused_other ? ", and others" : "");
+        for (size_t i = 0; i < r->n_refused; i++)
+            if (strcmp(r->refused[i].name, "shmget") == 0 &&
+                r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT)
+                emit(note, userdata, &count,
+                     "System V shared memory (shmget) is refused in this run: without a cgroup "
+                     "nothing would hold it within --memory (only the host's root can set "
+                     "kernel.shmall in the sandbox's IPC namespace); POSIX shared memory works, "
+                     "in /dev/shm (shm_open, multiprocessing.shared_memory), within --shm-size");
     }
     if (r->network.enabled && r->network.connections_refused > 0) {
         /* What the proxy of --network allow= refused, so that a caller sees it without the
@@ -440,6 +449,23 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              r->network.connections_refused == 1 ? "" : "s", list,
              r->network.connections_refused > shown ? ", and more" : "");
     }
+    if (r->network.enabled && (r->network.connections_throttled || r->network.lookups_throttled))
+        emit(note, userdata, &count,
+             "the network proxy paced the program (its work is outside the sandbox's limits): "
+             "%llu connections waited for their turn (%d at once, then %llu a second) and %llu "
+             "new names for their lookup (%d at once, then %llu a second); reusing connections "
+             "(keep-alive, one CONNECT tunnel) and names avoids the wait",
+             (unsigned long long)r->network.connections_throttled, PROXY_CONN_BURST,
+             1000000ULL / PROXY_CONN_INTERVAL_USEC,
+             (unsigned long long)r->network.lookups_throttled, PROXY_LOOKUP_BURST,
+             1000000ULL / PROXY_LOOKUP_INTERVAL_USEC);
+    if (r->network.enabled && r->network.lookups_refused_budget)
+        emit(note, userdata, &count,
+             "the network proxy refused %llu connection%s to names it had not looked up yet: a "
+             "run may look up %d names; names looked up already, --add-host NAME:ADDRESS and "
+             "address patterns still work",
+             (unsigned long long)r->network.lookups_refused_budget,
+             r->network.lookups_refused_budget == 1 ? "" : "s", PROXY_LOOKUP_BUDGET);
     if (r->network.enabled && r->network.bytes_limit_hit)
         emit(note, userdata, &count,
              "the network proxy cut the connections at --network-max-bytes (%llu bytes relayed)",
@@ -520,13 +546,16 @@ static json_t *network_json(const struct nsbox_network_report *n)
                                               "bytes_sent", (json_int_t)e->bytes_sent,
                                               "bytes_received", (json_int_t)e->bytes_received));
     }
-    root = json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "connections",
-                     list ? list : json_null(), "hosts", hosts ? hosts : json_null(),
+    root = json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:b, s:I, s:I, s:I, s:I}",
+                     "connections", list ? list : json_null(), "hosts", hosts ? hosts : json_null(),
                      "connections_total", (json_int_t)n->connections_total, "connections_refused",
                      (json_int_t)n->connections_refused, "connections_omitted",
                      (json_int_t)n->connections_omitted, "bytes_sent", (json_int_t)n->bytes_sent,
                      "bytes_received", (json_int_t)n->bytes_received, "bytes_limit_hit",
-                     n->bytes_limit_hit, "connections_limit_hit", n->connections_limit_hit);
+                     n->bytes_limit_hit, "connections_limit_hit", n->connections_limit_hit,
+                     "connections_throttled", (json_int_t)n->connections_throttled, "lookups",
+                     (json_int_t)n->lookups, "lookups_throttled", (json_int_t)n->lookups_throttled,
+                     "lookups_refused_budget", (json_int_t)n->lookups_refused_budget);
     return root ? root : json_null();
 }
 

@@ -690,6 +690,18 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     r = plan_cgroup(c, &sb, &leaf, ret);
     if (r < 0)
         goto out;
+    /* System V shared memory is counted by no rlimit: without a cgroup, only kernel.shm* of the
+     * sandbox's IPC namespace bound it, which init sets in root's runs only (init.c says why).
+     * Elsewhere shmget(2) is refused (a note says so when it was): a segment outside --memory
+     * held 640 MiB under --memory 256m. POSIX shared memory in /dev/shm, --shm-size, works. */
+    if (!sb.in_cgroup && c->memory && !c->ipc_host && !c->seccomp_disabled &&
+        (!sb.host_root || c->uid == 0)) {
+        r = filter_refuse_sysv_shm(&sb.filter);
+        if (r < 0) {
+            (void)report_error(ret, r, "seccomp", "refusing System V shared memory failed: %m");
+            goto out;
+        }
+    }
 
     if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
         pipe2(report, O_CLOEXEC) < 0 ||

@@ -385,10 +385,9 @@ static bool answer_notification(struct supervisor *sv, int listener, pid_t init_
 {
     struct seccomp_notif req;
     struct seccomp_notif_resp resp;
-    uint64_t now = now_usec(), earliest = now - NOTIF_BURST * NOTIF_INTERVAL_USEC;
 
     /* The pace (NOTIF_BURST): a quiet spell earns a burst, never more. */
-    sv->notif_at = (sv->notif_at > earliest ? sv->notif_at : earliest) + NOTIF_INTERVAL_USEC;
+    (void)pace_take(&sv->notif_at, now_usec(), NOTIF_BURST, NOTIF_INTERVAL_USEC);
     memset(&req, 0, sizeof(req)); /* the kernel requires it zeroed */
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
         return errno == EINTR || errno == ENOENT; /* ENOENT: the caller died meanwhile */

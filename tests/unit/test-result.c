@@ -632,6 +632,88 @@ Test(explain, network_refusals_and_cut_in_notes_and_json)
     json_decref(j);
 }
 
+/* The proxy's pace and budget of lookups (proxy.h): counted in the JSON, said in the notes
+ * only when they bit. */
+Test(explain, network_pace_and_lookup_budget)
+{
+    char out[] = "", err[] = "";
+    static struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .output_limit = 10,
+        .network = {.enabled = true, .lookups = 3},
+    };
+    json_t *notes = json_array(), *want, *j, *net;
+
+    r.out = (struct nsbox_stream){.data = out};
+    r.err = (struct nsbox_stream){.data = err};
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 0);
+    j = encode(&r);
+    net = json_object_get(j, "network");
+    cr_expect_eq(json_integer_value(json_object_get(net, "lookups")), 3);
+    cr_expect_eq(json_integer_value(json_object_get(net, "connections_throttled")), 0);
+    json_decref(j);
+
+    r.network.connections_throttled = 400;
+    r.network.lookups_throttled = 224;
+    r.network.lookups = 256;
+    r.network.lookups_refused_budget = 1;
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 2);
+    want =
+        json_pack("[s, s]",
+                  "the network proxy paced the program (its work is outside the sandbox's limits): "
+                  "400 "
+                  "connections waited for their turn (200 at once, then 100 a second) and 224 new "
+                  "names "
+                  "for their lookup (32 at once, then 20 a second); reusing connections "
+                  "(keep-alive, one "
+                  "CONNECT tunnel) and names avoids the wait",
+                  "the network proxy refused 1 connection to names it had not looked up yet: a run "
+                  "may "
+                  "look up 256 names; names looked up already, --add-host NAME:ADDRESS and address "
+                  "patterns still work");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    j = encode(&r);
+    net = json_object_get(j, "network");
+    cr_expect_eq(json_integer_value(json_object_get(net, "connections_throttled")), 400);
+    cr_expect_eq(json_integer_value(json_object_get(net, "lookups_throttled")), 224);
+    cr_expect_eq(json_integer_value(json_object_get(net, "lookups")), 256);
+    cr_expect_eq(json_integer_value(json_object_get(net, "lookups_refused_budget")), 1);
+    json_decref(j);
+    json_decref(notes);
+    json_decref(want);
+}
+
+/* shmget refused (sandbox.c: no cgroup, kernel.shm* out of reach): a note says why and what
+ * works instead; not for a refusal under a cgroup (a policy's own). */
+Test(explain, sysv_shm_refused_under_rlimits)
+{
+    char out[] = "", err[] = "";
+    static struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .output_limit = 10,
+        .memory = {.value = 256 << 20, .enforced_by = NSBOX_ENFORCER_RLIMIT},
+        .refused = {{"mount", 1}, {"shmget", 2}},
+        .n_refused = 2,
+    };
+    json_t *notes = json_array(), *want;
+
+    r.out = (struct nsbox_stream){.data = out};
+    r.err = (struct nsbox_stream){.data = err};
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 2);
+    want = json_pack("[s, s]", "the seccomp policy refused: mount (1), shmget (2)",
+                     "System V shared memory (shmget) is refused in this run: without a cgroup "
+                     "nothing would hold it within --memory (only the host's root can set "
+                     "kernel.shmall in the sandbox's IPC namespace); POSIX shared memory works, "
+                     "in /dev/shm (shm_open, multiprocessing.shared_memory), within --shm-size");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    json_decref(notes);
+    notes = json_array();
+    r.memory.enforced_by = NSBOX_ENFORCER_CGROUP;
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    json_decref(notes);
+    json_decref(want);
+}
+
 /* What the program's stderr says of a limit it met: the only witness under rlimits. */
 Test(explain, stderr_witnesses_of_memory_pids_and_space)
 {
