@@ -279,7 +279,14 @@ struct nsbox_stream {
     char *data;      /* captured bytes, NUL-terminated (not necessarily UTF-8), owned */
     size_t captured; /* bytes in data, <= output_limit, their JSON string <= 2 x output_limit */
     uint64_t total;  /* bytes the payload wrote to the stream in all */
-    bool truncated;  /* total > captured */
+    bool truncated;  /* total > captured: total - captured bytes were cut between the head and
+                      * the tail */
+    /* Over output_limit, the start and the end of the stream are kept, half the limit each:
+     * data[0..head) is the start (the head), data[head..captured) the end (the tail), and
+     * total - captured bytes holding cut_lines newlines were cut between them. Nothing cut:
+     * head == captured. */
+    size_t head;
+    uint64_t cut_lines;
     /* The pipe had not reached end-of-file when nsbox stopped reading it, a short grace after
      * the sandbox ended: a process outside the sandbox held it open (one --pid host left
      * running, a descriptor passed out in a unix socket message), so output may be missing

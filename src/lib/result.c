@@ -345,6 +345,12 @@ static int stderr_mentions_failed_fork(const struct nsbox_result *r)
     return 1;
 }
 
+/* The bytes of s's head: all that was kept when nothing was cut (headtail.h). */
+static size_t stream_head(const struct nsbox_stream *s)
+{
+    return s->truncated && s->head <= s->captured ? s->head : s->captured;
+}
+
 size_t nsbox_result_notes(const struct nsbox_result *r,
                           void (*note)(const char *sentence, void *userdata), void *userdata)
 {
@@ -456,10 +462,25 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              "named through nsbox's HTTP(S) proxy (the proxy variables are set for it), and "
              "--network loopback gives it a loopback interface (127.0.0.1, ::1) for servers "
              "and clients of its own, and nothing beyond");
-    for (size_t i = 0; i < 2; i++)
-        if (streams[i]->truncated)
-            emit(note, userdata, &count, "%s truncated: kept %zu of %llu bytes (--output-limit)",
-                 names[i], streams[i]->captured, (unsigned long long)streams[i]->total);
+    for (size_t i = 0; i < 2; i++) {
+        const struct nsbox_stream *st = streams[i];
+        size_t head = stream_head(st);
+
+        if (!st->truncated)
+            continue;
+        if (st->captured > head)
+            emit(note, userdata, &count,
+                 "%s cut: kept its first %zu and last %zu of %llu bytes; %llu bytes (%llu lines) "
+                 "between them were cut (--output-limit)",
+                 names[i], head, st->captured - head, (unsigned long long)st->total,
+                 (unsigned long long)(st->total - st->captured), (unsigned long long)st->cut_lines);
+        else
+            emit(note, userdata, &count,
+                 "%s cut: kept its first %zu of %llu bytes; %llu bytes (%llu lines) after them "
+                 "were cut (--output-limit)",
+                 names[i], head, (unsigned long long)st->total,
+                 (unsigned long long)(st->total - st->captured), (unsigned long long)st->cut_lines);
+    }
     return count;
 }
 
@@ -599,7 +620,25 @@ json_t *json_text(const char *s, size_t n)
 
 static json_t *stream_text(const struct nsbox_stream *s)
 {
-    return json_text(s->data ? s->data : "", s->data ? s->captured : 0);
+    return json_text(s->data ? s->data : "", s->data ? stream_head(s) : 0);
+}
+
+/* The end of a stream kept after a cut ("" when nothing was cut). */
+static json_t *stream_tail_text(const struct nsbox_stream *s)
+{
+    size_t head = stream_head(s);
+
+    return json_text(s->data ? s->data + head : "", s->data ? s->captured - head : 0);
+}
+
+/* What was cut between a stream's head and its tail, or null. */
+static json_t *stream_cut_json(const struct nsbox_stream *s)
+{
+    if (!s->truncated)
+        return json_null();
+    return json_pack("{s:I, s:I, s:I, s:I}", "bytes", (json_int_t)(s->total - s->captured), "lines",
+                     (json_int_t)s->cut_lines, "head_bytes", (json_int_t)stream_head(s),
+                     "tail_bytes", (json_int_t)(s->captured - stream_head(s)));
 }
 
 static json_t *limit_object(const char *key, json_t *value, enum nsbox_enforcer e)
@@ -819,6 +858,12 @@ json_t *result_to_json_object(const struct nsbox_result *r)
     if (!root)
         return NULL;
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
+    /* Over --output-limit the start and the end of each stream are kept, half the limit each:
+     * "stdout" is the start, "stdout_tail" the end, "stdout_cut" what lay between them. */
+    (void)json_object_set_new(root, "stdout_tail", stream_tail_text(&r->out));
+    (void)json_object_set_new(root, "stderr_tail", stream_tail_text(&r->err));
+    (void)json_object_set_new(root, "stdout_cut", stream_cut_json(&r->out));
+    (void)json_object_set_new(root, "stderr_cut", stream_cut_json(&r->err));
     (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));
     {
         /* How the run ended, in the words `nsbox run` prints on stderr (one source). */
