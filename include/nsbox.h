@@ -423,6 +423,12 @@ struct nsbox_result {
     /* Bytes of output kept per stream (the config's output_limit), for the explanations. */
     uint64_t output_limit;
 
+    /* Set only when the payload's stderr mentions ModuleNotFoundError, for its note: the
+     * rootfs the sandbox ran on, and the profile `nsbox rootfs build` recorded in it
+     * (usr/share/nsbox/profile), or "" when it has none. */
+    char rootfs[256];
+    char rootfs_profile[32];
+
     /* The proxy of config.network_allow: every connection, allowed or refused. */
     struct nsbox_network_report network;
     /* Bytes used and free in the /work tmpfs when the payload ended (0 and 0 if unknown);

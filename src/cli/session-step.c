@@ -24,6 +24,7 @@
 #include "proxy.h"
 #include "registry.h"
 #include "result.h"
+#include "sandbox.h"
 #include "session-internal.h"
 #include "session.h"
 #include "syscalls.h"
@@ -164,6 +165,7 @@ static void step_answer(struct session_state *s, uint64_t now)
     for (int i = 0; i < 2; i++)
         if (st->streams[i].kept.s && st->streams[i].kept.s->data)
             (void)headtail_finish(&st->streams[i].kept);
+    sandbox_describe_rootfs(s->c->rootfs ? s->c->rootfs : nsbox_default_rootfs(), ret);
     if (q->n_copy) {
         /* As a run's: copied only when the step ended by itself; the client unpacks it. */
         ret->copy_out_asked = true;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -326,6 +327,30 @@ static bool stderr_mentions(const struct nsbox_result *r, const char *text)
     return r->err.data && memmem(r->err.data, r->err.captured, text, strlen(text));
 }
 
+/* The module of the last "No module named 'X'" in stderr, as far as it is a plain dotted name
+ * (what the program printed is quoted only when it is that), into buf; "" if none. */
+static void module_not_found(const struct nsbox_result *r, char *buf, size_t size)
+{
+    static const char key[] = "No module named '";
+    const char *p = r->err.data, *end = r->err.data + r->err.captured, *last = NULL;
+    size_t n = 0;
+
+    while (p < end && (p = memmem(p, (size_t)(end - p), key, sizeof(key) - 1))) {
+        p += sizeof(key) - 1;
+        last = p;
+    }
+    buf[0] = '\0';
+    if (!last)
+        return;
+    while (last + n < end && n + 1 < size &&
+           (isalnum((unsigned char)last[n]) || last[n] == '_' || last[n] == '.'))
+        n++;
+    if (last + n < end && last[n] == '\'' && n > 0) {
+        memcpy(buf, last, n);
+        buf[n] = '\0';
+    }
+}
+
 /* A fork or a thread start refused with EAGAIN, as Python, glibc's pthread users and shells
  * word it (RLIMIT_NPROC and pids.max both answer EAGAIN: fork(2), pthread_create(3)): 2 when
  * the message names process creation, 1 for a bare "Resource temporarily unavailable" (also a
@@ -380,6 +405,20 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT
                  ? "under rlimits, RLIMIT_DATA: each process's writable mappings, reserved or used"
                  : "the cgroup's memory.max");
+    if (r->status != NSBOX_STATUS_ERROR && r->rootfs[0] &&
+        stderr_mentions(r, "ModuleNotFoundError")) {
+        char module[64] = "";
+        module_not_found(r, module, sizeof(module));
+        emit(note, userdata, &count,
+             "the program's stderr mentions ModuleNotFoundError%s%s%s: the rootfs %s%s%s%s does "
+             "not have it. The science profile has numpy, pandas, matplotlib, seaborn, scipy, "
+             "scikit-learn, openpyxl and requests: `nsbox rootfs build --profile science DIR`; "
+             "any Debian package: `nsbox rootfs build --packages python3-NAME DIR` (with "
+             "--profile to start from); then --rootfs DIR",
+             module[0] ? " (" : "", module, module[0] ? ")" : "", r->rootfs,
+             r->rootfs_profile[0] ? " (profile " : "", r->rootfs_profile,
+             r->rootfs_profile[0] ? ")" : "");
+    }
     if (r->cgroup.valid && r->cgroup.pids_limit_hits > 0 && r->pids_limit.value)
         emit(note, userdata, &count, "the process limit (--pids-limit %llu) refused %llu forks",
              (unsigned long long)r->pids_limit.value,

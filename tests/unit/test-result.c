@@ -701,3 +701,45 @@ Test(json, a_stream_cut_between_its_head_and_its_tail)
     cr_expect(json_is_null(json_object_get(j, "stdout_cut")));
     json_decref(j);
 }
+
+Test(explain, a_missing_module_names_the_rootfs_and_the_way_to_get_it)
+{
+    char err[] = "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
+                 "ModuleNotFoundError: No module named 'pandas'\n";
+    char evil[] = "ModuleNotFoundError: No module named 'x\x1b]0;t\x07'\n";
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .exit_code = 1,
+        .err = {.data = err, .captured = sizeof(err) - 1, .total = sizeof(err) - 1},
+        .rootfs = "/usr/share/nsbox/rootfs",
+        .rootfs_profile = "minimal",
+    };
+    json_t *notes = json_array(), *want;
+
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    want = json_pack("[s]",
+                     "the program's stderr mentions ModuleNotFoundError (pandas): the rootfs "
+                     "/usr/share/nsbox/rootfs (profile minimal) does not have it. The "
+                     "science profile has numpy, pandas, matplotlib, seaborn, scipy, "
+                     "scikit-learn, openpyxl and requests: `nsbox rootfs build --profile "
+                     "science DIR`; any Debian package: `nsbox rootfs build --packages "
+                     "python3-NAME DIR` (with --profile to start from); then --rootfs DIR");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    json_decref(notes);
+    json_decref(want);
+    /* A name that is not a plain module name is not quoted; a tree without a profile says
+     * none. */
+    r.err = (struct nsbox_stream){.data = evil, .captured = sizeof(evil) - 1};
+    r.rootfs_profile[0] = '\0';
+    notes = json_array();
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strncmp(json_string_value(json_array_get(notes, 0)),
+                      "the program's stderr mentions ModuleNotFoundError: the rootfs "
+                      "/usr/share/nsbox/rootfs does not have it.",
+                      100) == 0,
+              "got %s", json_string_value(json_array_get(notes, 0)));
+    json_decref(notes);
+    /* Without the rootfs (the supervisor saw no ModuleNotFoundError): no note. */
+    r.rootfs[0] = '\0';
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
+}
