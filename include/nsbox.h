@@ -150,6 +150,12 @@ struct nsbox_config {
      * or -1 to only capture it into the result (the default). */
     int stdout_fd;
     int stderr_fd;
+    /* Where the whole stream is written as it arrives, whatever output_limit keeps: a regular
+     * file the caller opened for writing (nsbox run --stdout-file: outside every writable bind,
+     * never through a symlink), or -1 (the default). nsbox writes to it and never closes it.
+     * A failed write stops the writing and says so (nsbox_stream.file_error). */
+    int stdout_file_fd;
+    int stderr_file_fd;
     /* true: what is copied to stdout_fd (stderr_fd) is first made safe to show on a terminal:
      * control characters shown escaped as \xHH and "nsbox:" marked (README, "Output on a
      * terminal"). The output in the result stays byte for byte. For a terminal only. */
@@ -287,6 +293,11 @@ struct nsbox_stream {
      * head == captured. */
     size_t head;
     uint64_t cut_lines;
+    /* With stdout_file_fd (stderr_file_fd): bytes written to it, and 0 or the errno of the
+     * write that failed (the file then holds the first file_bytes bytes). */
+    bool file_asked;
+    uint64_t file_bytes;
+    int file_error;
     /* The pipe had not reached end-of-file when nsbox stopped reading it, a short grace after
      * the sandbox ended: a process outside the sandbox held it open (one --pid host left
      * running, a descriptor passed out in a unix socket message), so output may be missing

@@ -501,6 +501,13 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              "named through nsbox's HTTP(S) proxy (the proxy variables are set for it), and "
              "--network loopback gives it a loopback interface (127.0.0.1, ::1) for servers "
              "and clients of its own, and nothing beyond");
+    for (size_t i = 0; i < 2; i++)
+        if (streams[i]->file_asked && streams[i]->file_error)
+            emit(note, userdata, &count,
+                 "the %s file (--%s-file) holds only the first %llu of %llu bytes: writing it "
+                 "failed with %s",
+                 names[i], names[i], (unsigned long long)streams[i]->file_bytes,
+                 (unsigned long long)streams[i]->total, strerror(streams[i]->file_error));
     for (size_t i = 0; i < 2; i++) {
         const struct nsbox_stream *st = streams[i];
         size_t head = stream_head(st);
@@ -668,6 +675,16 @@ static json_t *stream_tail_text(const struct nsbox_stream *s)
     size_t head = stream_head(s);
 
     return json_text(s->data ? s->data + head : "", s->data ? s->captured - head : 0);
+}
+
+/* The file the whole stream went to: {bytes, complete, error}, or null without one. */
+static json_t *stream_file_json(const struct nsbox_stream *s)
+{
+    if (!s->file_asked)
+        return json_null();
+    return json_pack("{s:I, s:b, s:s?}", "bytes", (json_int_t)s->file_bytes, "complete",
+                     s->file_error == 0 && !s->incomplete && s->file_bytes == s->total, "error",
+                     s->file_error ? strerror(s->file_error) : NULL);
 }
 
 /* What was cut between a stream's head and its tail, or null. */
@@ -897,6 +914,9 @@ json_t *result_to_json_object(const struct nsbox_result *r)
     if (!root)
         return NULL;
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
+    /* --stdout-file, --stderr-file: what reached the file. */
+    (void)json_object_set_new(root, "stdout_file", stream_file_json(&r->out));
+    (void)json_object_set_new(root, "stderr_file", stream_file_json(&r->err));
     /* Over --output-limit the start and the end of each stream are kept, half the limit each:
      * "stdout" is the start, "stdout_tail" the end, "stdout_cut" what lay between them. */
     (void)json_object_set_new(root, "stdout_tail", stream_tail_text(&r->out));

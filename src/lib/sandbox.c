@@ -103,6 +103,8 @@ void nsbox_config_init(struct nsbox_config *c)
         .copy_out_max_files = 1000,
         .stdout_fd = -1,
         .stderr_fd = -1,
+        .stdout_file_fd = -1,
+        .stderr_file_fd = -1,
     };
 }
 

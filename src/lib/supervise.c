@@ -62,6 +62,7 @@ struct stream_state {
     struct nsbox_stream *s;
     int fd;      /* read end (O_NONBLOCK), -1 at EOF */
     int copy_fd; /* where output is copied as it arrives, or -1 */
+    int file_fd; /* where all of it is written (nsbox_config.stdout_file_fd), or -1 */
     uint64_t limit;
     struct headtail kept; /* the start and the end of the stream (headtail.h) */
     char *escaped;        /* copy_fd is a terminal: the copy is escaped here, else NULL */
@@ -190,6 +191,37 @@ static void stream_copy(struct supervisor *sv, struct stream_state *st, const ch
         copy_out(sv, st, p, n);
 }
 
+/* All of the stream into the caller's file (--stdout-file), as it comes. A regular file: the
+ * writes block only as long as the disk takes. The first failure (ENOSPC, EFBIG, EIO) stops
+ * the writing for good and is said in the result (the file holds what came before it). */
+static void stream_to_file(struct stream_state *st, const char *p, size_t n)
+{
+    st->s->file_asked = true;
+    while (n > 0) {
+        ssize_t w = write(st->file_fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            st->s->file_error = w < 0 ? errno : EIO;
+            st->file_fd = -1;
+            if (st->s->file_error == EFBIG) {
+                /* Past RLIMIT_FSIZE the kernel also sends this thread SIGXFSZ (setrlimit(2)),
+                 * which nsbox blocks and would take from its signalfd for a signal to pass on:
+                 * it is nsbox's own, so it is taken here instead. */
+                sigset_t xfsz;
+                struct timespec now = {0};
+                sigemptyset(&xfsz);
+                sigaddset(&xfsz, SIGXFSZ);
+                (void)sigtimedwait(&xfsz, NULL, &now);
+            }
+            return;
+        }
+        st->s->file_bytes += (uint64_t)w;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
 /* Read what is there; keep its start and its end within limit bytes, count everything
  * (headtail.h). Returns the bytes read, -EAGAIN when there is nothing to read now, 0 at EOF
  * (or on an error, which ends the stream the same way). */
@@ -209,6 +241,8 @@ static ssize_t stream_read(struct supervisor *sv, struct stream_state *st, char 
     keep = headtail_add(&st->kept, buf, (size_t)n);
     if (keep > 0)
         stream_copy(sv, st, buf, keep);
+    if (st->file_fd >= 0)
+        stream_to_file(st, buf, (size_t)n);
     if (st->reader_gone) {
         /* Whoever reads nsbox's output has gone (`nsbox run ... | head -1`): stop reading the
          * program's pipe, as a shell pipeline would, so that its next write fails with EPIPE
@@ -371,8 +405,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
               struct nsbox_result *ret)
 {
     struct stream_state streams[2] = {
-        {&ret->out, fds->out, c->stdout_fd, c->output_limit},
-        {&ret->err, fds->err, c->stderr_fd, c->output_limit},
+        {&ret->out, fds->out, c->stdout_fd, c->stdout_file_fd, c->output_limit},
+        {&ret->err, fds->err, c->stderr_fd, c->stderr_file_fd, c->output_limit},
     };
     _cleanup_free_ char *escaped_out = NULL, *escaped_err = NULL;
     struct supervisor sv = {.fds = fds,
@@ -393,6 +427,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     int r = 0;
 
     for (size_t i = 0; i < 2; i++) {
+        streams[i].s->file_asked = streams[i].file_fd >= 0;
         if (headtail_init(&streams[i].kept, streams[i].s, c->output_limit) < 0) {
             r = -ENOMEM;
             goto kill;
