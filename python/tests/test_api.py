@@ -109,31 +109,38 @@ class TestRun(SandboxTestCase):
         r = self.code("print('x' * 100000)")
         self.assertTrue(r.ok)
         self.assertTrue(r.truncated)
-        self.assertEqual(len(r.stdout), 4000)
+        # The first and the last 2000 bytes, and where and how much was cut between them.
+        self.assertEqual(r.stdout, "x" * 3999 + "\n")
+        self.assertEqual(r.stdout_cut, {"bytes": 96001, "lines": 0, "at": 2000})
         self.assertEqual(r.stdout_bytes, 100001)
-        self.assertEqual(r.as_tool_output(), "exited with status 0\n[stdout]\n" + "x" * 4000 +
-                         "\n[stdout truncated: kept 4000 of 100001 bytes (--output-limit)]")
+        self.assertEqual(r.as_tool_output(), "exited with status 0\n[stdout]\n" + "x" * 2000 +
+                         "\n[... 96,001 bytes, 0 lines cut ...]\n" + "x" * 1999 +
+                         "\n[stdout cut: kept its first 2000 and last 2000 of 100001 bytes; "
+                         "96001 bytes (0 lines) between them were cut (--output-limit)]")
 
     def test_output_limit(self):
         r = self.code("import sys; print('y' * 50); sys.stderr.write('z' * 50)", output_limit=10)
-        self.assertEqual(r.stdout, "y" * 10)
+        self.assertEqual(r.stdout, "y" * 9 + "\n")
         self.assertEqual(r.stderr, "z" * 10)
+        self.assertEqual(r.stderr_cut, {"bytes": 40, "lines": 0, "at": 5})
         self.assertTrue(r.truncated)
 
     def test_files_are_copies_in_the_writable_workdir(self):
         """files= are copied in (--copy-in), never bound: the code may change its copies."""
+        # In the working directory, under their names, where code looks for them.
         r = self.code("""
             import os
-            print(open('/work/files/data.txt').read())
-            print(open('/work/files/sub/blob.bin', 'rb').read())
-            print(sorted(os.listdir('/work/files')))
-            open('/work/files/data.txt', 'w').write('changed')
-            open('/work/files/new.txt', 'w')
-            print('CHANGED', open('/proc/self/mountinfo').read().count('/work/files'))
+            print(open('data.txt').read())
+            print(open('sub/blob.bin', 'rb').read())
+            print(os.getcwd(), sorted(os.listdir('.')))
+            open('data.txt', 'w').write('changed')
+            open('new.txt', 'w')
+            print('CHANGED', open('/proc/self/mountinfo').read().count('data.txt'))
             """, files={"data.txt": "hello files", "sub/blob.bin": b"\x00\x01\xff"})
         self.assertTrue(r.ok, r.stderr)
         self.assertEqual(r.stdout.splitlines()[:3],
-                         ["hello files", "b'\\x00\\x01\\xff'", "['data.txt', 'sub']"])
+                         ["hello files", "b'\\x00\\x01\\xff'",
+                          "/work ['data.txt', 'main.py', 'sub']"])
         self.assertIn("CHANGED 0", r.stdout)  # no mount: a copy, not a bind
 
     def test_temporary_files_removed(self):
@@ -145,7 +152,7 @@ class TestRun(SandboxTestCase):
             return made[-1]
 
         with mock.patch.object(_runner.tempfile, "mkdtemp", side_effect=mkdtemp):
-            r = self.code("import sys; print(sys.stdin.read(), open('/work/files/f').read())",
+            r = self.code("import sys; print(sys.stdin.read(), open('f').read())",
                           files={"f": "F"}, stdin="S")
         self.assertEqual(r.stdout, "S F\n")
         self.assertEqual(len(made), 1)
@@ -165,7 +172,7 @@ class TestRun(SandboxTestCase):
         with mock.patch.object(_runner.tempfile, "mkdtemp", side_effect=mkdtemp), \
                 ThreadPoolExecutor(max_workers=1) as pool:
             future = pool.submit(self.code, "import sys, time\ntime.sleep(2)\n"
-                                 "print(sys.stdin.read(), open('/work/files/sub/f').read())",
+                                 "print(sys.stdin.read(), open('sub/f').read())",
                                  files={"sub/f": "F"}, stdin="S")
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and not (
@@ -227,8 +234,8 @@ class TestRun(SandboxTestCase):
             self.code("pass", copy_out="work/x")
 
     def test_empty_files_dict(self):
-        r = self.code("import os; print(os.listdir('/work/files'))", files={})
-        self.assertEqual(r.stdout, "[]\n")
+        r = self.code("import os; print(os.listdir('.'))", files={})
+        self.assertEqual(r.stdout, "['main.py']\n")
 
     def test_stdin(self):
         r = self.code("import sys; print(sys.stdin.read().upper())", stdin="abc\ndef")
@@ -275,7 +282,7 @@ class TestRun(SandboxTestCase):
         self.assertEqual(r.stdout, "['a b', 'c']\n")
         r = self.run_argv(["cat"], stdin=b"piped")
         self.assertEqual(r.stdout, "piped")
-        r = self.run_argv(["cat", "/work/files/x"], files={"x": "bound"})
+        r = self.run_argv(["cat", "x"], files={"x": "bound"})
         self.assertEqual(r.stdout, "bound")
         r = self.run_argv(["sh", "-c", "exit 7"])
         self.assertEqual((r.status, r.exit_code), ("exited", 7))

@@ -180,12 +180,16 @@ echo 'not json'
         self.assertEqual(result("exited", 0).as_tool_output(), "(no output)")
         self.assertEqual(result("exited", 1, err="e" * 5000,
                                 reason="exited with status 1").as_tool_output(),
-                         "exited with status 1\n[stderr]\n" + "e" * 4000 + "\n[stderr cut for "
-                         "this output: the first 4000 characters are shown]")
+                         "exited with status 1\n[stderr]\n" + "e" * 2000 +
+                         "\n[... 1,000 characters cut for this output ...]\n" + "e" * 2000 +
+                         "\n[stderr cut for this output: its first 2000 and last 2000 characters "
+                         "are shown]")
         self.assertEqual(result("exited", 1, err="e" * 50, reason="exited with status 1")
                          .as_tool_output(max_chars=10),
-                         "exited with status 1\n[stderr]\n" + "e" * 10 + "\n[stderr cut for "
-                         "this output: the first 10 characters are shown]")
+                         "exited with status 1\n[stderr]\n" + "e" * 5 +
+                         "\n[... 40 characters cut for this output ...]\n" + "e" * 5 +
+                         "\n[stderr cut for this output: its first 5 and last 5 characters are "
+                         "shown]")
         # Without a reason (an nsbox older than the field), the status words stand in.
         self.assertEqual(result("oom", 137).as_tool_output(),
                          "status oom, exit status 137\n[no output]")

@@ -60,9 +60,16 @@ class TestToolOutput(SandboxTestCase):
     def test_many_lines(self):
         r = self.code("for i in range(100000): print(i)")
         printed = "".join(f"{i}\n" for i in range(100000))
+        # The first 2000 bytes (ending mid-line: "52" of 527), the last 2000 from a line's start.
+        head, tail = printed[:2000], printed[-2000:]
+        tail = tail[tail.index("\n") + 1:]
+        self.assertEqual((head[-4:], tail[:6]), ("6\n52", "99667\n"))
+        cut = len(printed) - len(head) - len(tail)
         self.assertEqual(r.as_tool_output(),
-                         "exited with status 0\n[stdout]\n" + printed[:4000].removesuffix("\n") +
-                         f"\n[stdout truncated: kept 4000 of {len(printed)} bytes "
+                         "exited with status 0\n[stdout]\n" + head +
+                         f"\n[... {cut:,} bytes, 99,140 lines cut ...]\n" + tail.removesuffix("\n") +
+                         f"\n[stdout cut: kept its first 2000 and last 1998 of {len(printed)} "
+                         f"bytes; {cut} bytes (99140 lines) between them were cut "
                          "(--output-limit)]")
 
     def test_output_before_a_timeout(self):
@@ -152,7 +159,9 @@ class TestBadOutput(SandboxTestCase):
         r = self.code(line, output_limit=1 << 30)
         self.assertEqual(len(r.stdout), 10_000_000)
         text = self.check(r, output_limit=1 << 30)
-        self.assertIn("[stdout cut for this output: the first 4000 characters are shown]", text)
+        self.assertIn("[stdout cut for this output: its first 2000 and last 2000 characters are "
+                      "shown]", text)
+        self.assertIn("\n[... 9,996,000 characters cut for this output ...]\n", text)
 
     def test_streamed_invalid_utf8_split_across_reads(self):
         chunks = []
