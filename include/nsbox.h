@@ -361,6 +361,14 @@ struct nsbox_copied_file {
     char sha256[65]; /* lowercase hex */
 };
 
+/* A regular file the payload created or changed in /work (see nsbox_result.written). */
+#define NSBOX_WRITTEN_MAX 100
+struct nsbox_written_file {
+    char *path;      /* absolute ("/work/out/plot.png") */
+    uint64_t size;   /* bytes, when the payload ended */
+    char sha256[65]; /* lowercase hex; "" past the 16 MiB hashed per run */
+};
+
 /* Something not copied out, and why ("symlink", "fifo", "over --copy-out-max-bytes", ...). */
 struct nsbox_skipped_file {
     char *path;
@@ -463,6 +471,16 @@ struct nsbox_result {
      * unreadable, too deep, a name the host cannot take): their content is missing. A
      * workspace is not saved when there is any. */
     uint64_t copy_out_lost;
+    /* The regular files the payload created or changed in /work, found by comparing a walk
+     * of /work before it started with one after it ended (name, size, mtime, ctime, inode),
+     * copied out or not: at most NSBOX_WRITTEN_MAX, owned (nsbox_result_free()).
+     * written_known: the walk after was made (not when the run was killed or timed out, or
+     * failed to start); written_more: files past the list; written_partial: a walk stopped at
+     * its bound (10000 entries, 32 levels), so files may be missing. */
+    bool written_known, written_partial;
+    struct nsbox_written_file *written;
+    size_t n_written;
+    uint64_t written_more;
     /* The workspace used, or "", and whether it was saved. */
     char workspace[NSBOX_NAME_MAX + 1];
     bool workspace_saved;

@@ -677,6 +677,25 @@ static json_t *stream_tail_text(const struct nsbox_stream *s)
     return json_text(s->data ? s->data + head : "", s->data ? s->captured - head : 0);
 }
 
+/* The files the payload wrote in /work: [{path, size, sha256}], or null when unknown. */
+static json_t *written_json(const struct nsbox_result *r)
+{
+    json_t *list;
+
+    if (!r->written_known)
+        return json_null();
+    list = json_array();
+    for (size_t i = 0; list && i < r->n_written; i++) {
+        const struct nsbox_written_file *f = &r->written[i];
+        json_t *path = json_text(f->path, strlen(f->path));
+        (void)json_array_append_new(list,
+                                    json_pack("{s:o, s:I, s:s?}", "path", path ? path : json_null(),
+                                              "size", (json_int_t)f->size, "sha256",
+                                              f->sha256[0] ? f->sha256 : NULL));
+    }
+    return list;
+}
+
 /* The file the whole stream went to: {bytes, complete, error}, or null without one. */
 static json_t *stream_file_json(const struct nsbox_stream *s)
 {
@@ -914,6 +933,11 @@ json_t *result_to_json_object(const struct nsbox_result *r)
     if (!root)
         return NULL;
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
+    /* What the payload wrote in /work, copied out or not. */
+    (void)json_object_set_new(root, "files_written", written_json(r));
+    (void)json_object_set_new(root, "files_written_unlisted",
+                              json_integer((json_int_t)r->written_more));
+    (void)json_object_set_new(root, "files_written_partial", json_boolean(r->written_partial));
     /* --stdout-file, --stderr-file: what reached the file. */
     (void)json_object_set_new(root, "stdout_file", stream_file_json(&r->out));
     (void)json_object_set_new(root, "stderr_file", stream_file_json(&r->err));

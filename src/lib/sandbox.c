@@ -64,6 +64,7 @@
 #include "supervise.h"
 #include "syscalls.h"
 #include "uidpool.h"
+#include "written.h"
 
 #define SANDBOX_HOSTNAME "nsbox"
 
@@ -167,6 +168,11 @@ void nsbox_result_free(struct nsbox_result *r)
             free(*l);
     free(r->labels);
     r->labels = NULL;
+    for (size_t i = 0; r->written && i < r->n_written; i++)
+        free(r->written[i].path);
+    free(r->written);
+    r->written = NULL;
+    r->n_written = 0;
     for (size_t i = 0; r->copied && i < r->n_copied; i++) {
         free(r->copied[i].path);
         free(r->copied[i].host_path);
@@ -201,6 +207,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     sigset_t mask;
     pid_t payload, init_pid;
     int shm_fd, work_fd;
+    struct written_snapshot before = {0};
     char byte;
     int r;
 
@@ -409,6 +416,10 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         session_init(sb, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1);
     }
 
+    /* /work as the payload will find it, to tell what it wrote (written.h). Best effort: a walk
+     * that fails leaves files_written unknown, and the run goes on. */
+    (void)written_snapshot_take(work_fd, &before);
+
     init_pid = getpid();
     payload = fork();
     if (payload < 0)
@@ -436,7 +447,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         _exit(125);
     (void)sys_close_range(0, 2, 0);
     (void)sys_close_range(sb->copy_out_fd >= 0 ? 7 : 6, ~0U, 0);
-    init_loop(sb, payload, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1);
+    init_loop(sb, payload, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1, &before);
 }
 
 /* ---- the supervisor ----------------------------------------------------------------------- */

@@ -26,6 +26,7 @@
 #include "supervise.h"
 #include "syscalls.h"
 #include "termsafe.h"
+#include "written.h"
 
 /* How long the payload has after a forwarded SIGINT/SIGTERM/SIGHUP before the sandbox is
  * killed; a second signal kills at once. */
@@ -608,6 +609,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                     r = negative_errno();
                     goto kill;
                 }
+            } else if (k > 0 && report->type == REPORT_WRITTEN) {
+                written_add(ret, report);
             } else if (k > 0 && report->type == REPORT_SKIPPED) {
                 /* An optional step the sandbox left out: a warning, passed on at once. */
                 report_warning(c, ret, "optional setup step %s skipped: %s (%s)", report->step.name,
