@@ -84,6 +84,10 @@ class Result:
             the bytes and the newlines cut between the start and the end, and ``at`` the index
             in ``stdout`` where the end begins (``stdout[:at]`` is the start).
         truncated: True if either stream was cut at the output limit.
+        files_written: the regular files the program created or changed in /work, copied out
+            or not: ``[{"path": "/work/out.csv", "size": 120, "sha256": "..." or None}]`` (at
+            most 100; ``raw["files_written_unlisted"]`` counts the rest), or None when nsbox
+            could not tell (a timeout, a kill, an older nsbox).
         stdout_bytes, stderr_bytes: how many bytes the program wrote in all.
         wall_time: wall-clock time of the run in seconds.
         peak_memory: the cgroup's ``memory.peak`` in bytes, or None when the limits were
@@ -138,6 +142,7 @@ class Result:
     copy_out: Optional[Dict[str, Any]] = field(default=None, repr=False)
     stdout_cut: Optional[Dict[str, int]] = None
     stderr_cut: Optional[Dict[str, int]] = None
+    files_written: Optional[List[Dict[str, Any]]] = None
 
     @classmethod
     def from_json(cls, raw: Dict[str, Any], nsbox_stderr: str = "") -> "Result":
@@ -177,6 +182,7 @@ class Result:
             nsbox_stderr=nsbox_stderr,
             stdout_cut=_cut(raw, "stdout"),
             stderr_cut=_cut(raw, "stderr"),
+            files_written=raw.get("files_written"),
         )
 
     @property

@@ -4,6 +4,7 @@ a marker where it was cut; carriage-return updates collapsed in the model's text
 working directory and single files between a session's steps; a missing module's note; the
 whole stream in a file; the most complete rootfs by default."""
 
+import hashlib
 import os
 import tempfile
 import textwrap
@@ -130,6 +131,35 @@ class TestFiles(SandboxTestCase):
             # The session goes on.
             self.assertEqual(s.run_code("print(sorted(__import__('os').listdir('.')))").stdout,
                              "['in.csv', 'result.txt', 'sub']\n")
+
+
+class TestFilesWritten(SandboxTestCase):
+    def test_a_run_lists_what_it_wrote(self):
+        r = self.code("""
+            import os
+            open('in.csv', 'a').write('3,4\\n')
+            os.makedirs('out', exist_ok=True)
+            open('out/plot.txt', 'w').write('hello')
+            open('/tmp/elsewhere', 'w').write('not in /work')
+            """, files={"in.csv": "a,b\n1,2\n", "untouched.txt": "x"})
+        self.assertTrue(r.ok, r.stderr)
+        self.assertEqual(r.files_written, [
+            {"path": "/work/in.csv", "size": 12,
+             "sha256": hashlib.sha256(b"a,b\n1,2\n3,4\n").hexdigest()},
+            {"path": "/work/out/plot.txt", "size": 5,
+             "sha256": hashlib.sha256(b"hello").hexdigest()}])
+        # Unknown after a timeout: the sandbox was killed before the walk.
+        r = self.code("open('x', 'w'); import time; time.sleep(5)", timeout=0.5)
+        self.assertEqual((r.status, r.files_written), ("timeout", None))
+
+    def test_each_session_step_lists_its_own(self):
+        with nsbox.Session(nsbox=NSBOX) as s:
+            r = s.run_code("open('a.txt', 'w').write('1')")
+            self.assertEqual([f["path"] for f in r.files_written], ["/work/a.txt"])
+            self.assertEqual(s.run_code("print(1)").files_written, [])
+            r = s.run(["sh", "-c", "echo 2 >> a.txt; echo b > b.txt"])
+            self.assertEqual([(f["path"], f["size"]) for f in r.files_written],
+                             [("/work/a.txt", 3), ("/work/b.txt", 2)])
 
 
 class TestMissingModule(SandboxTestCase):
