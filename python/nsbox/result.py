@@ -202,17 +202,24 @@ class Result:
             timed out after 1 s; the sandbox was killed
             [stdout]
             line 1
+            ...
+            [... 580,890 bytes, 9,211 lines cut ...]
+            ...
+            line 9300
             [stderr]
             ...
-            [stdout truncated: kept 4000 of 588890 bytes (--output-limit)]
+            [stdout cut: kept its first 2000 and last 2000 of 584890 bytes; ...]
             [the seccomp policy refused: socket (1)]
             [hint: the sandbox has no network: ...]
 
         The reason names the exit status or signal, and a limit that stopped the program with
         its value (``"stopped: out of memory (limit 256 MiB, after 0.41 s); ..."``). Empty
-        streams are left out. Control characters other than tab and newline appear as
-        ``\\xNN`` (see :func:`tool_text`); each stream shows at most ``max_chars`` characters,
-        and says so when it was cut there. So the text is at most about
+        streams are left out. Where nsbox kept a stream's start and end (over
+        ``output_limit``), a marker line stands between them; each line's carriage-return
+        updates collapse to their last state (:func:`collapse_cr`: a progress bar's final
+        state). Control characters other than tab and newline appear as ``\\xNN`` (see
+        :func:`tool_text`); each stream shows at most ``max_chars`` characters, its first and
+        last half, and says so when it was cut there. So the text is at most about
         ``2 * max_chars`` characters plus the notes, whatever the program printed.
 
         Args:
