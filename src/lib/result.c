@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -327,30 +326,6 @@ static bool stderr_mentions(const struct nsbox_result *r, const char *text)
     return r->err.data && memmem(r->err.data, r->err.captured, text, strlen(text));
 }
 
-/* The module of the last "No module named 'X'" in stderr, as far as it is a plain dotted name
- * (what the program printed is quoted only when it is that), into buf; "" if none. */
-static void module_not_found(const struct nsbox_result *r, char *buf, size_t size)
-{
-    static const char key[] = "No module named '";
-    const char *p = r->err.data, *end = r->err.data + r->err.captured, *last = NULL;
-    size_t n = 0;
-
-    while (p < end && (p = memmem(p, (size_t)(end - p), key, sizeof(key) - 1))) {
-        p += sizeof(key) - 1;
-        last = p;
-    }
-    buf[0] = '\0';
-    if (!last)
-        return;
-    while (last + n < end && n + 1 < size &&
-           (isalnum((unsigned char)last[n]) || last[n] == '_' || last[n] == '.'))
-        n++;
-    if (last + n < end && last[n] == '\'' && n > 0) {
-        memcpy(buf, last, n);
-        buf[n] = '\0';
-    }
-}
-
 /* A fork or a thread start refused with EAGAIN, as Python, glibc's pthread users and shells
  * word it (RLIMIT_NPROC and pids.max both answer EAGAIN: fork(2), pthread_create(3)): 2 when
  * the message names process creation, 1 for a bare "Resource temporarily unavailable" (also a
@@ -368,12 +343,6 @@ static int stderr_mentions_failed_fork(const struct nsbox_result *r)
         if (stderr_mentions(r, creators[i]))
             return 2;
     return 1;
-}
-
-/* The bytes of s's head: all that was kept when nothing was cut (headtail.h). */
-static size_t stream_head(const struct nsbox_stream *s)
-{
-    return s->truncated && s->head <= s->captured ? s->head : s->captured;
 }
 
 size_t nsbox_result_notes(const struct nsbox_result *r,
@@ -408,7 +377,7 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
     if (r->status != NSBOX_STATUS_ERROR && r->rootfs[0] &&
         stderr_mentions(r, "ModuleNotFoundError")) {
         char module[64] = "";
-        module_not_found(r, module, sizeof(module));
+        result_module_not_found(r, module, sizeof(module));
         emit(note, userdata, &count,
              "the program's stderr mentions ModuleNotFoundError%s%s%s: the rootfs %s%s%s%s does "
              "not have it. The science profile has numpy, pandas, matplotlib, seaborn, scipy, "
@@ -510,7 +479,7 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
                  (unsigned long long)streams[i]->total, strerror(streams[i]->file_error));
     for (size_t i = 0; i < 2; i++) {
         const struct nsbox_stream *st = streams[i];
-        size_t head = stream_head(st);
+        size_t head = result_stream_head(st);
 
         if (!st->truncated)
             continue;
@@ -662,58 +631,6 @@ json_t *json_text(const char *s, size_t n)
     j = json_stringn_nocheck(clean, len);
     free(clean);
     return j;
-}
-
-static json_t *stream_text(const struct nsbox_stream *s)
-{
-    return json_text(s->data ? s->data : "", s->data ? stream_head(s) : 0);
-}
-
-/* The end of a stream kept after a cut ("" when nothing was cut). */
-static json_t *stream_tail_text(const struct nsbox_stream *s)
-{
-    size_t head = stream_head(s);
-
-    return json_text(s->data ? s->data + head : "", s->data ? s->captured - head : 0);
-}
-
-/* The files the payload wrote in /work: [{path, size, sha256}], or null when unknown. */
-static json_t *written_json(const struct nsbox_result *r)
-{
-    json_t *list;
-
-    if (!r->written_known)
-        return json_null();
-    list = json_array();
-    for (size_t i = 0; list && i < r->n_written; i++) {
-        const struct nsbox_written_file *f = &r->written[i];
-        json_t *path = json_text(f->path, strlen(f->path));
-        (void)json_array_append_new(list,
-                                    json_pack("{s:o, s:I, s:s?}", "path", path ? path : json_null(),
-                                              "size", (json_int_t)f->size, "sha256",
-                                              f->sha256[0] ? f->sha256 : NULL));
-    }
-    return list;
-}
-
-/* The file the whole stream went to: {bytes, complete, error}, or null without one. */
-static json_t *stream_file_json(const struct nsbox_stream *s)
-{
-    if (!s->file_asked)
-        return json_null();
-    return json_pack("{s:I, s:b, s:s?}", "bytes", (json_int_t)s->file_bytes, "complete",
-                     s->file_error == 0 && !s->incomplete && s->file_bytes == s->total, "error",
-                     s->file_error ? strerror(s->file_error) : NULL);
-}
-
-/* What was cut between a stream's head and its tail, or null. */
-static json_t *stream_cut_json(const struct nsbox_stream *s)
-{
-    if (!s->truncated)
-        return json_null();
-    return json_pack("{s:I, s:I, s:I, s:I}", "bytes", (json_int_t)(s->total - s->captured), "lines",
-                     (json_int_t)s->cut_lines, "head_bytes", (json_int_t)stream_head(s),
-                     "tail_bytes", (json_int_t)(s->captured - stream_head(s)));
 }
 
 static json_t *limit_object(const char *key, json_t *value, enum nsbox_enforcer e)
@@ -876,7 +793,7 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
 json_t *result_to_json_object(const struct nsbox_result *r)
 {
     json_t *root, *limits, *error = NULL;
-    json_t *out_text = stream_text(&r->out), *err_text = stream_text(&r->err);
+    json_t *out_text = result_stream_text(&r->out), *err_text = result_stream_text(&r->err);
     enum nsbox_enforcer overall = NSBOX_ENFORCER_NONE;
 
     if (!out_text || !err_text) {
@@ -933,20 +850,7 @@ json_t *result_to_json_object(const struct nsbox_result *r)
     if (!root)
         return NULL;
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
-    /* What the payload wrote in /work, copied out or not. */
-    (void)json_object_set_new(root, "files_written", written_json(r));
-    (void)json_object_set_new(root, "files_written_unlisted",
-                              json_integer((json_int_t)r->written_more));
-    (void)json_object_set_new(root, "files_written_partial", json_boolean(r->written_partial));
-    /* --stdout-file, --stderr-file: what reached the file. */
-    (void)json_object_set_new(root, "stdout_file", stream_file_json(&r->out));
-    (void)json_object_set_new(root, "stderr_file", stream_file_json(&r->err));
-    /* Over --output-limit the start and the end of each stream are kept, half the limit each:
-     * "stdout" is the start, "stdout_tail" the end, "stdout_cut" what lay between them. */
-    (void)json_object_set_new(root, "stdout_tail", stream_tail_text(&r->out));
-    (void)json_object_set_new(root, "stderr_tail", stream_tail_text(&r->err));
-    (void)json_object_set_new(root, "stdout_cut", stream_cut_json(&r->out));
-    (void)json_object_set_new(root, "stderr_cut", stream_cut_json(&r->err));
+    result_output_json(r, root);
     (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));
     {
         /* How the run ended, in the words `nsbox run` prints on stderr (one source). */
