@@ -274,6 +274,17 @@ class TestHeadAndTail(NsboxTestCase):
         self.assertIn("\n[... 252 bytes, 84 lines cut (--output-limit) ...]\n94\n95\n", text)
         self.assertIn("98\n99\n", text)
 
+    def test_a_session_step_on_a_terminal_shows_the_marker_too(self):
+        p = nsbox("session", "start", "--json", "--cgroup", "off")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sid = json.loads(p.stdout)["id"]
+        self.addCleanup(lambda: nsbox("session", "stop", sid))
+        code, out = run_on_terminal("session", "exec", sid, "--output-limit", "40", "--",
+                                    "python3", "-c", "for i in range(100): print(i)")
+        self.assertEqual(code, 0, out)
+        self.assertIn("\n[... 252 bytes, 84 lines cut (--output-limit) ...]\n94\n95\n",
+                      out.decode().replace("\r\n", "\n"))
+
     def test_carriage_returns_stay_raw_in_the_result(self):
         # The model's text collapses them (the Python API); the JSON keeps the bytes.
         p, r = nsbox_json("--cgroup", "off", "--", "python3", "-c",
