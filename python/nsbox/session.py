@@ -377,7 +377,8 @@ class Session:
         """Put a file into the session's working directory as ``/work/NAME`` (``name`` as for
         ``files``: relative, subdirectories made, no ``..``), between steps. It travels as a
         step's stdin to a short program in the sandbox, which writes it: never a bind, never
-        a host path the sandbox sees. Raises NsboxError if that step fails (a full /work)."""
+        a host path the sandbox sees; at most 16 MiB (a step's stdin). Raises NsboxError if
+        that step fails (a full /work, a name taken by a directory)."""
         parts = _check_file_name(name)
         path = "/".join(parts)
         r = self.run(["python3", "-c", _UPLOAD, f"{FILES_DIR}/{path}"], timeout=timeout,
@@ -389,7 +390,8 @@ class Session:
     def download(self, name: str, timeout: _Timeout = None) -> bytes:
         """The bytes of ``/work/NAME`` (or of an absolute sandbox path), between steps: copied
         out as ``copy_out`` does (a regular file only, never through a symlink, within
-        copy-out's caps). Raises FileNotFoundError when it is not there as a regular file."""
+        copy-out's caps: 64 MiB). Raises FileNotFoundError when it is not there as a regular
+        file."""
         path = name if name.startswith("/") else f"{FILES_DIR}/" + "/".join(
             _check_file_name(name))
         r = self.run(["true"], timeout=timeout, copy_out=path)
