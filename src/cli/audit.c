@@ -24,7 +24,8 @@
  * from the directory the log was opened in: "D/../D", links the caller may use, and the same
  * directory reached over a host bind mount of it are caught, not only a string prefix). */
 static int check_not_in_writable_bind(int dirfd, const struct stat *log_st,
-                                      const struct nsbox_config *c, char *why, size_t why_size)
+                                      const struct nsbox_config *c, const char *what, char *why,
+                                      size_t why_size)
 {
     _cleanup_free_ struct stat *sources = NULL, *up = NULL;
     ssize_t k;
@@ -48,13 +49,18 @@ static int check_not_in_writable_bind(int dirfd, const struct stat *log_st,
         return 0;
     (void)snprintf(why, why_size,
                    "it lies inside the writable bind -v %s:...:rw of this run, where the code it "
-                   "audits could edit it; put the log outside every :rw bind",
-                   c->binds[k].source);
+                   "%s could edit it; put the %s outside every :rw bind",
+                   c->binds[k].source, strcmp(what, "log") == 0 ? "audits" : "runs", what);
     return -EPERM;
 }
 
-int audit_open(const char *path, const char *run_id, const struct nsbox_config *c,
-               struct audit *ret, char *why, size_t why_size)
+/* Open the host file path for writing, as the caller, where the run's code cannot reach it:
+ * no symlink on the way but root's, none as the file, a regular file of the caller's with one
+ * name, outside every :rw bind of c. flags: O_APPEND (a log) or O_TRUNC (truncated only once
+ * all that is checked). what names it in *why ("log", "output file"). Returns 0 with *ret_fd,
+ * or -errno (with *why set where the reason is more than the errno). */
+static int open_outside_binds(const char *path, int flags, const char *what,
+                              const struct nsbox_config *c, int *ret_fd, char *why, size_t why_size)
 {
     char abs[PATH_MAX], walked[PATH_MAX], *slash;
     _cleanup_close_ int dirfd = -EBADF, fd = -EBADF;
@@ -94,7 +100,8 @@ int audit_open(const char *path, const char *run_id, const struct nsbox_config *
      * the caller's that the next record would be appended to. O_NONBLOCK: a FIFO must not
      * block the run; it is refused below. */
     fd = openat(dirfd, slash + 1,
-                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
+                O_WRONLY | (flags & O_APPEND) | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW |
+                    O_NONBLOCK,
                 0600);
     if (fd < 0 && errno == ELOOP) {
         (void)snprintf(why, why_size,
@@ -117,16 +124,48 @@ int audit_open(const char *path, const char *run_id, const struct nsbox_config *
     }
     /* A second name for the log (a hard link) is a second place to change it from. */
     if (st.st_nlink != 1) {
-        (void)snprintf(why, why_size, "it has %ju names (hard links); an audit log has one",
-                       (uintmax_t)st.st_nlink);
+        (void)snprintf(why, why_size, "it has %ju names (hard links); %s has one",
+                       (uintmax_t)st.st_nlink,
+                       strcmp(what, "log") == 0 ? "an audit log" : "an output file");
         return -EPERM;
     }
-    r = check_not_in_writable_bind(dirfd, &st, c, why, why_size);
+    r = check_not_in_writable_bind(dirfd, &st, c, what, why, why_size);
     if (r < 0)
         return r;
+    /* Emptied only now: a file refused above keeps what it held. */
+    if ((flags & O_TRUNC) && ftruncate(fd, 0) < 0)
+        return negative_errno();
 
-    ret->fd = TAKE_FD(fd);
+    *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+int audit_open(const char *path, const char *run_id, const struct nsbox_config *c,
+               struct audit *ret, char *why, size_t why_size)
+{
+    int fd = -EBADF, r = open_outside_binds(path, O_APPEND, "log", c, &fd, why, why_size);
+
+    if (r < 0)
+        return r;
+    ret->fd = fd;
     (void)snprintf(ret->run_id, sizeof(ret->run_id), "%s", run_id);
+    return 0;
+}
+
+int output_file_open(const char *path, const struct nsbox_config *c, int *ret_fd, char *why,
+                     size_t why_size)
+{
+    int fd = -EBADF, r = open_outside_binds(path, O_TRUNC, "output file", c, &fd, why, why_size);
+
+    if (r < 0)
+        return r;
+    /* Written by the supervisor as output comes: blocking writes to a regular file. */
+    if (fcntl(fd, F_SETFL, 0) < 0) {
+        r = negative_errno();
+        (void)close(fd);
+        return r;
+    }
+    *ret_fd = fd;
     return 0;
 }
 

@@ -222,8 +222,39 @@ int run_main(int argc, char *argv[])
         }
     }
 
+    /* --stdout-file, --stderr-file: opened here, as the caller, by the audit log's rules; a
+     * file that cannot be had refuses the run (fail closed: the caller asked for all of it). */
+    for (int i = 0; i < 2; i++) {
+        const char *path = i == 0 ? a.stdout_file : a.stderr_file;
+        int *fd = i == 0 ? &a.config.stdout_file_fd : &a.config.stderr_file_fd;
+
+        if (!path)
+            continue;
+        r = output_file_open(path, &a.config, fd, why, sizeof(why));
+        if (r < 0) {
+            if (why[0])
+                log_error("refusing the %s file '%s': %s; the run does not start",
+                          i == 0 ? "stdout" : "stderr", path, why);
+            else
+                log_error_errno(r, "cannot write the %s file '%s': %m; the run does not start",
+                                i == 0 ? "stdout" : "stderr", path);
+            if (json_fd >= 0)
+                print_json_error(json_fd, "output file", log_last_error(), a.config.name);
+            if (a.config.stdout_file_fd >= 0)
+                (void)close(a.config.stdout_file_fd);
+            audit_close(&audit);
+            registry_remove(&reg);
+            run_args_free(&a);
+            return EXIT_NSBOX_FAILURE;
+        }
+    }
+
     r = nsbox_run(&a.config, &result);
     (void)r; /* every failure is described in result */
+    if (a.config.stdout_file_fd >= 0)
+        (void)close(a.config.stdout_file_fd);
+    if (a.config.stderr_file_fd >= 0)
+        (void)close(a.config.stderr_file_fd);
     status = nsbox_exit_status(&result);
     registry_remove(&reg);
 

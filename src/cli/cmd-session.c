@@ -341,6 +341,35 @@ static void write_text(int fd, json_t *s, bool raw)
     }
 }
 
+/* A stream of the step's answer: its start, and its end when the middle was cut at
+ * --output-limit ("stdout_tail"), on a terminal behind a line saying what was cut, as nsbox run
+ * shows it. */
+static void write_stream(int fd, json_t *ans, const char *name, bool raw)
+{
+    char key[16], line[160];
+    json_t *tail, *cut;
+
+    write_text(fd, json_object_get(ans, name), raw);
+    (void)snprintf(key, sizeof(key), "%s_tail", name);
+    tail = json_object_get(ans, key);
+    if (!json_is_string(tail) || json_string_length(tail) == 0)
+        return;
+    (void)snprintf(key, sizeof(key), "%s_cut", name);
+    cut = json_object_get(ans, key);
+    if (!raw && isatty(fd)) {
+        size_t head = json_string_length(json_object_get(ans, name));
+        const char *h = json_string_value(json_object_get(ans, name));
+        int n = snprintf(line, sizeof(line),
+                         "%s[... %" JSON_INTEGER_FORMAT " bytes, %" JSON_INTEGER_FORMAT
+                         " lines cut (--output-limit) ...]\n",
+                         head > 0 && h && h[head - 1] != '\n' ? "\n" : "",
+                         json_integer_value(json_object_get(cut, "bytes")),
+                         json_integer_value(json_object_get(cut, "lines")));
+        (void)RETRY_EINTR(write(fd, line, (size_t)n));
+    }
+    write_text(fd, tail, raw);
+}
+
 /* A step's --copy-out: the host directories, opened by this process (the caller's) before the
  * step runs, as a run's plan_copies() opens them; the stream the session sends back with the
  * answer is unpacked here, below them, with copy.h's walk by directory descriptors. */
@@ -715,8 +744,8 @@ static int exec_main(int argc, char *argv[])
     if (json) {
         (void)fputs(line, stdout);
     } else {
-        write_text(STDOUT_FILENO, json_object_get(ans, "stdout"), raw);
-        write_text(STDERR_FILENO, json_object_get(ans, "stderr"), raw);
+        write_stream(STDOUT_FILENO, ans, "stdout", raw);
+        write_stream(STDERR_FILENO, ans, "stderr", raw);
         const char *st = json_string_value(json_object_get(ans, "status"));
         size_t i;
         json_t *w;

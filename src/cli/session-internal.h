@@ -16,6 +16,7 @@
 
 #include "audit.h"
 #include "cgroup.h"
+#include "headtail.h"
 #include "macro.h"
 #include "result.h"
 #include "session.h"
@@ -87,9 +88,7 @@ struct client {
 struct stream {
     struct nsbox_stream *st;
     int fd;
-    uint64_t limit;
-    struct json_meter meter; /* the JSON size of what is kept (result.h) */
-    bool full;
+    struct headtail kept; /* the start and the end of the stream (headtail.h) */
 };
 
 /* The running step. */

@@ -38,6 +38,7 @@
 #include "sandbox.h"
 #include "session-internal.h"
 #include "session.h"
+#include "written.h"
 #include "supervise.h"
 #include "syscalls.h"
 
@@ -183,6 +184,12 @@ bool handle_report(struct session_state *s, struct nsbox_result *ret)
         }
         proxy_set_listener(s->fds->proxy, fd);
         (void)!write(s->fds->sync, "x", 1);
+        return true;
+    }
+    if (rep.type == REPORT_WRITTEN) {
+        /* The files a step wrote in /work, before its end; none outside a step. */
+        if (s->step.client)
+            written_add(&s->step.ret, &rep);
         return true;
     }
     if (rep.type == REPORT_LISTENER) {

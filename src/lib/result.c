@@ -375,6 +375,20 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT
                  ? "under rlimits, RLIMIT_DATA: each process's writable mappings, reserved or used"
                  : "the cgroup's memory.max");
+    if (r->status != NSBOX_STATUS_ERROR && r->rootfs[0] &&
+        stderr_mentions(r, "ModuleNotFoundError")) {
+        char module[64] = "";
+        result_module_not_found(r, module, sizeof(module));
+        emit(note, userdata, &count,
+             "the program's stderr mentions ModuleNotFoundError%s%s%s: the rootfs %s%s%s%s does "
+             "not have it. The science profile has numpy, pandas, matplotlib, seaborn, scipy, "
+             "scikit-learn, openpyxl and requests: `nsbox rootfs build --profile science DIR`; "
+             "any Debian package: `nsbox rootfs build --packages python3-NAME DIR` (with "
+             "--profile to start from); then --rootfs DIR",
+             module[0] ? " (" : "", module, module[0] ? ")" : "", r->rootfs,
+             r->rootfs_profile[0] ? " (profile " : "", r->rootfs_profile,
+             r->rootfs_profile[0] ? ")" : "");
+    }
     if (r->cgroup.valid && r->cgroup.pids_limit_hits > 0 && r->pids_limit.value)
         emit(note, userdata, &count, "the process limit (--pids-limit %llu) refused %llu forks",
              (unsigned long long)r->pids_limit.value,
@@ -506,9 +520,31 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              "processes outside the sandbox do to the files it shares with them; poll for "
              "changes instead (os.stat in a loop, or watchdog's PollingObserver)");
     for (size_t i = 0; i < 2; i++)
-        if (streams[i]->truncated)
-            emit(note, userdata, &count, "%s truncated: kept %zu of %llu bytes (--output-limit)",
-                 names[i], streams[i]->captured, (unsigned long long)streams[i]->total);
+        if (streams[i]->file_asked && streams[i]->file_error)
+            emit(note, userdata, &count,
+                 "the %s file (--%s-file) holds only the first %llu of %llu bytes: writing it "
+                 "failed with %s",
+                 names[i], names[i], (unsigned long long)streams[i]->file_bytes,
+                 (unsigned long long)streams[i]->total, strerror(streams[i]->file_error));
+    for (size_t i = 0; i < 2; i++) {
+        const struct nsbox_stream *st = streams[i];
+        size_t head = result_stream_head(st);
+
+        if (!st->truncated)
+            continue;
+        if (st->captured > head)
+            emit(note, userdata, &count,
+                 "%s cut: kept its first %zu and last %zu of %llu bytes; %llu bytes (%llu lines) "
+                 "between them were cut (--output-limit)",
+                 names[i], head, st->captured - head, (unsigned long long)st->total,
+                 (unsigned long long)(st->total - st->captured), (unsigned long long)st->cut_lines);
+        else
+            emit(note, userdata, &count,
+                 "%s cut: kept its first %zu of %llu bytes; %llu bytes (%llu lines) after them "
+                 "were cut (--output-limit)",
+                 names[i], head, (unsigned long long)st->total,
+                 (unsigned long long)(st->total - st->captured), (unsigned long long)st->cut_lines);
+    }
     return count;
 }
 
@@ -647,11 +683,6 @@ json_t *json_text(const char *s, size_t n)
     j = json_stringn_nocheck(clean, len);
     free(clean);
     return j;
-}
-
-static json_t *stream_text(const struct nsbox_stream *s)
-{
-    return json_text(s->data ? s->data : "", s->data ? s->captured : 0);
 }
 
 static json_t *limit_object(const char *key, json_t *value, enum nsbox_enforcer e)
@@ -814,7 +845,7 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
 json_t *result_to_json_object(const struct nsbox_result *r)
 {
     json_t *root, *limits, *error = NULL;
-    json_t *out_text = stream_text(&r->out), *err_text = stream_text(&r->err);
+    json_t *out_text = result_stream_text(&r->out), *err_text = result_stream_text(&r->err);
     enum nsbox_enforcer overall = NSBOX_ENFORCER_NONE;
 
     if (!out_text || !err_text) {
@@ -871,6 +902,7 @@ json_t *result_to_json_object(const struct nsbox_result *r)
     if (!root)
         return NULL;
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
+    result_output_json(r, root);
     (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));
     {
         /* How the run ended, in the words `nsbox run` prints on stderr (one source). */

@@ -353,3 +353,35 @@ class TestWorkspace(NsboxTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestFilesWritten(NsboxTestCase):
+    def test_new_and_changed_files_in_work_are_listed(self):
+        tmp = tempfile.mkdtemp(prefix="nsbox-written-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        src, bound = os.path.join(tmp, "in"), os.path.join(tmp, "bound")
+        os.mkdir(src)
+        os.mkdir(bound)
+        os.chmod(bound, 0o777)
+        for name in ("keep.txt", "change.txt"):
+            with open(os.path.join(src, name), "w") as f:
+                f.write("x")
+        p, r = nsbox_json(
+            "--cgroup", "off", "--copy-in", f"{src}/.:/work/", "-v", f"{bound}:/work/bound:rw",
+            "--code", "-", input="import os\n"
+            "open('change.txt', 'a').write('y')\n"
+            "os.makedirs('a/b'); open('a/b/new.bin', 'wb').write(b'\\0' * 3)\n"
+            "open('bound/not-listed', 'w').write('another mount')\n"
+            "os.symlink('/etc/passwd', 'link'); os.mkfifo('fifo')\n")
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        self.assertEqual(r["files_written"], [
+            {"path": "/work/a/b/new.bin", "size": 3,
+             "sha256": hashlib.sha256(b"\0" * 3).hexdigest()},
+            {"path": "/work/change.txt", "size": 2, "sha256": hashlib.sha256(b"xy").hexdigest()}])
+        self.assertEqual((r["files_written_unlisted"], r["files_written_partial"]), (0, False))
+        # Nothing written: an empty list; killed before the walk: unknown.
+        p, r = nsbox_json("--cgroup", "off", "--", "true")
+        self.assertEqual(r["files_written"], [])
+        p, r = nsbox_json("--cgroup", "off", "--timeout", "0.3", "--", "sh", "-c",
+                          "echo > /work/x; sleep 5")
+        self.assertEqual((r["status"], r["files_written"]), ("timeout", None))
