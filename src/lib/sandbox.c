@@ -293,8 +293,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 
     /* Dispositions set to SIG_IGN (nsbox's caller may have ignored some) survive fork(2) and
      * execve(2): reset them here, once, for init and the payload it forks. */
-    for (int sig = 1; sig < NSIG; sig++)
-        (void)signal(sig, SIG_DFL);
+    init_default_signals();
 
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
