@@ -160,6 +160,36 @@ struct child_fds {
     int session; /* a session's end of its control channel (session-init.c), else -1 */
 };
 
+struct payload_args {
+    struct sandbox *sb;
+    struct child_fds *fds;
+    pid_t init_pid;
+};
+
+/* The payload's stack until its execve(2). It is started the way posix_spawn(3) starts a
+ * program, with clone(2)'s CLONE_VM | CLONE_VFORK on a stack of its own, not with fork(2):
+ * init is suspended until the payload has called execve (or exited), and no copy of init's
+ * memory is made. fork(2) write-protects the parent's pages for copy-on-write, which flushes
+ * their TLB entries on every CPU the memory was used on (dup_mmap(), kernel/fork.c): an
+ * inter-processor interrupt that a VM's busy host took up to a millisecond to answer. Until
+ * execve the payload runs only nsbox's code, on this stack, with descriptors, signal mask and
+ * umask of its own (no CLONE_FILES, CLONE_FS or CLONE_SIGHAND); it touches none of init's
+ * memory but what it reads. */
+static char payload_stack[64 << 10] __attribute__((aligned(16)));
+
+static int payload_main(void *userdata)
+{
+    const struct payload_args *a = userdata;
+
+    /* Without a pid namespace, the payload can see init and kill it: it must not live on,
+     * unwatched and out of the wall clock (in a pid namespace, init's end ends all). */
+    if (a->sb->config->pid_host &&
+        (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != a->init_pid))
+        _exit(125);
+    (void)close(a->fds->sync);
+    sandbox_payload_exec(a->sb, a->fds->in, a->fds->out, a->fds->err, a->fds->report, -1);
+}
+
 _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 {
     int dev_fds[MOUNT_N_DEVICES];
@@ -376,19 +406,12 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     }
 
     init_pid = getpid();
-    payload = fork();
+    payload = clone(payload_main, payload_stack + sizeof(payload_stack),
+                    CLONE_VM | CLONE_VFORK | SIGCHLD,
+                    &(struct payload_args){.sb = sb, .fds = fds, .init_pid = init_pid});
     if (payload < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "fork payload"});
-    if (payload == 0) {
-        /* Without a pid namespace, the payload can see init and kill it: it must not live on,
-         * unwatched and out of the wall clock (in a pid namespace, init's end ends all). */
-        if (sb->config->pid_host &&
-            (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != init_pid))
-            _exit(125);
-        (void)close(fds->sync);
-        sandbox_payload_exec(sb, fds->in, fds->out, fds->err, fds->report, -1);
-    }
 
     /* Both sides set the payload's process group, as shells do: whichever runs first, the
      * group exists before init forwards a signal to it (kill(-payload) would miss it). */
