@@ -5,10 +5,10 @@
  * Supervisor (the caller's process, outside):
  *   validate and plan (plan.c: argv, environment, mounts, the copy-in stream packed, the
  *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled) ->
- *   the proxy (--network allow=) -> the cgroup leaf or rlimits (plan.c) -> pipes -> clone3(new
- *   user, pid, net, mount, ipc, uts and cgroup namespaces) -> write uid_map/gid_map -> release
- *   the child -> supervise (supervise.c) -> unpack the copy-out stream, save the workspace ->
- *   result.
+ *   the proxy (--network allow=) -> the cgroup leaf or rlimits (plan.c) -> pipes and the sync
+ *   socket -> clone3(new user, pid, net, mount, ipc, uts and cgroup namespaces) -> write
+ *   uid_map/gid_map -> release the child -> supervise (supervise.c) -> unpack the copy-out
+ *   stream, save the workspace -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
  *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
@@ -19,8 +19,9 @@
  *   CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the proxy's listening socket, handed
  *   to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory ->
  *   parent-death signal -> drop every capability -> no_new_privs -> new session -> RLIMIT_CORE
- *   and the per-user budgets' rlimits -> seccomp filters (handing the listener of
- *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals;
+ *   and the per-user budgets' rlimits -> seccomp filters (the listener of refusals sent to the
+ *   supervisor over the sync socket, init's copy closed) -> non-dumpable -> start the payload
+ *   (clone(CLONE_VM | CLONE_VFORK), as posix_spawn(3) does) -> reap, forward signals;
  *   when the payload has ended, with copy-out: kill everything else and write the copy-out
  *   stream -> report how the payload ended (and how full /dev/shm and /work were), exit (which
  *   kills whatever is left in the pid namespace).
@@ -152,7 +153,8 @@ void nsbox_result_free(struct nsbox_result *r)
 /* ---- inside the sandbox ------------------------------------------------------------------- */
 
 struct child_fds {
-    int sync;   /* read end: one byte once the id maps are written; POLLHUP if nsbox dies */
+    int sync;   /* a unix socket: one byte once the id maps are written (and after the proxy's
+                 * socket is taken); POLLHUP if nsbox dies; the seccomp listener goes out on it */
     int report; /* write end */
     int in;     /* the payload's end of the stdin socket, or -1 for /dev/null */
     int out;    /* write ends of the output pipes */
@@ -234,12 +236,13 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         report_setup_failed(fds->report, &e);
     /* In root's runs the switch changed init's kernel uid (to the pool's), which leaves it
      * non-dumpable (commit_creds() in kernel/cred.c). Ptrace access to a non-dumpable process,
-     * which pidfd_getfd(2) of the seccomp listener needs, then takes CAP_SYS_PTRACE in the user
+     * which pidfd_getfd(2) of the proxy's socket needs, then takes CAP_SYS_PTRACE in the user
      * namespace its memory belongs to (__ptrace_may_access() in kernel/ptrace.c): the host's
      * root has it, a container's root does not (runtimes drop it), and the supervisor would
      * fail with EPERM. Dumpable again until the listener is taken: only nsbox's own code runs
      * until then, and init is made non-dumpable for good below, before any payload exists. */
-    if (sb->privileged && !sb->config->seccomp_disabled && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+    if (sb->privileged && sandbox_network_allow(sb->config) &&
+        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "PR_SET_DUMPABLE"});
 
@@ -352,15 +355,18 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         if (r < 0)
             report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
         if (listener >= 0) {
-            /* The supervisor takes the listener with pidfd_getfd(2) and says so on the sync
-             * pipe; only then does init become non-dumpable (which would stop pidfd_getfd for
-             * an unprivileged supervisor) and drop its own copy, before any untrusted code
-             * exists. The payload must never hold it: it could answer its own refusals. */
-            struct report rep = {.type = REPORT_LISTENER, .code = listener};
-            report_send(fds->report, &rep);
-            if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
-                _exit(125);
+            /* Handed to the supervisor over the sync socket (SCM_RIGHTS, unix(7)), then said
+             * on the report pipe; init drops its own copy at once, before any untrusted code
+             * exists, and goes on without waiting (the supervisor takes it from the socket
+             * when it reads the report: a refusal meanwhile waits in the listener's queue).
+             * The payload must never hold it: it could answer its own refusals. */
+            struct report rep = {.type = REPORT_LISTENER};
+            r = report_send_fd(fds->sync, listener);
+            if (r < 0)
+                report_setup_failed(fds->report,
+                                    &(struct report_step){.err = -r, .name = "seccomp listener"});
             (void)close(listener);
+            report_send(fds->report, &rep);
         }
     }
     /* Not ptrace-attachable and no core dumps, even by the payload's own uid. */
@@ -713,7 +719,8 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     if (r < 0)
         goto out;
 
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
         pipe2(report, O_CLOEXEC) < 0 ||
         /* A socket, so that the supervisor's writes can use MSG_NOSIGNAL: no SIGPIPE in the
          * caller's process when the payload closes its stdin. */

@@ -545,17 +545,13 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                     goto kill;
                 }
             } else if (k > 0 && report->type == REPORT_LISTENER) {
-                /* Take init's listener; init waits for the byte on the sync pipe. */
-                listener = sys_pidfd_getfd(fds->pidfd, report->code, 0);
+                /* Take init's listener: it waits on the sync socket, sent before the report. */
+                listener = report_recv_fd(fds->sync);
                 if (listener < 0) {
-                    r = negative_errno();
+                    r = listener;
                     goto kill;
                 }
                 ret->seccomp_reporting = true;
-                if (write(fds->sync, "x", 1) != 1) {
-                    r = negative_errno();
-                    goto kill;
-                }
             } else if (k > 0 && report->type == REPORT_SKIPPED) {
                 /* An optional step the sandbox left out: a warning, passed on at once. */
                 report_warning(c, ret, "optional setup step %s skipped: %s (%s)", report->step.name,
