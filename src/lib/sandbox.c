@@ -7,14 +7,15 @@
  *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled) ->
  *   the proxy (--network allow=) -> the cgroup leaf or rlimits (plan.c) -> pipes and the sync
  *   socket -> clone3(new user, pid, net, mount, ipc, uts and cgroup namespaces) -> write
- *   uid_map/gid_map -> release the child -> supervise (supervise.c) -> unpack the copy-out
- *   stream, save the workspace -> result.
+ *   uid_map/gid_map and release the child (root's runs, and runs in a cgroup; an ordinary
+ *   user's run outside one writes its own maps: child_writes_maps()) -> supervise
+ *   (supervise.c) -> unpack the copy-out stream, save the workspace -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
- *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
- *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
- *   Docker's masks; mount points the rootfs lacks in a skeleton) and pivot_root -> switch to the
- *   sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and /etc/group with the --user's
+ *   wait for the id maps (or write them) -> clone host mount sources -> sysctls of its own
+ * namespaces (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc
+ * (with Docker's masks; mount points the rootfs lacks in a skeleton) and pivot_root -> switch to
+ * the sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and /etc/group with the --user's
  *   entry when the rootfs lacks it -> copy-in (copy.c) -> -w -> hostname -> pin to ceil(--cpus)
  *   CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the proxy's listening socket, handed
  *   to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory ->
@@ -192,6 +193,18 @@ static int payload_main(void *userdata)
     sandbox_payload_exec(a->sb, a->fds->in, a->fds->out, a->fds->err, a->fds->report, -1);
 }
 
+/* Whether the sandbox's init writes its own id maps, sparing a round trip to the supervisor
+ * (which would write them and then wake it). user_namespaces(7): a process with CAP_SETUID
+ * (CAP_SETGID) in its new namespace, which the child of clone3 has, may write the maps of it
+ * itself when they map only its own effective uid (gid) and setgroups(2) is denied first, the
+ * maps an ordinary user's sandbox has (plan_host_ids()). Root's map ids that are not its own,
+ * which only a writer with CAP_SETUID in the parent namespace may, and a sandbox whose cgroup
+ * the supervisor must still attach it to waits for the supervisor before it does anything. */
+static bool child_writes_maps(const struct sandbox *sb)
+{
+    return !sb->privileged && !sb->in_cgroup;
+}
+
 _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 {
     int dev_fds[MOUNT_N_DEVICES];
@@ -206,9 +219,15 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     for (size_t i = 0; i < MOUNT_N_DEVICES; i++)
         dev_fds[i] = -EBADF;
 
-    /* Until the supervisor has written the id maps, this process has no valid ids in its user
-     * namespace. EOF means the supervisor gave up. */
-    if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
+    /* Until the id maps are written, this process has no valid ids in its user namespace. An
+     * ordinary user's sandbox outside a cgroup writes its own (child_writes_maps()); otherwise
+     * the supervisor writes them and says so with a byte, EOF meaning it gave up. */
+    if (child_writes_maps(sb)) {
+        r = idmap_write(0, sb->config->uid, sb->host_uid, sb->config->gid, sb->host_gid, true);
+        if (r < 0)
+            report_setup_failed(fds->report,
+                                &(struct report_step){.err = -r, .name = "uid_map/gid_map"});
+    } else if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
         _exit(125);
 
     /* The cgroup namespace made by clone3 is rooted at nsbox's own cgroup; root it at the
@@ -769,9 +788,9 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     out[1] = err[1] = sync[0] = report[1] = -EBADF;
 
     r = sb.in_cgroup && !attached_by_clone ? cgroup_leaf_attach(&leaf, pid) : 0;
-    if (r >= 0)
+    if (r >= 0 && !child_writes_maps(&sb))
         r = idmap_write(pid, c->uid, sb.host_uid, c->gid, sb.host_gid, !sb.privileged);
-    if (r < 0 || write(sync[1], "x", 1) != 1) {
+    if (r < 0 || (!child_writes_maps(&sb) && write(sync[1], "x", 1) != 1)) {
         siginfo_t si;
         if (r >= 0)
             r = negative_errno();
