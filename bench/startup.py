@@ -3,7 +3,9 @@
 in a fresh random order, so the shared host's drift hits all alike); per command the median wall
 time and the median CPU time (user + system) of the whole process tree, in milliseconds.
 
-    python3 bench/startup.py [--json] RUNS WARMUP NAME=ARGV_JSON...
+    python3 bench/startup.py [--json] RUNS WARMUP NAME ARG... [:: NAME ARG...]...
+
+(each command is its name, then its argv; "::" separates them)
 
 Each command is started with posix_spawnp(3) (PATH is searched); its wall time ends when it exits. Its CPU time is
 that of every process of its tree: this script is a child subreaper (PR_SET_CHILD_SUBREAPER,
@@ -60,9 +62,17 @@ def main(argv):
         argv = argv[1:]
     runs, warmup = int(argv[0]), int(argv[1])
     cmds = {}
-    for spec in argv[2:]:
-        name, _, args = spec.partition("=")
-        cmds[name] = json.loads(args)
+    group = []
+    for arg in argv[2:] + ["::"]:
+        if arg != "::":
+            group.append(arg)
+        elif not group:
+            continue
+        elif len(group) < 2:
+            raise SystemExit("bench/startup.py: a command needs a name and an argv")
+        else:
+            cmds[group[0]] = group[1:]
+            group = []
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise SystemExit(f"bench/startup.py: PR_SET_CHILD_SUBREAPER: {os.strerror(ctypes.get_errno())}")
