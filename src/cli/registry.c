@@ -193,16 +193,15 @@ static bool record_is_live(json_t *record)
                (unsigned long long)json_integer_value(start);
 }
 
-/* Call fn for each record of a live nsbox; remove the records of dead ones. */
-static int for_each_entry(int (*fn)(const struct entry *e, void *userdata), void *userdata)
+/* Call fn for each record of a live nsbox in the registry directory dir; remove the records of
+ * dead ones. */
+static int for_each_entry_in(const char *dir, int (*fn)(const struct entry *e, void *userdata),
+                             void *userdata)
 {
-    char dir[512];
     DIR *d;
     struct dirent *de;
-    int r = registry_dir(dir, sizeof(dir));
+    int r = 0;
 
-    if (r < 0)
-        return r;
     d = opendir(dir);
     if (!d)
         return negative_errno();
@@ -236,6 +235,15 @@ static int for_each_entry(int (*fn)(const struct entry *e, void *userdata), void
     }
     closedir(d);
     return r < 0 ? r : 0;
+}
+
+/* for_each_entry_in() the registry directory. */
+static int for_each_entry(int (*fn)(const struct entry *e, void *userdata), void *userdata)
+{
+    char dir[512];
+    int r = registry_dir(dir, sizeof(dir));
+
+    return r < 0 ? r : for_each_entry_in(dir, fn, userdata);
 }
 
 static int keep_entry(const struct entry *e, void *userdata)
@@ -365,7 +373,7 @@ int registry_add(const char *run_id, int argc, char *const argv[], const struct 
         return r;
     }
     /* The records of an nsbox that was SIGKILLed go with the next run, as its cgroup leaf does. */
-    (void)for_each_entry(keep_entry, NULL);
+    (void)for_each_entry_in(dir, keep_entry, NULL); /* dir found above: not looked up twice */
     for (int i = 0; argv_json && i < argc; i++)
         (void)json_array_append_new(argv_json, json_text(argv[i], strlen(argv[i])));
     record = json_pack("{s:s, s:i, s:I, s:I, s:o, s:o, s:s?, s:o, s:{s:I, s:I, s:f, s:f}}",

@@ -153,6 +153,30 @@ unsigned long long process_start_time(pid_t pid)
     return p ? strtoull(p, NULL, 10) : 0;
 }
 
+int proc_status_mask(const char *status, const char *key, uint64_t *ret)
+{
+    size_t klen = strlen(key);
+
+    for (const char *p = status; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        unsigned long long v;
+        char *end = NULL;
+
+        if (strncmp(p, key, klen) != 0 || p[klen] != ':')
+            continue;
+        p += klen + 1;
+        p += strspn(p, " \t");
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F')))
+            return -EINVAL;
+        errno = 0;
+        v = strtoull(p, &end, 16);
+        if (errno || (*end && *end != '\n') || end - p > 16)
+            return -EINVAL;
+        *ret = (uint64_t)v;
+        return 0;
+    }
+    return -ENOENT;
+}
+
 void hex_encode(const void *data, size_t n, char *out)
 {
     static const char digits[] = "0123456789abcdef";

@@ -43,6 +43,11 @@ int proc_stat_read(int dirfd, const char *name, char *buf, size_t size, const ch
  * state; NULL if the line is shorter. */
 const char *proc_stat_field(const char *state, unsigned n);
 
+/* Pure: the hexadecimal mask of the line "KEY:\tHEX" of the text of /proc/PID/status
+ * (proc(5): CapInh, CapPrm, CapEff, CapBnd, CapAmb, SigIgn, SigCgt, ...) in *ret. Returns 0,
+ * -ENOENT when the text has no such line, -EINVAL when its value is not a 64-bit hex number. */
+int proc_status_mask(const char *status, const char *key, uint64_t *ret);
+
 /* Write the n bytes at data as 2n lowercase hex digits and a NUL to out (2n + 1 bytes). */
 void hex_encode(const void *data, size_t n, char *out);
 

@@ -72,6 +72,23 @@ int init_proxy_listen(void)
     return TAKE_FD(fd);
 }
 
+void init_default_signals(void)
+{
+    char status[4096];
+    uint64_t ign, cgt;
+
+    /* Which signals are not at SIG_DFL, from one read of /proc/self/status (proc(5): SigIgn and
+     * SigCgt, bit n-1 for signal n), instead of a sigaction(2) for each of the 64: the others
+     * need nothing. If the file cannot be read or parsed, every signal is reset as before. */
+    if (read_file_at(AT_FDCWD, "/proc/self/status", status, sizeof(status)) < 0 ||
+        proc_status_mask(status, "SigIgn", &ign) < 0 ||
+        proc_status_mask(status, "SigCgt", &cgt) < 0)
+        ign = cgt = UINT64_MAX;
+    for (int sig = 1; sig < NSIG && sig <= 64; sig++)
+        if ((ign | cgt) & (1ULL << (sig - 1)))
+            (void)signal(sig, SIG_DFL);
+}
+
 /* Zero this process's copy of the command line it was started with (the memory between
  * arg_start and arg_end, fields 48 and 49 of /proc/self/stat, proc(5)): the payload can read
  * /proc/1/cmdline, and nsbox's arguments name host paths and values meant for nsbox. */

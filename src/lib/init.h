@@ -35,6 +35,11 @@ int init_loopback_up(void);
  * (proxy.h), for the supervisor to take. Returns the descriptor or -errno. */
 int init_proxy_listen(void);
 
+/* Set every signal this process ignores or catches back to SIG_DFL (those already at SIG_DFL are
+ * left alone), for init and the payload it forks. Cannot fail: a signal whose disposition
+ * cannot be changed (SIGKILL, SIGSTOP, glibc's own) is skipped, as signal(2) refuses it. */
+void init_default_signals(void);
+
 /* Zero this process's copy of nsbox's command line, which /proc/1/cmdline shows. Returns 0,
  * or -errno (-EIO for a /proc/self/stat it cannot read). */
 int init_wipe_cmdline(void);

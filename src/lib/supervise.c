@@ -470,6 +470,24 @@ bool supervise_answer_notification(int listener, pid_t init_pid, bool no_network
     return answer_notification(&one, listener, init_pid, no_network, ret);
 }
 
+/* A report that needs no answer: a file written, a skipped step's warning, a failure, how the
+ * payload ended. */
+static void report_take(const struct nsbox_config *c, struct nsbox_result *ret,
+                        const struct report *report, struct report *failure, struct report *final)
+{
+    if (report->type == REPORT_WRITTEN)
+        written_add(ret, report);
+    else if (report->type == REPORT_SKIPPED)
+        /* An optional step the sandbox left out: a warning, passed on at once. */
+        report_warning(c, ret, "optional setup step %s skipped: %s (%s)", report->step.name,
+                       strerror(report->step.err), report->step.detail);
+    else if (report->type == REPORT_SETUP_FAILED || report->type == REPORT_EXEC_FAILED) {
+        if (!failure->type)
+            *failure = *report;
+    } else if (report->type != REPORT_LISTENER && report->type != REPORT_PROXY)
+        *final = *report;
+}
+
 int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
               struct nsbox_result *ret)
 {
@@ -486,6 +504,12 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     struct report final = {0}, failure = {0};
     bool timed_out = false, killed = false;
     int report_fd = fds->report, init_status = 0, init_code = 0;
+    /* The report pipe is watched while init may still hand something over (the proxy's socket,
+     * the seccomp listener: they come last in its setup) and until how the payload ended is in;
+     * later reports (a failure after the filters, or how the payload ended) wait in the pipe
+     * and are read once init has exited. Each wake-up it spares is a switch between init and
+     * the supervisor while init ends the run. */
+    bool report_watched = true;
     uint64_t drain_until = UINT64_MAX;
     /* --stdin: nsbox's stdin is copied into the payload's stdin socket, a buffer at a time. */
     _cleanup_free_ char *in_buf = fds->stdin_dst >= 0 ? malloc(READ_CHUNK) : NULL;
@@ -526,7 +550,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             goto kill;
         }
     }
-    while (sv.init_running || streams[0].fd >= 0 || streams[1].fd >= 0 || report_fd >= 0) {
+    while (sv.init_running || streams[0].fd >= 0 || streams[1].fd >= 0 ||
+           (report_fd >= 0 && report_watched)) {
         struct pollfd p_small[8], *p = pfds ? pfds : p_small;
         size_t idx_proxy = 0, n_proxy = 0;
         bool proxy_polled = false;
@@ -563,7 +588,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                 idx_stream[i] = np;
                 p[np++] = (struct pollfd){.fd = streams[i].fd, .events = POLLIN};
             }
-        if (report_fd >= 0) {
+        if (report_fd >= 0 && report_watched) {
             idx_rep = np;
             p[np++] = (struct pollfd){.fd = report_fd, .events = POLLIN};
         }
@@ -666,29 +691,20 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                     goto kill;
                 }
             } else if (k > 0 && report->type == REPORT_LISTENER) {
-                /* Take init's listener; init waits for the byte on the sync pipe. */
-                listener = sys_pidfd_getfd(fds->pidfd, report->code, 0);
+                /* Take init's listener: it waits on the sync socket, sent before the report. */
+                listener = report_recv_fd(fds->sync);
                 if (listener < 0) {
-                    r = negative_errno();
+                    r = listener;
                     goto kill;
                 }
                 ret->seccomp_reporting = true;
-                if (write(fds->sync, "x", 1) != 1) {
-                    r = negative_errno();
-                    goto kill;
-                }
-            } else if (k > 0 && report->type == REPORT_WRITTEN) {
-                written_add(ret, report);
-            } else if (k > 0 && report->type == REPORT_SKIPPED) {
-                /* An optional step the sandbox left out: a warning, passed on at once. */
-                report_warning(c, ret, "optional setup step %s skipped: %s (%s)", report->step.name,
-                               strerror(report->step.err), report->step.detail);
+                /* The pipe stays watched: the files the payload wrote (REPORT_WRITTEN, up to
+                 * NSBOX_WRITTEN_MAX of them) can be more than a pipe holds, and init waits to
+                 * write them before it exits. */
             } else if (k > 0) {
-                if (report->type == REPORT_SETUP_FAILED || report->type == REPORT_EXEC_FAILED) {
-                    if (!failure.type)
-                        failure = *report;
-                } else
-                    final = *report;
+                report_take(c, ret, report, &failure, &final);
+                if (final.type)
+                    report_watched = false;
             } else if (k < 0) {
                 (void)close(report_fd);
                 report_fd = -1;
@@ -722,6 +738,11 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         headtail_done(&streams[i].kept);
     }
     if (report_fd >= 0) {
+        /* What init said after the pipe stopped being watched; init is gone (or the run is
+         * being given up), so nothing waits: non-blocking, until empty. */
+        if (!report_watched && fcntl(report_fd, F_SETFL, O_NONBLOCK) == 0)
+            while (report_read(report_fd, &reader) > 0)
+                report_take(c, ret, &reader.rep, &failure, &final);
         (void)close(report_fd);
         report_fd = -1;
     }

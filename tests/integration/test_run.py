@@ -228,6 +228,27 @@ class TestFilesystem(NsboxTestCase):
 
 
 class TestEnvironmentAndDescriptors(NsboxTestCase):
+    def test_signals_the_caller_ignored_are_default_in_the_payload(self):
+        # Ignored signals survive fork and execve (signal(7)): init resets those it finds in its
+        # SigIgn and SigCgt (/proc/self/status), for itself and the payload.
+        ignored = (signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGTERM, signal.SIGRTMIN + 5)
+
+        def ignore():
+            for sig in ignored:
+                signal.signal(sig, signal.SIG_IGN)
+
+        def sig_ign(argv):
+            p = subprocess.run(argv, capture_output=True, text=True, preexec_fn=ignore, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            line = next(l for l in p.stdout.splitlines() if l.startswith("SigIgn:"))
+            return int(line.split()[1], 16)
+
+        mask = sum(1 << (sig - 1) for sig in ignored)
+        # Control: without nsbox the payload inherits them.
+        self.assertEqual(sig_ign(["cat", "/proc/self/status"]) & mask, mask)
+        self.assertEqual(sig_ign([NSBOX, "run", "--cgroup", "off", "--", "cat",
+                                  "/proc/self/status"]), 0)
+
     def test_env_is_cleared_and_extended(self):
         env = dict(os.environ, PASSED_THROUGH="yes", NOT_PASSED="no")
         p, r = py("import os; print(sorted(os.environ.items()))",

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,4 +179,30 @@ Test(pace, burst_then_interval)
     }
     cr_expect_eq(taken, 11);
     cr_expect_eq(paced, 1);
+}
+
+Test(proc_status, masks)
+{
+    const char *status = "Name:\tnsbox\nUmask:\t0000\nSigIgn:\t0000000000001000\n"
+                         "SigCgt:\t0000000180014002\nCapInh:\t0000000000000000\n"
+                         "CapBnd:\t000001ffffffffff\nCapAmb:\t0000000000000000\nBad:\tzz\n"
+                         "Long:\t10000000000000000\nLast:\tFFFFFFFFFFFFFFFF";
+    uint64_t m = 7;
+
+    cr_expect_eq(proc_status_mask(status, "SigIgn", &m), 0);
+    cr_expect_eq(m, 1ULL << (SIGPIPE - 1)); /* signal n is bit n-1 */
+    cr_expect_eq(proc_status_mask(status, "SigCgt", &m), 0);
+    cr_expect_eq(m, 0x180014002ULL);
+    cr_expect_eq(proc_status_mask(status, "CapBnd", &m), 0);
+    cr_expect_eq(m, 0x1ffffffffffULL);
+    cr_expect_eq(proc_status_mask(status, "CapInh", &m), 0);
+    cr_expect_eq(m, 0);
+    cr_expect_eq(proc_status_mask(status, "Last", &m), 0); /* last line, no newline */
+    cr_expect_eq(m, UINT64_MAX);
+    cr_expect_eq(proc_status_mask(status, "CapEff", &m), -ENOENT);
+    cr_expect_eq(proc_status_mask(status, "Cap", &m), -ENOENT); /* a prefix is not a key */
+    cr_expect_eq(proc_status_mask(status, "Name", &m), -EINVAL);
+    cr_expect_eq(proc_status_mask(status, "Bad", &m), -EINVAL);
+    cr_expect_eq(proc_status_mask(status, "Long", &m), -EINVAL); /* more than 64 bits */
+    cr_expect_eq(proc_status_mask("", "SigIgn", &m), -ENOENT);
 }
