@@ -351,10 +351,6 @@ class TestWorkspace(NsboxTestCase):
         self.assertIn("writable by group or others", p.stderr)
         self.assertEqual(os.listdir(base), [])
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class TestFilesWritten(NsboxTestCase):
     def test_new_and_changed_files_in_work_are_listed(self):
         tmp = tempfile.mkdtemp(prefix="nsbox-written-")
@@ -385,3 +381,20 @@ class TestFilesWritten(NsboxTestCase):
         p, r = nsbox_json("--cgroup", "off", "--timeout", "0.3", "--", "sh", "-c",
                           "echo > /work/x; sleep 5")
         self.assertEqual((r["status"], r["files_written"]), ("timeout", None))
+
+    def test_more_files_than_the_report_pipe_holds(self):
+        # Each listed file is a report of about 700 bytes on the report pipe, sent by init
+        # before it exits: 100 of them are more than a pipe holds (64 KiB, pipe(7)), so the
+        # supervisor must read them as they come (a run that stopped watching the pipe hung
+        # until its timeout here).
+        p, r = nsbox_json("--cgroup", "off", "--timeout", "20", "--code", "-", input=
+                          "for i in range(300): open(f'/work/f{i:03}', 'w').write('x' * i)\n")
+        self.assertEqual((r["status"], r["exit_code"]), ("exited", 0), r["stderr"])
+        self.assertLess(r["wall_time_ms"], 10000)
+        self.assertEqual(len(r["files_written"]), 100)
+        self.assertEqual(r["files_written_unlisted"], 200)
+        self.assertEqual(r["files_written"][0]["path"], "/work/f000")
+
+
+if __name__ == "__main__":
+    unittest.main()
