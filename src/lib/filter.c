@@ -321,8 +321,8 @@ fail:
     return r;
 }
 
-/* libseccomp 2.5 exports BPF only to a file descriptor: go through a memfd. */
-static int export_program(scmp_filter_ctx ctx, struct filter_program *ret)
+/* libseccomp 2.5 exports BPF only to a file descriptor: go through a memfd (filter.h). */
+int filter_export_program(scmp_filter_ctx ctx, struct filter_program *ret)
 {
     _cleanup_close_ int fd = memfd_create("nsbox-bpf", MFD_CLOEXEC);
     struct sock_filter *insns;
@@ -497,7 +497,7 @@ int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata, 
     for (size_t i = 0; i < ELEMENTSOF(in_order); i++) {
         if (!in_order[i])
             continue;
-        r = export_program(in_order[i], &f.prog[f.n_prog]);
+        r = filter_export_program(in_order[i], &f.prog[f.n_prog]);
         if (r < 0) {
             *e = (struct policy_error){0};
             (void)snprintf(e->message, sizeof(e->message), "exporting the filter failed: %s",

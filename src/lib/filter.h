@@ -93,5 +93,8 @@ bool filter_notify_supported(void);
  * heading. Returns 0 or a -errno, with *e filled as filter_compile(). */
 int filter_dump(const struct policy *p, int fd, struct policy_error *e);
 
+/* ctx's program, exported into *ret (malloc()ed, owned). Returns 0 or -errno. */
+int filter_export_program(scmp_filter_ctx ctx, struct filter_program *ret);
+
 /* Release what filter_compile() allocated; safe on a zeroed struct and on filter_default. */
 void filter_free(struct filter *f);

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <signal.h>
@@ -378,6 +380,63 @@ Test(explain, refusals_say_why_and_what_works_instead)
         cr_expect(got && strstr(got, cases[i].instead), "got %s", json_dumps(notes, 0));
         json_decref(notes);
     }
+}
+
+Test(explain, landlock_in_json_and_notes)
+{
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .landlock_abi = 6,
+        .landlock_restricts = NSBOX_LANDLOCK_FS | NSBOX_LANDLOCK_SCOPE,
+    };
+    json_t *j = encode(&r),
+           *want = json_pack("{s:i, s:[s, s]}", "abi", 6, "restricts", "fs", "scope");
+    json_t *notes = json_array();
+
+    cr_assert(j);
+    cr_expect(json_equal(json_object_get(j, "landlock"), want), "got %s",
+              json_dumps(json_object_get(j, "landlock"), 0));
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
+    json_decref(j);
+
+    /* Missing: null in the JSON, and a note that names --landlock required. */
+    r.landlock_abi = 0;
+    r.landlock_restricts = 0;
+    r.landlock_missing = ENOSYS;
+    j = encode(&r);
+    cr_assert(j);
+    cr_expect(json_is_null(json_object_get(j, "landlock")));
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "--landlock required"), "got %s",
+              json_dumps(notes, 0));
+    r.landlock_missing = EPROTO;
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 1)), "ABI 1"), "got %s",
+              json_dumps(notes, 0));
+    /* A run that failed says why in its error, not in a note. */
+    r.status = NSBOX_STATUS_ERROR;
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
+    json_decref(notes);
+    json_decref(want);
+    json_decref(j);
+}
+
+Test(explain, refused_memfd_says_how_to_ask_for_one)
+{
+    char err[] = "  File \"/work/main.py\", line 2, in <module>\n"
+                 "    fd = os.memfd_create('m')\n"
+                 "PermissionError: [Errno 13] Permission denied\n";
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .exit_code = 1,
+        .err = {.data = err, .captured = sizeof(err) - 1, .total = sizeof(err) - 1},
+    };
+    json_t *notes = json_array();
+
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "MFD_NOEXEC_SEAL"), "got %s",
+              json_dumps(notes, 0));
+    json_decref(notes);
 }
 
 Test(explain, cgroup_oom_and_pids_in_json)
