@@ -14,6 +14,7 @@
 #include "command.h"
 #include "config.h"
 #include "cmd-doctor.h"
+#include "cmd-mcp.h"
 #include "log.h"
 #include "cmd-rootfs.h"
 #include "cmd-selftest.h"
@@ -39,6 +40,10 @@ static const struct command commands[] = {
      .main = session_main,
      .args = "start|exec|stop|ls ...",
      .summary = "one live sandbox for many steps (nsbox session --help)"},
+    {.name = "mcp",
+     .main = mcp_main,
+     .args = "[RUN OPTIONS] | --print-tools mcp|openai|anthropic",
+     .summary = "serve the sandbox as an MCP server on stdio (nsbox mcp --help)"},
     {.name = "doctor",
      .main = doctor_main,
      .args = "[--rootfs DIR]",

@@ -32,11 +32,17 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
     json_t *copy = json_object_get(j, "copy_out");
     json_t *max_bytes = json_object_get(j, "copy_out_max_bytes");
     json_t *max_files = json_object_get(j, "copy_out_max_files");
+    json_t *hangup = json_object_get(j, "interrupt_on_hangup");
 
     *q = (struct step_request){.timeout = s->c->timeout,
                                .output_limit = s->c->output_limit,
                                .copy_max_bytes = s->c->copy_out_max_bytes,
                                .copy_max_files = s->c->copy_out_max_files};
+    if (hangup) {
+        if (!json_is_boolean(hangup))
+            return *why = "\"interrupt_on_hangup\" must be true or false", -EINVAL;
+        q->interrupt_on_hangup = json_is_true(hangup);
+    }
     if (max_bytes) {
         if (!json_is_integer(max_bytes) || json_integer_value(max_bytes) <= 0)
             return *why = "\"copy_out_max_bytes\" must be a number of bytes above 0", -EINVAL;
@@ -238,6 +244,8 @@ const char *end_words(const struct session_state *s)
         return "it reached its --lifetime";
     if (strcmp(r, "idle") == 0)
         return "it reached its --idle-timeout";
+    if (strcmp(r, "watched") == 0)
+        return "the process it watched (--watch-pid) ended";
     return "its sandbox ended";
 }
 

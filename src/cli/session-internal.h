@@ -44,6 +44,7 @@ struct step_request {
     char *payload; /* argv NUL-separated, or the code */
     size_t size;
     bool has_stdin; /* "stdin_bytes" was given: the step's stdin is stdin_data, else /dev/null */
+    bool interrupt_on_hangup; /* its client's hang-up interrupts the step (a cancelled call) */
     char *stdin_data;
     size_t stdin_size;
     uint64_t timeout;      /* microseconds, 0 = none */
@@ -94,6 +95,7 @@ struct step {
     struct nsbox_cgroup_stats before;
     uint64_t start, kill_at, drain_until;
     bool ended, interrupted;
+    bool hung_up; /* interrupted because its client hung up (interrupt_on_hangup) */
     struct session_msg end;
     int copy_fd; /* the copy-out stream (a memfd), or -1 */
 };
@@ -109,6 +111,7 @@ struct session_state {
     struct supervise_fds *fds;
     int listener; /* seccomp listener, once taken */
     int listen_fd;
+    int watch_fd; /* pidfd of session_options.watch_pid, or -1 */
     uint64_t start, last_active;
     uint64_t steps;
     const struct nsbox_result *run; /* the session's own result: its limits, as planned */

@@ -220,7 +220,18 @@ static void step_answer(struct session_state *s, uint64_t now)
                                                   : flags & SESSION_INTERPRETER_CRASHED ? "crashed"
                                                   : flags & SESSION_INTERPRETER_NEW     ? "started"
                                                                                         : "kept"));
-        if (ret->status == NSBOX_STATUS_TIMEOUT) {
+        if (st->hung_up) {
+            char reason[300];
+            (void)snprintf(reason, sizeof(reason),
+                           "was interrupted: its client hung up before the step ended (a "
+                           "cancelled call): %s; the session goes on",
+                           !q->code ? "the step's processes were killed"
+                           : flags & SESSION_INTERPRETER_RESTARTED
+                               ? "the Python interpreter ignored KeyboardInterrupt and was "
+                                 "killed (its variables are lost)"
+                               : "KeyboardInterrupt stopped the code");
+            (void)json_object_set_new(res, "reason", json_string(reason));
+        } else if (ret->status == NSBOX_STATUS_TIMEOUT) {
             char reason[300];
             (void)snprintf(reason, sizeof(reason),
                            "timed out after %.3g s: %s; the session%s go on",

@@ -89,6 +89,7 @@ struct session_options {
     bool json;               /* print {"id": ..., "socket": ...} */
     const char *log_path;    /* the audit log: a start and an end record per step; or NULL */
     uint64_t log_code_limit; /* bytes of a step's code kept in the log */
+    pid_t watch_pid;         /* --watch-pid: end when this process ends (`nsbox mcp`); 0: none */
 };
 
 /* `nsbox session start`: detach a supervisor running config's sandbox, wait until it is up and

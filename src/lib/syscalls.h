@@ -175,6 +175,12 @@ static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
     return (int)syscall(SYS_close_range, first, last, flags);
 }
 
+/* pidfd_open(2), Linux 5.3: a descriptor of process pid that polls readable once it ends. */
+static inline int sys_pidfd_open(pid_t pid, unsigned flags)
+{
+    return (int)syscall(SYS_pidfd_open, pid, flags);
+}
+
 /* seccomp(2): operation SECCOMP_SET_MODE_FILTER with args a struct sock_fprog (with
  * SECCOMP_FILTER_FLAG_NEW_LISTENER it returns the listener's descriptor). */
 static inline int sys_seccomp(unsigned operation, unsigned flags, void *args)
