@@ -40,6 +40,7 @@
 #define QUEUE_HIGH (16U << 20)
 #define SHUTDOWN_GRACE_USEC (5U * 1000000)
 #define SHUTDOWN_MAX_USEC (15U * 1000000)
+#define FLUSH_GRACE_USEC (2U * 1000000)
 
 /* The protocol revisions this server speaks, newest first. */
 static const char *const protocols[] = {"2025-11-25", "2025-06-18", NULL};
@@ -214,7 +215,7 @@ static void handle_line(struct mcp_server *s, const char *line, size_t len)
         len--;
     if (len == 0)
         return;
-    j = json_loadb(line, len, JSON_REJECT_DUPLICATES, &e);
+    j = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
     if (!j) {
         mcp_respond_error(NULL, -32700, "parse error: %s (line %d, column %d)", e.text, e.line,
                           e.column);
@@ -413,7 +414,7 @@ static int serve(struct mcp_server *s)
     struct pollfd p[3 + MCP_POLLFDS];
     sigset_t set;
     int sfd = signals_fd(&set);
-    uint64_t end_at = 0;
+    uint64_t end_at = 0, done_at = 0;
     int in_flags = fcntl(STDIN_FILENO, F_GETFL), out_flags = fcntl(STDOUT_FILENO, F_GETFL);
 
     if (sfd < 0)
@@ -433,7 +434,12 @@ static int serve(struct mcp_server *s)
 
         if (s->ending) {
             bool force = now >= end_at + SHUTDOWN_GRACE_USEC;
-            if (mcp_shutdown_step(s, force) && (!queue.head || queue.broken))
+            bool done = mcp_shutdown_step(s, force);
+            /* The answers still queued get a moment, not more: a client that stopped reading
+             * must not keep the server. */
+            if (done && !done_at)
+                done_at = now;
+            if (done && (!queue.head || queue.broken || now >= done_at + FLUSH_GRACE_USEC))
                 break;
             if (now >= end_at + SHUTDOWN_MAX_USEC) {
                 log_error("mcp: children still alive %u s after the end; leaving",

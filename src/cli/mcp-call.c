@@ -547,6 +547,9 @@ static struct mcp_session *session_start(struct mcp_server *s, const char *name,
     (void)snprintf(label, sizeof(label), "mcp.session=%s", name);
     args_add(&a, "--label");
     args_add(&a, label);
+    (void)snprintf(label, sizeof(label), "mcp.server=%d", (int)getpid());
+    args_add(&a, "--label");
+    args_add(&a, label);
     /* SIGKILL of the server must not leave its sessions behind (a session is detached from
      * `session start`, so no PR_SET_PDEATHSIG reaches it): the supervisor ends with us. */
     (void)snprintf(pid, sizeof(pid), "%d", (int)getpid());
@@ -636,10 +639,12 @@ static const char read_script[] =
     "        return {'path':p,'error':e.strerror}\n"
     "    cut=len(data)>mx;data=data[:mx]\n"
     "    for k in range(4 if cut else 1):\n"
-    "        try:\n"
-    "            return {'path':p,'size':size,'encoding':'utf-8','content':data[:len(data)-k]\n"
-    "                    .decode('utf-8'),'truncated':cut or k>0,'error':None}\n"
-    "        except UnicodeDecodeError: pass\n"
+    "        try: t=data[:len(data)-k].decode('utf-8')\n"
+    "        except UnicodeDecodeError: continue\n"
+    "        if '\\0' not in t:\n"
+    "            return {'path':p,'size':size,'encoding':'utf-8','content':t,\n"
+    "                    'truncated':cut or k>0,'error':None}\n"
+    "        break\n"
     "    return {'path':p,'size':size,'encoding':'base64','content':base64.b64encode(data)\n"
     "            .decode(),'truncated':cut,'error':None}\n"
     "r=main(sys.argv[1],int(sys.argv[2]));print(json.dumps(r));sys.exit(1 if r['error'] else 0)\n";

@@ -355,7 +355,9 @@ json_t *mcp_file_result(const struct mcp_call *c, json_t *r)
 {
     const char *out = json_string_value(json_object_get(r, "stdout"));
     const char *status = json_string_value(json_object_get(r, "status"));
-    json_t *j = out ? json_loads(out, 0, NULL) : NULL, *v;
+    json_t *v, *j = out ? json_loadb(out, json_string_length(json_object_get(r, "stdout")),
+                                     JSON_ALLOW_NUL, NULL)
+                          : NULL;
     const char *err;
     struct mcp_buf text = {0};
     char line[600];
