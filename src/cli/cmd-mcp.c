@@ -152,14 +152,16 @@ static json_t *initialize_result(struct mcp_server *s, json_t *params)
     for (size_t i = 0; protocols[i]; i++)
         if (asked && strcmp(asked, protocols[i]) == 0)
             s->protocol = protocols[i];
-    return json_pack(
-        "{s:s,s:{s:{s:b}},s:{s:s,s:s,s:s},s:s}", "protocolVersion", s->protocol, "capabilities",
-        "tools", "listChanged", 0, "serverInfo", "name", "nsbox", "title", "nsbox sandbox",
-        "version", NSBOX_VERSION, "instructions",
-        "Run Python (run_python, or python_session to keep state between calls) and programs "
-        "(run_command) in isolated Linux sandboxes with no access to this machine's files. "
-        "Each result says how the code ended and why (status, reason, notes): read them before "
-        "retrying.");
+    return json_pack("{s:s,s:{s:{s:b}},s:{s:s,s:s,s:s},s:s}", "protocolVersion", s->protocol,
+                     "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "nsbox",
+                     "title", "nsbox sandbox", "version", NSBOX_VERSION, "instructions",
+                     "Run Python (run_python, or python_session to keep state between calls) and "
+                     "programs "
+                     "(run_command) in isolated Linux sandboxes with no access to this machine's "
+                     "files. "
+                     "Each result says how the code ended and why (status, reason, notes): read "
+                     "them before "
+                     "retrying.");
 }
 
 static void handle_request(struct mcp_server *s, json_t *id, const char *method, json_t *params)
@@ -176,7 +178,8 @@ static void handle_request(struct mcp_server *s, json_t *id, const char *method,
     else if (strcmp(method, "tools/list") == 0)
         mcp_respond(id, json_pack("{s:O}", "tools", s->tools));
     else if (strcmp(method, "tools/call") == 0) {
-        json_t *name = json_object_get(params, "name"), *args = json_object_get(params, "arguments");
+        json_t *name = json_object_get(params, "name"),
+               *args = json_object_get(params, "arguments");
         json_t *meta = json_object_get(params, "_meta");
         json_t *token = json_object_get(meta, "progressToken");
 
@@ -340,12 +343,12 @@ static int print_tools(json_t *tools, const char *format)
         if (strcmp(format, "mcp") == 0)
             (void)json_array_append(out, t);
         else if (strcmp(format, "openai") == 0)
-            (void)json_array_append_new(out, json_pack("{s:s,s:O,s:O,s:O}", "type", "function",
-                                                       "name", name, "description", desc,
-                                                       "parameters", in));
+            (void)json_array_append_new(out,
+                                        json_pack("{s:s,s:O,s:O,s:O}", "type", "function", "name",
+                                                  name, "description", desc, "parameters", in));
         else if (strcmp(format, "anthropic") == 0)
-            (void)json_array_append_new(out, json_pack("{s:O,s:O,s:O}", "name", name,
-                                                       "description", desc, "input_schema", in));
+            (void)json_array_append_new(out, json_pack("{s:O,s:O,s:O}", "name", name, "description",
+                                                       desc, "input_schema", in));
         else {
             json_decref(out);
             log_error("--print-tools: unknown format '%s': expected mcp, openai or anthropic",
@@ -533,8 +536,8 @@ int mcp_main(int argc, char *argv[])
     for (size_t i = 0; i < MCP_SESSIONS_MAX; i++)
         s.sessions[i] = (struct mcp_session){.start_out = -1, .start_err = -1, .stop_fd = -1};
     for (size_t i = 0; i < MCP_CALLS_MAX; i++)
-        s.calls[i] = (struct mcp_call){.fd_in = -1, .fd_out = -1, .fd_err = -1, .fd_res = -1,
-                                       .sock = -1};
+        s.calls[i] =
+            (struct mcp_call){.fd_in = -1, .fd_out = -1, .fd_err = -1, .fd_res = -1, .sock = -1};
     r = serve(&s);
     json_decref(s.tools);
     return r < 0 ? EXIT_NSBOX_FAILURE : 0;

@@ -1,21 +1,18 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * `nsbox mcp`'s tool calls (mcp-internal.h): each in a child of this same binary, or as a step
- * over a session's socket, watched by the server's one poll loop. What a result says to the
- * model is mcp-tools.c's.
+ * over a session's socket (mcp-session.c), watched by the server's one poll loop. What a result
+ * says to the model is mcp-tools.c's.
  *
  * A run (run_python, run_command) is `nsbox run --result-fd 3 [the operator's options]
  * --timeout T --code -` (or `-- ARGV`): its stdout and stderr stream through pipes (progress
- * notifications), its JSON result comes on descriptor 3. A session is `nsbox session start
- * --json [the operator's options] --watch-pid SERVER`; each step is one connection to its socket
- * with the request line of session-client.c, answered with one line. Cancelled: a run's child
- * gets SIGTERM (nsbox run kills the sandbox and reports "killed"); a step is asked to stop
- * ({"interrupt_on_hangup": true} and a hang-up), and the session goes on.
+ * notifications), its JSON result comes on descriptor 3. A cancelled run's child gets SIGTERM:
+ * nsbox run kills its sandbox, as for Ctrl-C, and the answer goes to nobody.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +34,6 @@
 #define PROGRESS_INTERVAL_USEC 250000
 #define PROGRESS_TEXT_MAX 4096
 #define DRAIN_USEC 1000000
-#define STOP_WAIT_USEC (10U * 1000000)
-#define FILE_STEP_TIMEOUT 30.0
-#define FILE_OUTPUT_LIMIT (8U << 20)
-#define WRITE_MAX (8U << 20)
 #define STDERR_TAIL 4096
 
 int buf_append(struct mcp_buf *b, const char *p, size_t n, size_t cap)
@@ -72,7 +65,7 @@ void buf_free(struct mcp_buf *b)
     *b = (struct mcp_buf){0};
 }
 
-static void close_fd(int *fd)
+void mcp_close_fd(int *fd)
 {
     if (*fd >= 0)
         (void)close(*fd);
@@ -81,7 +74,7 @@ static void close_fd(int *fd)
 
 /* Read what fd has into b (at most cap kept; a tail of stderr keeps its last bytes). Returns
  * false at EOF or error (fd closed), true while it stays open. */
-static bool drain(int *fd, struct mcp_buf *b, size_t cap, struct mcp_buf *progress)
+bool mcp_drain(int *fd, struct mcp_buf *b, size_t cap, struct mcp_buf *progress)
 {
     char chunk[65536];
 
@@ -90,7 +83,7 @@ static bool drain(int *fd, struct mcp_buf *b, size_t cap, struct mcp_buf *progre
         if (n < 0 && errno == EAGAIN)
             return true;
         if (n <= 0) {
-            close_fd(fd);
+            mcp_close_fd(fd);
             return false;
         }
         if (progress)
@@ -106,7 +99,7 @@ static bool drain(int *fd, struct mcp_buf *b, size_t cap, struct mcp_buf *progre
 /* fork and exec this binary with args; the pipes the child gets are returned (-1: /dev/null).
  * The child gets SIGTERM when the server dies (PR_SET_PDEATHSIG): nsbox then kills its sandbox
  * as it does for a Ctrl-C, so SIGKILL of the server leaves no run behind. */
-static pid_t spawn(char **args, int *ret_in, int *ret_out, int *ret_err, int *ret_res)
+pid_t mcp_spawn(char **args, int *ret_in, int *ret_out, int *ret_err, int *ret_res)
 {
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, res[2] = {-1, -1};
     pid_t ppid = getpid(), pid;
@@ -165,13 +158,7 @@ static pid_t spawn(char **args, int *ret_in, int *ret_out, int *ret_err, int *re
     return pid;
 }
 
-/* A growing argv of owned strings. */
-struct args {
-    char **v;
-    size_t n;
-};
-
-static void args_add(struct args *a, const char *s)
+void mcp_args_add(struct args *a, const char *s)
 {
     char **v = realloc(a->v, (a->n + 2) * sizeof(char *));
 
@@ -184,7 +171,7 @@ static void args_add(struct args *a, const char *s)
     a->v[++a->n] = NULL;
 }
 
-static void args_free(struct args *a)
+void mcp_args_free(struct args *a)
 {
     for (size_t i = 0; i < a->n; i++)
         free(a->v[i]);
@@ -193,13 +180,13 @@ static void args_free(struct args *a)
 }
 
 /* "nsbox CMD...", then the operator's run options. */
-static void args_start(struct args *a, const struct mcp_server *s, const char *const *cmd)
+void mcp_args_start(struct args *a, const struct mcp_server *s, const char *const *cmd)
 {
-    args_add(a, "nsbox");
+    mcp_args_add(a, "nsbox");
     for (; *cmd; cmd++)
-        args_add(a, *cmd);
+        mcp_args_add(a, *cmd);
     for (int i = 0; i < s->n_run_opts; i++)
-        args_add(a, s->run_opts[i]);
+        mcp_args_add(a, s->run_opts[i]);
 }
 
 /* ---- calls ------------------------------------------------------------------------------- */
@@ -220,11 +207,11 @@ static void remove_tmpdir(struct mcp_call *c)
 
 static void call_free(struct mcp_call *c)
 {
-    close_fd(&c->fd_in);
-    close_fd(&c->fd_out);
-    close_fd(&c->fd_err);
-    close_fd(&c->fd_res);
-    close_fd(&c->sock);
+    mcp_close_fd(&c->fd_in);
+    mcp_close_fd(&c->fd_out);
+    mcp_close_fd(&c->fd_err);
+    mcp_close_fd(&c->fd_res);
+    mcp_close_fd(&c->sock);
     buf_free(&c->res);
     buf_free(&c->stderr_tail);
     buf_free(&c->progress_text);
@@ -238,7 +225,7 @@ static void call_free(struct mcp_call *c)
 }
 
 /* The call's answer (result taken), unless it was cancelled (then nobody wants one). */
-static void call_finish(struct mcp_call *c, json_t *result)
+void mcp_call_finish(struct mcp_call *c, json_t *result)
 {
     if (c->state != CALL_STOPPING)
         mcp_respond(c->id, result);
@@ -247,8 +234,7 @@ static void call_finish(struct mcp_call *c, json_t *result)
     call_free(c);
 }
 
-static void call_fail(struct mcp_call *c, const char *fmt, ...) _printf_(2, 3);
-static void call_fail(struct mcp_call *c, const char *fmt, ...)
+void mcp_call_fail(struct mcp_call *c, const char *fmt, ...)
 {
     char text[2048];
     va_list ap;
@@ -256,7 +242,7 @@ static void call_fail(struct mcp_call *c, const char *fmt, ...)
     va_start(ap, fmt);
     (void)vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    call_finish(c, mcp_error_result(c, text));
+    mcp_call_finish(c, mcp_error_result(c, text));
 }
 
 static struct mcp_call *call_find(struct mcp_server *s, json_t *id)
@@ -268,7 +254,7 @@ static struct mcp_call *call_find(struct mcp_server *s, json_t *id)
 }
 
 /* The timeout a call runs with: what it asked for, at most the operator's (0: none). */
-static int call_timeout(const struct mcp_server *s, struct mcp_call *c)
+int mcp_call_timeout(const struct mcp_server *s, struct mcp_call *c)
 {
     json_t *t = json_object_get(c->args, "timeout");
     double max = (double)s->c->timeout / 1e6;
@@ -370,8 +356,8 @@ static void call_set_timeout_args(struct args *a, const struct mcp_call *c)
 
     if (c->timeout > 0) {
         (void)snprintf(t, sizeof(t), "%.6f", c->timeout);
-        args_add(a, "--timeout");
-        args_add(a, t);
+        mcp_args_add(a, "--timeout");
+        mcp_args_add(a, t);
     }
 }
 
@@ -387,47 +373,53 @@ static void run_start(struct mcp_server *s, struct mcp_call *c)
     pid_t pid;
     int r;
 
-    if (call_timeout(s, c) < 0)
-        return call_fail(c, "invalid arguments: \"timeout\" must be a number of seconds above 0");
+    if (mcp_call_timeout(s, c) < 0)
+        return mcp_call_fail(c,
+                             "invalid arguments: \"timeout\" must be a number of seconds above 0");
     if (c->tool == TOOL_RUN_PYTHON) {
         if (!json_is_string(code))
-            return call_fail(c, "invalid arguments: \"code\" (a string of Python) is required");
+            return mcp_call_fail(c, "invalid arguments: \"code\" (a string of Python) is required");
         if (json_string_length(code) > (16U << 20))
-            return call_fail(c, "invalid arguments: \"code\" is longer than 16 MiB");
+            return mcp_call_fail(c, "invalid arguments: \"code\" is longer than 16 MiB");
         if (files && !json_is_object(files))
-            return call_fail(c, "invalid arguments: \"files\" must be an object of relative "
-                                "path -> text");
+            return mcp_call_fail(c, "invalid arguments: \"files\" must be an object of relative "
+                                    "path -> text");
         if (files && json_object_size(files) && write_files(c, files, &why) < 0)
-            return call_fail(c, "invalid arguments: %s", why);
+            return mcp_call_fail(c, "invalid arguments: %s", why);
     } else {
         size_t i;
         json_t *v;
         if (!json_is_array(argv) || json_array_size(argv) == 0 || json_array_size(argv) > 256)
-            return call_fail(c, "invalid arguments: \"argv\" must be a list of 1 to 256 strings, "
-                                "the program first");
-        json_array_foreach(argv, i, v) if (!json_is_string(v) ||
-                                           memchr(json_string_value(v), '\0',
-                                                  json_string_length(v))) return call_fail(c,
-                                                                                           "invalid arguments: \"argv\" must be strings without NUL");
+            return mcp_call_fail(c,
+                                 "invalid arguments: \"argv\" must be a list of 1 to 256 strings, "
+                                 "the program first");
+        bool strings = true;
+        json_array_foreach(argv, i, v) {
+            if (!json_is_string(v) || memchr(json_string_value(v), '\0', json_string_length(v)))
+                strings = false;
+        }
+        if (!strings)
+            return mcp_call_fail(c, "invalid arguments: \"argv\" must be strings without NUL");
         if (in && (!json_is_string(in) || json_string_length(in) > (16U << 20)))
-            return call_fail(c, "invalid arguments: \"stdin\" must be a string of at most 16 MiB");
+            return mcp_call_fail(c,
+                                 "invalid arguments: \"stdin\" must be a string of at most 16 MiB");
     }
 
-    args_start(&a, s, (const char *const[]){"run", "--result-fd", "3", NULL});
+    mcp_args_start(&a, s, (const char *const[]){"run", "--result-fd", "3", NULL});
     call_set_timeout_args(&a, c);
     (void)snprintf(label, sizeof(label), "mcp.tool=%s", tool);
-    args_add(&a, "--label");
-    args_add(&a, label);
+    mcp_args_add(&a, "--label");
+    mcp_args_add(&a, label);
     if (c->tmpdir[0]) {
         _cleanup_free_ char *spec = NULL;
         if (asprintf(&spec, "%s/.:/work/", c->tmpdir) < 0)
             log_oom();
-        args_add(&a, "--copy-in");
-        args_add(&a, spec);
+        mcp_args_add(&a, "--copy-in");
+        mcp_args_add(&a, spec);
     }
     if (c->tool == TOOL_RUN_PYTHON) {
-        args_add(&a, "--code");
-        args_add(&a, "-");
+        mcp_args_add(&a, "--code");
+        mcp_args_add(&a, "-");
         c->in_size = json_string_length(code);
         c->in_data = malloc(c->in_size + 1);
         if (!c->in_data)
@@ -437,428 +429,25 @@ static void run_start(struct mcp_server *s, struct mcp_call *c)
         size_t i;
         json_t *v;
         if (in) {
-            args_add(&a, "--stdin");
+            mcp_args_add(&a, "--stdin");
             c->in_size = json_string_length(in);
             c->in_data = malloc(c->in_size + 1);
             if (!c->in_data)
                 log_oom();
             memcpy(c->in_data, json_string_value(in), c->in_size);
         }
-        args_add(&a, "--");
-        json_array_foreach(argv, i, v) args_add(&a, json_string_value(v));
+        mcp_args_add(&a, "--");
+        json_array_foreach(argv, i, v)
+            mcp_args_add(&a, json_string_value(v));
     }
-    pid = spawn(a.v, c->in_data ? &c->fd_in : NULL, &c->fd_out, &c->fd_err, &c->fd_res);
-    args_free(&a);
+    pid = mcp_spawn(a.v, c->in_data ? &c->fd_in : NULL, &c->fd_out, &c->fd_err, &c->fd_res);
+    mcp_args_free(&a);
     if (pid < 0) {
         r = (int)pid;
-        return call_fail(c, "the server cannot start nsbox run: %s", strerror(-r));
+        return mcp_call_fail(c, "the server cannot start nsbox run: %s", strerror(-r));
     }
     c->pid = pid;
     c->state = CALL_RUNNING;
-}
-
-/* ---- sessions ---------------------------------------------------------------------------- */
-
-static struct mcp_session *session_find(struct mcp_server *s, const char *name)
-{
-    for (size_t i = 0; i < MCP_SESSIONS_MAX; i++) {
-        struct mcp_session *x = &s->sessions[i];
-        if ((x->state == SESSION_STARTING || x->state == SESSION_READY) &&
-            strcmp(x->name, name) == 0)
-            return x;
-    }
-    return NULL;
-}
-
-static void session_free(struct mcp_session *x)
-{
-    close_fd(&x->start_out);
-    close_fd(&x->start_err);
-    close_fd(&x->stop_fd);
-    buf_free(&x->out);
-    buf_free(&x->err);
-    *x = (struct mcp_session){.start_out = -1, .start_err = -1, .stop_fd = -1};
-}
-
-static int session_connect(const struct mcp_session *x)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
-
-    if (strlen(x->sock) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    strcpy(sa.sun_path, x->sock);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return negative_errno();
-    /* A unix stream socket connects at once or not at all (ECONNREFUSED, ENOENT: the session
-     * is gone; EAGAIN: its backlog is full). */
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        int r = negative_errno();
-        (void)close(fd);
-        return r;
-    }
-    (void)fcntl(fd, F_SETFL, O_NONBLOCK);
-    return fd;
-}
-
-/* Ask the session to end; the server waits for its socket to close (SESSION_STOPPING). */
-static void session_stop(struct mcp_session *x)
-{
-    static const char stop[] = "{\"op\":\"stop\"}\n";
-    int fd;
-
-    if (x->state == SESSION_STARTING) {
-        /* `session start` killed before it printed the id: the session ends by itself. */
-        if (x->start_pid > 0)
-            (void)kill(x->start_pid, SIGTERM);
-        return;
-    }
-    if (x->state != SESSION_READY)
-        return;
-    fd = session_connect(x);
-    if (fd < 0 || RETRY_EINTR(send(fd, stop, sizeof(stop) - 1, MSG_NOSIGNAL)) < 0) {
-        if (fd >= 0)
-            (void)close(fd);
-        session_free(x); /* gone already */
-        return;
-    }
-    x->stop_fd = fd;
-    x->stop_deadline = now_usec() + STOP_WAIT_USEC;
-    x->state = SESSION_STOPPING;
-}
-
-static struct mcp_session *session_start(struct mcp_server *s, const char *name, const char **why)
-{
-    struct mcp_session *x = NULL;
-    struct args a = {0};
-    char label[100], pid[32];
-    pid_t p;
-
-    for (size_t i = 0; i < MCP_SESSIONS_MAX && !x; i++)
-        if (s->sessions[i].state == SESSION_FREE)
-            x = &s->sessions[i];
-    if (!x)
-        return *why = "this connection has " STRINGIFY(MCP_SESSIONS_MAX) " sessions already: "
-                                                                         "close one (close: "
-                                                                         "true) first",
-               NULL;
-    args_start(&a, s, (const char *const[]){"session", "start", "--json", NULL});
-    (void)snprintf(label, sizeof(label), "mcp.session=%s", name);
-    args_add(&a, "--label");
-    args_add(&a, label);
-    (void)snprintf(label, sizeof(label), "mcp.server=%d", (int)getpid());
-    args_add(&a, "--label");
-    args_add(&a, label);
-    /* SIGKILL of the server must not leave its sessions behind (a session is detached from
-     * `session start`, so no PR_SET_PDEATHSIG reaches it): the supervisor ends with us. */
-    (void)snprintf(pid, sizeof(pid), "%d", (int)getpid());
-    args_add(&a, "--watch-pid");
-    args_add(&a, pid);
-    p = spawn(a.v, NULL, &x->start_out, &x->start_err, NULL);
-    args_free(&a);
-    if (p < 0)
-        return *why = "the server cannot start nsbox session start", NULL;
-    x->start_pid = p;
-    (void)snprintf(x->name, sizeof(x->name), "%s", name);
-    x->state = SESSION_STARTING;
-    return x;
-}
-
-/* The session's start ended: READY with its id and socket, or failed (its calls get why). */
-static void session_started(struct mcp_server *s, struct mcp_session *x, int status)
-{
-    json_t *j = x->out.data ? json_loads(x->out.data, 0, NULL) : NULL;
-    const char *id = json_string_value(json_object_get(j, "id"));
-    const char *sock = json_string_value(json_object_get(j, "socket"));
-
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && id && sock && strlen(id) == 32) {
-        (void)snprintf(x->id, sizeof(x->id), "%s", id);
-        (void)snprintf(x->sock, sizeof(x->sock), "%s", sock);
-        x->state = SESSION_READY;
-    }
-    json_decref(j);
-    for (size_t i = 0; i < MCP_CALLS_MAX; i++) {
-        struct mcp_call *c = &s->calls[i];
-        if (c->state != CALL_WAIT_SESSION || c->session != x)
-            continue;
-        if (x->state == SESSION_READY)
-            mcp_step_start(s, c);
-        else
-            call_fail(c, "the session '%s' could not start: %s", x->name,
-                      x->err.data && x->err.data[0] ? x->err.data : "nsbox session start failed");
-    }
-    if (x->state != SESSION_READY)
-        session_free(x);
-    else {
-        close_fd(&x->start_out);
-        close_fd(&x->start_err);
-        x->start_pid = 0;
-    }
-}
-
-/* ---- session steps ----------------------------------------------------------------------- */
-
-/* The file tools run as program steps in the session (python3 -c), never in its interpreter:
- * the code's variables stay as they are. Each prints one JSON object. */
-static const char list_script[] =
-    "import json,os,stat,sys\n"
-    "def main(arg):\n"
-    "    p=os.path.normpath(os.path.join('/work',arg))\n"
-    "    if p!='/work' and not p.startswith('/work/'):\n"
-    "        return {'path':p,'entries':[],'error':'the path must be inside /work'}\n"
-    "    if not os.path.isdir(p):\n"
-    "        return {'path':p,'entries':[],'error':'not a directory'}\n"
-    "    out=[];cut=False;top=p.count('/')\n"
-    "    for root,dirs,files in os.walk(p):\n"
-    "        dirs.sort()\n"
-    "        for n in dirs+sorted(files):\n"
-    "            f=os.path.join(root,n)\n"
-    "            try: st=os.lstat(f)\n"
-    "            except OSError: continue\n"
-    "            m=st.st_mode\n"
-    "            t=('directory' if stat.S_ISDIR(m) else 'file' if stat.S_ISREG(m) else\n"
-    "               'symlink' if stat.S_ISLNK(m) else 'other')\n"
-    "            if len(out)>=1000: cut=True; break\n"
-    "            out.append({'path':os.path.relpath(f,'/work'),'type':t,'size':st.st_size})\n"
-    "        if cut: break\n"
-    "        if root.count('/')-top>=3: dirs[:]=[]\n"
-    "    return {'path':p,'entries':out,'truncated':cut,'error':None}\n"
-    "r=main(sys.argv[1]);print(json.dumps(r));sys.exit(1 if r['error'] else 0)\n";
-
-static const char read_script[] =
-    "import base64,json,os,sys\n"
-    "def main(arg,mx):\n"
-    "    p=os.path.normpath(os.path.join('/work',arg))\n"
-    "    if p!='/work' and not p.startswith('/work/'):\n"
-    "        return {'path':p,'error':'the path must be inside /work'}\n"
-    "    try:\n"
-    "        with open(p,'rb') as f:\n"
-    "            size=os.fstat(f.fileno()).st_size;data=f.read(mx+1)\n"
-    "    except OSError as e:\n"
-    "        return {'path':p,'error':e.strerror}\n"
-    "    cut=len(data)>mx;data=data[:mx]\n"
-    "    for k in range(4 if cut else 1):\n"
-    "        try: t=data[:len(data)-k].decode('utf-8')\n"
-    "        except UnicodeDecodeError: continue\n"
-    "        if '\\0' not in t:\n"
-    "            return {'path':p,'size':size,'encoding':'utf-8','content':t,\n"
-    "                    'truncated':cut or k>0,'error':None}\n"
-    "        break\n"
-    "    return {'path':p,'size':size,'encoding':'base64','content':base64.b64encode(data)\n"
-    "            .decode(),'truncated':cut,'error':None}\n"
-    "r=main(sys.argv[1],int(sys.argv[2]));print(json.dumps(r));sys.exit(1 if r['error'] else 0)\n";
-
-static const char write_script[] =
-    "import base64,binascii,json,os,sys\n"
-    "def main(arg,enc):\n"
-    "    p=os.path.normpath(os.path.join('/work',arg))\n"
-    "    if not p.startswith('/work/'):\n"
-    "        return {'path':p,'error':'the path must be a file inside /work'}\n"
-    "    data=sys.stdin.buffer.read()\n"
-    "    try:\n"
-    "        if enc=='base64': data=base64.b64decode(data,validate=True)\n"
-    "        os.makedirs(os.path.dirname(p),exist_ok=True)\n"
-    "        with open(p,'wb') as f: f.write(data)\n"
-    "    except (OSError,binascii.Error) as e:\n"
-    "        return {'path':p,'error':getattr(e,'strerror',None) or str(e)}\n"
-    "    return {'path':p,'size':len(data),'error':None}\n"
-    "r=main(sys.argv[1],sys.argv[2]);print(json.dumps(r));sys.exit(1 if r['error'] else 0)\n";
-
-/* The step's request line (and its stdin bytes) for the session's socket. */
-static void step_request(struct mcp_call *c)
-{
-    json_t *req, *a = c->args;
-    const char *path = json_string_value(json_object_get(a, "path"));
-    const char *data = NULL;
-    size_t data_size = 0;
-    char *text;
-
-    if (c->tool == TOOL_PYTHON_SESSION)
-        req = json_pack("{s:s,s:O}", "op", "code", "code", json_object_get(a, "code"));
-    else {
-        char num[32];
-        json_t *argv = json_pack("[s,s,s,s]", "python3", "-c",
-                                 c->tool == TOOL_LIST_FILES  ? list_script
-                                 : c->tool == TOOL_READ_FILE ? read_script
-                                                             : write_script,
-                                 path ? path : ".");
-        if (c->tool == TOOL_READ_FILE) {
-            json_t *m = json_object_get(a, "max_bytes");
-            (void)snprintf(num, sizeof(num), "%lld",
-                           m ? (long long)json_integer_value(m) : (long long)(1 << 20));
-            (void)json_array_append_new(argv, json_string(num));
-        } else if (c->tool == TOOL_WRITE_FILE) {
-            const char *enc = json_string_value(json_object_get(a, "encoding"));
-            (void)json_array_append_new(argv, json_string(enc ? enc : "utf-8"));
-            data = json_string_value(json_object_get(a, "content"));
-            data_size = json_string_length(json_object_get(a, "content"));
-        }
-        req = json_pack("{s:s,s:o,s:i}", "op", "exec", "argv", argv, "output_limit",
-                        (int)FILE_OUTPUT_LIMIT);
-        if (data)
-            (void)json_object_set_new(req, "stdin_bytes", json_integer((json_int_t)data_size));
-    }
-    if (!req)
-        log_oom();
-    if (c->timeout > 0)
-        (void)json_object_set_new(req, "timeout", json_real(c->timeout));
-    /* A cancelled call hangs up: the session then interrupts the step and goes on. */
-    (void)json_object_set_new(req, "interrupt_on_hangup", json_true());
-    text = json_dumps(req, JSON_COMPACT);
-    json_decref(req);
-    if (!text)
-        log_oom();
-    c->req_size = strlen(text) + 1 + data_size;
-    c->req = realloc(text, c->req_size + 1);
-    if (!c->req)
-        log_oom();
-    c->req[strlen(c->req)] = '\n';
-    if (data_size)
-        memcpy(c->req + c->req_size - data_size, data, data_size);
-    c->req_done = 0;
-}
-
-void mcp_step_start(struct mcp_server *s, struct mcp_call *c)
-{
-    struct mcp_session *x = c->session;
-    int fd = session_connect(x);
-
-    (void)s;
-    if (fd < 0) {
-        const char *name = x->name;
-        char text[300];
-        (void)snprintf(text, sizeof(text),
-                       "the session '%s' is gone (%s: it was stopped, killed, or reached a "
-                       "limit); the next python_session call starts a new one (its variables "
-                       "and files are lost)",
-                       name, strerror(-fd));
-        session_free(x);
-        return call_finish(c, mcp_error_result(c, text));
-    }
-    c->sock = fd;
-    step_request(c);
-    c->state = CALL_RUNNING;
-}
-
-/* The answer's line is in: the call's result. */
-static void step_done(struct mcp_call *c)
-{
-    json_t *j = json_loadb(c->res.data ? c->res.data : "", c->res.have, JSON_ALLOW_NUL, NULL);
-
-    if (!json_is_object(j)) {
-        json_decref(j);
-        if (c->session && c->res.have == 0)
-            session_free(c->session);
-        return call_fail(c, "the session ended without an answer to the step (it was stopped, "
-                            "killed, or its sandbox died); the next python_session call starts "
-                            "a new one");
-    }
-    if (json_is_string(json_object_get(j, "error")) && !json_object_get(j, "status")) {
-        char text[1200];
-        (void)snprintf(text, sizeof(text), "the session refused the step: %s",
-                       json_string_value(json_object_get(j, "error")));
-        json_decref(j);
-        return call_fail(c, "%s", text);
-    }
-    if (c->tool == TOOL_PYTHON_SESSION) {
-        json_t *r = mcp_run_result(c, j);
-        if (c->session_close)
-            session_stop(c->session);
-        json_decref(j);
-        return call_finish(c, r);
-    }
-    call_finish(c, mcp_file_result(c, j));
-    json_decref(j);
-}
-
-/* python_session and the file tools: find or start the session, then the step. */
-static void session_call(struct mcp_server *s, struct mcp_call *c)
-{
-    json_t *a = c->args, *name_j = json_object_get(a, "session"), *code = json_object_get(a, "code");
-    const char *name = name_j ? json_string_value(name_j) : "default", *why = NULL;
-    bool reset = json_is_true(json_object_get(a, "reset"));
-    bool close = json_is_true(json_object_get(a, "close"));
-    struct mcp_session *x;
-
-    if (!name || !name[0] || strlen(name) > 64 || strspn(name, "abcdefghijklmnopqrstuvwxyz"
-                                                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                              "0123456789_.-") != strlen(name) ||
-        name[0] == '.' || name[0] == '-' || name[0] == '_')
-        return call_fail(c, "invalid arguments: \"session\" must be a name of 1 to 64 letters, "
-                            "digits, '_', '.' or '-', starting with a letter or digit");
-    if (call_timeout(s, c) < 0)
-        return call_fail(c, "invalid arguments: \"timeout\" must be a number of seconds above 0");
-    x = session_find(s, name);
-    if (c->tool == TOOL_PYTHON_SESSION) {
-        if ((json_object_get(a, "reset") && !json_is_boolean(json_object_get(a, "reset"))) ||
-            (json_object_get(a, "close") && !json_is_boolean(json_object_get(a, "close"))))
-            return call_fail(c, "invalid arguments: \"reset\" and \"close\" are true or false");
-        if (code && !json_is_string(code))
-            return call_fail(c, "invalid arguments: \"code\" must be a string of Python");
-        if (code && json_string_length(code) > (15U << 20))
-            return call_fail(c, "invalid arguments: \"code\" is longer than 15 MiB");
-        if (!code && !reset && !close)
-            return call_fail(c, "invalid arguments: give \"code\" to run, or \"reset\" or "
-                                "\"close\"");
-        if (reset && x) {
-            if (x->state == SESSION_STARTING)
-                return call_fail(c, "the session '%s' is still starting: reset it once it is up",
-                                 name);
-            session_stop(x);
-            x = NULL;
-        }
-        if (!code) {
-            char text[300];
-            if (close && x)
-                session_stop(x);
-            (void)snprintf(text, sizeof(text),
-                           close ? (x ? "the session '%s' was closed" : "there was no session '%s'")
-                                 : "the session '%s' was reset: the next call starts it afresh",
-                           name);
-            return call_finish(c, mcp_note_result(c, close ? "closed" : "reset", text, name));
-        }
-        c->session_close = close;
-    } else {
-        json_t *path = json_object_get(a, "path");
-        if (path ? !json_is_string(path) || json_string_length(path) > 4096 ||
-                       memchr(json_string_value(path), '\0', json_string_length(path))
-                 : c->tool != TOOL_LIST_FILES)
-            return call_fail(c, "invalid arguments: \"path\" must be a path under /work");
-        if (c->tool == TOOL_READ_FILE && json_object_get(a, "max_bytes")) {
-            json_t *m = json_object_get(a, "max_bytes");
-            if (!json_is_integer(m) || json_integer_value(m) < 1 ||
-                json_integer_value(m) > (1 << 20))
-                return call_fail(c, "invalid arguments: \"max_bytes\" must be 1 to 1048576");
-        }
-        if (c->tool == TOOL_WRITE_FILE) {
-            json_t *content = json_object_get(a, "content"), *enc = json_object_get(a, "encoding");
-            if (!json_is_string(content) || json_string_length(content) > WRITE_MAX * 2)
-                return call_fail(c, "invalid arguments: \"content\" must be a string of at "
-                                    "most 8 MiB");
-            if (enc && (!json_is_string(enc) || (strcmp(json_string_value(enc), "utf-8") != 0 &&
-                                                 strcmp(json_string_value(enc), "base64") != 0)))
-                return call_fail(c, "invalid arguments: \"encoding\" is utf-8 or base64");
-        }
-        if (!x && c->tool != TOOL_WRITE_FILE)
-            return call_fail(c, "there is no session '%s': run python_session (or "
-                                "session_write_file) first",
-                             name);
-        /* The file steps have their own bound: 30 s, at most the server's. */
-        if (!c->timeout || c->timeout > FILE_STEP_TIMEOUT)
-            c->timeout = FILE_STEP_TIMEOUT;
-        c->clamp_note[0] = '\0';
-    }
-    if (!x) {
-        x = session_start(s, name, &why);
-        if (!x)
-            return call_fail(c, "%s", why);
-    }
-    c->session = x;
-    if (x->state == SESSION_STARTING)
-        c->state = CALL_WAIT_SESSION;
-    else
-        mcp_step_start(s, c);
 }
 
 /* ---- the server's side ------------------------------------------------------------------- */
@@ -902,7 +491,7 @@ void mcp_call_start(struct mcp_server *s, json_t *id, const char *name, json_t *
     if (c->tool == TOOL_RUN_PYTHON || c->tool == TOOL_RUN_COMMAND)
         run_start(s, c);
     else
-        session_call(s, c);
+        mcp_session_call(s, c);
 }
 
 void mcp_call_cancel(struct mcp_server *s, json_t *id)
@@ -954,8 +543,8 @@ static void progress(struct mcp_call *c, uint64_t now, bool force)
                              (double)(now - c->started) / 1e6);
     c->progress += 1;
     mcp_send(json_pack("{s:s,s:{s:O,s:f,s:s%}}", "method", "notifications/progress", "params",
-                       "progressToken", c->progress_token, "progress", c->progress, "message",
-                       msg, n),
+                       "progressToken", c->progress_token, "progress", c->progress, "message", msg,
+                       n),
              true);
     c->progress_text.have = 0;
     c->progress_text.overflow = false;
@@ -980,8 +569,8 @@ size_t mcp_poll_fill(struct mcp_server *s, struct pollfd *p, int *timeout_ms)
         p[n++] = (struct pollfd){.fd = c->fd_out, .events = POLLIN};
         p[n++] = (struct pollfd){.fd = c->fd_err, .events = POLLIN};
         p[n++] = (struct pollfd){.fd = c->fd_res, .events = POLLIN};
-        p[n++] = (struct pollfd){.fd = c->sock, .events = c->req_done < c->req_size ? POLLOUT
-                                                                                    : POLLIN};
+        p[n++] = (struct pollfd){.fd = c->sock,
+                                 .events = c->req_done < c->req_size ? POLLOUT : POLLIN};
         if (c->progress_token && c->state == CALL_RUNNING && c->next_progress < until)
             until = c->next_progress;
         if (c->reaped && c->drain_until < until)
@@ -1020,13 +609,13 @@ static void run_check_done(struct mcp_call *c, uint64_t now)
     j = c->res.have ? json_loadb(c->res.data, c->res.have, JSON_ALLOW_NUL, NULL) : NULL;
     if (!json_is_object(j)) {
         json_decref(j);
-        return call_fail(c, "nsbox run ended without a result (%s %d)%s%s",
-                         WIFSIGNALED(c->status) ? "signal" : "exit status",
-                         WIFSIGNALED(c->status) ? WTERMSIG(c->status) : WEXITSTATUS(c->status),
-                         c->stderr_tail.have ? ": " : "",
-                         c->stderr_tail.have ? c->stderr_tail.data : "");
+        return mcp_call_fail(c, "nsbox run ended without a result (%s %d)%s%s",
+                             WIFSIGNALED(c->status) ? "signal" : "exit status",
+                             WIFSIGNALED(c->status) ? WTERMSIG(c->status) : WEXITSTATUS(c->status),
+                             c->stderr_tail.have ? ": " : "",
+                             c->stderr_tail.have ? c->stderr_tail.data : "");
     }
-    call_finish(c, mcp_run_result(c, j));
+    mcp_call_finish(c, mcp_run_result(c, j));
     json_decref(j);
 }
 
@@ -1042,38 +631,38 @@ void mcp_poll_handle(struct mcp_server *s, struct pollfd *p, size_t n)
             continue;
         k += 5;
         if (q[0].revents && c->fd_in >= 0) {
-            ssize_t w = RETRY_EINTR(write(c->fd_in, c->in_data + c->in_done,
-                                          c->in_size - c->in_done));
+            ssize_t w = RETRY_EINTR(
+                write(c->fd_in, c->in_data + c->in_done, c->in_size - c->in_done));
             if (w > 0)
                 c->in_done += (size_t)w;
             if ((w < 0 && errno != EAGAIN) || c->in_done >= c->in_size)
-                close_fd(&c->fd_in);
+                mcp_close_fd(&c->fd_in);
         }
         if (q[1].revents && c->fd_out >= 0)
-            (void)drain(&c->fd_out, NULL, 0, c->progress_token ? &c->progress_text : NULL);
+            (void)mcp_drain(&c->fd_out, NULL, 0, c->progress_token ? &c->progress_text : NULL);
         if (q[2].revents && c->fd_err >= 0) {
             /* nsbox's own words (a run that could not start) are in its stderr's end. */
             if (c->stderr_tail.have > STDERR_TAIL)
                 c->stderr_tail.have = 0;
-            (void)drain(&c->fd_err, &c->stderr_tail, STDERR_TAIL * 2,
-                        c->progress_token ? &c->progress_text : NULL);
+            (void)mcp_drain(&c->fd_err, &c->stderr_tail, STDERR_TAIL * 2,
+                            c->progress_token ? &c->progress_text : NULL);
         }
         if (q[3].revents && c->fd_res >= 0)
-            (void)drain(&c->fd_res, &c->res, MCP_RESULT_MAX, NULL);
+            (void)mcp_drain(&c->fd_res, &c->res, MCP_RESULT_MAX, NULL);
         if (q[4].revents && c->sock >= 0) {
             if (c->req_done < c->req_size) {
-                ssize_t w = RETRY_EINTR(send(c->sock, c->req + c->req_done,
-                                             c->req_size - c->req_done, MSG_NOSIGNAL));
+                ssize_t w = RETRY_EINTR(
+                    send(c->sock, c->req + c->req_done, c->req_size - c->req_done, MSG_NOSIGNAL));
                 if (w > 0)
                     c->req_done += (size_t)w;
                 else if (w < 0 && errno != EAGAIN) {
                     c->req_done = c->req_size; /* the answer (or EOF) says the rest */
                 }
             } else {
-                bool open = drain(&c->sock, &c->res, MCP_RESULT_MAX, NULL);
+                bool open = mcp_drain(&c->sock, &c->res, MCP_RESULT_MAX, NULL);
                 if (!open || memchr(c->res.data ? c->res.data : "", '\n', c->res.have)) {
-                    close_fd(&c->sock);
-                    step_done(c);
+                    mcp_close_fd(&c->sock);
+                    mcp_step_done(c);
                     continue;
                 }
             }
@@ -1088,19 +677,19 @@ void mcp_poll_handle(struct mcp_server *s, struct pollfd *p, size_t n)
         struct pollfd *q = p + k;
         k += 3;
         if (q[0].revents && x->start_out >= 0)
-            (void)drain(&x->start_out, &x->out, 4096, NULL);
+            (void)mcp_drain(&x->start_out, &x->out, 4096, NULL);
         if (q[1].revents && x->start_err >= 0)
-            (void)drain(&x->start_err, &x->err, 4096, NULL);
+            (void)mcp_drain(&x->start_err, &x->err, 4096, NULL);
         if (q[2].revents && x->stop_fd >= 0) {
             struct mcp_buf discard = {0};
-            if (!drain(&x->stop_fd, &discard, 4096, NULL))
-                session_free(x);
+            if (!mcp_drain(&x->stop_fd, &discard, 4096, NULL))
+                mcp_session_free(x);
             buf_free(&discard);
         }
         if (x->state == SESSION_STOPPING && now >= x->stop_deadline) {
-            log_warning("mcp: the session '%s' (%s) did not end within %u s of its stop",
-                        x->name, x->id, STOP_WAIT_USEC / 1000000);
-            session_free(x);
+            log_warning("mcp: the session '%s' (%s) did not end within %u s of its stop", x->name,
+                        x->id, MCP_STOP_WAIT_USEC / 1000000);
+            mcp_session_free(x);
         }
     }
 }
@@ -1125,11 +714,11 @@ void mcp_reap(struct mcp_server *s)
             struct mcp_session *x = &s->sessions[i];
             if (x->state == SESSION_STARTING && x->start_pid == pid) {
                 /* Its stdout is whole: the supervisor's stdio is /dev/null. */
-                while (x->start_out >= 0 && drain(&x->start_out, &x->out, 4096, NULL))
+                while (x->start_out >= 0 && mcp_drain(&x->start_out, &x->out, 4096, NULL))
                     ;
-                while (x->start_err >= 0 && drain(&x->start_err, &x->err, 4096, NULL))
+                while (x->start_err >= 0 && mcp_drain(&x->start_err, &x->err, 4096, NULL))
                     ;
-                session_started(s, x, status);
+                mcp_session_started(s, x, status);
             }
         }
     }
@@ -1167,7 +756,7 @@ bool mcp_shutdown_step(struct mcp_server *s, bool force)
         if (x->state == SESSION_STARTING && force && x->start_pid > 0)
             (void)kill(x->start_pid, SIGKILL);
         else
-            session_stop(x);
+            mcp_session_stop(x);
         if (x->state != SESSION_FREE)
             done = false;
     }

@@ -20,10 +20,11 @@
 #include "macro.h"
 #include "nsbox.h"
 
-#define MCP_CALLS_MAX 16      /* tool calls at once; more get an error result */
-#define MCP_SESSIONS_MAX 8    /* live python_session sandboxes of one connection */
-#define MCP_RESULT_MAX (64U << 20) /* a child's JSON result or a step's answer */
-#define MCP_IMAGE_BUDGET (4U << 20) /* base64 bytes of images in one tool result */
+#define MCP_CALLS_MAX 16                   /* tool calls at once; more get an error result */
+#define MCP_SESSIONS_MAX 8                 /* live python_session sandboxes of one connection */
+#define MCP_RESULT_MAX (64U << 20)         /* a child's JSON result or a step's answer */
+#define MCP_IMAGE_BUDGET (4U << 20)        /* base64 bytes of images in one tool result */
+#define MCP_STOP_WAIT_USEC (10U * 1000000) /* for a stopped session to end */
 
 enum mcp_call_state {
     CALL_FREE,
@@ -60,7 +61,7 @@ struct mcp_session {
     char name[65];
     char id[33];
     char sock[700];
-    pid_t start_pid;   /* `nsbox session start`, while SESSION_STARTING */
+    pid_t start_pid; /* `nsbox session start`, while SESSION_STARTING */
     int start_out, start_err;
     struct mcp_buf out, err;
     int stop_fd; /* SESSION_STOPPING: the connection that asked it to stop */
@@ -86,14 +87,14 @@ struct mcp_call {
     char *in_data; /* what goes to the child's stdin (code, or the command's stdin) */
     size_t in_size, in_done;
     struct mcp_buf res, stderr_tail;
-    char tmpdir[64]; /* run_python's files, copied in; removed at the end */
+    char tmpdir[64];              /* run_python's files, copied in; removed at the end */
     struct mcp_buf progress_text; /* output not yet sent as progress */
 
     /* A session step: the connection to the session's socket. */
     struct mcp_session *session;
     bool session_close; /* close the session after the step */
     int sock;
-    char *req;          /* the request's line and its stdin bytes */
+    char *req; /* the request's line and its stdin bytes */
     size_t req_size, req_done;
     uint64_t drain_until; /* after the child is reaped: the pipes' last bytes */
 };
@@ -102,8 +103,8 @@ struct mcp_server {
     const struct nsbox_config *c; /* the operator's command line */
     char **run_opts;              /* ... as argv, passed on to every child */
     int n_run_opts;
-    json_t *tools;                /* the tools as served (descriptions completed) */
-    const char *protocol;         /* the revision agreed in initialize */
+    json_t *tools;        /* the tools as served (descriptions completed) */
+    const char *protocol; /* the revision agreed in initialize */
     struct mcp_call calls[MCP_CALLS_MAX];
     struct mcp_session sessions[MCP_SESSIONS_MAX];
     bool ending;
@@ -120,8 +121,43 @@ void mcp_respond_error(json_t *id, int code, const char *fmt, ...) _printf_(3, 4
 /* Append n bytes at p to b, keeping at most cap (b->overflow says what was dropped). */
 int buf_append(struct mcp_buf *b, const char *p, size_t n, size_t cap);
 void buf_free(struct mcp_buf *b);
+/* Close *fd (if open) and set it to -1. */
+void mcp_close_fd(int *fd);
+/* Read what fd has into b (at most cap kept) and into progress (if not NULL). Returns false at
+ * EOF or an error (fd closed), true while it stays open. */
+bool mcp_drain(int *fd, struct mcp_buf *b, size_t cap, struct mcp_buf *progress);
+/* fork and exec this binary (/proc/self/exe) with args; the pipes it gets (its stdin if ret_in,
+ * its stdout and stderr, descriptor 3 if ret_res) are returned non-blocking. Returns its pid or
+ * -errno. */
+pid_t mcp_spawn(char **args, int *ret_in, int *ret_out, int *ret_err, int *ret_res);
+/* A growing argv of owned strings: "nsbox CMD...", then the operator's run options. */
+struct args {
+    char **v;
+    size_t n;
+};
+void mcp_args_start(struct args *a, const struct mcp_server *s, const char *const *cmd);
+void mcp_args_add(struct args *a, const char *s);
+void mcp_args_free(struct args *a);
+/* Answer call c with result (taken; unless it was cancelled) and free it. */
+void mcp_call_finish(struct mcp_call *c, json_t *result);
+/* Answer call c with an error result saying fmt..., and free it. */
+void mcp_call_fail(struct mcp_call *c, const char *fmt, ...) _printf_(2, 3);
+/* The timeout c runs with into c->timeout: what it asked for, at most the operator's
+ * (c->clamp_note says so). Returns 0, or -EINVAL for a bad "timeout". */
+int mcp_call_timeout(const struct mcp_server *s, struct mcp_call *c);
+
+/* mcp-session.c */
+/* python_session and the file tools: find or start the session, then the step. */
+void mcp_session_call(struct mcp_server *s, struct mcp_call *c);
 /* Send the step of call c (its session is READY). */
 void mcp_step_start(struct mcp_server *s, struct mcp_call *c);
+/* The answer's line of c's step is in c->res (or the connection closed): answer the call. */
+void mcp_step_done(struct mcp_call *c);
+/* `session start` of x ended with status: READY, or failed (its waiting calls are told). */
+void mcp_session_started(struct mcp_server *s, struct mcp_session *x, int status);
+/* Ask x to end; the server waits for its socket to close (SESSION_STOPPING). */
+void mcp_session_stop(struct mcp_session *x);
+void mcp_session_free(struct mcp_session *x);
 
 /* mcp-tools.c: a CallToolResult (a new reference) ... */
 /* ... saying text, with isError (an argument refused, a session gone, nsbox failed); */

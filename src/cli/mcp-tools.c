@@ -32,8 +32,9 @@ static void describe_network(const struct nsbox_config *c, char *buf, size_t siz
         return;
     }
     if (c->network_allow && c->network_allow[0]) {
-        n = (size_t)snprintf(buf, size, "Network: only HTTP and HTTPS through a proxy (set in "
-                                        "HTTP_PROXY/HTTPS_PROXY) to these hosts:");
+        n = (size_t)snprintf(buf, size,
+                             "Network: only HTTP and HTTPS through a proxy (set in "
+                             "HTTP_PROXY/HTTPS_PROXY) to these hosts:");
         for (size_t i = 0; c->network_allow[i] && n < size; i++)
             n += (size_t)snprintf(buf + n, size - n, "%s %s", i ? "," : "", c->network_allow[i]);
         if (n < size)
@@ -44,8 +45,9 @@ static void describe_network(const struct nsbox_config *c, char *buf, size_t siz
         (void)snprintf(buf, size, "Network: only loopback (127.0.0.1, ::1); nothing outside.");
         return;
     }
-    (void)snprintf(buf, size, "Network: none (sockets are refused): nothing can be downloaded "
-                              "or pip-installed.");
+    (void)snprintf(buf, size,
+                   "Network: none (sockets are refused): nothing can be downloaded "
+                   "or pip-installed.");
 }
 
 static int compare_names(const void *a, const void *b)
@@ -74,7 +76,8 @@ static void describe_packages(const struct nsbox_config *c, char *buf, size_t si
         const char *dot = strchr(e->d_name, '.');
         if (e->d_name[0] == '_' || e->d_name[0] == '.')
             continue;
-        if (dot && !(len > 3 && strcmp(e->d_name + len - 3, ".py") == 0 && dot == e->d_name + len - 3))
+        if (dot &&
+            !(len > 3 && strcmp(e->d_name + len - 3, ".py") == 0 && dot == e->d_name + len - 3))
             continue;
         names[k] = strndup(e->d_name, dot ? (size_t)(dot - e->d_name) : len);
         if (!names[k])
@@ -207,9 +210,9 @@ static bool put_stream(struct mcp_buf *b, const char *label, const char *s, size
  * _OUTCOME_WARNING_WORDS): the others are about the host, which the model cannot change. */
 static bool outcome_warning(const char *w)
 {
-    static const char *const words[] = {"--workdir-size", "--shm-size", "workspace '",
-                                        "copy-out",       "output may be missing",
-                                        "Python interpreter"};
+    static const char *const words[] = {"--workdir-size",        "--shm-size",
+                                        "workspace '",           "copy-out",
+                                        "output may be missing", "Python interpreter"};
 
     for (size_t i = 0; i < ELEMENTSOF(words); i++)
         if (strstr(w, words[i]))
@@ -220,8 +223,7 @@ static bool outcome_warning(const char *w)
 json_t *mcp_error_result(const struct mcp_call *c, const char *text)
 {
     (void)c;
-    return json_pack("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", text, "isError",
-                     1);
+    return json_pack("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", text, "isError", 1);
 }
 
 json_t *mcp_note_result(const struct mcp_call *c, const char *status, const char *text,
@@ -235,10 +237,10 @@ json_t *mcp_note_result(const struct mcp_call *c, const char *status, const char
 
 json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
 {
-    static const char *const keep[] = {"status",         "exit_code",        "signal",
-                                       "reason",         "limit",            "error",
-                                       "stdout",         "stderr",           "stdout_truncated",
-                                       "stderr_truncated", "wall_time_ms",   "files_written",
+    static const char *const keep[] = {"status",           "exit_code",    "signal",
+                                       "reason",           "limit",        "error",
+                                       "stdout",           "stderr",       "stdout_truncated",
+                                       "stderr_truncated", "wall_time_ms", "files_written",
                                        "interpreter"};
     json_t *sc = json_object(), *notes = json_array(), *content = json_array(), *v;
     const char *status = json_string_value(json_object_get(r, "status"));
@@ -293,8 +295,7 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
                            status ? status : "error", (long long)code);
             put(&text, line);
         }
-        if (status && strcmp(status, "error") == 0 &&
-            json_is_string(json_object_get(r, "error"))) {
+        if (status && strcmp(status, "error") == 0 && json_is_string(json_object_get(r, "error"))) {
             put(&text, ": ");
             put(&text, json_string_value(json_object_get(r, "error")));
         }
@@ -336,8 +337,8 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
             (void)json_array_append_new(content, json_pack("{s:s,s:O,s:s}", "type", "image", "data",
                                                            png, "mimeType", "image/png"));
         } else if (json_is_string(plain) && type && strcmp(type, "execute_result") == 0)
-            (void)json_array_append_new(content, json_pack("{s:s,s:O}", "type", "text", "text",
-                                                           plain));
+            (void)json_array_append_new(content,
+                                        json_pack("{s:s,s:O}", "type", "text", "text", plain));
     }
     if (images_left_out) {
         (void)snprintf(line, sizeof(line),
@@ -357,7 +358,7 @@ json_t *mcp_file_result(const struct mcp_call *c, json_t *r)
     const char *status = json_string_value(json_object_get(r, "status"));
     json_t *v, *j = out ? json_loadb(out, json_string_length(json_object_get(r, "stdout")),
                                      JSON_ALLOW_NUL, NULL)
-                          : NULL;
+                        : NULL;
     const char *err;
     struct mcp_buf text = {0};
     char line[600];
@@ -370,7 +371,8 @@ json_t *mcp_file_result(const struct mcp_call *c, json_t *r)
         (void)snprintf(line, sizeof(line), "the file step failed: %s",
                        json_string_value(json_object_get(r, "reason"))
                            ? json_string_value(json_object_get(r, "reason"))
-                           : status ? status : "no answer");
+                       : status ? status
+                                : "no answer");
         return mcp_error_result(c, line);
     }
     err = json_string_value(json_object_get(j, "error"));
@@ -385,7 +387,8 @@ json_t *mcp_file_result(const struct mcp_call *c, json_t *r)
         json_array_foreach(json_object_get(j, "entries"), i, v) {
             (void)snprintf(line, sizeof(line), "%s%s%s (%lld bytes)\n",
                            json_string_value(json_object_get(v, "path")),
-                           strcmp(json_string_value(json_object_get(v, "type")) ?: "", "directory") == 0
+                           strcmp(json_string_value(json_object_get(v, "type")) ?: "",
+                                  "directory") == 0
                                ? "/"
                                : "",
                            "", (long long)json_integer_value(json_object_get(v, "size")));
@@ -406,8 +409,8 @@ json_t *mcp_file_result(const struct mcp_call *c, json_t *r)
             put(&text, line);
         } else {
             const char *s = json_string_value(json_object_get(j, "content"));
-            (void)buf_append(&text, s ? s : "", s ? json_string_length(json_object_get(j, "content")) : 0,
-                             TEXT_CAP);
+            (void)buf_append(&text, s ? s : "",
+                             s ? json_string_length(json_object_get(j, "content")) : 0, TEXT_CAP);
         }
         if (json_is_true(json_object_get(j, "truncated")))
             put(&text, "\n[cut: the file is longer than max_bytes]");

@@ -601,8 +601,8 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                  * result goes to the audit log), its answer to nobody -- unless it asked to be
                  * interrupted then (interrupt_on_hangup: `nsbox mcp`'s cancelled calls), as
                  * its timeout would: the session goes on. */
-                if (cl->state == CLIENT_RUNNING && st->client == cl &&
-                    st->q.interrupt_on_hangup && !st->ended && !st->interrupted) {
+                if (cl->state == CLIENT_RUNNING && st->client == cl && st->q.interrupt_on_hangup &&
+                    !st->ended && !st->interrupted) {
                     struct session_msg m = {.type = SESSION_INTERRUPT};
                     (void)control_send(s->control_fd, &m, NULL, 0);
                     st->interrupted = true;
