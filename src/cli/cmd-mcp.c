@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmd-mcp.h"
@@ -322,6 +323,9 @@ static void usage(FILE *f)
           "never a longer one. nsbox's own messages go to stderr. EOF on stdin ends the server\n"
           "and every sandbox it made.\n"
           "\n"
+          "  --copy-out-dir DIR    copy what each run_python and run_command call wrote in\n"
+          "                        /work/out into a new directory below DIR, and link the\n"
+          "                        files in the result (MCP resource links)\n"
           "  --print-tools FORMAT  print the tools as MCP tools, OpenAI function tools or\n"
           "                        Anthropic tools (a JSON array) and exit\n"
           "  -h, --help            show this help\n",
@@ -365,27 +369,50 @@ static int print_tools(json_t *tools, const char *format)
     return fflush(stdout) == 0 ? 0 : EXIT_NSBOX_FAILURE;
 }
 
-/* Strip --print-tools (mcp's own option) and refuse what a server cannot take. */
-static int take_options(int *argc, char *argv[], const char **print)
+/* The value of option name at argv[*i] (--name VALUE or --name=VALUE), or NULL when argv[*i]
+ * is another argument; *missing when the value is. */
+static const char *option_value(int argc, char *argv[], int *i, const char *name, bool *missing)
+{
+    size_t len = strlen(name);
+
+    if (strncmp(argv[*i], name, len) != 0)
+        return NULL;
+    if (argv[*i][len] == '=')
+        return argv[*i] + len + 1;
+    if (argv[*i][len] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* Strip mcp's own options (--print-tools, --copy-out-dir) and refuse what a server cannot
+ * take. */
+static int take_options(int *argc, char *argv[], const char **print, const char **copy_out_dir)
 {
     int out = 0;
 
     for (int i = 0; i < *argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--print-tools") == 0 || strncmp(a, "--print-tools=", 14) == 0) {
-            if (a[13] == '=')
-                *print = a + 14;
-            else if (i + 1 < *argc)
-                *print = argv[++i];
-            else
-                return log_error_errno(-EINVAL, "--print-tools needs a value: mcp, openai or "
-                                                "anthropic");
+        const char *a = argv[i], *v;
+        bool missing = false;
+
+        if ((v = option_value(*argc, argv, &i, "--print-tools", &missing))) {
+            *print = v;
             continue;
         }
+        if ((v = option_value(*argc, argv, &i, "--copy-out-dir", &missing))) {
+            *copy_out_dir = v;
+            continue;
+        }
+        if (missing)
+            return log_error_errno(-EINVAL, "option '%s' needs a value", a);
         if (strcmp(a, "--") == 0 || strcmp(a, "--code") == 0 || strncmp(a, "--code=", 7) == 0 ||
             strcmp(a, "--json") == 0 || strncmp(a, "--result-fd", 11) == 0 ||
-            strcmp(a, "-i") == 0 || strcmp(a, "--stdin") == 0 || strncmp(a, "--name", 6) == 0 ||
-            strncmp(a, "--copy-out", 10) == 0 || strncmp(a, "--workspace", 11) == 0)
+            strcmp(a, "-i") == 0 || strcmp(a, "--stdin") == 0 || strcmp(a, "--name") == 0 ||
+            strncmp(a, "--name=", 7) == 0 || strcmp(a, "--copy-out") == 0 ||
+            strncmp(a, "--copy-out=", 11) == 0 || strncmp(a, "--workspace", 11) == 0)
             return log_error_errno(-EINVAL,
                                    "'nsbox mcp' does not take '%s': the code and its stdin come "
                                    "with each tool call, the results go to the client, and "
@@ -510,8 +537,19 @@ int mcp_main(int argc, char *argv[])
         }
         opts[i - 1] = argv[i];
     }
-    if (take_options(&n, opts, &print) < 0)
+    if (take_options(&n, opts, &print, &s.copy_out_dir) < 0)
         return EXIT_NSBOX_FAILURE;
+    if (s.copy_out_dir) {
+        /* Absolute, and a directory now: each run's /work/out goes into a new one below. */
+        char *real = realpath(s.copy_out_dir, NULL);
+        struct stat st;
+        if (!real || stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            log_error("--copy-out-dir '%s' is not a directory: make it first", s.copy_out_dir);
+            free(real);
+            return EXIT_NSBOX_FAILURE;
+        }
+        s.copy_out_dir = real;
+    }
     /* The run options, checked once now (a server with a bad one does not start) and passed as
      * they are to each call's `nsbox run` / `nsbox session start`. */
     parse[0] = (char *)"mcp";
@@ -523,7 +561,7 @@ int mcp_main(int argc, char *argv[])
     s.c = c;
     s.run_opts = opts;
     s.n_run_opts = n;
-    s.tools = mcp_tools_load(c, true);
+    s.tools = mcp_tools_load(c, s.copy_out_dir, true);
     if (!s.tools) {
         log_error("mcp: the embedded tools file is broken (python/nsbox/tools.json)");
         return EXIT_NSBOX_FAILURE;
@@ -531,6 +569,7 @@ int mcp_main(int argc, char *argv[])
     if (print) {
         r = print_tools(s.tools, print);
         json_decref(s.tools);
+        free((char *)s.copy_out_dir);
         return r;
     }
     for (size_t i = 0; i < MCP_SESSIONS_MAX; i++)
@@ -540,5 +579,6 @@ int mcp_main(int argc, char *argv[])
             (struct mcp_call){.fd_in = -1, .fd_out = -1, .fd_err = -1, .fd_res = -1, .sock = -1};
     r = serve(&s);
     json_decref(s.tools);
+    free((char *)s.copy_out_dir);
     return r < 0 ? EXIT_NSBOX_FAILURE : 0;
 }

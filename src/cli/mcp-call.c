@@ -215,6 +215,7 @@ static void call_free(struct mcp_call *c)
     buf_free(&c->res);
     buf_free(&c->stderr_tail);
     buf_free(&c->progress_text);
+    free(c->out_dir);
     free(c->in_data);
     free(c->req);
     remove_tmpdir(c);
@@ -291,6 +292,60 @@ static bool relative_path_ok(const char *p, size_t len)
     return true;
 }
 
+/* The call's directory of what is copied in: fresh, 0700, in /tmp (nsbox copies it in as the
+ * caller, so no one else needs to read it). */
+static int make_tmpdir(struct mcp_call *c)
+{
+    if (c->tmpdir[0])
+        return 0;
+    (void)snprintf(c->tmpdir, sizeof(c->tmpdir), "/tmp/nsbox-mcp-XXXXXX");
+    if (!mkdtemp(c->tmpdir)) {
+        c->tmpdir[0] = '\0';
+        return log_error_errno(negative_errno(), "mcp: cannot make a directory in /tmp: %m");
+    }
+    return 0;
+}
+
+/* --copy-out-dir: /work/out exists from the start (a copy-out of a missing path would be noted
+ * in every result), and what it holds at the end goes into a new directory below the
+ * operator's. Returns 0 or -errno. */
+static int prepare_copy_out(const struct mcp_server *s, struct mcp_call *c)
+{
+    _cleanup_free_ char *out = NULL;
+
+    if (make_tmpdir(c) < 0)
+        return -EIO;
+    if (asprintf(&out, "%s/out", c->tmpdir) < 0 ||
+        asprintf(&c->out_dir, "%s/call-XXXXXX", s->copy_out_dir) < 0)
+        log_oom();
+    if (mkdir(out, 0700) < 0)
+        return log_error_errno(negative_errno(), "mcp: cannot make '%s': %m", out);
+    if (!mkdtemp(c->out_dir)) {
+        int r = log_error_errno(negative_errno(), "mcp: cannot make a directory in '%s': %m",
+                                s->copy_out_dir);
+        free(c->out_dir);
+        c->out_dir = NULL;
+        return r;
+    }
+    /* For the client's user to open: as a directory made under the umask would be. */
+    (void)chmod(c->out_dir, 0755);
+    return 0;
+}
+
+/* A call's copy-out directory that got nothing (the code wrote no /work/out files) is
+ * removed: DIR/call-XXXXXX/out, then DIR/call-XXXXXX (rmdir(2) fails on anything else). */
+static void remove_empty_out_dir(struct mcp_call *c)
+{
+    _cleanup_free_ char *out = NULL;
+
+    if (!c->out_dir)
+        return;
+    if (asprintf(&out, "%s/out", c->out_dir) < 0)
+        log_oom();
+    (void)rmdir(out);
+    (void)rmdir(c->out_dir);
+}
+
 /* run_python's files into a fresh 0700 directory of the server's, copied in by nsbox
  * (--copy-in DIR/.:/work/). Returns 0, or -errno with *why set for the model. */
 static int write_files(struct mcp_call *c, json_t *files, const char **why)
@@ -312,11 +367,8 @@ static int write_files(struct mcp_call *c, json_t *files, const char **why)
     }
     if (total > (16U << 20))
         return *why = "\"files\" hold more than 16 MiB", -EFBIG;
-    (void)snprintf(c->tmpdir, sizeof(c->tmpdir), "/tmp/nsbox-mcp-XXXXXX");
-    if (!mkdtemp(c->tmpdir)) {
-        c->tmpdir[0] = '\0';
-        return *why = "the server cannot make a directory for the files", negative_errno();
-    }
+    if (make_tmpdir(c) < 0)
+        return *why = "the server cannot make a directory for the files", -EIO;
     json_object_foreach(files, key, v) {
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -EBADF;
@@ -410,6 +462,18 @@ static void run_start(struct mcp_server *s, struct mcp_call *c)
     (void)snprintf(label, sizeof(label), "mcp.tool=%s", tool);
     mcp_args_add(&a, "--label");
     mcp_args_add(&a, label);
+    if (s->copy_out_dir) {
+        _cleanup_free_ char *spec = NULL;
+        if (prepare_copy_out(s, c) < 0) {
+            mcp_args_free(&a);
+            return mcp_call_fail(c, "the server cannot prepare the copy-out of /work/out (its "
+                                    "--copy-out-dir); see its stderr");
+        }
+        if (asprintf(&spec, "/work/out:%s", c->out_dir) < 0)
+            log_oom();
+        mcp_args_add(&a, "--copy-out");
+        mcp_args_add(&a, spec);
+    }
     if (c->tmpdir[0]) {
         _cleanup_free_ char *spec = NULL;
         if (asprintf(&spec, "%s/.:/work/", c->tmpdir) < 0)
@@ -602,6 +666,7 @@ static void run_check_done(struct mcp_call *c, uint64_t now)
     if ((c->fd_out >= 0 || c->fd_err >= 0 || c->fd_res >= 0) && now < c->drain_until)
         return;
     progress(c, now, c->progress_text.have > 0);
+    remove_empty_out_dir(c);
     if (c->state == CALL_STOPPING) {
         call_free(c);
         return;

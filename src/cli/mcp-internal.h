@@ -88,6 +88,7 @@ struct mcp_call {
     size_t in_size, in_done;
     struct mcp_buf res, stderr_tail;
     char tmpdir[64];              /* run_python's files, copied in; removed at the end */
+    char *out_dir;                /* --copy-out-dir's directory of this call, or NULL */
     struct mcp_buf progress_text; /* output not yet sent as progress */
 
     /* A session step: the connection to the session's socket. */
@@ -103,8 +104,9 @@ struct mcp_server {
     const struct nsbox_config *c; /* the operator's command line */
     char **run_opts;              /* ... as argv, passed on to every child */
     int n_run_opts;
-    json_t *tools;        /* the tools as served (descriptions completed) */
-    const char *protocol; /* the revision agreed in initialize */
+    json_t *tools;            /* the tools as served (descriptions completed) */
+    const char *protocol;     /* the revision agreed in initialize */
+    const char *copy_out_dir; /* --copy-out-dir, made absolute, or NULL */
     struct mcp_call calls[MCP_CALLS_MAX];
     struct mcp_session sessions[MCP_SESSIONS_MAX];
     bool ending;
@@ -172,7 +174,7 @@ json_t *mcp_file_result(const struct mcp_call *c, json_t *r);
 
 /* The tools file (python/nsbox/tools.json, embedded) with each description completed from the
  * operator's config c: its network, limits and the rootfs's packages. NULL on a broken file. */
-json_t *mcp_tools_load(const struct nsbox_config *c, bool complete);
+json_t *mcp_tools_load(const struct nsbox_config *c, const char *copy_out_dir, bool complete);
 /* Start the tools/call of name with args (an object) for request id; answers (now or when it
  * ends) through mcp_respond(). */
 void mcp_call_start(struct mcp_server *s, json_t *id, const char *name, json_t *args,

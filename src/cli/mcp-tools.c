@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 #include "macro.h"
@@ -93,7 +94,7 @@ static void describe_packages(const struct nsbox_config *c, char *buf, size_t si
     }
 }
 
-json_t *mcp_tools_load(const struct nsbox_config *c, bool complete)
+json_t *mcp_tools_load(const struct nsbox_config *c, const char *copy_out_dir, bool complete)
 {
     json_t *root = json_loads(mcp_tools_json, 0, NULL), *tools, *defs, *t, *out;
     char net[1024], pkgs[2048], limits[300], mem[32], tmo[32];
@@ -141,7 +142,11 @@ json_t *mcp_tools_load(const struct nsbox_config *c, bool complete)
                                       json_deep_copy(json_object_get(defs, ref + 8)));
         if (complete && strncmp(name, "session_", 8) != 0) {
             _cleanup_free_ char *text = NULL;
-            if (asprintf(&text, "%s %s %s%s%s", desc, net, limits,
+            if (asprintf(&text, "%s %s %s%s%s%s", desc, net, limits,
+                         copy_out_dir && strcmp(name, "python_session") != 0
+                             ? " Files written below /work/out are handed to the user when "
+                               "the call ends (linked in the result)."
+                             : "",
                          pkgs[0] ? " Python packages besides the standard library: " : "",
                          pkgs[0] ? pkgs : "") < 0)
                 log_oom();
@@ -218,6 +223,81 @@ static bool outcome_warning(const char *w)
         if (strstr(w, words[i]))
             return true;
     return false;
+}
+
+/* A file: URI of an absolute host path (RFC 8089): bytes outside RFC 3986's unreserved
+ * characters and '/' percent-encoded. */
+static char *file_uri(const char *path)
+{
+    struct mcp_buf b = {0};
+    char esc[4];
+
+    put(&b, "file://");
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            strchr("-._~/", *p))
+            (void)buf_append(&b, (const char *)p, 1, TEXT_CAP);
+        else {
+            (void)snprintf(esc, sizeof(esc), "%%%02X", *p);
+            put(&b, esc);
+        }
+    }
+    return b.data;
+}
+
+/* The MIME type of a file copied out, by its name's extension; NULL when unknown. */
+static const char *mime_type(const char *path)
+{
+    static const char *const types[][2] = {
+        {".png", "image/png"},  {".jpg", "image/jpeg"},    {".jpeg", "image/jpeg"},
+        {".gif", "image/gif"},  {".svg", "image/svg+xml"}, {".pdf", "application/pdf"},
+        {".csv", "text/csv"},   {".txt", "text/plain"},    {".json", "application/json"},
+        {".html", "text/html"}, {".md", "text/markdown"},  {".py", "text/x-python"},
+    };
+    const char *dot = strrchr(path, '.');
+
+    for (size_t i = 0; dot && i < ELEMENTSOF(types); i++)
+        if (strcasecmp(dot, types[i][0]) == 0)
+            return types[i][1];
+    return NULL;
+}
+
+/* --copy-out-dir: a resource_link for each file copied out of /work/out (r's copy_out), and
+ * the same in structuredContent's files_copied_out. */
+static void copied_out(json_t *r, json_t *content, json_t *sc, struct mcp_buf *text)
+{
+    json_t *files = json_array(), *v;
+    size_t i;
+
+    if (!files)
+        log_oom();
+    json_array_foreach(json_object_get(json_object_get(r, "copy_out"), "copied"), i, v) {
+        const char *path = json_string_value(json_object_get(v, "path"));
+        const char *host = json_string_value(json_object_get(v, "host_path"));
+        const char *mime;
+        _cleanup_free_ char *uri = NULL;
+        json_t *link;
+        if (!path || !host || host[0] != '/')
+            continue;
+        uri = file_uri(host);
+        mime = mime_type(path);
+        link = json_pack("{s:s,s:s,s:s,s:O}", "type", "resource_link", "uri", uri, "name",
+                         strncmp(path, "/work/", 6) == 0 ? path + 6 : path, "size",
+                         json_object_get(v, "size"));
+        if (!link)
+            log_oom();
+        if (mime)
+            (void)json_object_set_new(link, "mimeType", json_string(mime));
+        (void)json_array_append_new(content, link);
+        (void)json_array_append_new(files, json_pack("{s:s,s:s,s:O,s:O}", "path", path, "uri", uri,
+                                                     "size", json_object_get(v, "size"), "sha256",
+                                                     json_object_get(v, "sha256")));
+        put(text, json_array_size(files) == 1 ? "\n[copied out for the user: " : ", ");
+        put(text, strncmp(path, "/work/", 6) == 0 ? path + 6 : path);
+    }
+    if (json_array_size(files))
+        put(text, "]");
+    (void)json_object_set_new(sc, "files_copied_out", files);
 }
 
 json_t *mcp_error_result(const struct mcp_call *c, const char *text)
@@ -318,8 +398,11 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
                 put(&text, line);
             }
     }
-    (void)json_array_append_new(content, json_pack("{s:s,s:s%}", "type", "text", "text",
-                                                   text.data ? text.data : "", text.have));
+    if (json_object_get(r, "copy_out"))
+        copied_out(r, content, sc, &text);
+    (void)json_array_insert_new(content, 0,
+                                json_pack("{s:s,s:s%}", "type", "text", "text",
+                                          text.data ? text.data : "", text.have));
     buf_free(&text);
 
     /* Rich outputs (Jupyter's MIME bundles): the results' text, and PNGs as images. */

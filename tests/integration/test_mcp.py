@@ -84,6 +84,11 @@ class Server:
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+        for f in (self.p.stdin, self.p.stdout, self.p.stderr):
+            try:
+                f.close()
+            except (BrokenPipeError, OSError):
+                pass
 
 
 class McpTestCase(NsboxTestCase):
@@ -201,7 +206,7 @@ class TestProtocol(McpTestCase):
         # A server whose stdout nobody reads (for now).
         p = subprocess.Popen([NSBOX, "mcp", "--cgroup", "off"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        self.addCleanup(lambda: (p.poll() is None and (p.kill(), p.wait()), p.stdout.close()))
         done = threading.Event()
 
         def write_unread():
@@ -238,7 +243,7 @@ class TestProtocol(McpTestCase):
         """A client that never reads and closes stdin: the server still ends, soon."""
         p = subprocess.Popen([NSBOX, "mcp", "--cgroup", "off"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+        self.addCleanup(lambda: (p.poll() is None and (p.kill(), p.wait()), p.stdout.close()))
         for i in range(300):  # ~3 MB of answers: more than the pipe takes
             p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/list"}) +
                            "\n").encode())
@@ -376,6 +381,38 @@ class TestTools(McpTestCase):
         r = s.call("python_session", {"code": "print(x)"})
         self.assertLess(time.monotonic() - t, 10, "the cancelled step ran on")
         self.assertEqual(r["content"][0]["text"], "7\n", r)
+
+    def test_copy_out_dir(self):
+        """--copy-out-dir: what a call wrote in /work/out is copied out and linked."""
+        d = tempfile.mkdtemp(prefix="nsbox-mcp-test-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        s = self.server("--copy-out-dir", d)
+        self.assertIn("/work/out", s.request("tools/list")["result"]["tools"][0]["description"])
+        r = s.call("run_python", {"code": "import os\nos.makedirs('out/plots')\n"
+                                          "open('out/plots/a b.csv', 'w').write('x,y\\n')\n"
+                                          "print('made')"})
+        self.assertFalse(r["isError"], r)
+        links = [c for c in r["content"] if c["type"] == "resource_link"]
+        self.assertEqual(len(links), 1, r["content"])
+        link = links[0]
+        self.assertEqual((link["name"], link["mimeType"], link["size"]),
+                         ("out/plots/a b.csv", "text/csv", 4))
+        self.assertTrue(link["uri"].startswith("file://" + os.path.realpath(d) + "/call-"))
+        self.assertTrue(link["uri"].endswith("/out/plots/a%20b.csv"), link["uri"])
+        path = link["uri"][len("file://"):].replace("%20", " ")
+        with open(path) as f:
+            self.assertEqual(f.read(), "x,y\n")
+        self.assertEqual(r["structuredContent"]["files_copied_out"][0]["path"],
+                         "/work/out/plots/a b.csv")
+        self.assertEqual(r["content"][0]["text"],
+                         "made\n\n[copied out for the user: out/plots/a b.csv]")
+        # A call that writes nothing there leaves nothing there, and says nothing of it.
+        before = set(os.listdir(d))
+        r = s.call("run_python", {"code": "print(1)"})
+        self.assertEqual(r["content"], [{"type": "text", "text": "1\n"}])
+        self.assertEqual(set(os.listdir(d)), before)
+        p = nsbox("mcp", "--copy-out-dir", os.path.join(d, "missing"))
+        self.assertOneLineError(p, contains="not a directory")
 
     def test_audit_log(self):
         d = tempfile.mkdtemp(prefix="nsbox-mcp-test-")
