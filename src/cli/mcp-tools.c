@@ -118,8 +118,8 @@ json_t *mcp_tools_load(const struct nsbox_config *c, const char *copy_out_dir, b
         (void)snprintf(tmo, sizeof(tmo), "no limit");
     (void)snprintf(limits, sizeof(limits),
                    "Limits of each call: timeout %s (a call may ask for less), memory %s, "
-                   "%llu bytes of /work; output kept: %llu bytes per stream.",
-                   tmo, mem, (unsigned long long)c->workdir_size,
+                   "%llu MiB of files in /work; output kept: %llu bytes per stream.",
+                   tmo, mem, (unsigned long long)(c->workdir_size >> 20),
                    (unsigned long long)c->output_limit);
     out = json_array();
     if (!out)
@@ -398,7 +398,7 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
                 put(&text, line);
             }
     }
-    if (json_object_get(r, "copy_out"))
+    if (json_is_object(json_object_get(r, "copy_out")))
         copied_out(r, content, sc, &text);
     (void)json_array_insert_new(content, 0,
                                 json_pack("{s:s,s:s%}", "type", "text", "text",
