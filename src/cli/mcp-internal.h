@@ -92,8 +92,11 @@ struct mcp_call {
     struct mcp_buf progress_text; /* output not yet sent as progress */
 
     /* A session step: the connection to the session's socket. */
-    struct mcp_session *session;
-    bool session_close; /* close the session after the step */
+    struct mcp_session *session; /* its slot: compare session_id before acting on it, the slot
+                                  * may hold another session by the time the step ends */
+    char session_name[65];
+    char session_id[33]; /* the session's id when the step was sent */
+    bool session_close;  /* close the session after the step */
     int sock;
     char *req; /* the request's line and its stdin bytes */
     size_t req_size, req_done;

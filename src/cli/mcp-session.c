@@ -291,6 +291,13 @@ static void step_request(struct mcp_call *c)
     c->req_done = 0;
 }
 
+/* Whether c's session slot still holds the session its step went to. */
+static bool session_is(const struct mcp_call *c)
+{
+    return c->session && c->session->state == SESSION_READY &&
+           strcmp(c->session->id, c->session_id) == 0;
+}
+
 void mcp_step_start(struct mcp_server *s, struct mcp_call *c)
 {
     struct mcp_session *x = c->session;
@@ -309,6 +316,7 @@ void mcp_step_start(struct mcp_server *s, struct mcp_call *c)
         return mcp_call_finish(c, mcp_error_result(c, text));
     }
     c->sock = fd;
+    (void)snprintf(c->session_id, sizeof(c->session_id), "%s", x->id);
     step_request(c);
     c->state = CALL_RUNNING;
 }
@@ -320,7 +328,7 @@ void mcp_step_done(struct mcp_call *c)
 
     if (!json_is_object(j)) {
         json_decref(j);
-        if (c->session && c->res.have == 0)
+        if (c->res.have == 0 && session_is(c))
             mcp_session_free(c->session);
         return mcp_call_fail(c, "the session ended without an answer to the step (it was stopped, "
                                 "killed, or its sandbox died); the next python_session call starts "
@@ -335,7 +343,7 @@ void mcp_step_done(struct mcp_call *c)
     }
     if (c->tool == TOOL_PYTHON_SESSION) {
         json_t *r = mcp_run_result(c, j);
-        if (c->session_close)
+        if (c->session_close && session_is(c))
             mcp_session_stop(c->session);
         json_decref(j);
         return mcp_call_finish(c, r);
@@ -431,6 +439,7 @@ void mcp_session_call(struct mcp_server *s, struct mcp_call *c)
             return mcp_call_fail(c, "%s", why);
     }
     c->session = x;
+    (void)snprintf(c->session_name, sizeof(c->session_name), "%s", name);
     if (x->state == SESSION_STARTING)
         c->state = CALL_WAIT_SESSION;
     else

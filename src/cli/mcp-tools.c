@@ -348,8 +348,8 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
     if (!json_object_get(sc, "status"))
         (void)json_object_set_new(sc, "status", json_string("error"));
     (void)json_object_set_new(sc, "timeout", c->timeout > 0 ? json_real(c->timeout) : json_null());
-    if (c->session)
-        (void)json_object_set_new(sc, "session", json_string(c->session->name));
+    if (c->session_name[0])
+        (void)json_object_set_new(sc, "session", json_string(c->session_name));
 
     /* The notes: the call's own (a limit lowered), nsbox's, the warnings that explain the
      * outcome. */
