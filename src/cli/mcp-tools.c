@@ -136,6 +136,13 @@ json_t *mcp_tools_load(const struct nsbox_config *c, const char *copy_out_dir, b
             json_decref(root);
             return NULL;
         }
+        /* Code that may reach hosts outside (--network allow=, host) acts on the world outside
+         * (MCP's openWorldHint); loopback is the sandbox's own. */
+        if (json_is_object(json_object_get(copy, "annotations")) &&
+            strncmp(name, "session_", 8) != 0)
+            (void)json_object_set_new(json_object_get(copy, "annotations"), "openWorldHint",
+                                      json_boolean(c->network_host ||
+                                                   (c->network_allow && c->network_allow[0])));
         /* One definition of the result, written once in the file, whole in each tool. */
         if (ref && strncmp(ref, "#/$defs/", 8) == 0)
             (void)json_object_set_new(copy, "outputSchema",

@@ -127,10 +127,16 @@ class TestProtocol(McpTestCase):
         # The description says what the sandbox is: the operator's network and limits.
         self.assertIn("Network: none", tools[0]["description"])
         self.assertIn("timeout 10 s", tools[0]["description"])
+        self.assertFalse(tools[0]["annotations"]["openWorldHint"])
+        self.assertFalse(tools[0]["annotations"]["destructiveHint"])
         s2 = self.server("--network", "loopback", "--timeout", "3")
         d = s2.request("tools/list")["result"]["tools"][0]["description"]
         self.assertIn("only loopback", d)
         self.assertIn("timeout 3 s", d)
+        s3 = self.server("--network", "allow=pypi.org")
+        t = s3.request("tools/list")["result"]["tools"][0]
+        self.assertIn("to these hosts: pypi.org", t["description"])
+        self.assertTrue(t["annotations"]["openWorldHint"])
 
     def test_malformed_json(self):
         s = self.server()
