@@ -575,8 +575,12 @@ int mcp_main(int argc, char *argv[])
     for (size_t i = 0; i < MCP_SESSIONS_MAX; i++)
         s.sessions[i] = (struct mcp_session){.start_out = -1, .start_err = -1, .stop_fd = -1};
     for (size_t i = 0; i < MCP_CALLS_MAX; i++)
-        s.calls[i] =
-            (struct mcp_call){.fd_in = -1, .fd_out = -1, .fd_err = -1, .fd_res = -1, .sock = -1};
+        s.calls[i] = (struct mcp_call){.fd_in = -1,
+                                       .fd_out = -1,
+                                       .fd_err = -1,
+                                       .fd_res = -1,
+                                       .sock = -1,
+                                       .polled = -1};
     r = serve(&s);
     json_decref(s.tools);
     free((char *)s.copy_out_dir);

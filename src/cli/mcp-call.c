@@ -222,7 +222,12 @@ static void call_free(struct mcp_call *c)
     json_decref(c->id);
     json_decref(c->progress_token);
     json_decref(c->args);
-    *c = (struct mcp_call){.fd_in = -1, .fd_out = -1, .fd_err = -1, .fd_res = -1, .sock = -1};
+    *c = (struct mcp_call){.fd_in = -1,
+                           .fd_out = -1,
+                           .fd_err = -1,
+                           .fd_res = -1,
+                           .sock = -1,
+                           .polled = -1};
 }
 
 /* The call's answer (result taken), unless it was cancelled (then nobody wants one). */
@@ -627,8 +632,11 @@ size_t mcp_poll_fill(struct mcp_server *s, struct pollfd *p, int *timeout_ms)
 
     for (size_t i = 0; i < MCP_CALLS_MAX; i++) {
         struct mcp_call *c = &s->calls[i];
+        c->polled = -1;
         if (!call_active(c))
             continue;
+        /* Where its descriptors are: calls may start and end before mcp_poll_handle(). */
+        c->polled = (int)n;
         p[n++] = (struct pollfd){.fd = c->fd_in, .events = POLLOUT};
         p[n++] = (struct pollfd){.fd = c->fd_out, .events = POLLIN};
         p[n++] = (struct pollfd){.fd = c->fd_err, .events = POLLIN};
@@ -647,6 +655,8 @@ size_t mcp_poll_fill(struct mcp_server *s, struct pollfd *p, int *timeout_ms)
         p[n++] = (struct pollfd){.fd = x->stop_fd, .events = POLLIN};
         if (x->state == SESSION_STOPPING && x->stop_deadline < until)
             until = x->stop_deadline;
+        if (x->state == SESSION_STARTING && x->start_reaped && x->start_drain < until)
+            until = x->start_drain;
     }
     if (until != UINT64_MAX) {
         uint64_t ms = until > now ? (until - now + 999) / 1000 : 0;
@@ -684,17 +694,26 @@ static void run_check_done(struct mcp_call *c, uint64_t now)
     json_decref(j);
 }
 
+/* The session x's start has ended and its pipes too (or their time is up): READY, or failed. */
+static void session_check_started(struct mcp_server *s, struct mcp_session *x, uint64_t now)
+{
+    if (x->state != SESSION_STARTING || !x->start_reaped)
+        return;
+    if ((x->start_out >= 0 || x->start_err >= 0) && now < x->start_drain)
+        return;
+    mcp_session_started(s, x, x->start_status);
+}
+
 void mcp_poll_handle(struct mcp_server *s, struct pollfd *p, size_t n)
 {
     uint64_t now = now_usec();
-    size_t k = 0;
+    size_t k;
 
-    for (size_t i = 0; i < MCP_CALLS_MAX && k < n; i++) {
+    for (size_t i = 0; i < MCP_CALLS_MAX; i++) {
         struct mcp_call *c = &s->calls[i];
-        struct pollfd *q = p + k;
-        if (!call_active(c))
+        struct pollfd *q = c->polled >= 0 && (size_t)c->polled + 5 <= n ? p + c->polled : NULL;
+        if (!call_active(c) || !q)
             continue;
-        k += 5;
         if (q[0].revents && c->fd_in >= 0) {
             ssize_t w = RETRY_EINTR(
                 write(c->fd_in, c->in_data + c->in_done, c->in_size - c->in_done));
@@ -737,7 +756,9 @@ void mcp_poll_handle(struct mcp_server *s, struct pollfd *p, size_t n)
         if (c->state == CALL_RUNNING)
             progress(c, now, false);
     }
-    for (size_t i = 0; i < MCP_SESSIONS_MAX && k < n; i++) {
+    /* The sessions' come after every polled call's, three each, always. */
+    k = n - 3 * MCP_SESSIONS_MAX;
+    for (size_t i = 0; i < MCP_SESSIONS_MAX; i++) {
         struct mcp_session *x = &s->sessions[i];
         struct pollfd *q = p + k;
         k += 3;
@@ -751,6 +772,7 @@ void mcp_poll_handle(struct mcp_server *s, struct pollfd *p, size_t n)
                 mcp_session_free(x);
             buf_free(&discard);
         }
+        session_check_started(s, x, now);
         if (x->state == SESSION_STOPPING && now >= x->stop_deadline) {
             log_warning("mcp: the session '%s' (%s) did not end within %u s of its stop", x->name,
                         x->id, MCP_STOP_WAIT_USEC / 1000000);
@@ -777,13 +799,13 @@ void mcp_reap(struct mcp_server *s)
         }
         for (size_t i = 0; i < MCP_SESSIONS_MAX; i++) {
             struct mcp_session *x = &s->sessions[i];
-            if (x->state == SESSION_STARTING && x->start_pid == pid) {
-                /* Its stdout is whole: the supervisor's stdio is /dev/null. */
-                while (x->start_out >= 0 && mcp_drain(&x->start_out, &x->out, 4096, NULL))
-                    ;
-                while (x->start_err >= 0 && mcp_drain(&x->start_err, &x->err, 4096, NULL))
-                    ;
-                mcp_session_started(s, x, status);
+            if (x->state == SESSION_STARTING && x->start_pid == pid && !x->start_reaped) {
+                /* Its id is read once its pipes end (the supervisor's stdio is /dev/null), or
+                 * at start_drain: a supervisor that has not closed them yet must not hold us. */
+                x->start_reaped = true;
+                x->start_status = status;
+                x->start_drain = now + DRAIN_USEC;
+                session_check_started(s, x, now);
             }
         }
     }

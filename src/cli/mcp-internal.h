@@ -61,7 +61,10 @@ struct mcp_session {
     char name[65];
     char id[33];
     char sock[700];
-    pid_t start_pid; /* `nsbox session start`, while SESSION_STARTING */
+    pid_t start_pid;   /* `nsbox session start`, while SESSION_STARTING */
+    bool start_reaped; /* ... has ended with start_status; its pipes drain until start_drain */
+    int start_status;
+    uint64_t start_drain;
     int start_out, start_err;
     struct mcp_buf out, err;
     int stop_fd; /* SESSION_STOPPING: the connection that asked it to stop */
@@ -101,6 +104,7 @@ struct mcp_call {
     char *req; /* the request's line and its stdin bytes */
     size_t req_size, req_done;
     uint64_t drain_until; /* after the child is reaped: the pipes' last bytes */
+    int polled;           /* its first pollfd in mcp_poll_fill()'s array, or -1 */
 };
 
 struct mcp_server {
