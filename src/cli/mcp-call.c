@@ -27,6 +27,7 @@
 #include "log.h"
 #include "macro.h"
 #include "mcp-internal.h"
+#include "parse.h"
 #include "rmtree.h"
 #include "syscalls.h"
 #include "utf8.h"
@@ -280,6 +281,29 @@ int mcp_call_timeout(const struct mcp_server *s, struct mcp_call *c)
     return 0;
 }
 
+/* A run's memory limit: what the call asked for ("memory", Docker's syntax), at most the
+ * operator's (0: the operator's as it is). Returns 0, or -EINVAL for a bad "memory". */
+static int call_memory(const struct mcp_server *s, struct mcp_call *c)
+{
+    json_t *m = json_object_get(c->args, "memory");
+    uint64_t asked, max = s->c->memory;
+    size_t n = strlen(c->clamp_note);
+
+    c->memory = 0;
+    if (!m)
+        return 0;
+    if (!json_is_string(m) || parse_size(json_string_value(m), &asked) < 0 || asked == 0)
+        return -EINVAL;
+    if (max > 0 && asked > max)
+        (void)snprintf(c->clamp_note + n, sizeof(c->clamp_note) - n,
+                       "%sthe call asked for %s of memory; this server allows at most %llu MiB "
+                       "(its --memory), so it ran with that",
+                       n ? "; " : "", json_string_value(m), (unsigned long long)(max >> 20));
+    else
+        c->memory = asked;
+    return 0;
+}
+
 /* A relative path inside /work that a file may be written to: no '..', '.', empty or
  * absolute components. */
 static bool relative_path_ok(const char *p, size_t len)
@@ -433,6 +457,9 @@ static void run_start(struct mcp_server *s, struct mcp_call *c)
     if (mcp_call_timeout(s, c) < 0)
         return mcp_call_fail(c,
                              "invalid arguments: \"timeout\" must be a number of seconds above 0");
+    if (call_memory(s, c) < 0)
+        return mcp_call_fail(c, "invalid arguments: \"memory\" must be a size such as \"128m\" "
+                                "or \"1g\"");
     if (c->tool == TOOL_RUN_PYTHON) {
         if (!json_is_string(code))
             return mcp_call_fail(c, "invalid arguments: \"code\" (a string of Python) is required");
@@ -464,6 +491,12 @@ static void run_start(struct mcp_server *s, struct mcp_call *c)
 
     mcp_args_start(&a, s, (const char *const[]){"run", "--result-fd", "3", NULL});
     call_set_timeout_args(&a, c);
+    if (c->memory) {
+        char m[32];
+        (void)snprintf(m, sizeof(m), "%llu", (unsigned long long)c->memory);
+        mcp_args_add(&a, "--memory");
+        mcp_args_add(&a, m);
+    }
     (void)snprintf(label, sizeof(label), "mcp.tool=%s", tool);
     mcp_args_add(&a, "--label");
     mcp_args_add(&a, label);

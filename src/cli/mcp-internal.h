@@ -79,8 +79,9 @@ struct mcp_call {
     json_t *args;           /* the arguments (a reference) */
     uint64_t started, next_progress;
     double progress;
-    char clamp_note[200]; /* said when the call asked for more than the server allows */
+    char clamp_note[400]; /* said when the call asked for more than the server allows */
     double timeout;       /* seconds the call runs with; 0: none */
+    uint64_t memory;      /* bytes a run asked for (within the operator's); 0: the operator's */
 
     /* A run (run_python, run_command): the child and its pipes. */
     pid_t pid;

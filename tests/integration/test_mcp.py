@@ -293,6 +293,22 @@ class TestTools(McpTestCase):
         self.assertIn("allows at most 3 s", r["structuredContent"]["notes"][0])
         self.assertIn("allows at most 3 s", r["content"][0]["text"])
 
+    def test_memory_only_lowered(self):
+        s = self.server("--memory", "128m")
+        hog = "x = bytearray(90 << 20)\nprint('allocated')"
+        r = s.call("run_python", {"code": hog})
+        self.assertFalse(r["isError"], r)
+        # Less than the operator's: the call's limit holds.
+        r = s.call("run_python", {"code": hog, "memory": "48m"})
+        self.assertTrue(r["isError"], r)
+        self.assertIn("MemoryError", r["structuredContent"]["stderr"])
+        # More: the operator's, and said.
+        r = s.call("run_python", {"code": "print(1)", "memory": "4g"})
+        self.assertIn("allows at most 128 MiB", r["structuredContent"]["notes"][0])
+        r = s.call("run_command", {"argv": ["true"], "memory": "lots"})
+        self.assertTrue(r["isError"])
+        self.assertIn("\"memory\"", r["content"][0]["text"])
+
     def test_run_command(self):
         s = self.server()
         r = s.call("run_command", {"argv": ["sh", "-c", "tr a-z A-Z; exit 3"], "stdin": "hey\n"})
