@@ -117,8 +117,8 @@ json_t *mcp_tools_load(const struct nsbox_config *c, const char *copy_out_dir, b
     else
         (void)snprintf(tmo, sizeof(tmo), "no limit");
     (void)snprintf(limits, sizeof(limits),
-                   "Limits of each call: timeout %s (a call may ask for less), memory %s, "
-                   "%llu MiB of files in /work; output kept: %llu bytes per stream.",
+                   "timeout %s, memory %s, %llu MiB of files in /work; output kept: %llu bytes "
+                   "per stream.",
                    tmo, mem, (unsigned long long)(c->workdir_size >> 20),
                    (unsigned long long)c->output_limit);
     out = json_array();
@@ -149,7 +149,10 @@ json_t *mcp_tools_load(const struct nsbox_config *c, const char *copy_out_dir, b
                                       json_deep_copy(json_object_get(defs, ref + 8)));
         if (complete && strncmp(name, "session_", 8) != 0) {
             _cleanup_free_ char *text = NULL;
-            if (asprintf(&text, "%s %s %s%s%s%s", desc, net, limits,
+            /* A session's memory is fixed when it starts: its steps ask for less time only. */
+            if (asprintf(&text, "%s %s Limits of each call (a call may ask for less %s): %s%s%s%s",
+                         desc, net, strcmp(name, "python_session") == 0 ? "time" : "time or memory",
+                         limits,
                          copy_out_dir && strcmp(name, "python_session") != 0
                              ? " Files written below /work/out are handed to the user when "
                                "the call ends (linked in the result)."
