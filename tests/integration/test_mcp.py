@@ -454,13 +454,14 @@ class TestTools(McpTestCase):
 
 class TestEnd(McpTestCase):
     def _busy_server(self):
-        s = self.server()
+        # A timeout far beyond the checks' 8 s: only the server's end may end these runs.
+        s = self.server("--timeout", "300")
         token = "mcp-end-%d-%d" % (os.getpid(), time.monotonic_ns())
         s.call("python_session", {"code": "x = 1"})
         s.start("tools/call", {"name": "run_command",
-                               "arguments": {"argv": ["sh", "-c", f"sleep 60; : {token}"]}})
+                               "arguments": {"argv": ["sh", "-c", f"sleep 600; : {token}"]}})
         s.start("tools/call", {"name": "python_session",
-                               "arguments": {"code": "import time\ntime.sleep(60)"}})
+                               "arguments": {"code": "import time\ntime.sleep(600)"}})
         self.assertTrue(wait_until(lambda: processes_with(token), 10))
         sessions = self.sessions_of(s.p.pid)
         self.assertTrue(sessions, "no session of this server")
@@ -475,10 +476,10 @@ class TestEnd(McpTestCase):
         return [x["pid"] for x in mine]
 
     def assertNothingLeft(self, token, sessions):
-        self.assertTrue(wait_until(lambda: not processes_with(token), 15),
+        self.assertTrue(wait_until(lambda: not processes_with(token), 8),
                         "a run outlived the server")
         self.assertTrue(wait_until(lambda: not any(os.path.exists(f"/proc/{p}")
-                                                   for p in sessions), 15),
+                                                   for p in sessions), 8),
                         "a session outlived the server")
 
     def test_eof_ends_everything(self):
