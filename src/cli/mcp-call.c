@@ -73,8 +73,6 @@ void mcp_close_fd(int *fd)
     *fd = -1;
 }
 
-/* Read what fd has into b (at most cap kept; a tail of stderr keeps its last bytes). Returns
- * false at EOF or error (fd closed), true while it stays open. */
 bool mcp_drain(int *fd, struct mcp_buf *b, size_t cap, struct mcp_buf *progress)
 {
     char chunk[65536];
@@ -758,7 +756,8 @@ void mcp_poll_handle(struct mcp_server *s, struct pollfd *p, size_t n)
         if (q[1].revents && c->fd_out >= 0)
             (void)mcp_drain(&c->fd_out, NULL, 0, c->progress_token ? &c->progress_text : NULL);
         if (q[2].revents && c->fd_err >= 0) {
-            /* nsbox's own words (a run that could not start) are in its stderr's end. */
+            /* The payload's stderr (with --result-fd nsbox says its own failures in the
+             * result): its last few KiB are kept for a run that ends without a result. */
             if (c->stderr_tail.have > STDERR_TAIL)
                 c->stderr_tail.have = 0;
             (void)mcp_drain(&c->fd_err, &c->stderr_tail, STDERR_TAIL * 2,
