@@ -37,35 +37,6 @@
 #define DRAIN_USEC 1000000
 #define STDERR_TAIL 4096
 
-int buf_append(struct mcp_buf *b, const char *p, size_t n, size_t cap)
-{
-    if (b->have + n > cap) {
-        b->overflow = true;
-        n = cap > b->have ? cap - b->have : 0;
-    }
-    if (b->have + n + 1 > b->size) {
-        size_t size = b->size ? b->size : 4096;
-        char *d;
-        while (size < b->have + n + 1)
-            size *= 2;
-        d = realloc(b->data, size);
-        if (!d)
-            log_oom();
-        b->data = d;
-        b->size = size;
-    }
-    memcpy(b->data + b->have, p, n);
-    b->have += n;
-    b->data[b->have] = '\0';
-    return 0;
-}
-
-void buf_free(struct mcp_buf *b)
-{
-    free(b->data);
-    *b = (struct mcp_buf){0};
-}
-
 void mcp_close_fd(int *fd)
 {
     if (*fd >= 0)

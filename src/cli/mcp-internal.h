@@ -128,9 +128,6 @@ void mcp_respond(json_t *id, json_t *result);
 void mcp_respond_error(json_t *id, int code, const char *fmt, ...) _printf_(3, 4);
 
 /* mcp-call.c */
-/* Append n bytes at p to b, keeping at most cap (b->overflow says what was dropped). */
-int buf_append(struct mcp_buf *b, const char *p, size_t n, size_t cap);
-void buf_free(struct mcp_buf *b);
 /* Close *fd (if open) and set it to -1. */
 void mcp_close_fd(int *fd);
 /* Read what fd has into b (at most cap kept) and into progress (if not NULL). Returns false at
@@ -169,7 +166,12 @@ void mcp_session_started(struct mcp_server *s, struct mcp_session *x, int status
 void mcp_session_stop(struct mcp_session *x);
 void mcp_session_free(struct mcp_session *x);
 
-/* mcp-tools.c: a CallToolResult (a new reference) ... */
+/* mcp-tools.c (no system calls but the rootfs's directory read: unit-tested in
+ * tests/unit/test-mcp-tools.c) */
+/* Append n bytes at p to b, keeping at most cap (b->overflow says what was dropped). */
+int buf_append(struct mcp_buf *b, const char *p, size_t n, size_t cap);
+void buf_free(struct mcp_buf *b);
+/* A CallToolResult (a new reference) ... */
 /* ... saying text, with isError (an argument refused, a session gone, nsbox failed); */
 json_t *mcp_error_result(const struct mcp_call *c, const char *text);
 /* ... of a python_session without code (status "closed" or "reset"); */

@@ -23,6 +23,35 @@ extern const char mcp_tools_json[];
 #define STREAM_CHARS 20000 /* of each stream in the text; structuredContent has them whole */
 #define PACKAGES_MAX 60
 
+int buf_append(struct mcp_buf *b, const char *p, size_t n, size_t cap)
+{
+    if (b->have + n > cap) {
+        b->overflow = true;
+        n = cap > b->have ? cap - b->have : 0;
+    }
+    if (b->have + n + 1 > b->size) {
+        size_t size = b->size ? b->size : 4096;
+        char *d;
+        while (size < b->have + n + 1)
+            size *= 2;
+        d = realloc(b->data, size);
+        if (!d)
+            log_oom();
+        b->data = d;
+        b->size = size;
+    }
+    memcpy(b->data + b->have, p, n);
+    b->have += n;
+    b->data[b->have] = '\0';
+    return 0;
+}
+
+void buf_free(struct mcp_buf *b)
+{
+    free(b->data);
+    *b = (struct mcp_buf){0};
+}
+
 /* The network the operator gave the sandboxes, in words for the model. */
 static void describe_network(const struct nsbox_config *c, char *buf, size_t size)
 {
