@@ -12,6 +12,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+import nsbox  # noqa: E402
 import nsbox.tools  # noqa: E402
 
 NSBOX = os.environ.get("NSBOX") or str(HERE.parent.parent / "build" / "src" / "nsbox")
@@ -90,6 +91,15 @@ class TestToolServer(unittest.TestCase):
         self.assertIn("unknown tool", out["content"][0]["text"])
         with self.assertRaises(ValueError):
             self.tools.handle({"type": "text", "text": "hi"})
+
+    def test_same_words_as_as_tool_output(self):
+        """One wording: the server's text is Result.as_tool_output()'s for the same run."""
+        for code in ("print(6 * 7)", "print('out')\n1 / 0", "import time\ntime.sleep(5)",
+                     "import sys\nsys.stdout.write('no newline')\nsys.exit(3)", ""):
+            mine = self.tools.call("run_python", {"code": code, "timeout": 1})
+            r = nsbox.run_python_code(code, timeout=1, nsbox=NSBOX, extra_args=ARGS)
+            self.assertEqual(mine["content"][0]["text"], r.as_tool_output(max_chars=20000),
+                             code)
 
     def test_close_ends_sessions(self):
         self.tools.call("python_session", {"code": "import time"})
