@@ -228,7 +228,8 @@ static bool put_stream(struct mcp_buf *b, const char *label, const char *s, size
         n--;
     while (i < n) {
         unsigned char ch = (unsigned char)s[i];
-        if (chars >= STREAM_CHARS)
+        /* Cut before a character, never inside one (the text must stay UTF-8). */
+        if (chars >= STREAM_CHARS && (ch & 0xc0) != 0x80)
             return true;
         if ((ch < 0x20 && ch != '\t' && ch != '\n') || ch == 0x7f) {
             (void)snprintf(esc, sizeof(esc), "\\x%02x", ch);

@@ -172,6 +172,30 @@ Test(mcp_tools, files_copied_out_are_links)
     json_decref(r);
 }
 
+Test(mcp_tools, long_streams_cut_between_characters)
+{
+    struct mcp_call call = {0};
+    json_t *r = json_pack("{s:s,s:i,s:s,s:s,s:[]}", "status", "exited", "exit_code", 1, "stdout",
+                          "", "stderr", "", "notes");
+    json_t *res;
+    char *big = malloc(3 * 30000 + 1);
+    const char *text;
+
+    cr_assert_not_null(big);
+    for (size_t i = 0; i < 30000; i++)
+        memcpy(big + 3 * i, "\xe2\x82\xac", 3); /* U+20AC, three bytes */
+    big[3 * 30000] = '\0';
+    json_object_set_new(r, "stdout", json_string(big));
+    res = mcp_run_result(&call, r);
+    text = text0(res);
+    cr_assert_not_null(text, "the text item is missing (not UTF-8?)");
+    cr_assert(strstr(text, "[stdout cut for this output: the first 20000 characters are shown]"));
+    cr_assert(strstr(text, "\xe2\x82\xac\n[stdout cut"));
+    free(big);
+    json_decref(res);
+    json_decref(r);
+}
+
 Test(mcp_tools, buf_keeps_its_cap)
 {
     struct mcp_buf b = {0};
