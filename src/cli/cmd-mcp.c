@@ -34,6 +34,7 @@
 #include "log.h"
 #include "macro.h"
 #include "mcp-internal.h"
+#include "result.h"
 
 #define EXIT_NSBOX_FAILURE 125
 #define LINE_MAX_BYTES (48U << 20) /* one message: 16 MiB of code, JSON-escaped, fits */
@@ -97,6 +98,11 @@ void mcp_send(json_t *j, bool droppable)
 
 void mcp_respond(json_t *id, json_t *result)
 {
+    if (!result) {
+        /* Not encodable (a bug, or out of memory): an error the client can see, not a crash. */
+        mcp_respond_error(id, -32603, "internal error: the server could not encode the result");
+        return;
+    }
     mcp_send(json_pack("{s:O,s:o}", "id", id, "result", result), false);
 }
 
@@ -108,8 +114,9 @@ void mcp_respond_error(json_t *id, int code, const char *fmt, ...)
     va_start(ap, fmt);
     (void)vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    mcp_send(json_pack("{s:O,s:{s:i,s:s}}", "id", id ? id : json_null(), "error", "code", code,
-                       "message", text),
+    /* A name the client sent, cut with %.Ns, may end inside a character: UTF-8 again. */
+    mcp_send(json_pack("{s:O,s:{s:i,s:o}}", "id", id ? id : json_null(), "error", "code", code,
+                       "message", json_text(text, strlen(text))),
              false);
 }
 

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "macro.h"
 #include "mcp-internal.h"
+#include "result.h"
 
 extern const char mcp_tools_json[];
 
@@ -343,7 +344,9 @@ static void copied_out(json_t *r, json_t *content, json_t *sc, struct mcp_buf *t
 json_t *mcp_error_result(const struct mcp_call *c, const char *text)
 {
     (void)c;
-    return json_pack("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", text, "isError", 1);
+    /* text may quote a program's stderr or a path: any bytes, made UTF-8. */
+    return json_pack("{s:[{s:s,s:o}],s:b}", "content", "type", "text", "text",
+                     json_text(text, strlen(text)), "isError", 1);
 }
 
 json_t *mcp_note_result(const struct mcp_call *c, const char *status, const char *text,
@@ -543,9 +546,10 @@ json_t *mcp_file_result(const struct mcp_call *c, json_t *r)
                        json_string_value(json_object_get(j, "path")));
         put(&text, line);
     }
-    res = json_pack("{s:[{s:s,s:s%}],s:O,s:b}", "content", "type", "text", "text",
-                    text.data ? text.data : "", text.have, "structuredContent", j, "isError",
-                    err != NULL);
+    /* Lines cut with snprintf() may end inside a character: json_text() makes it UTF-8. */
+    res = json_pack("{s:[{s:s,s:o}],s:O,s:b}", "content", "type", "text", "text",
+                    json_text(text.data ? text.data : "", text.have), "structuredContent", j,
+                    "isError", err != NULL);
     buf_free(&text);
     json_decref(j);
     return res;

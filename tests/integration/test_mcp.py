@@ -161,6 +161,11 @@ class TestProtocol(McpTestCase):
         s = self.server()
         m = s.request("resources/list")
         self.assertEqual(m["error"]["code"], -32601)
+        # A long name, quoted cut in the answer, cut inside a character: still an answer.
+        m = s.request("x" + "\u00e9" * 150)
+        self.assertEqual(m["error"]["code"], -32601)
+        m = s.request("tools/call", {"name": "x" + "\u00e9" * 80})
+        self.assertEqual(m["error"]["code"], -32602)
         # An unknown notification gets no answer at all.
         s.send({"jsonrpc": "2.0", "method": "notifications/whatever"})
         self.assertEqual(s.request("ping")["result"], {})
