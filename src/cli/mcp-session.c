@@ -383,6 +383,7 @@ void mcp_session_call(struct mcp_server *s, struct mcp_call *c)
         if (!code && !reset && !close)
             return mcp_call_fail(c, "invalid arguments: give \"code\" to run, or \"reset\" or "
                                     "\"close\"");
+        bool existed = x != NULL;
         if (reset && x) {
             if (x->state == SESSION_STARTING)
                 return mcp_call_fail(c,
@@ -396,7 +397,8 @@ void mcp_session_call(struct mcp_server *s, struct mcp_call *c)
             if (close && x)
                 mcp_session_stop(x);
             (void)snprintf(text, sizeof(text),
-                           close ? (x ? "the session '%s' was closed" : "there was no session '%s'")
+                           close ? (existed ? "the session '%s' was closed"
+                                            : "there was no session '%s'")
                                  : "the session '%s' was reset: the next call starts it afresh",
                            name);
             return mcp_call_finish(c, mcp_note_result(c, close ? "closed" : "reset", text, name));
