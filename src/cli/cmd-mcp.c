@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "cmd-mcp.h"
 #include "cmd-session.h"
 #include "config.h"
@@ -566,6 +567,24 @@ int mcp_main(int argc, char *argv[])
     if (r < 0)
         return EXIT_NSBOX_FAILURE;
     s.c = c;
+    s.log_path = log_path;
+    s.log_code_limit = code_limit;
+    if (log_path) {
+        /* A server whose calls could not be recorded does not start (as a run does not). */
+        struct audit a = {.fd = -1};
+        char why[300] = "";
+        r = audit_open(log_path, "0", c, &a, why, sizeof(why));
+        audit_close(&a);
+        if (r < 0) {
+            if (why[0])
+                log_error("refusing the audit log '%s': %s; the server does not start", log_path,
+                          why);
+            else
+                log_error_errno(r, "cannot write the audit log '%s': %m; the server does not start",
+                                log_path);
+            return EXIT_NSBOX_FAILURE;
+        }
+    }
     s.run_opts = opts;
     s.n_run_opts = n;
     s.tools = mcp_tools_load(c, s.copy_out_dir, true);

@@ -23,11 +23,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
 #include "mcp-internal.h"
 #include "parse.h"
+#include "registry.h"
 #include "rmtree.h"
 #include "syscalls.h"
 #include "utf8.h"
@@ -210,6 +212,47 @@ void mcp_call_finish(struct mcp_call *c, json_t *result)
     call_free(c);
 }
 
+/* A call that ran nothing (refused for its arguments, its session not up) is in the audit log
+ * too: a start record with what it asked for and an end record with why it did not run. */
+static void audit_refusal(const struct mcp_call *c, const char *text)
+{
+    static const char *const names[] = {
+        [TOOL_RUN_PYTHON] = "run_python",         [TOOL_RUN_COMMAND] = "run_command",
+        [TOOL_PYTHON_SESSION] = "python_session", [TOOL_LIST_FILES] = "session_list_files",
+        [TOOL_READ_FILE] = "session_read_file",   [TOOL_WRITE_FILE] = "session_write_file",
+    };
+    const struct mcp_server *s = c->server;
+    struct audit a = {.fd = -1};
+    struct nsbox_result r = {.status = NSBOX_STATUS_ERROR, .exit_code = 125};
+    struct nsbox_config cc;
+    json_t *code = json_object_get(c->args, "code");
+    char id[33], why[300] = "", program[64];
+    char *argv[] = {(char *)"nsbox", (char *)"mcp", (char *)"tools/call", (char *)names[c->tool],
+                    NULL};
+    int k;
+
+    if (!s || !s->log_path || run_id_new(id) < 0)
+        return;
+    cc = *s->c;
+    (void)snprintf(program, sizeof(program), "(mcp %s)", names[c->tool]);
+    cc.argv = (char *const[]){program, NULL};
+    if (json_is_string(code)) {
+        cc.code = json_string_value(code);
+        cc.code_size = json_string_length(code);
+    }
+    (void)snprintf(r.error_step, sizeof(r.error_step), "mcp");
+    (void)snprintf(r.error, sizeof(r.error), "the call did not run: %s", text);
+    k = audit_open(s->log_path, id, s->c, &a, why, sizeof(why));
+    if (k >= 0)
+        k = audit_start(&a, 4, argv, &cc, s->log_code_limit);
+    if (k >= 0)
+        k = audit_end(&a, &r);
+    audit_close(&a);
+    if (k < 0)
+        log_error_errno(k, "mcp: cannot write the audit log '%s': %m%s%s", s->log_path,
+                        why[0] ? ": " : "", why);
+}
+
 void mcp_call_fail(struct mcp_call *c, const char *fmt, ...)
 {
     char text[2048];
@@ -218,6 +261,8 @@ void mcp_call_fail(struct mcp_call *c, const char *fmt, ...)
     va_start(ap, fmt);
     (void)vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    if (c->pid == 0 && !c->req)
+        audit_refusal(c, text);
     mcp_call_finish(c, mcp_error_result(c, text));
 }
 
@@ -553,6 +598,7 @@ void mcp_call_start(struct mcp_server *s, json_t *id, const char *name, json_t *
                                                             "to end",
                                          "isError", 1));
     c->tool = tools[t].tool;
+    c->server = s;
     c->id = json_incref(id);
     c->progress_token = json_incref(progress_token);
     c->args = args ? json_incref(args) : json_object();

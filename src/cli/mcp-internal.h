@@ -77,6 +77,7 @@ struct mcp_call {
     json_t *id;             /* the request's id */
     json_t *progress_token; /* _meta.progressToken, or NULL */
     json_t *args;           /* the arguments (a reference) */
+    const struct mcp_server *server;
     uint64_t started, next_progress;
     double progress;
     char clamp_note[400]; /* said when the call asked for more than the server allows */
@@ -115,6 +116,8 @@ struct mcp_server {
     json_t *tools;            /* the tools as served (descriptions completed) */
     const char *protocol;     /* the revision agreed in initialize */
     const char *copy_out_dir; /* --copy-out-dir, made absolute, or NULL */
+    const char *log_path;     /* the audit log (--log, $NSBOX_LOG), or NULL */
+    uint64_t log_code_limit;
     struct mcp_call calls[MCP_CALLS_MAX];
     struct mcp_session sessions[MCP_SESSIONS_MAX];
     bool ending;

@@ -448,6 +448,9 @@ class TestTools(McpTestCase):
         s = self.server("--log", log)
         s.call("run_python", {"code": "print('audited')"})
         s.call("python_session", {"code": "print('step')"})
+        # Refused for its arguments: it ran nothing, and is recorded as such.
+        r = s.call("run_python", {"code": "print('refused')", "timeout": "soon"})
+        self.assertTrue(r["isError"])
         self.assertEqual(s.close()[0], 0)
         with open(log) as f:
             records = [json.loads(l) for l in f]
@@ -455,6 +458,15 @@ class TestTools(McpTestCase):
         self.assertIn("mcp.tool", text)
         self.assertIn("print('audited')", text)
         self.assertIn("print('step')", text)
+        refused = [r for r in records if r.get("code") == "print('refused')"]
+        self.assertEqual(len(refused), 1, records)
+        self.assertEqual(refused[0]["argv"], ["nsbox", "mcp", "tools/call", "run_python"])
+        end = [r for r in records if r["run_id"] == refused[0]["run_id"] and r["event"] == "end"]
+        self.assertEqual(end[0]["result"]["status"], "error")
+        self.assertIn("did not run: invalid arguments", end[0]["result"]["error"]["message"])
+        # A log the server cannot keep: it does not start.
+        p = nsbox("mcp", "--log", d)
+        self.assertOneLineError(p, contains="the server does not start")
 
 
 class TestEnd(McpTestCase):
