@@ -195,6 +195,10 @@ static void step_answer(struct session_state *s, uint64_t now)
             add_warning(ret, "nothing was copied out: the step did not end by itself (its "
                              "timeout, or the session's end)");
     }
+    /* Its status says timeout (the same interruption); the audit log must not take it for one. */
+    if (st->hung_up)
+        add_warning(ret, "the step was interrupted because its client hung up (a cancelled "
+                         "call), not by its timeout");
     /* --network allow=: the session's proxy report so far (every step's connections). */
     if (s->fds->proxy)
         proxy_report_snapshot(s->fds->proxy, &ret->network);

@@ -397,7 +397,10 @@ class TestTools(McpTestCase):
                          "a cancelled request was answered")
 
     def test_cancel_session_step_keeps_session(self):
-        s = self.server("--timeout", "300")  # only the cancellation may end the step
+        d = tempfile.mkdtemp(prefix="nsbox-mcp-test-")
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        log = os.path.join(d, "audit.jsonl")
+        s = self.server("--timeout", "300", "--log", log)  # only the cancellation may end it
         s.call("python_session", {"code": "x = 7"})
         id = s.start("tools/call", {"name": "python_session",
                                     "arguments": {"code": "import time\ntime.sleep(600)"}})
@@ -408,6 +411,10 @@ class TestTools(McpTestCase):
         r = s.call("python_session", {"code": "print(x)"}, timeout=15)
         self.assertLess(time.monotonic() - t, 10, "the cancelled step ran on")
         self.assertEqual(r["content"][0]["text"], "7\n", r)
+        # The audit log says why the step ended: not its timeout.
+        with open(log) as f:
+            ends = [json.loads(l)["result"] for l in f if '"event":"end"' in l]
+        self.assertTrue(any("client hung up" in w for e in ends for w in e["warnings"]), ends)
 
     def test_copy_out_dir(self):
         """--copy-out-dir: what a call wrote in /work/out is copied out and linked."""
