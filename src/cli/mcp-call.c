@@ -35,7 +35,6 @@
 #include "utf8.h"
 
 #define PROGRESS_INTERVAL_USEC 250000
-#define PROGRESS_TEXT_MAX 4096
 #define DRAIN_USEC 1000000
 #define STDERR_TAIL 4096
 
@@ -59,7 +58,7 @@ bool mcp_drain(int *fd, struct mcp_buf *b, size_t cap, struct mcp_buf *progress)
             return false;
         }
         if (progress)
-            (void)buf_append(progress, chunk, (size_t)n, PROGRESS_TEXT_MAX);
+            (void)buf_append(progress, chunk, (size_t)n, MCP_PROGRESS_TEXT_MAX);
         if (b)
             (void)buf_append(b, chunk, (size_t)n, cap);
     }
@@ -631,7 +630,7 @@ void mcp_call_cancel(struct mcp_server *s, json_t *id)
 /* A progress notification: the output since the last one, or how long it has run. */
 static void progress(struct mcp_call *c, uint64_t now, bool force)
 {
-    char msg[PROGRESS_TEXT_MAX * 4 + 64];
+    char msg[MCP_PROGRESS_TEXT_MAX * 4 + 64];
     size_t n = 0;
 
     if (!c->progress_token || c->state != CALL_RUNNING)
@@ -793,7 +792,7 @@ void mcp_poll_handle(struct mcp_server *s, struct pollfd *p, size_t n)
                 }
             } else {
                 bool open = mcp_drain(&c->sock, &c->res, MCP_RESULT_MAX, NULL);
-                if (!open || memchr(c->res.data ? c->res.data : "", '\n', c->res.have)) {
+                if (!open || mcp_step_streamed(c)) {
                     mcp_close_fd(&c->sock);
                     mcp_step_done(c);
                     continue;

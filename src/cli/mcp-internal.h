@@ -24,6 +24,7 @@
 #define MCP_SESSIONS_MAX 8                 /* live python_session sandboxes of one connection */
 #define MCP_RESULT_MAX (64U << 20)         /* a child's JSON result or a step's answer */
 #define MCP_IMAGE_BUDGET (4U << 20)        /* base64 bytes of images in one tool result */
+#define MCP_PROGRESS_TEXT_MAX 4096         /* output kept for the next progress notification */
 #define MCP_STOP_WAIT_USEC (10U * 1000000) /* for a stopped session to end */
 
 enum mcp_call_state {
@@ -161,6 +162,9 @@ int mcp_call_timeout(const struct mcp_server *s, struct mcp_call *c);
 void mcp_session_call(struct mcp_server *s, struct mcp_call *c);
 /* Send the step of call c (its session is READY). */
 void mcp_step_start(struct mcp_server *s, struct mcp_call *c);
+/* Take the streamed output lines ({"stream", "data"}) at the start of c->res into
+ * c->progress_text. Returns true once the answer's line is there (the rest of c->res). */
+bool mcp_step_streamed(struct mcp_call *c);
 /* The answer's line of c's step is in c->res (or the connection closed): answer the call. */
 void mcp_step_done(struct mcp_call *c);
 /* `session start` of x ended with status: READY, or failed (its waiting calls are told). */

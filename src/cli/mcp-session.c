@@ -275,6 +275,9 @@ static void step_request(struct mcp_call *c)
         log_oom();
     if (c->timeout > 0)
         (void)json_object_set_new(req, "timeout", json_real(c->timeout));
+    /* Its output as it comes, for the progress notifications the client asked for. */
+    if (c->progress_token)
+        (void)json_object_set_new(req, "stream", json_true());
     /* A cancelled call hangs up: the session then interrupts the step and goes on. */
     (void)json_object_set_new(req, "interrupt_on_hangup", json_true());
     text = json_dumps(req, JSON_COMPACT);
@@ -296,6 +299,32 @@ static bool session_is(const struct mcp_call *c)
 {
     return c->session && c->session->state == SESSION_READY &&
            strcmp(c->session->id, c->session_id) == 0;
+}
+
+bool mcp_step_streamed(struct mcp_call *c)
+{
+    static const char prefix[] = "{\"stream\":";
+
+    for (;;) {
+        char *nl = c->res.have ? memchr(c->res.data, '\n', c->res.have) : NULL;
+        size_t len;
+        json_t *j, *data;
+
+        if (!nl)
+            return false;
+        len = (size_t)(nl - c->res.data) + 1;
+        if (len < sizeof(prefix) || memcmp(c->res.data, prefix, sizeof(prefix) - 1) != 0)
+            return true; /* the answer */
+        j = json_loadb(c->res.data, len, JSON_ALLOW_NUL, NULL);
+        data = json_object_get(j, "data");
+        if (json_is_string(data))
+            (void)buf_append(&c->progress_text, json_string_value(data), json_string_length(data),
+                             MCP_PROGRESS_TEXT_MAX);
+        json_decref(j);
+        memmove(c->res.data, c->res.data + len, c->res.have - len);
+        c->res.have -= len;
+        c->res.data[c->res.have] = '\0';
+    }
 }
 
 void mcp_step_start(struct mcp_server *s, struct mcp_call *c)

@@ -31,16 +31,16 @@
 
 /* ---- one step's pipes --------------------------------------------------------------------- */
 
-void stream_read(struct stream *x, char *buf)
+ssize_t stream_read(struct stream *x, char *buf)
 {
     ssize_t n = RETRY_EINTR(read(x->fd, buf, READ_CHUNK));
 
     if (n <= 0) {
         if (n < 0 && errno == EAGAIN)
-            return;
+            return 0;
         (void)close(x->fd);
         x->fd = -1;
-        return;
+        return 0;
     }
     x->st->total += (uint64_t)n;
     if (!x->full && x->st->captured < x->limit) {
@@ -58,6 +58,7 @@ void stream_read(struct stream *x, char *buf)
         x->st->data[x->st->captured] = '\0';
     }
     x->st->truncated = x->st->total > x->st->captured;
+    return n;
 }
 
 /* A memfd holding data, for a step to read (its code, its stdin): sealed whole (no write, no

@@ -538,8 +538,11 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                                                                     : ret))
             break; /* setup failed: ret says why */
         for (int i = 0; i < 2; i++)
-            if (st->client && st->streams[i].fd >= 0 && p[6 + i].revents)
-                stream_read(&st->streams[i], s->chunk);
+            if (st->client && st->streams[i].fd >= 0 && p[6 + i].revents) {
+                ssize_t n = stream_read(&st->streams[i], s->chunk);
+                if (n > 0 && st->q.stream)
+                    client_stream(st->client, i ? "stderr" : "stdout", s->chunk, (size_t)n);
+            }
         if (p[3].revents && handle_signals(s))
             break;
         if (p[8].revents || (s->o->watch_pid > 0 && s->watch_fd < 0)) {

@@ -375,6 +375,17 @@ class TestTools(McpTestCase):
         values = [p["progress"] for p in progress]
         self.assertEqual(values, sorted(set(values)), "progress must increase")
         self.assertIn("one", progress[0]["message"])
+        # A session's step streams too ("stream" in the session's request).
+        s.notifications.clear()
+        r = s.call("python_session", {"code": "import time\nprint('first', flush=True)\n"
+                                              "time.sleep(1.5)\nprint('second')"},
+                   meta={"progressToken": 7})
+        self.assertEqual(r["content"][0]["text"], "first\nsecond\n")
+        progress = [n["params"] for n in s.notifications
+                    if n.get("method") == "notifications/progress"]
+        self.assertTrue(progress and all(p["progressToken"] == 7 for p in progress))
+        self.assertIn("first", progress[0]["message"])
+        self.assertFalse(any("second" in p["message"] for p in progress[:1]))
         # Without a token: no notification.
         s.notifications.clear()
         s.call("run_command", {"argv": ["echo", "x"]})
@@ -474,6 +485,36 @@ class TestTools(McpTestCase):
         # A log the server cannot keep: it does not start.
         p = nsbox("mcp", "--log", d)
         self.assertOneLineError(p, contains="the server does not start")
+
+
+class TestSessionStream(NsboxTestCase):
+    """The session request's "stream": the step's output as {"stream", "data"} lines before the
+    answer (what nsbox mcp's progress notifications are made of)."""
+
+    def test_stream_lines_then_answer(self):
+        import socket
+        p = nsbox("session", "start", "--json", "--cgroup", "off")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        info = json.loads(p.stdout)
+        self.addCleanup(nsbox, "session", "stop", info["id"])
+
+        def step(request):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+                c.connect(info["socket"])
+                c.sendall((json.dumps(request) + "\n").encode())
+                with c.makefile("rb") as f:
+                    return [json.loads(line) for line in f]
+        lines = step({"op": "code", "stream": True, "code": "import sys, time\n"
+                      "print('a', flush=True)\ntime.sleep(0.5)\n"
+                      "print('b', file=sys.stderr, flush=True)"})
+        streamed, answer = lines[:-1], lines[-1]
+        self.assertEqual([(x["stream"], x["data"]) for x in streamed],
+                         [("stdout", "a\n"), ("stderr", "b\n")])
+        self.assertEqual((answer["stdout"], answer["stderr"]), ("a\n", "b\n"))
+        # Without it, the answer alone; with copy_out, refused.
+        self.assertEqual(len(step({"op": "code", "code": "print(1)"})), 1)
+        err = step({"op": "code", "code": "1", "stream": True, "copy_out": ["/work"]})
+        self.assertIn("exclude each other", err[0]["error"])
 
 
 class TestEnd(McpTestCase):
