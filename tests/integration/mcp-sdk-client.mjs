@@ -111,6 +111,14 @@ const scenarios = {
     assert.match(seen[0].message, /one/);
     for (let i = 1; i < seen.length; i++)
       assert.ok(seen[i].progress > seen[i - 1].progress, "progress must increase");
+    // A session's step streams its output too.
+    const steps = [];
+    const s = await c.callTool(
+      { name: "python_session", arguments: { code:
+        "import time\nprint('first', flush=True)\ntime.sleep(1.5)\nprint('second')" } },
+      undefined, { onprogress: (p) => steps.push(p) });
+    assert.equal(text(s), "first\nsecond\n");
+    assert.ok(steps.length >= 1 && /first/.test(steps[0].message), JSON.stringify(steps));
     await c.close();
   },
 
