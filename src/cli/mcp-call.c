@@ -792,7 +792,9 @@ void mcp_poll_handle(struct mcp_server *s, struct pollfd *p, size_t n)
                 }
             } else {
                 bool open = mcp_drain(&c->sock, &c->res, MCP_RESULT_MAX, NULL);
-                if (!open || mcp_step_streamed(c)) {
+                /* The streamed lines first, also when the answer and EOF came with them. */
+                bool answered = mcp_step_streamed(c);
+                if (!open || answered) {
                     mcp_close_fd(&c->sock);
                     mcp_step_done(c);
                     continue;

@@ -386,6 +386,10 @@ class TestTools(McpTestCase):
         self.assertTrue(progress and all(p["progressToken"] == 7 for p in progress))
         self.assertIn("first", progress[0]["message"])
         self.assertFalse(any("second" in p["message"] for p in progress[:1]))
+        # Output, answer and end of a quick step come in one read: the answer still counts.
+        for i in range(5):
+            r = s.call("python_session", {"code": f"print({i})"}, meta={"progressToken": i})
+            self.assertEqual(r["content"][0]["text"], f"{i}\n", r)
         # Without a token: no notification.
         s.notifications.clear()
         s.call("run_command", {"argv": ["echo", "x"]})
