@@ -38,6 +38,7 @@
 #include "sandbox.h"
 #include "session-internal.h"
 #include "session.h"
+#include "written.h"
 #include "supervise.h"
 #include "syscalls.h"
 
@@ -186,6 +187,12 @@ bool handle_report(struct session_state *s, struct nsbox_result *ret)
         }
         proxy_set_listener(s->fds->proxy, fd);
         (void)!write(s->fds->sync, "x", 1);
+        return true;
+    }
+    if (rep.type == REPORT_WRITTEN) {
+        /* The files a step wrote in /work, before its end; none outside a step. */
+        if (s->step.client)
+            written_add(&s->step.ret, &rep);
         return true;
     }
     if (rep.type == REPORT_LISTENER) {
@@ -445,7 +452,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
      * which waits for us), so that the pidfd is that process's and no later one's. */
     s->watch_fd = -1;
     if (s->o->watch_pid > 0) {
-        s->watch_fd = sys_pidfd_open(s->o->watch_pid, 0);
+        s->watch_fd = sys_pidfd_open(s->o->watch_pid);
         if (s->watch_fd < 0)
             s->end_reason = "watched";
     }
@@ -487,7 +494,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             if (st->client && !st->ret.refused_throttled && listener_has_waiting(s->listener))
                 st->ret.refused_throttled = true;
         }
-        p[5] = (struct pollfd){.fd = ready ? s->listen_fd : -1, .events = POLLIN};
+        p[5] = (struct pollfd){.fd = ready && now >= s->refused_at ? s->listen_fd : -1,
+                               .events = POLLIN};
+        if (ready && now < s->refused_at && s->refused_at < until)
+            until = s->refused_at; /* paced (REFUSED_BURST): look again then */
         p[6] = (struct pollfd){.fd = st->client ? st->streams[0].fd : -1, .events = POLLIN};
         p[7] = (struct pollfd){.fd = st->client ? st->streams[1].fd : -1, .events = POLLIN};
         p[8] = (struct pollfd){.fd = s->watch_fd, .events = POLLIN};
@@ -523,8 +533,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             proxy_poll_handle(fds->proxy, p + idx_proxy, n_proxy, now);
 
         if (p[4].revents) {
-            uint64_t earliest = now - NOTIF_BURST * NOTIF_INTERVAL_USEC;
-            s->notif_at = (s->notif_at > earliest ? s->notif_at : earliest) + NOTIF_INTERVAL_USEC;
+            (void)pace_take(&s->notif_at, now, NOTIF_BURST, NOTIF_INTERVAL_USEC);
             if (!supervise_answer_notification(s->listener, fds->init_pid, session_no_network(c),
                                                st->client ? &st->ret
                                                : ready    ? &s->between
@@ -635,6 +644,17 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         }
         if (init_lost)
             break;
+        /* max_steps (a pool's member): done once the last step is answered and no answer
+         * is still going out. */
+        if (s->o->max_steps && s->steps >= s->o->max_steps && !st->client) {
+            bool writing = false;
+            for (size_t i = 0; i < CLIENTS_MAX; i++)
+                writing |= s->clients[i].state == CLIENT_WRITING;
+            if (!writing) {
+                s->end_reason = "used";
+                break;
+            }
+        }
         if (ready && s->o->idle_timeout && !st->client &&
             now >= s->last_active + s->o->idle_timeout) {
             s->end_reason = "idle";
@@ -759,7 +779,7 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
     struct nsbox_config c = *config;
     struct registry_run reg = {0};
     struct nsbox_result ret = {0};
-    char why[300] = "", dir[512];
+    char why[600] = "", dir[512];
     int sp[2], null_fd, r;
 
     /* A write to the gone caller of `session start` is an error to act on, not a death. */
@@ -842,6 +862,13 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         notify(&s, "ERR the session's sandbox ended before it was up\n");
     nsbox_result_free(&ret);
     _exit(ret.status == NSBOX_STATUS_ERROR && ret.exit_code ? 125 : 0);
+}
+
+_noreturn_ void session_member_main(const struct nsbox_config *config,
+                                    const struct session_options *o, int argc, char *argv[],
+                                    int notify_fd)
+{
+    supervisor_main(config, o, argc, argv, notify_fd);
 }
 
 int session_start(const struct nsbox_config *config, const struct session_options *o, int argc,

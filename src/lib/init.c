@@ -581,7 +581,8 @@ void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep)
  * leave with the payload (after the copy-out, if any). The kernel then kills all that remains
  * in the pid namespace (pid_namespaces(7)), so nothing the payload started outlives it. */
 _noreturn_ void init_loop(const struct sandbox *sb, pid_t payload, const sigset_t *mask,
-                          int report_fd, int shm_fd, int work_fd, int copy_out_fd)
+                          int report_fd, int shm_fd, int work_fd, int copy_out_fd,
+                          const struct written_snapshot *before)
 {
     for (;;) {
         siginfo_t si;
@@ -616,6 +617,8 @@ _noreturn_ void init_loop(const struct sandbox *sb, pid_t payload, const sigset_
             }
             if (copy_out_fd >= 0)
                 init_copy_out(sb, copy_out_fd, &rep);
+            /* The files it wrote in /work (written.h), each reported before its end. */
+            written_report(work_fd, before, report_fd);
             report_send(report_fd, &rep);
             _exit(0);
         }

@@ -7,6 +7,8 @@
  */
 #pragma once
 
+#include "written.h"
+
 #include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -63,7 +65,9 @@ int init_pack_out(const char *const *paths, size_t n, const struct copy_caps *ca
 
 /* PID 1's loop once the payload (pid payload) runs: reap every child, forward the signals in
  * mask but SIGCHLD to the payload's process group; when the payload has ended, write the
- * copy-out stream to copy_out_fd (if >= 0), report how it ended with how full /dev/shm
- * (shm_fd) and /work (work_fd) were on report_fd, and _exit(). */
+ * copy-out stream to copy_out_fd (if >= 0), report the files it wrote in /work against before
+ * (written_report()), report how it ended with how full /dev/shm (shm_fd) and /work (work_fd)
+ * were on report_fd, and _exit(). */
 _Noreturn void init_loop(const struct sandbox *sb, pid_t payload, const sigset_t *mask,
-                         int report_fd, int shm_fd, int work_fd, int copy_out_fd);
+                         int report_fd, int shm_fd, int work_fd, int copy_out_fd,
+                         const struct written_snapshot *before);

@@ -42,6 +42,8 @@ enum report_type {
     REPORT_PROXY,            /* code: init's descriptor of the proxy's listening socket */
     REPORT_SKIPPED,          /* step: an optional setup step was refused and left out; the
                               * run goes on and the result's warnings say so */
+    REPORT_WRITTEN,          /* path, size, sha256: a file the payload wrote in /work
+                              * (written.h), sent before REPORT_EXITED/REPORT_SIGNALED */
 };
 
 /* One message from the sandbox. Smaller than PIPE_BUF, so each write(2) is atomic. */
@@ -60,6 +62,14 @@ struct report {
     int copy_err;
     uint64_t copy_unlisted;
     uint64_t copy_lost; /* regular files and directories left out (copy_stats.lost) */
+    /* ... and whether init walked /work for the files written (written.h), how many it did
+     * not list, and whether a bound stopped a walk. */
+    bool written_walked, written_partial;
+    uint64_t written_more;
+    /* REPORT_WRITTEN: the file, below /work; its SHA-256 in hex, or "" (over the budget). */
+    char path[256];
+    uint64_t size;
+    char sha256[65];
 };
 
 /* ---- inside the sandbox ---- */

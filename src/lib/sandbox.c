@@ -64,6 +64,7 @@
 #include "supervise.h"
 #include "syscalls.h"
 #include "uidpool.h"
+#include "written.h"
 
 #define SANDBOX_HOSTNAME "nsbox"
 
@@ -103,7 +104,40 @@ void nsbox_config_init(struct nsbox_config *c)
         .copy_out_max_files = 1000,
         .stdout_fd = -1,
         .stderr_fd = -1,
+        .stdout_file_fd = -1,
+        .stderr_file_fd = -1,
     };
+}
+
+void sandbox_describe_rootfs(const char *rootfs, struct nsbox_result *ret)
+{
+    static const char needle[] = "ModuleNotFoundError";
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+    _cleanup_close_ int dir = -EBADF, fd = -EBADF;
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    const char *p;
+
+    if (!rootfs || !ret->err.data ||
+        !memmem(ret->err.data, ret->err.captured, needle, sizeof(needle) - 1))
+        return;
+    (void)snprintf(ret->rootfs, sizeof(ret->rootfs), "%s", rootfs);
+    dir = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return;
+    fd = sys_openat2(dir, "usr/share/nsbox/profile", &how);
+    if (fd < 0 || read_regular_fd(fd, 16384, &text, &len) < 0)
+        return;
+    /* "profile=NAME" on a line of its own (rootfs/nsbox-rootfs-build). */
+    for (p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, "profile=", 8) == 0) {
+            size_t n = strcspn(p + 8, "\n");
+            if (n < sizeof(ret->rootfs_profile))
+                (void)snprintf(ret->rootfs_profile, sizeof(ret->rootfs_profile), "%.*s", (int)n,
+                               p + 8);
+            break;
+        }
 }
 
 const char *nsbox_default_rootfs(void)
@@ -134,6 +168,11 @@ void nsbox_result_free(struct nsbox_result *r)
             free(*l);
     free(r->labels);
     r->labels = NULL;
+    for (size_t i = 0; r->written && i < r->n_written; i++)
+        free(r->written[i].path);
+    free(r->written);
+    r->written = NULL;
+    r->n_written = 0;
     for (size_t i = 0; r->copied && i < r->n_copied; i++) {
         free(r->copied[i].path);
         free(r->copied[i].host_path);
@@ -168,6 +207,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     sigset_t mask;
     pid_t payload, init_pid;
     int shm_fd, work_fd;
+    struct written_snapshot before = {0};
     char byte;
     int r;
 
@@ -376,6 +416,10 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         session_init(sb, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1);
     }
 
+    /* /work as the payload will find it, to tell what it wrote (written.h). Best effort: a walk
+     * that fails leaves files_written unknown, and the run goes on. */
+    (void)written_snapshot_take(work_fd, &before);
+
     init_pid = getpid();
     payload = fork();
     if (payload < 0)
@@ -403,7 +447,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         _exit(125);
     (void)sys_close_range(0, 2, 0);
     (void)sys_close_range(sb->copy_out_fd >= 0 ? 7 : 6, ~0U, 0);
-    init_loop(sb, payload, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1);
+    init_loop(sb, payload, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1, &before);
 }
 
 /* ---- the supervisor ----------------------------------------------------------------------- */
@@ -690,6 +734,18 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     r = plan_cgroup(c, &sb, &leaf, ret);
     if (r < 0)
         goto out;
+    /* System V shared memory is counted by no rlimit: without a cgroup, only kernel.shm* of the
+     * sandbox's IPC namespace bound it, which init sets in root's runs only (init.c says why).
+     * Elsewhere shmget(2) is refused (a note says so when it was): a segment outside --memory
+     * held 640 MiB under --memory 256m. POSIX shared memory in /dev/shm, --shm-size, works. */
+    if (!sb.in_cgroup && c->memory && !c->ipc_host && !c->seccomp_disabled &&
+        (!sb.host_root || c->uid == 0)) {
+        r = filter_refuse_sysv_shm(&sb.filter);
+        if (r < 0) {
+            (void)report_error(ret, r, "seccomp", "refusing System V shared memory failed: %m");
+            goto out;
+        }
+    }
 
     if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
         pipe2(report, O_CLOEXEC) < 0 ||
@@ -781,6 +837,7 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     if (proxy)
         proxy_finish(proxy, &ret->network);
     shm_diagnose(c, ret);
+    sandbox_describe_rootfs(sb.rootfs, ret);
     work_diagnose(c, ret);
     copy_out_finish(&sb, ret, hooks != NULL);
     kill_leftovers(&sb, ret);

@@ -90,6 +90,13 @@ static inline long sys_clone_fork(unsigned long flags, int *ret_pidfd)
     return syscall(SYS_clone, flags, NULL, ret_pidfd, NULL, 0);
 }
 
+/* pidfd_open(2), Linux 5.3: a pidfd of an existing process (a child not yet reaped: no pid
+ * reuse race). */
+static inline int sys_pidfd_open(pid_t pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
 static inline int sys_pidfd_send_signal(int pidfd, int sig)
 {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
@@ -173,12 +180,6 @@ static inline int sys_openat2(int dfd, const char *path, struct open_how *how)
 static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
 {
     return (int)syscall(SYS_close_range, first, last, flags);
-}
-
-/* pidfd_open(2), Linux 5.3: a descriptor of process pid that polls readable once it ends. */
-static inline int sys_pidfd_open(pid_t pid, unsigned flags)
-{
-    return (int)syscall(SYS_pidfd_open, pid, flags);
 }
 
 /* seccomp(2): operation SECCOMP_SET_MODE_FILTER with args a struct sock_fprog (with

@@ -150,3 +150,32 @@ Test(proc_stat, own_start_time_and_missing_process)
     cr_expect_eq(proc_stat_read(AT_FDCWD, "/proc/0/stat", buf, sizeof(buf), &state), -ENOENT);
     cr_expect_eq(process_start_time(0), 0);
 }
+
+/* The pace of refused system calls and of the proxy's work: a burst, then one an interval. */
+Test(pace, burst_then_interval)
+{
+    uint64_t at = 0, now = 1000000000;
+    size_t taken = 0, paced = 0;
+
+    /* At one instant: the burst (and the one due now), then nothing until later. */
+    while (now >= at) {
+        paced += pace_take(&at, now, 10, 1000);
+        taken++;
+    }
+    cr_expect_eq(taken, 11);
+    cr_expect_eq(paced, 1);
+    cr_expect_eq(at, now + 1000);
+    /* Busy: one an interval, each paced. */
+    now = at;
+    cr_expect(pace_take(&at, now, 10, 1000));
+    cr_expect_eq(at, now + 1000);
+    /* A quiet spell earns the burst back, never more. */
+    now += 1000000;
+    taken = paced = 0;
+    while (now >= at) {
+        paced += pace_take(&at, now, 10, 1000);
+        taken++;
+    }
+    cr_expect_eq(taken, 11);
+    cr_expect_eq(paced, 1);
+}
