@@ -94,12 +94,18 @@ class TestToolServer(unittest.TestCase):
 
     def test_same_words_as_as_tool_output(self):
         """One wording: the server's text is Result.as_tool_output()'s for the same run."""
-        for code in ("print(6 * 7)", "print('out')\n1 / 0", "import time\ntime.sleep(5)",
-                     "import sys\nsys.stdout.write('no newline')\nsys.exit(3)", ""):
-            mine = self.tools.call("run_python", {"code": code, "timeout": 1})
-            r = nsbox.run_python_code(code, timeout=1, nsbox=NSBOX, extra_args=ARGS)
-            self.assertEqual(mine["content"][0]["text"], r.as_tool_output(max_chars=20000),
-                             code)
+        codes = ("print(6 * 7)", "print('out')\n1 / 0", "import time\ntime.sleep(5)",
+                 "import sys\nsys.stdout.write('no newline')\nsys.exit(3)", "",
+                 "print('10%\\r50%\\r100%\\x1b[0m')\nprint('\\u00e9t\\u00e9 \\x85')",
+                 "for i in range(3000): print(f'line {i} \\u20ac')\nraise SystemExit(1)")
+        with nsbox.tools.ToolServer(ARGS + ["--output-limit", "500"], nsbox=NSBOX) as cut:
+            for server, limit in ((self.tools, None), (cut, 500)):
+                for code in codes:
+                    mine = server.call("run_python", {"code": code, "timeout": 1})
+                    r = nsbox.run_python_code(code, timeout=1, nsbox=NSBOX, extra_args=ARGS,
+                                              output_limit=limit)
+                    self.assertEqual(mine["content"][0]["text"],
+                                     r.as_tool_output(max_chars=20000), (code, limit))
 
     def test_close_ends_sessions(self):
         self.tools.call("python_session", {"code": "import time"})

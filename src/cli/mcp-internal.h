@@ -178,6 +178,12 @@ void mcp_session_free(struct mcp_session *x);
 /* Append n bytes at p to b, keeping at most cap (b->overflow says what was dropped). */
 int buf_append(struct mcp_buf *b, const char *p, size_t n, size_t cap);
 void buf_free(struct mcp_buf *b);
+/* mcp-text.c: stream name ("stdout", "stderr") of the JSON result r as the model reads it
+ * (the Python API's Result._stream()): its start, nsbox's cut marker and its end, carriage
+ * returns collapsed, at most max_chars characters (its first and last halves beyond, and then
+ * *ret_note says so), control characters as \xNN. Returns a new string. */
+char *mcp_stream_text(json_t *r, const char *name, size_t max_chars, char **ret_note);
+
 /* A CallToolResult (a new reference) ... */
 /* ... saying text, with isError (an argument refused, a session gone, nsbox failed); */
 json_t *mcp_error_result(const struct mcp_call *c, const char *text);

@@ -212,46 +212,6 @@ static void put(struct mcp_buf *b, const char *s)
     (void)buf_append(b, s, strlen(s), TEXT_CAP);
 }
 
-/* "[label]" and the stream: control characters but tab and newline as \xNN (the Python API's
- * tool_text()), at most STREAM_CHARS characters, its last newline dropped. Returns whether it
- * was cut. */
-static bool put_stream(struct mcp_buf *b, const char *label, const char *s, size_t n)
-{
-    size_t chars = 0, i = 0;
-    char esc[8];
-
-    if (b->have)
-        put(b, "\n");
-    put(b, "[");
-    put(b, label);
-    put(b, "]\n");
-    if (n > 0 && s[n - 1] == '\n')
-        n--;
-    while (i < n) {
-        unsigned char ch = (unsigned char)s[i];
-        /* Cut before a character, never inside one (the text must stay UTF-8). */
-        if (chars >= STREAM_CHARS && (ch & 0xc0) != 0x80)
-            return true;
-        if ((ch < 0x20 && ch != '\t' && ch != '\n') || ch == 0x7f) {
-            (void)snprintf(esc, sizeof(esc), "\\x%02x", ch);
-            put(b, esc);
-            i++;
-        } else if (ch == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80 &&
-                   (unsigned char)s[i + 1] <= 0x9f) {
-            /* A C1 control, U+0080..U+009F. */
-            (void)snprintf(esc, sizeof(esc), "\\x%02x", (unsigned char)s[i + 1]);
-            put(b, esc);
-            i += 2;
-        } else {
-            (void)buf_append(b, s + i, 1, TEXT_CAP);
-            i++;
-        }
-        if ((ch & 0xc0) != 0x80)
-            chars++;
-    }
-    return false;
-}
-
 /* The Python API's words for warnings that explain an outcome (result.py's
  * _OUTCOME_WARNING_WORDS): the others are about the host, which the model cannot change. */
 static bool outcome_warning(const char *w)
@@ -360,18 +320,26 @@ json_t *mcp_note_result(const struct mcp_call *c, const char *status, const char
 
 json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
 {
-    static const char *const keep[] = {"status",           "exit_code",    "signal",
-                                       "reason",           "limit",        "error",
-                                       "stdout",           "stderr",       "stdout_truncated",
-                                       "stderr_truncated", "wall_time_ms", "files_written",
+    static const char *const keep[] = {"stdout_tail",
+                                       "stderr_tail",
+                                       "stdout_cut",
+                                       "stderr_cut",
+                                       "status",
+                                       "exit_code",
+                                       "signal",
+                                       "reason",
+                                       "limit",
+                                       "error",
+                                       "stdout",
+                                       "stderr",
+                                       "stdout_truncated",
+                                       "stderr_truncated",
+                                       "wall_time_ms",
+                                       "files_written",
                                        "interpreter"};
     json_t *sc = json_object(), *notes = json_array(), *content = json_array(), *v;
     const char *status = json_string_value(json_object_get(r, "status"));
-    const char *out = json_string_value(json_object_get(r, "stdout"));
-    const char *err = json_string_value(json_object_get(r, "stderr"));
     const char *reason = json_string_value(json_object_get(r, "reason"));
-    size_t out_n = json_string_length(json_object_get(r, "stdout"));
-    size_t err_n = json_string_length(json_object_get(r, "stderr"));
     json_int_t code = json_integer_value(json_object_get(r, "exit_code"));
     bool ok = status && strcmp(status, "exited") == 0 && code == 0;
     struct mcp_buf text = {0};
@@ -406,40 +374,60 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
             (void)json_array_append(notes, v);
     (void)json_object_set(sc, "notes", notes);
 
-    /* The text: Result.as_tool_output()'s. */
-    if (ok && err_n == 0 && json_array_size(notes) == 0)
-        put(&text, out_n ? out : "(no output)");
-    else {
-        bool cut_out = false, cut_err = false;
-        if (reason && reason[0])
-            put(&text, reason);
+    /* The text: Result.as_tool_output()'s (its notes: the call's, nsbox's, the streams' cuts
+     * for this text, the warnings that explain the outcome). */
+    {
+        char *so_note = NULL, *se_note = NULL;
+        char *so = mcp_stream_text(r, "stdout", STREAM_CHARS, &so_note);
+        char *se = mcp_stream_text(r, "stderr", STREAM_CHARS, &se_note);
+        json_t *text_notes = json_array(), *w;
+        size_t k;
+
+        if (!text_notes)
+            log_oom();
+        if (c->clamp_note[0])
+            (void)json_array_append_new(text_notes, json_string(c->clamp_note));
+        json_array_foreach(json_object_get(r, "notes"), k, w)
+            if (json_is_string(w))
+                (void)json_array_append(text_notes, w);
+        if (so_note)
+            (void)json_array_append_new(text_notes, json_string(so_note));
+        if (se_note)
+            (void)json_array_append_new(text_notes, json_string(se_note));
+        json_array_foreach(json_object_get(r, "warnings"), k, w)
+            if (json_is_string(w) && outcome_warning(json_string_value(w)))
+                (void)json_array_append(text_notes, w);
+        if (ok && !se[0] && json_array_size(text_notes) == 0)
+            put(&text, so[0] ? so : "(no output)");
         else {
-            (void)snprintf(line, sizeof(line), "status %s, exit status %lld",
-                           status ? status : "error", (long long)code);
-            put(&text, line);
-        }
-        if (status && strcmp(status, "error") == 0 && json_is_string(json_object_get(r, "error"))) {
-            put(&text, ": ");
-            put(&text, json_string_value(json_object_get(r, "error")));
-        }
-        if (out_n)
-            cut_out = put_stream(&text, "stdout", out, out_n);
-        if (err_n)
-            cut_err = put_stream(&text, "stderr", err, err_n);
-        if (!out_n && !err_n)
-            put(&text, "\n[no output]");
-        json_array_foreach(notes, i, v) {
-            put(&text, "\n[");
-            put(&text, json_string_value(v));
-            put(&text, "]");
-        }
-        for (int k = 0; k < 2; k++)
-            if (k == 0 ? cut_out : cut_err) {
-                (void)snprintf(line, sizeof(line),
-                               "\n[%s cut for this output: the first %d characters are shown]",
-                               k == 0 ? "stdout" : "stderr", STREAM_CHARS);
+            if (reason && reason[0])
+                put(&text, reason);
+            else {
+                (void)snprintf(line, sizeof(line), "status %s, exit status %lld",
+                               status ? status : "error", (long long)code);
                 put(&text, line);
             }
+            for (int t = 0; t < 2; t++) {
+                const char *st = t == 0 ? so : se;
+                size_t n = strlen(st);
+                if (!n)
+                    continue;
+                put(&text, t == 0 ? "\n[stdout]\n" : "\n[stderr]\n");
+                (void)buf_append(&text, st, st[n - 1] == '\n' ? n - 1 : n, TEXT_CAP);
+            }
+            if (!so[0] && !se[0])
+                put(&text, "\n[no output]");
+            json_array_foreach(text_notes, k, w) {
+                put(&text, "\n[");
+                put(&text, json_string_value(w));
+                put(&text, "]");
+            }
+        }
+        json_decref(text_notes);
+        free(so);
+        free(se);
+        free(so_note);
+        free(se_note);
     }
     if (json_is_object(json_object_get(r, "copy_out")))
         copied_out(r, content, sc, &text);

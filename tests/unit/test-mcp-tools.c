@@ -189,9 +189,26 @@ Test(mcp_tools, long_streams_cut_between_characters)
     res = mcp_run_result(&call, r);
     text = text0(res);
     cr_assert_not_null(text, "the text item is missing (not UTF-8?)");
-    cr_assert(strstr(text, "[stdout cut for this output: the first 20000 characters are shown]"));
-    cr_assert(strstr(text, "\xe2\x82\xac\n[stdout cut"));
+    /* The first and the last 10,000 characters, a marker between, and the note. */
+    cr_assert(strstr(text, "\xe2\x82\xac\n[... 10,000 characters cut for this output ...]\n"
+                           "\xe2\x82\xac"));
+    cr_assert(strstr(text, "[stdout cut for this output: its first 10000 and last 10000 "
+                           "characters are shown]"));
     free(big);
+    json_decref(res);
+    json_decref(r);
+}
+
+Test(mcp_tools, carriage_returns_and_nsbox_cut)
+{
+    struct mcp_call call = {0};
+    json_t *r = load("{\"status\": \"exited\", \"exit_code\": 2, \"stdout\": \"10%\\r50%\\r100%\\n"
+                     "ab\", \"stdout_tail\": \"yz\\r\\nend\\n\", \"stdout_cut\": {\"bytes\": 14731, "
+                     "\"lines\": 212}, \"stderr\": \"\", \"notes\": [], \"reason\": \"exited with status 2\"}");
+    json_t *res = mcp_run_result(&call, r);
+
+    cr_assert_str_eq(text0(res), "exited with status 2\n[stdout]\n100%\nab\n"
+                                 "[... 14,731 bytes, 212 lines cut ...]\nyz\nend");
     json_decref(res);
     json_decref(r);
 }
