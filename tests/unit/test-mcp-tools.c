@@ -202,9 +202,10 @@ Test(mcp_tools, long_streams_cut_between_characters)
 Test(mcp_tools, carriage_returns_and_nsbox_cut)
 {
     struct mcp_call call = {0};
-    json_t *r = load("{\"status\": \"exited\", \"exit_code\": 2, \"stdout\": \"10%\\r50%\\r100%\\n"
-                     "ab\", \"stdout_tail\": \"yz\\r\\nend\\n\", \"stdout_cut\": {\"bytes\": 14731, "
-                     "\"lines\": 212}, \"stderr\": \"\", \"notes\": [], \"reason\": \"exited with status 2\"}");
+    json_t *r = load(
+        "{\"status\": \"exited\", \"exit_code\": 2, \"stdout\": \"10%\\r50%\\r100%\\n"
+        "ab\", \"stdout_tail\": \"yz\\r\\nend\\n\", \"stdout_cut\": {\"bytes\": 14731, "
+        "\"lines\": 212}, \"stderr\": \"\", \"notes\": [], \"reason\": \"exited with status 2\"}");
     json_t *res = mcp_run_result(&call, r);
 
     cr_assert_str_eq(text0(res), "exited with status 2\n[stdout]\n100%\nab\n"
