@@ -486,13 +486,17 @@ static void client_release(struct pool *p, struct pool_client *c)
     client_free(c);
 }
 
-/* Only this user's own processes (not a sandbox's, whose host uid is another): SO_PEERCRED. */
+/* Only this user's own processes, and none in another user namespace: an ordinary user's
+ * sandboxes have the caller's uid on the host, and one that sees the socket through a bind of
+ * the runtime directory could otherwise take the pool's sandboxes or stop the pool
+ * (peer_in_own_user_namespace(), as a session's socket). */
 static bool peer_is_own_user(int fd)
 {
     struct ucred cred;
     socklen_t len = sizeof(cred);
 
-    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid();
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid() &&
+           peer_in_own_user_namespace(fd, cred.pid);
 }
 
 static void client_accept(struct pool *p, uint64_t now)

@@ -326,6 +326,31 @@ class TestPool(PoolTestCase):
             self.assertEqual(r["stdout"], "fine\n", r)
             self.assertNotIn(r["session_id"], {e["run_id"] for e in members})
 
+    def test_a_sandbox_that_sees_the_pool_socket_cannot_use_it(self):
+        """A sandbox that sees the pool's socket (a bind of the runtime directory; connect(2)
+        works through a read-only one) can neither stop the pool nor take its sandboxes. An
+        ordinary user's sandbox has the caller's uid on the host: only the user namespace
+        check keeps it out (as for a session's socket, test_session)."""
+        name = self.start_pool(size=1)
+        pool_id = next(e["run_id"] for e in registry() if e.get("name") == name)
+        probe = ("import socket, sys\n"
+                 "for op in ('take', 'stop'):\n"
+                 "    s = socket.socket(socket.AF_UNIX)\n"
+                 "    try:\n"
+                 "        s.connect(sys.argv[1])\n"
+                 "        s.sendall(b'{\"op\":\"' + op.encode() + b'\"}\\n')\n"
+                 "        print(op, s.recv(4096)[:40])\n"
+                 "    except OSError as e:\n"
+                 "        print(op, 'refused', e.errno)\n")
+        p = nsbox("run", "--cgroup", "off", "-v", f"{PRIVATE_RUNTIME_DIR}:/runtime:ro", "--",
+                  "python3", "-c", probe, f"/runtime/nsbox/{pool_id}.sock")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("\"id\"", p.stdout, "a sandbox took a sandbox of the pool")
+        self.assertNotIn("stopped", p.stdout, "a sandbox stopped the pool")
+        st = json.loads(nsbox("pool", "status", name).stdout)
+        self.assertEqual((st["served"], st["leased"]), (0, 0), st)
+        self.assertEqual(self.pool_run(name, "print('fine')\n")["stdout"], "fine\n")
+
 
 class TestPoolLease(PoolTestCase):
     def test_a_taken_sandbox_ends_with_its_lease(self):
