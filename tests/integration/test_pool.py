@@ -377,6 +377,43 @@ class TestPoolLease(PoolTestCase):
         self.assertNotEqual(r["session_id"], taken["id"])
 
 
+    def test_a_step_queued_behind_the_run_does_not_run(self):
+        """Single use holds against a second request on the member's socket, queued while the
+        run runs: the run may have left a thread in the interpreter (a session's steps are
+        spared it) that would see the next code."""
+        import socket
+        name = self.start_pool(size=1)
+        sock = os.path.join(PRIVATE_RUNTIME_DIR, "nsbox",
+                            next(e["run_id"] for e in registry() if e.get("name") == name) +
+                            ".sock")
+        spy = ("import os, threading, time\n"
+               "def spy():\n"
+               "    while not os.path.exists('/tmp/secret'):\n"
+               "        time.sleep(0.01)\n"
+               "    open('/tmp/stolen', 'w').write(open('/tmp/secret').read())\n"
+               "threading.Thread(target=spy, daemon=True).start()\n"
+               "time.sleep(1)\n")
+        victim = ("import os, time\nopen('/tmp/secret', 'w').write('s3cret')\ntime.sleep(0.3)\n"
+                  "print(os.path.exists('/tmp/stolen'))\n")
+        with socket.socket(socket.AF_UNIX) as lease, socket.socket(socket.AF_UNIX) as a, \
+                socket.socket(socket.AF_UNIX) as b:
+            lease.settimeout(30)
+            lease.connect(sock)
+            lease.sendall(b'{"op":"take"}\n')
+            taken = json.loads(lease.makefile().readline())
+            for s, code in ((a, spy), (b, victim)):
+                s.settimeout(30)
+                s.connect(taken["socket"])
+                s.sendall(json.dumps({"op": "code", "code": code}).encode() + b"\n")
+                time.sleep(0.1)  # the spy's step runs; the second waits behind it
+            ra = json.loads(a.makefile().readline())
+            rb = json.loads(b.makefile().readline() or "{}")
+        self.assertEqual((ra.get("status"), ra.get("step")), ("exited", 2), ra)
+        self.assertNotIn("step", rb, "a second step ran in a single-use sandbox (step "
+                         f"{rb.get('step')}, the spy saw its file: {rb.get('stdout')!r})")
+        self.assertIn("single-use", rb.get("error", ""), rb)
+
+
 class TestPoolScience(PoolTestCase):
     """The issue's workload: pandas preloaded in the science rootfs."""
     preload = "pandas,numpy"
