@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "parse.h"
 #include "plan.h"
+#include "pool.h"
 #include "session-internal.h"
 #include "syscalls.h"
 
@@ -497,7 +498,7 @@ void client_read(struct session_state *s, struct client *cl, uint64_t now)
  * Reading another namespace's link needs ptrace access (proc(5)), which the caller has over
  * the sandboxes it made; anything that cannot be read is refused.
  */
-static bool peer_in_own_user_namespace(int fd, pid_t pid)
+bool peer_in_own_user_namespace(int fd, pid_t pid)
 {
     struct stat own, peer;
     char path[64];

@@ -634,8 +634,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             client_accept(s, now);
         if (s->end_reason && strcmp(s->end_reason, "stopped") == 0)
             break;
-        /* The next step, when none runs. */
-        while (!st->client && !init_lost) {
+        /* The next step, when none runs; none past max_steps (a pool's member is single-use:
+         * a request queued behind its one run gets the session's end, never that run's
+         * sandbox, which the run may have left a thread in). */
+        while (!st->client && !init_lost && !(s->o->max_steps && s->steps >= s->o->max_steps)) {
             struct client *next = next_queued(s);
             if (!next)
                 break;

@@ -439,6 +439,17 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
                      "nothing would hold it within --memory (only the host's root can set "
                      "kernel.shmall in the sandbox's IPC namespace); POSIX shared memory works, "
                      "in /dev/shm (shm_open, multiprocessing.shared_memory), within --shm-size");
+            else if ((strcmp(r->refused[i].name, "semget") == 0 ||
+                      strcmp(r->refused[i].name, "msgget") == 0) &&
+                     r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT)
+                emit(note, userdata, &count,
+                     "System V %s (%s) are refused in this run: without a cgroup nothing would "
+                     "hold their kernel memory within --memory; POSIX ones work (%s)",
+                     r->refused[i].name[0] == 's' ? "semaphores" : "message queues",
+                     r->refused[i].name,
+                     r->refused[i].name[0] == 's'
+                         ? "sem_open, multiprocessing's locks"
+                         : "mq_open, within RLIMIT_MSGQUEUE; or a pipe or a socket");
     }
     if (r->network.enabled && r->network.connections_refused > 0) {
         /* What the proxy of --network allow= refused, so that a caller sees it without the

@@ -802,15 +802,17 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     r = plan_cgroup(c, &sb, &leaf, ret);
     if (r < 0)
         goto out;
-    /* System V shared memory is counted by no rlimit: without a cgroup, only kernel.shm* of the
-     * sandbox's IPC namespace bound it, which init sets in root's runs only (init.c says why).
-     * Elsewhere shmget(2) is refused (a note says so when it was): a segment outside --memory
-     * held 640 MiB under --memory 256m. POSIX shared memory in /dev/shm, --shm-size, works. */
-    if (!sb.in_cgroup && c->memory && !c->ipc_host && !c->seccomp_disabled &&
-        (!sb.host_root || c->uid == 0)) {
-        r = filter_refuse_sysv_shm(&sb.filter);
+    /* System V IPC is counted by no rlimit: without a cgroup, only kernel.shm* of the sandbox's
+     * IPC namespace bound its shared memory, which init sets in root's runs only (init.c says
+     * why), and nothing bounds semaphore sets and message queues (2 GiB of semaphores, 488 MiB
+     * of messages held under --memory 64m). So semget(2) and msgget(2) are refused, and shmget(2)
+     * where kernel.shm* is out of reach (a note says so when they were): a segment outside
+     * --memory held 640 MiB under --memory 256m. POSIX shared memory in /dev/shm, --shm-size,
+     * POSIX semaphores and message queues (RLIMIT_MSGQUEUE) work. */
+    if (!sb.in_cgroup && c->memory && !c->ipc_host && !c->seccomp_disabled) {
+        r = filter_refuse_sysv_ipc(&sb.filter, !sb.host_root || c->uid == 0);
         if (r < 0) {
-            (void)report_error(ret, r, "seccomp", "refusing System V shared memory failed: %m");
+            (void)report_error(ret, r, "seccomp", "refusing System V IPC failed: %m");
             goto out;
         }
     }

@@ -783,6 +783,38 @@ Test(explain, sysv_shm_refused_under_rlimits)
     json_decref(want);
 }
 
+/* semget and msgget refused (sandbox.c: no cgroup): a note for each, saying what works. */
+Test(explain, sysv_semaphores_and_messages_refused_under_rlimits)
+{
+    char out[] = "", err[] = "";
+    static struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .output_limit = 10,
+        .memory = {.value = 64 << 20, .enforced_by = NSBOX_ENFORCER_RLIMIT},
+        .refused = {{"msgget", 1}, {"semget", 3}},
+        .n_refused = 2,
+    };
+    json_t *notes = json_array(), *want;
+
+    r.out = (struct nsbox_stream){.data = out};
+    r.err = (struct nsbox_stream){.data = err};
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 3);
+    want = json_pack("[s, s, s]", "the seccomp policy refused: msgget (1), semget (3)",
+                     "System V message queues (msgget) are refused in this run: without a cgroup "
+                     "nothing would hold their kernel memory within --memory; POSIX ones work "
+                     "(mq_open, within RLIMIT_MSGQUEUE; or a pipe or a socket)",
+                     "System V semaphores (semget) are refused in this run: without a cgroup "
+                     "nothing would hold their kernel memory within --memory; POSIX ones work "
+                     "(sem_open, multiprocessing's locks)");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    json_decref(notes);
+    notes = json_array();
+    r.memory.enforced_by = NSBOX_ENFORCER_CGROUP;
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    json_decref(notes);
+    json_decref(want);
+}
+
 /* What the program's stderr says of a limit it met: the only witness under rlimits. */
 Test(explain, stderr_witnesses_of_memory_pids_and_space)
 {
