@@ -121,8 +121,25 @@ class TestPodman(unittest.TestCase):
         self.assertEqual(p.returncode, 125, p.stdout + p.stderr)
         lines = p.stderr.strip().splitlines()
         self.assertEqual(len(lines), 1, p.stderr)
-        self.assertIn("sandbox setup failed at sysctl: Read-only file system", lines[0])
+        # A read-only /proc/sys bind refuses the sandbox a fresh /proc (a wall, not tier 2):
+        # said before the sandbox is made (isolation.c).
+        self.assertIn("nsbox: /proc/sys is read-only here", lines[0])
         self.assertIn("'nsbox doctor' names the container setting", lines[0])
+
+    def test_default_profile_pid_host_runs_tier_2(self):
+        # --pid host binds the container's /proc: the run goes on without user.max_* (tier 2).
+        p, r = nsbox_in(args=["--cgroup", "off", "--pid", "host", "--", "/bin/sh", "-c",
+                              "'echo INSIDE-OK'"])
+        self.assertEqual(r["status"], "exited", r)
+        self.assertEqual(r["stdout"], "INSIDE-OK\n", r)
+        self.assertEqual(r["isolation"]["tier"], 2, r)
+        self.assertIn("user.max_* limits", r["isolation"]["missing"])
+        self.assertTrue([w for w in r["warnings"] if w.startswith("isolation tier 2:")],
+                        r["warnings"])
+        p, r = nsbox_in(args=["--cgroup", "off", "--pid", "host", "--isolation", "full", "--",
+                              "/bin/true"])
+        self.assertEqual(r["status"], "error", r)
+        self.assertEqual(r["error"]["step"], "isolation", r)
 
     def test_doctor_explains_the_default_profile(self):
         p = podman_run(cmd=f"{NSBOX} doctor")
