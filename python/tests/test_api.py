@@ -81,6 +81,11 @@ class TestRun(SandboxTestCase):
         self.assertEqual(r.isolation, {"tier": 1, "missing": []})
         with self.assertRaises(ValueError):
             self.code("pass", isolation="landlock")
+        # Sessions and pools take it too, checked before anything starts.
+        with self.assertRaises(ValueError):
+            nsbox.Session(isolation="landlock")
+        with self.assertRaises(ValueError):
+            nsbox.Pool(isolation="landlock")
 
     def test_exit_code_and_stderr(self):
         r = self.code("import sys\nprint('out')\nsys.stderr.write('boom')\nsys.exit(3)")
