@@ -196,20 +196,22 @@ bool handle_report(struct session_state *s, struct nsbox_result *ret)
         return true;
     }
     if (rep.type == REPORT_LISTENER) {
-        /* init sent it on the sync socket before this report (sandbox.c). */
-        s->listener = report_recv_fd(s->fds->sync);
+        /* init waits for the byte once it is taken (sandbox.c). */
+        s->listener = sys_pidfd_getfd(s->fds->pidfd, rep.code, 0);
         if (s->listener < 0) {
             /* As for a run (supervise.c): without it refusals would go unrecorded. */
             ret->status = NSBOX_STATUS_ERROR;
             ret->exit_code = 125;
-            ret->error_errno = -s->listener;
+            ret->error_errno = errno;
             (void)snprintf(ret->error_step, sizeof(ret->error_step), "seccomp listener");
             (void)snprintf(ret->error, sizeof(ret->error),
-                           "cannot take the seccomp listener from the sandbox's init: %s",
-                           strerror(-s->listener));
+                           "cannot take the seccomp listener from the sandbox's init "
+                           "(pidfd_getfd): %s",
+                           strerror(errno));
             return false;
         }
         ret->seccomp_reporting = true;
+        (void)!write(s->fds->sync, "x", 1);
         return true;
     }
     /* A setup failure ends the session; a program that could not be run is its step's result. */

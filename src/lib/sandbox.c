@@ -25,7 +25,7 @@
  * and abstract sockets the mounts and namespaces allow, once more) -> drop every capability ->
  *   no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets' rlimits -> seccomp
  *   filters (where vm.memfd_noexec was not set: memfd.c's; then the policy's, the listener of
- *   refusals sent to the supervisor over the sync socket, init's copy closed) -> non-dumpable
+ *   refusals taken by the supervisor with pidfd_getfd(2), init's copy closed) -> non-dumpable
  *   -> start the payload (clone(CLONE_VM | CLONE_VFORK), as posix_spawn(3) does) -> reap,
  *   forward signals; when the payload has ended, with copy-out: kill everything else and
  *   write the copy-out stream -> report how the payload ended (and how full /dev/shm and
@@ -200,8 +200,8 @@ void nsbox_result_free(struct nsbox_result *r)
 /* ---- inside the sandbox ------------------------------------------------------------------- */
 
 struct child_fds {
-    int sync;   /* a unix socket: one byte once the id maps are written (and after the proxy's
-                 * socket is taken); POLLHUP if nsbox dies; the seccomp listener goes out on it */
+    int sync;   /* a unix socket: one byte once the id maps are written, and after the proxy's
+                 * socket and the seccomp listener are taken; POLLHUP if nsbox dies */
     int report; /* write end */
     int in;     /* the payload's end of the stdin socket, or -1 for /dev/null */
     int out;    /* write ends of the output pipes */
@@ -302,12 +302,13 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         report_setup_failed(fds->report, &e);
     /* In root's runs the switch changed init's kernel uid (to the pool's), which leaves it
      * non-dumpable (commit_creds() in kernel/cred.c). Ptrace access to a non-dumpable process,
-     * which pidfd_getfd(2) of the proxy's socket needs, then takes CAP_SYS_PTRACE in the user
-     * namespace its memory belongs to (__ptrace_may_access() in kernel/ptrace.c): the host's
-     * root has it, a container's root does not (runtimes drop it), and the supervisor would
-     * fail with EPERM. Dumpable again until the listener is taken: only nsbox's own code runs
-     * until then, and init is made non-dumpable for good below, before any payload exists. */
-    if (sb->privileged && sandbox_network_allow(sb->config) &&
+     * which pidfd_getfd(2) of the seccomp listener and of the proxy's socket needs, then takes
+     * CAP_SYS_PTRACE in the user namespace its memory belongs to (__ptrace_may_access() in
+     * kernel/ptrace.c): the host's root has it, a container's root does not (runtimes drop it),
+     * and the supervisor would fail with EPERM. Dumpable again until they are taken: only
+     * nsbox's own code runs until then, and init is made non-dumpable for good below, before
+     * any payload exists. */
+    if (sb->privileged && (!sb->config->seccomp_disabled || sandbox_network_allow(sb->config)) &&
         prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "PR_SET_DUMPABLE"});
@@ -434,18 +435,18 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         if (r < 0)
             report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
         if (listener >= 0) {
-            /* Handed to the supervisor over the sync socket (SCM_RIGHTS, unix(7)), then said
-             * on the report pipe; init drops its own copy at once, before any untrusted code
-             * exists, and goes on without waiting (the supervisor takes it from the socket
-             * when it reads the report: a refusal meanwhile waits in the listener's queue).
-             * The payload must never hold it: it could answer its own refusals. */
-            struct report rep = {.type = REPORT_LISTENER};
-            r = report_send_fd(fds->sync, listener);
-            if (r < 0)
-                report_setup_failed(fds->report,
-                                    &(struct report_step){.err = -r, .name = "seccomp listener"});
-            (void)close(listener);
+            /* The supervisor takes the listener with pidfd_getfd(2) and says so on the sync
+             * socket; only then does init become non-dumpable (which would stop pidfd_getfd
+             * for an unprivileged supervisor) and drop its own copy, before any untrusted code
+             * exists. The payload must never hold it: it could answer its own refusals. Init
+             * uses only write(2) and read(2) here, under the filter just loaded: a policy may
+             * refuse anything else (sendmsg(2) of SCM_RIGHTS, say), and a refusal here would
+             * wait for a supervisor that has no listener yet to answer it. */
+            struct report rep = {.type = REPORT_LISTENER, .code = listener};
             report_send(fds->report, &rep);
+            if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
+                _exit(125);
+            (void)close(listener);
         }
     }
     /* Not ptrace-attachable and no core dumps, even by the payload's own uid. */

@@ -691,10 +691,14 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                     goto kill;
                 }
             } else if (k > 0 && report->type == REPORT_LISTENER) {
-                /* Take init's listener: it waits on the sync socket, sent before the report. */
-                listener = report_recv_fd(fds->sync);
+                /* Take init's seccomp listener; init waits for the byte (sandbox.c). */
+                listener = sys_pidfd_getfd(fds->pidfd, report->code, 0);
                 if (listener < 0) {
-                    r = listener;
+                    r = negative_errno();
+                    goto kill;
+                }
+                if (write(fds->sync, "x", 1) != 1) {
+                    r = negative_errno();
                     goto kill;
                 }
                 ret->seccomp_reporting = true;
