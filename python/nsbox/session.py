@@ -383,7 +383,9 @@ class Session:
         that step fails (a full /work, a name taken by a directory)."""
         parts = _check_file_name(name)
         path = "/".join(parts)
-        r = self.run(["python3", "-c", _UPLOAD, f"{FILES_DIR}/{path}"], timeout=timeout,
+        # -I: not the user site below HOME=/tmp, where the session's code may have left a .pth
+        # file that would run in this step (and sys.path without the working directory).
+        r = self.run(["python3", "-I", "-c", _UPLOAD, f"{FILES_DIR}/{path}"], timeout=timeout,
                      stdin=_as_bytes(data, "data"))
         if not r.ok:
             raise NsboxError(f"cannot write {FILES_DIR}/{path} in the session: "

@@ -133,6 +133,22 @@ class TestFiles(SandboxTestCase):
                              "['in.csv', 'result.txt', 'sub']\n")
 
 
+    def test_upload_does_not_run_what_the_session_planted(self):
+        # A .pth in the user site (HOME=/tmp) runs in every python3 started without -I; the
+        # upload's own step must not be one of them.
+        planted = ("import os, sys\n"
+                   "d = '/tmp/.local/lib/python3.%d/site-packages' % sys.version_info[1]\n"
+                   "os.makedirs(d)\n"
+                   "open(d + '/x.pth', 'w').write(\n"
+                   "    \"import sys; sys.stdin = open('/dev/null')\\n\")\n")
+        with nsbox.Session(nsbox=NSBOX) as s:
+            self.assertTrue(s.run_code(planted).ok)
+            # Control: an ordinary python3 meets the .pth (its stdin is swapped).
+            r = s.run(["python3", "-c", "import sys; print(repr(sys.stdin.read()))"], stdin=b"in")
+            self.assertEqual(r.stdout, "''\n")
+            s.upload("u.bin", b"uploaded")
+            self.assertEqual(s.download("u.bin"), b"uploaded")
+
 class TestFilesWritten(SandboxTestCase):
     def test_a_run_lists_what_it_wrote(self):
         r = self.code("""

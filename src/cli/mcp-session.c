@@ -250,7 +250,11 @@ static void step_request(struct mcp_call *c)
         req = json_pack("{s:s,s:O}", "op", "code", "code", json_object_get(a, "code"));
     else {
         char num[32];
-        json_t *argv = json_pack("[s,s,s,s]", "python3", "-c",
+        /* -I (isolated mode): without it python3 -c puts the working directory, /work, first
+         * on sys.path and reads the user site below HOME=/tmp, both written by the session's
+         * own code, whose json.py or .pth file would then answer for the tool (a forged read,
+         * a file hidden from the list, a write said done that was not). */
+        json_t *argv = json_pack("[s,s,s,s,s]", "python3", "-I", "-c",
                                  c->tool == TOOL_LIST_FILES  ? list_script
                                  : c->tool == TOOL_READ_FILE ? read_script
                                                              : write_script,

@@ -84,11 +84,13 @@ int main(int argc, char *argv[])
             return r;
     }
     /* The memfd filters (memfd.h), one program each. */
-    for (int unsealed = 0; unsealed <= 1; unsealed++) {
-        const char *name = unsealed ? "filter_memfd_unsealed" : "filter_memfd_exec";
+    for (int what = MEMFD_REFUSE_HUGETLB; what <= MEMFD_REFUSE_UNSEALED; what++) {
+        const char *name = what == MEMFD_REFUSE_UNSEALED ? "filter_memfd_unsealed"
+                           : what == MEMFD_REFUSE_EXEC   ? "filter_memfd_exec"
+                                                         : "filter_memfd_hugetlb";
         struct filter f = {0};
 
-        if (memfd_filter_compile(unsealed, &f) < 0) {
+        if (memfd_filter_compile((enum memfd_refuse)what, &f) < 0) {
             fprintf(stderr, "nsbox-bpfgen: compiling %s failed\n", name);
             return 1;
         }

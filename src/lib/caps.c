@@ -42,10 +42,10 @@ int caps_drop_all(struct report_step *e)
      * and a PR_CAP_AMBIENT_IS_SET per capability (82 calls) and libcap-ng's capget(2) read-back
      * (capng_get_caps_process() reads this file as well). This is the sandbox's procfs: init
      * is PID 1 there, and "self" is init. */
-    char status[4096];
-    ssize_t n = read_file_at(AT_FDCWD, "/proc/self/status", status, sizeof(status));
-    if (n < 0)
-        return report_step_failed(e, (int)n, "drop capabilities", "read /proc/self/status");
+    _cleanup_free_ char *status = NULL;
+    r = proc_self_status_read(&status);
+    if (r < 0)
+        return report_step_failed(e, r, "drop capabilities", "read /proc/self/status");
     for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
         uint64_t mask;
         r = proc_status_mask(status, sets[i], &mask);

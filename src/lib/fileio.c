@@ -90,6 +90,16 @@ ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size)
     return n;
 }
 
+int proc_self_status_read(char **ret)
+{
+    _cleanup_close_ int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    size_t len;
+
+    if (fd < 0)
+        return negative_errno();
+    return read_fd_all(fd, 1 << 20, ret, &len);
+}
+
 int write_file_at(int dirfd, const char *name, const char *text)
 {
     _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC);

@@ -26,6 +26,14 @@ int read_regular_file(const char *path, size_t max, char **ret, size_t *ret_len)
  * -errno. For kernel interface files (procfs, cgroupfs). */
 ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size);
 
+/* The whole of /proc/self/status, malloc()ed and NUL-terminated, into *ret. Not a fixed
+ * buffer: its Groups line comes before the signal and capability masks and holds each
+ * supplementary group (an ordinary user keeps theirs, shown as the overflow gid where the
+ * sandbox does not map them), so a user in a few hundred groups pushes the masks past 4 KiB, and
+ * a value cut at the buffer's end would parse as a shorter one (proc(5), NGROUPS_MAX 65536).
+ * Returns 0, -EFBIG past 1 MiB, or -errno. */
+int proc_self_status_read(char **ret);
+
 /* Write text to dirfd/name in one write(2): kernel interface files (uid_map, cgroup knobs)
  * take a value per write. Returns 0, -errno, or -EIO for a short write. */
 int write_file_at(int dirfd, const char *name, const char *text);

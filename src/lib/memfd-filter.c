@@ -10,7 +10,7 @@
 #define MFD_EXEC 0x0010U
 #endif
 
-int memfd_filter_compile(bool refuse_unsealed, struct filter *ret)
+int memfd_filter_compile(enum memfd_refuse what, struct filter *ret)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     struct filter f = {0};
@@ -21,10 +21,16 @@ int memfd_filter_compile(bool refuse_unsealed, struct filter *ret)
     /* The flags are an unsigned int: only the low 32 bits are compared (as the policy's
      * refusals do), so high bits set cannot slip past. */
     r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    /* Every level: a hugetlb memfd's F_SEAL_EXEC does not hold (hugetlbfs_setattr() in
+     * fs/hugetlbfs/inode.c does not check it, Linux 6.18): one made with MFD_NOEXEC_SEAL, also
+     * under vm.memfd_noexec=2, takes chmod +x and runs where the host has huge pages. */
     if (r >= 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(memfd_create), 1,
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, MFD_HUGETLB, MFD_HUGETLB));
+    if (r >= 0 && what >= MEMFD_REFUSE_EXEC)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(memfd_create), 1,
                              SCMP_A1(SCMP_CMP_MASKED_EQ, MFD_EXEC, MFD_EXEC));
-    if (r >= 0 && refuse_unsealed)
+    if (r >= 0 && what >= MEMFD_REFUSE_UNSEALED)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(memfd_create), 1,
                              SCMP_A1(SCMP_CMP_MASKED_EQ, MFD_NOEXEC_SEAL, 0));
     if (r >= 0)

@@ -19,10 +19,11 @@ int memfd_filter_load(const struct sandbox *sb, struct report_step *e)
         return 0; /* before Linux 6.3: no way to make a memfd that cannot be executed */
     if (r < 0)
         return report_step_failed(e, r, "seccomp", "read /proc/sys/vm/memfd_noexec");
-    if (value[0] == '2')
-        return 0;
     (void)sb;
-    r = filter_load(value[0] == '1' ? &filter_memfd_exec : &filter_memfd_unsealed, &listener);
+    r = filter_load(value[0] == '2'   ? &filter_memfd_hugetlb
+                    : value[0] == '1' ? &filter_memfd_exec
+                                      : &filter_memfd_unsealed,
+                    &listener);
     if (r < 0)
         return report_step_failed(e, r, "seccomp", "the memfd filter");
     return 0;

@@ -22,14 +22,26 @@
 #include "report.h"
 #include "sandbox.h"
 
-/* The two programs, compiled at build time by nsbox-bpfgen (filter-default.c). */
-extern const struct filter filter_memfd_exec;     /* refuses MFD_EXEC */
+/* What a memfd filter refuses: each level also what the ones before it do. Hugetlb memfds
+ * everywhere: their F_SEAL_EXEC does not stop chmod +x (hugetlbfs_setattr() in
+ * fs/hugetlbfs/inode.c, Linux 6.18), so where the host has huge pages (vm.nr_hugepages) one
+ * made with MFD_NOEXEC_SEAL, also under vm.memfd_noexec=2, runs what the payload wrote in it. */
+enum memfd_refuse {
+    MEMFD_REFUSE_HUGETLB,  /* vm.memfd_noexec=2 */
+    MEMFD_REFUSE_EXEC,     /* vm.memfd_noexec=1: and MFD_EXEC */
+    MEMFD_REFUSE_UNSEALED, /* vm.memfd_noexec=0: and memfds without MFD_NOEXEC_SEAL */
+};
+
+/* The three programs, compiled at build time by nsbox-bpfgen (filter-default.c). */
+extern const struct filter filter_memfd_hugetlb;  /* refuses MFD_HUGETLB */
+extern const struct filter filter_memfd_exec;     /* ... and MFD_EXEC */
 extern const struct filter filter_memfd_unsealed; /* ... and memfds without MFD_NOEXEC_SEAL */
 
-/* Compile one of them (refuse_unsealed: the second) into *ret. Returns 0 or -errno. */
-int memfd_filter_compile(bool refuse_unsealed, struct filter *ret);
+/* Compile the program of level what into *ret. Returns 0 or -errno. */
+int memfd_filter_compile(enum memfd_refuse what, struct filter *ret);
 
-/* In init, before the policy's filters, in a sandbox where init did not set vm.memfd_noexec=2
- * itself: load the program this pid namespace's vm.memfd_noexec calls for (0: the second, 1:
- * the first, 2 or a kernel without it: none). Returns 0 or -errno with *e filled. */
+/* In init, before the policy's filters: load the program this pid namespace's
+ * vm.memfd_noexec calls for (0: unsealed, 1: exec, 2, as init sets it in root's runs:
+ * hugetlb; a kernel without it, before 6.3, has no non-executable memfd: none). Returns 0 or
+ * -errno with *e filled. */
 int memfd_filter_load(const struct sandbox *sb, struct report_step *e);

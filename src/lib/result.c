@@ -536,8 +536,8 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
         emit(note, userdata, &count,
              "the program's stderr mentions memfd_create and EACCES (Permission denied): a memfd "
              "here must be one that can never be executed, asked for with MFD_NOEXEC_SEAL "
-             "(os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_NOEXEC_SEAL)); MFD_EXEC is "
-             "refused");
+             "(os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_NOEXEC_SEAL)); MFD_EXEC and "
+             "MFD_HUGETLB are refused");
     if (r->landlock_missing && r->status != NSBOX_STATUS_ERROR)
         emit(note, userdata, &count,
              "Landlock was not applied: %s; the files and network the sandbox reaches rest on "

@@ -24,7 +24,7 @@
  * line from memory -> parent-death signal -> Landlock (landlock.c: the files, TCP ports, signals
  * and abstract sockets the mounts and namespaces allow, once more) -> drop every capability ->
  *   no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets' rlimits -> seccomp
- *   filters (where vm.memfd_noexec was not set: memfd.c's; then the policy's, the listener of
+ *   filters (memfd.c's, by the vm.memfd_noexec in force; then the policy's, the listener of
  *   refusals taken by the supervisor with pidfd_getfd(2), init's copy closed) -> non-dumpable
  *   -> start the payload (clone(CLONE_VM | CLONE_VFORK), as posix_spawn(3) does) -> reap,
  *   forward signals; when the payload has ended, with copy-out: kill everything else and
@@ -424,13 +424,12 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
      * they apply to init too (the supervisor lets init's own refused calls through). */
     if (!sb->config->seccomp_disabled) {
         int listener = -1;
-        /* Where init could not set vm.memfd_noexec=2 (init_sysctls()): memfds that could be
-         * executed are refused by a filter of their own (memfd.h). */
-        if (!sb->host_root || sb->config->pid_host) {
-            r = memfd_filter_load(sb, &e);
-            if (r < 0)
-                report_setup_failed(fds->report, &e);
-        }
+        /* Memfds that could be executed are refused by a filter of their own (memfd.h): where
+         * init could not set vm.memfd_noexec=2 (init_sysctls()), those it would have made
+         * non-executable; everywhere, hugetlb ones, whose seal does not hold. */
+        r = memfd_filter_load(sb, &e);
+        if (r < 0)
+            report_setup_failed(fds->report, &e);
         r = filter_load(&sb->filter, &listener);
         if (r < 0)
             report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});

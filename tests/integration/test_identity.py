@@ -3,11 +3,14 @@
 the run gets copies with a "sandbox" line added, bound read-only over them for that run only
 (idfiles.c, mount_identity_files()); the rootfs is never written, and the default user
 (nobody, in every rootfs) costs nothing."""
+import json
 import os
+import shutil
+import subprocess
 import tempfile
 import unittest
 
-from nsboxtest import NsboxTestCase, nsbox_json
+from nsboxtest import NSBOX, NsboxTestCase, nsbox_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOTFS = os.environ.get("NSBOX_ROOTFS") or os.path.join(HERE, "..", "..", "build", "rootfs", "tree")
@@ -73,6 +76,45 @@ class TestUserEntry(NsboxTestCase):
             p, r = nsbox_json("-u", "1000", "-v", f"{mine}:/etc/passwd", "--", "python3", "-c",
                               "import getpass; print(getpass.getuser())")
         self.assertEqual((r["exit_code"], r["stdout"]), (0, "me\n"), r.get("error"))
+
+
+class TestManyGroups(NsboxTestCase):
+    """An ordinary user keeps their supplementary groups in the sandbox (setgroups is denied
+    there), and /proc/self/status lists each one on its Groups line, before the capability
+    masks that init reads back after dropping them all (caps_drop_all()): with 800 groups the
+    file is over 5 KiB. Read into a fixed 4 KiB buffer, the masks were cut off and every run of
+    such a user failed at "drop capabilities"; a mask cut in the middle would have parsed as a
+    shorter value."""
+
+    if os.getuid() == 0:
+        def test_a_user_in_800_groups_runs_without_capabilities(self):
+            if not shutil.which("setpriv"):
+                self.skip_or_fail("needs setpriv(1) to act as a user with many groups")
+            groups = ",".join(str(g) for g in range(20000, 20800))
+            with tempfile.TemporaryDirectory() as stage:
+                os.chmod(stage, 0o755)
+                binary = os.path.join(stage, "nsbox")
+                shutil.copy(NSBOX, binary)
+                os.chmod(binary, 0o755)
+                rootfs = os.path.realpath(ROOTFS)
+                as_user = ["setpriv", "--reuid=65534", "--regid=65534", f"--groups={groups}"]
+                if subprocess.run([*as_user, "test", "-r", os.path.join(rootfs, "etc", "passwd")],
+                                  capture_output=True).returncode != 0:
+                    # The checkout may sit where uid 65534 cannot reach (below /root).
+                    subprocess.run(["cp", "-a", rootfs, os.path.join(stage, "rootfs")],
+                                   check=True)
+                    rootfs = os.path.join(stage, "rootfs")
+                p = subprocess.run(
+                    [*as_user, binary, "run", "--json", "--cgroup", "off", "--rootfs", rootfs,
+                     "--", "python3", "-c",
+                     "import os\n"
+                     "s = open('/proc/self/status').read()\n"
+                     "print(len(s) > 4096, len(os.getgroups()) >= 800)\n"
+                     "print(*[l.split()[1] for l in s.splitlines() if l.startswith('Cap')])"],
+                    capture_output=True, text=True, cwd="/", timeout=60)
+            r = json.loads(p.stdout)
+            self.assertEqual((p.returncode, r["status"]), (0, "exited"), p.stderr)
+            self.assertEqual(r["stdout"].splitlines(), ["True True", " ".join(["0" * 16] * 5)])
 
 
 if __name__ == "__main__":

@@ -323,6 +323,35 @@ class TestTools(McpTestCase):
         r = s.call("run_command", {"argv": ["no-such-program"]})
         self.assertEqual(r["structuredContent"]["exit_code"], 127)
 
+    def test_file_tools_do_not_run_the_sessions_modules(self):
+        # The file tools are python3 -c steps in the session's /work: a json.py or a user
+        # site .pth that the session's code left there must not answer for them.
+        s = self.server()
+        forge = ("import sys\nsys.stdout.write('{\"path\": \"/work/real.txt\", \"size\": 1, "
+                 "\"encoding\": \"utf-8\", \"content\": \"FORGED\", \"entries\": [], "
+                 "\"truncated\": false, \"error\": null}\\n')\nimport os\nos._exit(0)\n")
+        site = "/tmp/.local/lib/python3.%d/site-packages"
+        r = s.call("python_session", {"code": (
+            "import os, sys\nopen('real.txt', 'w').write('real')\n"
+            f"open('json.py', 'w').write({forge!r})\n"
+            f"d = {site!r} % sys.version_info[1]\nos.makedirs(d)\n"
+            "open(d + '/x.pth', 'w').write('import os; os.write(1, b\"PTH RAN\\\\n\")\\n')\n"
+            "print('planted')")})
+        self.assertEqual(r["content"][0]["text"], "planted\n", r)
+        r = s.call("session_read_file", {"path": "real.txt"})
+        self.assertEqual(r.get("structuredContent", {}).get("content"), "real", r)
+        r = s.call("session_list_files", {})
+        self.assertIn({"path": "real.txt", "type": "file", "size": 4},
+                      r.get("structuredContent", {}).get("entries", []), r)
+        r = s.call("session_write_file", {"path": "w.txt", "content": "abc"})
+        self.assertEqual(r.get("structuredContent", {}).get("size"), 3, r)
+        # Control: an ordinary step is not isolated, and meets both.
+        r = s.call("python_session", {"code": (
+            "import subprocess\nprint(subprocess.run(['python3', '-c', 'import json'], "
+            "capture_output=True, text=True).stdout)")})
+        self.assertIn("PTH RAN", r["content"][0]["text"], r)
+        self.assertIn("FORGED", r["content"][0]["text"], r)
+
     def test_session_state_and_files(self):
         s = self.server()
         r = s.call("python_session", {"code": "x = 20"})
