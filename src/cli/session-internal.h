@@ -95,7 +95,8 @@ struct step {
     uint64_t start, kill_at, drain_until;
     bool ended, interrupted;
     struct session_msg end;
-    int copy_fd; /* the copy-out stream (a memfd), or -1 */
+    int copy_fd;    /* the copy-out stream (a memfd), or -1 */
+    int outputs_fd; /* a code step's outputs channel (a memfd, outputs.h), or -1 */
 };
 
 struct session_state {

@@ -135,7 +135,7 @@ int session_socket_path(const char *id_or_name, char *buf, size_t size)
 int control_send(int fd, const struct session_msg *m, const int *fds, int nfds)
 {
     union {
-        char buf[CMSG_SPACE(6 * sizeof(int))];
+        char buf[CMSG_SPACE(7 * sizeof(int))];
         struct cmsghdr align;
     } u = {0};
     struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
@@ -436,7 +436,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     s->start = start;
     for (size_t i = 0; i < CLIENTS_MAX; i++)
         s->clients[i] = (struct client){.fd = -1, .pass_fd = -1};
-    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}, .copy_fd = -1};
+    *st = (struct step){.audit = {.fd = -1},
+                        .streams = {{.fd = -1}, {.fd = -1}},
+                        .copy_fd = -1,
+                        .outputs_fd = -1};
     s->chunk = malloc(READ_CHUNK);
     pfds = calloc(8 + CLIENTS_MAX + (fds->proxy ? proxy_max_pollfds(fds->proxy) : 0),
                   sizeof(*pfds));

@@ -25,6 +25,7 @@
 #include "idfiles.h"
 #include "macro.h"
 #include "mount.h"
+#include "outputs.h"
 #include "parse.h"
 #include "plan.h"
 #include "policyfile.h"
@@ -56,6 +57,9 @@ void plan_free(struct sandbox *sb)
     if (sb->copy_out_fd >= 0)
         (void)close(sb->copy_out_fd);
     sb->copy_in_fd = sb->copy_out_fd = -EBADF;
+    if (sb->outputs_fd >= 0)
+        (void)close(sb->outputs_fd);
+    sb->outputs_fd = -EBADF;
     for (size_t i = 0; sb->out_fds && i < sb->n_out; i++)
         if (sb->out_fds[i] >= 0)
             (void)close(sb->out_fds[i]);
@@ -916,6 +920,7 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_
                            .host_ids_lock = -EBADF,
                            .copy_in_fd = -EBADF,
                            .copy_out_fd = -EBADF,
+                           .outputs_fd = -EBADF,
                            .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
     sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
     r = plan_identity(c, ret);
@@ -944,20 +949,42 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_
         return report_error(ret, -EINVAL, "config",
                             "--network-max-connections must be at most 1024");
 
-    /* --code FILE [ARGS...] runs python3 /work/main.py ARGS... */
-    sb->argv = calloc(n_args + 3, sizeof(char *));
+    if (c->cell && !c->code)
+        return report_error(ret, -EINVAL, "config", "--cell runs Python code: give --code");
+    if (c->cell && c->outputs_limit > (1ULL << 30))
+        return report_error(ret, -EINVAL, "config", "--outputs-limit must be at most 1 GiB");
+
+    /* --code FILE [ARGS...] runs python3 /work/main.py ARGS...; with --cell, python3 -c
+     * CELL-DRIVER LIMIT /work/main.py ARGS... (cell.py and cell-run.py). */
+    sb->argv = calloc(n_args + 6, sizeof(char *));
     if (!sb->argv)
         return report_error(ret, -ENOMEM, "config", "out of memory");
     /* Owned copies: the sandbox's init wipes the memory of nsbox's own argv. */
-    for (size_t i = 0, j = 0; i < n_args + (c->code ? 2 : 0); i++) {
-        const char *arg = !c->code ? c->argv[i]
-                          : i == 0 ? "python3"
-                          : i == 1 ? "/work/main.py"
-                                   : c->argv[j++];
-        sb->argv[i] = strdup(arg);
-        if (!sb->argv[i])
-            return report_error(ret, -ENOMEM, "config", "out of memory");
-    }
+    if (c->cell) {
+        char limit[24];
+        (void)snprintf(limit, sizeof(limit), "%llu",
+                       (unsigned long long)(c->outputs_limit ? c->outputs_limit
+                                                             : OUTPUTS_LIMIT_DEFAULT));
+        const char *head[] = {"python3", "-c", cell_run, limit, "/work/main.py"};
+        for (size_t i = 0; i < ELEMENTSOF(head); i++)
+            if (!(sb->argv[i] = strdup(head[i])))
+                return report_error(ret, -ENOMEM, "config", "out of memory");
+        for (size_t j = 0; j < n_args; j++)
+            if (!(sb->argv[ELEMENTSOF(head) + j] = strdup(c->argv[j])))
+                return report_error(ret, -ENOMEM, "config", "out of memory");
+        sb->outputs_fd = memfd_create("nsbox-outputs", MFD_CLOEXEC);
+        if (sb->outputs_fd < 0)
+            return report_error(ret, negative_errno(), "outputs", "memfd_create: %m");
+    } else
+        for (size_t i = 0, j = 0; i < n_args + (c->code ? 2 : 0); i++) {
+            const char *arg = !c->code ? c->argv[i]
+                              : i == 0 ? "python3"
+                              : i == 1 ? "/work/main.py"
+                                       : c->argv[j++];
+            sb->argv[i] = strdup(arg);
+            if (!sb->argv[i])
+                return report_error(ret, -ENOMEM, "config", "out of memory");
+        }
 
     r = plan_env(sb, ret);
     if (r < 0)

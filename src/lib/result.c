@@ -10,6 +10,7 @@
 
 #include "macro.h"
 #include "nsbox.h"
+#include "outputs.h"
 #include "result.h"
 #include "uidpool.h"
 #include "utf8.h"
@@ -345,6 +346,36 @@ static int stderr_mentions_failed_fork(const struct nsbox_result *r)
     return 1;
 }
 
+/* A cell's outputs that the result lacks, and why (outputs.h). */
+static void cell_notes(const struct nsbox_result *r, void (*note)(const char *, void *),
+                       void *userdata, size_t *count)
+{
+    struct outputs_stats st = {0};
+    char limit[32];
+
+    if (!r->cell ||
+        outputs_parse(r->outputs ? r->outputs : "", r->outputs_size, NULL, NULL, &st) < 0)
+        return;
+    format_size(limit, sizeof(limit), r->outputs_limit);
+    if (st.n_dropped)
+        emit(note, userdata, count,
+             "%zu part%s of the cell's outputs (%s first, %llu bytes in all) left out: over the "
+             "outputs' budget of %s (--outputs-limit); a figure is drawn smaller first, so show "
+             "fewer or smaller images, or save them to files",
+             st.n_dropped, st.n_dropped == 1 ? " was" : "s were", st.dropped_mime,
+             (unsigned long long)st.dropped_bytes, limit);
+    if (r->outputs_total > r->outputs_size)
+        emit(note, userdata, count,
+             "the cell's outputs were cut at %s (--outputs-limit): %llu of %llu bytes kept, the "
+             "later outputs are lost",
+             limit, (unsigned long long)r->outputs_size, (unsigned long long)r->outputs_total);
+    if (st.n_invalid)
+        emit(note, userdata, count,
+             "%zu line%s on the cell's outputs channel (fd 4) %s not an output and left out "
+             "(something in the cell wrote to that descriptor)",
+             st.n_invalid, st.n_invalid == 1 ? "" : "s", st.n_invalid == 1 ? "was" : "were");
+}
+
 size_t nsbox_result_notes(const struct nsbox_result *r,
                           void (*note)(const char *sentence, void *userdata), void *userdata)
 {
@@ -444,6 +475,7 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
         emit(note, userdata, &count,
              "the network proxy cut the connections at --network-max-bytes (%llu bytes relayed)",
              (unsigned long long)(r->network.bytes_sent + r->network.bytes_received));
+    cell_notes(r, note, userdata, &count);
     if (r->refused_throttled)
         emit(note, userdata, &count,
              "the program made refused system calls faster than nsbox "
@@ -818,6 +850,19 @@ json_t *result_to_json_object(const struct nsbox_result *r)
                      "limits_note", r->limits_note[0] ? r->limits_note : NULL);
     if (!root)
         return NULL;
+    if (r->cell) {
+        /* A cell's outputs, and its uncaught exception as "error" (nsbox's own failure is
+         * "error" only with status "error", when the cell did not run). */
+        json_t *outputs = NULL, *exc = NULL;
+        if (outputs_parse(r->outputs ? r->outputs : "", r->outputs_size, &outputs, &exc, NULL) ==
+            0) {
+            (void)json_object_set_new(root, "outputs", outputs);
+            if (exc && r->status != NSBOX_STATUS_ERROR)
+                (void)json_object_set_new(root, "error", exc);
+            else
+                json_decref(exc);
+        }
+    }
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
     (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));
     {
