@@ -58,6 +58,8 @@ def _nsbox_cells():
             if isinstance(data.get(k), (bytes, bytearray)):
                 import base64
                 data[k] = base64.b64encode(data[k]).decode()
+            elif isinstance(data.get(k), str):
+                data[k] = "".join(data[k].split())  # IPython's base64 ends with a newline
         record = {"type": kind, "data": data}
         if write(record) is not False:
             return
@@ -99,7 +101,11 @@ def _nsbox_cells():
         class Publisher(DisplayPublisher):
             def publish(self, data, metadata=None, source=None, *, transient=None,
                         update=False, **kwargs):
-                emit("display_data", dict(data), figure=st.pop("fig", None))
+                fig = st.pop("fig", None)
+                data = dict(data)
+                if fig is not None and "image/png" not in data:
+                    data["image/png"] = png(fig)
+                emit("display_data", data, figure=fig)
 
             def clear_output(self, wait=False):
                 pass
@@ -157,11 +163,15 @@ def _nsbox_cells():
                 data = {"text/plain": "<repr failed: %s>" % type(e).__name__}
         fig = figure_of(obj)
         if fig is not None and "image/png" not in data:
-            import io
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png", bbox_inches="tight")
-            data["image/png"] = buf.getvalue()
+            data["image/png"] = png(fig)
         return data
+
+    def png(fig):
+        # As matplotlib-inline draws a figure (IPython's print_figure: tight bounding box).
+        import io
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight")
+        return buf.getvalue()
 
     def want_ipython(obj):
         # Plain values need no IPython (whose import costs 300 ms): their text is repr().
