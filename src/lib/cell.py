@@ -52,8 +52,7 @@ def _nsbox_cells():
         again at a lower resolution until it fits; another MIME type that does not fit is left
         out (text/plain stays) and the record says so ("dropped": {MIME: bytes})."""
         data = {k: v for k, v in data.items() if k in mimes}
-        if "text/plain" not in data:
-            data["text/plain"] = ""
+        data["text/plain"] = str(data.get("text/plain", ""))
         for k in binary:
             if isinstance(data.get(k), (bytes, bytearray)):
                 import base64
@@ -75,13 +74,18 @@ def _nsbox_cells():
                 if write(record) is not False:
                     return
         dropped = {}
-        for k in sorted(data, key=lambda k: -len(data[k])):
+        def size(v):
+            return len(v) if isinstance(v, str) else len(json.dumps(v, default=str))
+        for k in sorted(data, key=lambda k: -size(data[k])):
             if k != "text/plain":
-                dropped[k] = len(data.pop(k))
+                dropped[k] = size(data.pop(k))
                 record["dropped"] = dropped
                 if write(record) is not False:
                     return
-        data["text/plain"] = data["text/plain"][:200]
+        text = data["text/plain"]
+        data["text/plain"] = text[:200] + "..."
+        dropped["text/plain"] = len(text) - 200
+        record["dropped"] = dropped
         write(record)
 
     def ipython():
@@ -217,10 +221,11 @@ def _nsbox_cells():
             pyplot.show = nsbox_show
 
     class Finder:
-        """Chooses matplotlib's backend when a cell imports pyplot."""
+        """Chooses matplotlib's backend when a cell imports pyplot; makes the shell when it
+        imports IPython (so that IPython.display.display() is the cell's)."""
 
         def find_spec(self, name, path=None, target=None):
-            if name != "matplotlib.pyplot":
+            if name not in ("matplotlib.pyplot", "IPython"):
                 return None
             import importlib.machinery
             spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -229,6 +234,10 @@ def _nsbox_cells():
             real = spec.loader.exec_module
 
             def exec_module(module):
+                if name == "IPython":
+                    real(module)
+                    ipython()
+                    return
                 inline_backend()
                 real(module)
                 hook_pyplot()
@@ -272,7 +281,9 @@ def _nsbox_cells():
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST | flags, dont_inherit=True)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
+        # A last line ending in ";" displays nothing, as in Jupyter.
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and \
+                not source.rstrip().endswith(";"):
             last = ast.Expression(tree.body.pop().value)
             last = compile(last, filename, "eval", flags, dont_inherit=True)
         body = compile(tree, filename, "exec", flags, dont_inherit=True)

@@ -359,11 +359,11 @@ static void cell_notes(const struct nsbox_result *r, void (*note)(const char *, 
     format_size(limit, sizeof(limit), r->outputs_limit);
     if (st.n_dropped)
         emit(note, userdata, count,
-             "%zu part%s of the cell's outputs (%s first, %llu bytes in all) left out: over the "
-             "outputs' budget of %s (--outputs-limit); a figure is drawn smaller first, so show "
-             "fewer or smaller images, or save them to files",
-             st.n_dropped, st.n_dropped == 1 ? " was" : "s were", st.dropped_mime,
-             (unsigned long long)st.dropped_bytes, limit);
+             "%zu part%s of the cell's outputs (%s first, %llu bytes in all) %s left out: over "
+             "the outputs' budget of %s (--outputs-limit; a figure is drawn smaller first): "
+             "show fewer or smaller images, or save them to files",
+             st.n_dropped, st.n_dropped == 1 ? "" : "s", st.dropped_mime,
+             (unsigned long long)st.dropped_bytes, st.n_dropped == 1 ? "was" : "were", limit);
     if (r->outputs_total > r->outputs_size)
         emit(note, userdata, count,
              "the cell's outputs were cut at %s (--outputs-limit): %llu of %llu bytes kept, the "
