@@ -279,7 +279,11 @@ class Result:
         """A cell's exception in one line when the stderr shown lacks it (cut, or lost): what
         the model reads always ends with the exception that ended the cell."""
         line = tool_text(_outputs.error_line(self.error))
-        if not line or line in stderr_shown:
+        name = str((self.error or {}).get("name", ""))
+        # Python's last line of a traceback is "Name: value" (a SyntaxError's without the
+        # position that str() of it adds).
+        if not line or any(l == name or l.startswith(name + ":")
+                           for l in stderr_shown.splitlines()):
             return []
         return [f"the cell raised {line}"]
 
