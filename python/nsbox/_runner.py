@@ -702,6 +702,8 @@ def _cell_args(cell: bool, extra_args: Sequence[str]) -> List[str]:
     """nsbox's options for run_python_code(cell=...): --cell runs the code as a notebook cell."""
     if not isinstance(cell, bool):
         raise TypeError("cell must be True (a notebook cell) or False (a plain script)")
+    if isinstance(extra_args, (str, bytes)):
+        raise TypeError("extra_args must be a sequence of strings, not a string")
     return (["--cell"] if cell else []) + list(extra_args)
 
 
