@@ -30,7 +30,7 @@ def _nsbox_cells():
     mimes = ("text/plain", "text/html", "text/markdown", "image/png", "image/jpeg",
              "image/svg+xml", "application/json")
     binary = ("image/png", "image/jpeg")
-    st = {"fd": -1, "left": 0, "ipy": None, "count": 0, "codes": set()}
+    st = {"fd": -1, "left": 0, "ipy": None, "codes": set()}
 
     def write(record):
         line = (json.dumps(record, ensure_ascii=True, default=str) + "\n").encode()
@@ -300,7 +300,6 @@ def _nsbox_cells():
         """Run one cell; outputs to fd (at most limit bytes). Returns (exit status,
         interrupted)."""
         st["fd"], st["left"] = fd, limit
-        st["count"] += 1
         if isinstance(source, bytes):
             source = source.decode("utf-8", "surrogateescape")
         # Its source for tracebacks and inspect.getsource (no mtime: linecache keeps it).
