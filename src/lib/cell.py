@@ -17,22 +17,22 @@
 
 
 def _nsbox_cells():
-    import ast
+    # Only what every cell needs, and cheap: _ast is the C half of ast (the module ast costs
+    # 12 ms of imports), json, traceback and linecache (another 12 ms) come when needed.
+    import _ast
     import builtins
-    import json
-    import linecache
     import os
     import sys
-    import traceback
 
     # The MIME types kept, in the order a model reads them; the rest (LaTeX, JavaScript, PDF)
     # are left out.
     mimes = ("text/plain", "text/html", "text/markdown", "image/png", "image/jpeg",
              "image/svg+xml", "application/json")
     binary = ("image/png", "image/jpeg")
-    st = {"fd": -1, "left": 0, "ipy": None, "codes": set()}
+    st = {"fd": -1, "left": 0, "ipy": None, "codes": set(), "sources": {}}
 
     def write(record):
+        import json
         line = (json.dumps(record, ensure_ascii=True, default=str) + "\n").encode()
         if st["fd"] < 0:
             return None
@@ -75,6 +75,7 @@ def _nsbox_cells():
                     return
         dropped = {}
         def size(v):
+            import json
             return len(v) if isinstance(v, str) else len(json.dumps(v, default=str))
         for k in sorted(data, key=lambda k: -size(data[k])):
             if k != "text/plain":
@@ -178,8 +179,10 @@ def _nsbox_cells():
         return buf.getvalue()
 
     def want_ipython(obj):
-        # Plain values need no IPython (whose import costs 300 ms): their text is repr().
-        return not isinstance(obj, (int, float, complex, str, bytes, bool, type(None)))
+        # Values of Python's own types (numbers, strings, lists, dicts, ...) need no IPython,
+        # whose import costs 0.3-0.5 s of CPU: their text is repr(). Other objects may offer
+        # more (_repr_html_, a figure): IPython's formatters ask them.
+        return st["ipy"] or type(obj).__module__ != "builtins"
 
     def display(*objs, include=None, exclude=None, metadata=None, transient=None,
                 display_id=None, raw=False, clear=False, **kwargs):
@@ -225,7 +228,7 @@ def _nsbox_cells():
         imports IPython (so that IPython.display.display() is the cell's)."""
 
         def find_spec(self, name, path=None, target=None):
-            if name not in ("matplotlib.pyplot", "IPython"):
+            if name not in ("matplotlib.pyplot", "IPython", "linecache"):
                 return None
             import importlib.machinery
             spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -234,6 +237,10 @@ def _nsbox_cells():
             real = spec.loader.exec_module
 
             def exec_module(module):
+                if name == "linecache":
+                    real(module)
+                    module.cache.update(st["sources"])
+                    return
                 if name == "IPython":
                     real(module)
                     ipython()
@@ -245,6 +252,7 @@ def _nsbox_cells():
             return spec
 
     def error_record(e, tb):
+        import traceback
         lines = traceback.format_exception(type(e), e, tb)
         return {"type": "error", "name": type(e).__name__,
                 "value": str(e),
@@ -273,25 +281,26 @@ def _nsbox_cells():
     def report(e):
         tb = own_frames_cut(e)
         e.__traceback__ = tb
+        import traceback
         traceback.print_exception(type(e), e, tb)
         write(error_record(e, tb))
 
     def compile_cell(source, filename):
         """The cell's code: its body, and its last expression apart (to be displayed)."""
-        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-        tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST | flags, dont_inherit=True)
+        flags = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        tree = compile(source, filename, "exec", _ast.PyCF_ONLY_AST | flags, dont_inherit=True)
         last = None
         # A last line ending in ";" displays nothing, as in Jupyter.
-        if tree.body and isinstance(tree.body[-1], ast.Expr) and \
+        if tree.body and isinstance(tree.body[-1], _ast.Expr) and \
                 not source.rstrip().endswith(";"):
-            last = ast.Expression(tree.body.pop().value)
+            last = _ast.Expression(tree.body.pop().value)
             last = compile(last, filename, "eval", flags, dont_inherit=True)
         body = compile(tree, filename, "exec", flags, dont_inherit=True)
         return body, last
 
     def run_code(code, scope):
-        import inspect
-        if code.co_flags & inspect.CO_COROUTINE:
+        # CO_COROUTINE (inspect.CO_COROUTINE; Include/cpython/code.h): a top-level await.
+        if code.co_flags & 0x80:
             import asyncio
             return asyncio.new_event_loop().run_until_complete(eval(code, scope))
         return eval(code, scope)
@@ -302,8 +311,12 @@ def _nsbox_cells():
         st["fd"], st["left"] = fd, limit
         if isinstance(source, bytes):
             source = source.decode("utf-8", "surrogateescape")
-        # Its source for tracebacks and inspect.getsource (no mtime: linecache keeps it).
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        # Its source for tracebacks and inspect.getsource (no mtime: linecache keeps it); to
+        # linecache when it is imported, if it is not yet (Finder).
+        entry = (len(source), None, source.splitlines(True), filename)
+        st["sources"][filename] = entry
+        if "linecache" in sys.modules:
+            sys.modules["linecache"].cache[filename] = entry
         builtins.display = display
         status, interrupted = 0, False
         try:

@@ -143,6 +143,13 @@ class TestCellText(CellRun, NsboxTestCase):
         p, r = self.cell("import os\nos.close(4)\nprint('ran')\n7\n")
         self.assertEqual((r["exit_code"], r["stdout"], r["outputs"]), (0, "ran\n", []))
 
+    def test_without_json_the_outputs_text_follows_the_output(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            f.write("print('p')\ndisplay('d\\x1b[2J')\n[1, 2]\n")
+            f.flush()
+            p = nsbox("run", "--cgroup", "off", "--cell", "--code", f.name)
+        self.assertEqual((p.returncode, p.stdout), (0, "p\n'd\\x1b[2J'\n[1, 2]\n"))
+
     def test_bad_options(self):
         self.assertOneLineError(nsbox("run", "--cell", "--", "true"),
                                 contains="--cell runs Python code as a notebook cell: give it "
@@ -255,6 +262,11 @@ class TestCellSession(SessionTestCase):
         self.assertNotIn("sigint", r["stderr"])
         p, r = self.code(sid, "x\n")
         self.assertEqual(r["outputs"], [{"type": "execute_result", "data": {"text/plain": "5"}}])
+
+    def test_session_exec_prints_the_outputs_text(self):
+        sid, _ = self.start()
+        p = nsbox("session", "exec", sid, "--code", "-", input="x = 3\nprint('p')\nx * 2\n")
+        self.assertEqual((p.returncode, p.stdout), (0, "p\n6\n"))
 
     def test_a_step_without_outputs_has_an_empty_list(self):
         sid, _ = self.start()
