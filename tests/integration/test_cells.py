@@ -211,6 +211,18 @@ class TestCellScience(ScienceTree, CellRun, NsboxTestCase):
         self.assertEqual(list(r["outputs"][0]["dropped"]), ["image/png"])
         self.assertTrue(any("image/png first" in n for n in r["notes"]), r["notes"])
 
+    def test_the_audit_log_keeps_the_text_of_outputs(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "audit.log")
+            p, r = self.cell("import pandas as pd\npd.DataFrame({'a': [1]})\n", "--memory",
+                             "1g", "--log", log)
+            self.assertIn("text/html", r["outputs"][0]["data"])
+            with open(log) as f:
+                end = json.loads(f.read().splitlines()[-1])
+        self.assertEqual(end["result"]["outputs"], [{
+            "type": "execute_result", "data": {"text/plain": "   a\n0  1"},
+            "omitted": ["text/html"]}])
+
     def test_ipython_display_objects(self):
         code = ("from IPython.display import HTML, Markdown, display\n"
                 "display(HTML('<b>bold</b>'), Markdown('*it*'))\n")
