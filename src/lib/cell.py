@@ -259,23 +259,20 @@ def _nsbox_cells():
                 "traceback": "".join(lines).splitlines()}
 
     def own_frames_cut(e):
-        """The traceback from the cell's first frame on, without any frame of this file (the
-        exec here, the SIGINT handler that raised KeyboardInterrupt on a timeout)."""
-        tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code in st["codes"]:
-            tb = tb.tb_next
-        head = tb
-        # A chain without nsbox's frames at its end: rebuild only if one is there.
+        """The traceback without any frame of this file: the exec here at its start, the SIGINT
+        handler that raised KeyboardInterrupt on a timeout at its end, display() between."""
         frames = []
+        tb = e.__traceback__
         while tb is not None:
             frames.append(tb)
             tb = tb.tb_next
-        if frames and frames[-1].tb_frame.f_code in st["codes"]:
-            import types
-            kept = [t for t in frames if t.tb_frame.f_code not in st["codes"]]
-            head = None
-            for t in reversed(kept):
-                head = types.TracebackType(head, t.tb_frame, t.tb_lasti, t.tb_lineno)
+        kept = [t for t in frames if t.tb_frame.f_code not in st["codes"]]
+        if len(kept) == len(frames):
+            return e.__traceback__
+        import types
+        head = None
+        for t in reversed(kept):
+            head = types.TracebackType(head, t.tb_frame, t.tb_lasti, t.tb_lineno)
         return head
 
     def report(e):
@@ -301,8 +298,12 @@ def _nsbox_cells():
     def run_code(code, scope):
         # CO_COROUTINE (inspect.CO_COROUTINE; Include/cpython/code.h): a top-level await.
         if code.co_flags & 0x80:
-            import asyncio
-            return asyncio.new_event_loop().run_until_complete(eval(code, scope))
+            # One event loop for the session's cells, as a notebook kernel has: tasks a cell
+            # started go on in the next cell that awaits.
+            if "loop" not in st:
+                import asyncio
+                st["loop"] = asyncio.new_event_loop()
+            return st["loop"].run_until_complete(eval(code, scope))
         return eval(code, scope)
 
     def run(source, filename, fd, limit, scope, on_start=None):
