@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     if (json_array_size(outputs) != st.n_outputs)
         abort();
-    json_array_foreach (outputs, i, o)
+    json_array_foreach(outputs, i, o)
         if (!json_is_string(json_object_get(json_object_get(o, "data"), "text/plain")))
             abort();
     if (error && !json_is_array(json_object_get(error, "traceback")))
