@@ -63,7 +63,7 @@ static void start_own_line(const struct nsbox_result *r)
         (void)fputc('\n', stderr);
 }
 
-/* --cell without --json: each output's text/plain after the program's output, as a notebook
+/* --cell without --json or --result-fd: each output's text/plain after the program's output, as a notebook
  * shows it (the images are in the JSON result only), escaped as the output was. */
 static void print_cell_outputs(const struct nsbox_result *r, bool escape)
 {
@@ -284,7 +284,9 @@ int run_main(int argc, char *argv[])
         json_decref(root);
     }
     if (!a.json) {
-        print_cell_outputs(&result, a.config.stdout_escape);
+        /* With --result-fd the outputs are in the result, and stdout stays the program's. */
+        if (json_fd < 0)
+            print_cell_outputs(&result, a.config.stdout_escape);
         explain_on_stderr(&result);
         if (result.out.incomplete || result.err.incomplete)
             log_warning("%s%s%s %s still held open after the sandbox ended (by a process outside "

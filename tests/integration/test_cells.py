@@ -150,6 +150,20 @@ class TestCellText(CellRun, NsboxTestCase):
             p = nsbox("run", "--cgroup", "off", "--cell", "--code", f.name)
         self.assertEqual((p.returncode, p.stdout), (0, "p\n'd\\x1b[2J'\n[1, 2]\n"))
 
+    def test_with_result_fd_stdout_stays_the_programs(self):
+        r_fd, w_fd = os.pipe()
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            f.write("print('p')\n[1, 2]\n")
+            f.flush()
+            p = nsbox("run", "--cgroup", "off", "--cell", "--result-fd", str(w_fd), "--code",
+                      f.name, pass_fds=(w_fd,))
+        os.close(w_fd)
+        with os.fdopen(r_fd) as res:
+            r = json.loads(res.read())
+        self.assertEqual((p.returncode, p.stdout), (0, "p\n"))
+        self.assertEqual(r["outputs"], [{"type": "execute_result",
+                                         "data": {"text/plain": "[1, 2]"}}])
+
     def test_bad_options(self):
         self.assertOneLineError(nsbox("run", "--cell", "--", "true"),
                                 contains="--cell runs Python code as a notebook cell: give it "
