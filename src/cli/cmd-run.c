@@ -63,8 +63,8 @@ static void start_own_line(const struct nsbox_result *r)
         (void)fputc('\n', stderr);
 }
 
-/* --cell without --json or --result-fd: each output's text/plain after the program's output, as a notebook
- * shows it (the images are in the JSON result only), escaped as the output was. */
+/* --cell without --json or --result-fd: each output's text/plain after the program's output, as a
+ * notebook shows it (the images are in the JSON result only), escaped as the output was. */
 static void print_cell_outputs(const struct nsbox_result *r, bool escape)
 {
     json_t *outputs = NULL, *o;
