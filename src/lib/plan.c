@@ -951,6 +951,10 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_
 
     if (c->cell && !c->code)
         return report_error(ret, -EINVAL, "config", "--cell runs Python code: give --code");
+    if (c->cell && c->keep_fds)
+        return report_error(ret, -EINVAL, "config",
+                            "--cell and --keep-fds exclude each other (a cell's outputs channel "
+                            "is the payload's fd 4, which --keep-fds leaves to the caller)");
     if (c->cell && c->outputs_limit > (1ULL << 30))
         return report_error(ret, -EINVAL, "config", "--outputs-limit must be at most 1 GiB");
 

@@ -168,6 +168,9 @@ class TestCellText(CellRun, NsboxTestCase):
         self.assertOneLineError(nsbox("run", "--cell", "--", "true"),
                                 contains="--cell runs Python code as a notebook cell: give it "
                                          "with --code")
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            self.assertOneLineError(nsbox("run", "--cell", "--keep-fds", "--code", f.name),
+                                    contains="--cell and --keep-fds exclude each other")
         for bad in ("0", "2g", "lots"):
             with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
                 self.assertOneLineError(

@@ -363,4 +363,11 @@ Test(plan, a_cell_needs_code_and_a_bounded_outputs_limit)
     config.outputs_limit = 2ULL << 30;
     cr_expect_eq(plan_sandbox(&config, &sb, &result), -EINVAL);
     cr_expect_not_null(strstr(result.error, "--outputs-limit must be at most 1 GiB"));
+    plan_free(&sb);
+    nsbox_result_free(&result);
+    memset(&result, 0, sizeof(result));
+    config.outputs_limit = 0;
+    config.keep_fds = true;
+    cr_expect_eq(plan_sandbox(&config, &sb, &result), -EINVAL);
+    cr_expect_not_null(strstr(result.error, "--cell and --keep-fds exclude each other"));
 }
