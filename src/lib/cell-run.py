@@ -15,6 +15,9 @@ def _nsbox_run(cells):
     limit, path = int(sys.argv[1]), sys.argv[2]
     sys.argv = sys.argv[2:]
     main["__file__"] = path
+    # As for `python3 FILE`: the script's directory first on the path (-c put "" there).
+    if sys.path and sys.path[0] == "":
+        sys.path[0] = os.path.dirname(path)
     with open(path, "rb") as f:
         source = f.read()
     try:

@@ -118,10 +118,11 @@ class TestCellText(CellRun, NsboxTestCase):
 
     def test_script_arguments_and_file(self):
         with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
-            f.write("import sys\nprint(sys.argv, __file__)\n")
+            f.write("import sys\nprint(sys.argv, __file__, sys.path[0])\n")
             f.flush()
-            p, r = nsbox_json("--cgroup", "off", "--cell", "--code", f.name, "--", "a", "b")
-        self.assertEqual(r["stdout"], "['/work/main.py', 'a', 'b'] /work/main.py\n")
+            p, r = nsbox_json("--cgroup", "off", "--cell", "-w", "/tmp", "--code", f.name, "--",
+                              "a", "b")
+        self.assertEqual(r["stdout"], "['/work/main.py', 'a', 'b'] /work/main.py /work\n")
 
     def test_an_output_over_the_budget_is_cut_and_said(self):
         p, r = self.cell("display('x' * 5000)\n'small'\n", "--outputs-limit", "1000")
