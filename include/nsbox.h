@@ -378,8 +378,9 @@ struct nsbox_result {
     char error[512];
 
     /* The system calls the policy refused with EPERM, in the order first seen, when the kernel
-     * lets nsbox watch them (SECCOMP_RET_USER_NOTIF and pidfd_getfd(2), Linux 5.6); refusals
-     * by a policy's "... if" lines and ENOSYS answers are not recorded. refused_other counts
+     * lets nsbox watch them (SECCOMP_RET_USER_NOTIF and pidfd_getfd(2), Linux 5.6), a policy's
+     * "return EPERM if ..." exceptions included; so are inotify_init and inotify_init1, refused
+     * with ENOSYS. Other ENOSYS answers (clone3, openat2) are not recorded. refused_other counts
      * the refusals of system calls past the first NSBOX_REFUSED_MAX. refused_throttled: the
      * program made refused calls faster than the supervisor answers them (a burst of 1000,
      * then 1000 a second), so some of its calls waited for their EPERM. */
@@ -391,6 +392,13 @@ struct nsbox_result {
     /* Among them, an AF_INET or AF_INET6 socket in a sandbox without a network (neither
      * network_loopback nor network_host): the notes say how to get local sockets. */
     bool refused_inet_socket;
+    /* Among them, what the notes explain: a set-user-ID or set-group-ID bit in a chmod or a
+     * create mode; RLIMIT_CORE set (nsbox keeps it at 1); a terminal's line discipline changed
+     * (TIOCSETD); an inotify instance (ENOSYS). */
+    bool refused_setid_mode;
+    bool refused_core_limit;
+    bool refused_tty_ldisc;
+    bool refused_inotify;
 
     /* Lines of warnings for the caller, '\n'-separated (unknown system calls in a user's
      * policy, which are skipped), or "". */

@@ -11,14 +11,18 @@ A thin wrapper around ``nsbox run`` (standard library only)::
     with nsbox.Session(memory="512m") as s:   # one live sandbox, state kept between steps
         s.run_code("x = 6")
         s.run_code("print(x * 7)").stdout    # '42\n'
+    with nsbox.Pool(size=4, preload=["pandas"]) as pool:   # fresh sandboxes, imports done
+        pool.run_python_code("import pandas as pd; print(pd.__version__)")
 """
 
 from ._runner import (FILES_DIR, arun, arun_python_code, find_nsbox, run,
                       run_python_code)
 from .errors import NsboxError, NsboxNotFound
 from .result import TOOL_OUTPUT_LIMIT, Result, tool_text
+from .pool import Pool
 from .session import Session
 
 __all__ = ["run", "run_python_code", "arun", "arun_python_code", "find_nsbox", "Result",
-           "NsboxError", "NsboxNotFound", "FILES_DIR", "TOOL_OUTPUT_LIMIT", "tool_text", "Session"]
+           "NsboxError", "NsboxNotFound", "FILES_DIR", "TOOL_OUTPUT_LIMIT", "tool_text", "Session",
+           "Pool"]
 __version__ = "0.1.0"

@@ -9,6 +9,7 @@
 
 #include "audit.h"
 #include "cmd-run-options.h"
+#include "cmd-pool.h"
 #include "cmd-run.h"
 #include "command.h"
 #include "fileio.h"
@@ -157,6 +158,9 @@ int run_main(int argc, char *argv[])
     bool json = false;
     int r, status;
 
+    /* A fresh sandbox of a pool (cmd-pool.c): no sandbox is made here. */
+    if (run_pool_name(argc, argv))
+        return run_pool_main(argc, argv);
     block_run_signals();
     /* Before parsing, so that an invalid argument gets a JSON result too. */
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {

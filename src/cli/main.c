@@ -9,6 +9,7 @@
 #include "cmd-policy.h"
 #include "cmd-ps.h"
 #include "cmd-run.h"
+#include "cmd-pool.h"
 #include "cmd-session.h"
 #include "cmd-workspace.h"
 #include "command.h"
@@ -39,6 +40,10 @@ static const struct command commands[] = {
      .main = session_main,
      .args = "start|exec|stop|ls ...",
      .summary = "one live sandbox for many steps (nsbox session --help)"},
+    {.name = "pool",
+     .main = pool_main,
+     .args = "start|ls|status|stop ...",
+     .summary = "sandboxes started ahead, each for one run (nsbox pool --help)"},
     {.name = "doctor",
      .main = doctor_main,
      .args = "[--rootfs DIR]",

@@ -309,6 +309,61 @@ def tmpfs_persistence(step, *directories):
             blocked("open " + p, e)
 
 
+def tty_ldisc():
+    # A discipline the kernel already has (/proc/tty/ldiscs), never one it would load a module
+    # for: the ablated run and the control must not change the host. N_TTY itself when no
+    # other is loaded: the request getting through is what the filter stops.
+    import fcntl
+    import pty
+    import struct
+    import termios
+    want, name = 0, "n_tty"
+    try:
+        with open("/proc/tty/ldiscs") as f:
+            for line in f:
+                n, num = line.split()[:2]
+                if int(num) != 0:
+                    want, name = int(num), n
+                    break
+    except (OSError, ValueError):
+        pass
+    master, slave = pty.openpty()
+    try:
+        fcntl.ioctl(slave, termios.TIOCSETD, struct.pack("i", want))
+    except OSError as e:
+        blocked("TIOCSETD %d (%s) on a new pty" % (want, name), e)
+        return
+    now = struct.unpack("i", fcntl.ioctl(slave, termios.TIOCGETD, b"\0" * 4))[0]
+    got("TIOCSETD accepted: the pty's line discipline is %d (%s)" % (now, name))
+    os.close(slave)
+    os.close(master)
+
+
+def inotify_outside(seconds):
+    # The host writes /dev/null meanwhile (the self-test's writer): an event is something a
+    # process outside the sandbox did; this program itself never touches /dev/null.
+    import ctypes
+    import select
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    if fd < 0:
+        blocked("inotify_init1", os.strerror(ctypes.get_errno()))
+        return
+    in_modify, in_open, in_close_write = 0x2, 0x20, 0x8
+    if libc.inotify_add_watch(fd, b"/dev/null", in_modify | in_open | in_close_write) < 0:
+        blocked("inotify_add_watch /dev/null", os.strerror(ctypes.get_errno()))
+        return
+    events = 0
+    deadline = time.monotonic() + float(seconds)
+    while not events and time.monotonic() < deadline:
+        if select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            events += len(os.read(fd, 4096)) // 16  # each event: 16 bytes, no name
+    if events:
+        got("inotify events on /dev/null caused outside the sandbox: %d" % events)
+    else:
+        blocked("inotify events on /dev/null", "none in %s s" % seconds)
+
+
 ATTACKS = {
     "read-host-file": read_host_file,
     "network-egress": network_egress,
@@ -330,6 +385,8 @@ ATTACKS = {
     "runaway": runaway,
     "leftover-process": leave_process,
     "tmpfs-persistence": tmpfs_persistence,
+    "tty-ldisc": tty_ldisc,
+    "inotify-outside": inotify_outside,
 }
 
 if __name__ == "__main__":

@@ -441,6 +441,30 @@ static int setup_tmpfs_persistence(const struct ctx *c, struct trial *t)
     return 0;
 }
 
+/* inotify-outside: a process of the host writes /dev/null every 20 ms while the trial runs (the
+ * trial's clean-up kills it, as it does a victim); the attack watches for 3 s. */
+static int setup_devnull_writer(const struct ctx *c, struct trial *t)
+{
+    pid_t parent = getpid();
+    t->victim = fork();
+    if (t->victim < 0)
+        return -errno;
+    if (t->victim == 0) {
+        if (c->host_ids_lock >= 0)
+            (void)close(c->host_ids_lock);
+        int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+            _exit(1);
+        for (;;) {
+            if (write(fd, "x", 1) < 0)
+                _exit(1);
+            (void)usleep(20000);
+        }
+    }
+    add_arg(t, "3");
+    return 0;
+}
+
 const struct attack selftest_attacks_table[] = {
     {
         .name = "read-host-file",
@@ -618,6 +642,24 @@ const struct attack selftest_attacks_table[] = {
         /* The later run gets no nonce: it can only print one it found. */
         .judge = JUDGE_CANARY,
         .two_runs = true,
+    },
+    {
+        .name = "tty-ldisc",
+        .tried = "change a new pty's line discipline (TIOCSETD; asking for a missing one would "
+                 "load a kernel module)",
+        .protection = "seccomp refuses TIOCSETD",
+        .opt_out = "--no-seccomp",
+        .judge = JUDGE_REPORT,
+        .report = "TIOCSETD accepted",
+    },
+    {
+        .name = "inotify-outside",
+        .tried = "watch /dev/null with inotify while a host process writes it",
+        .protection = "seccomp refuses inotify_init and inotify_init1 (ENOSYS)",
+        .opt_out = "--no-seccomp",
+        .setup = setup_devnull_writer,
+        .judge = JUDGE_REPORT,
+        .report = "inotify events on /dev/null caused outside the sandbox",
     },
 };
 

@@ -238,6 +238,8 @@ const char *end_words(const struct session_state *s)
         return "it reached its --lifetime";
     if (strcmp(r, "idle") == 0)
         return "it reached its --idle-timeout";
+    if (strcmp(r, "used") == 0)
+        return "it was a pool's single-use sandbox, and its one step has run";
     return "its sandbox ended";
 }
 

@@ -310,6 +310,7 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
         .host_uid = s->run->host_uid,
         .host_gid = s->run->host_gid,
         .seccomp_reporting = s->run->seccomp_reporting,
+        .workdir_size = s->run->workdir_size,
     };
     memcpy(st->ret.limits_note, s->run->limits_note, sizeof(st->ret.limits_note));
     memcpy(st->ret.name, s->run->name, sizeof(st->ret.name));

@@ -610,6 +610,17 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         }
         if (init_lost)
             break;
+        /* max_steps (a pool's member): done once the last step is answered and no answer
+         * is still going out. */
+        if (s->o->max_steps && s->steps >= s->o->max_steps && !st->client) {
+            bool writing = false;
+            for (size_t i = 0; i < CLIENTS_MAX; i++)
+                writing |= s->clients[i].state == CLIENT_WRITING;
+            if (!writing) {
+                s->end_reason = "used";
+                break;
+            }
+        }
         if (ready && s->o->idle_timeout && !st->client &&
             now >= s->last_active + s->o->idle_timeout) {
             s->end_reason = "idle";
@@ -815,6 +826,13 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         notify(&s, "ERR the session's sandbox ended before it was up\n");
     nsbox_result_free(&ret);
     _exit(ret.status == NSBOX_STATUS_ERROR && ret.exit_code ? 125 : 0);
+}
+
+_noreturn_ void session_member_main(const struct nsbox_config *config,
+                                    const struct session_options *o, int argc, char *argv[],
+                                    int notify_fd)
+{
+    supervisor_main(config, o, argc, argv, notify_fd);
 }
 
 int session_start(const struct nsbox_config *config, const struct session_options *o, int argc,

@@ -102,6 +102,10 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t default_action, uint32_t eperm
      * which answers EPERM and records the system call. */
     if (action == SCMP_ACT_ERRNO(EPERM))
         action = eperm_as;
+    /* inotify's refusals are ENOSYS (filter_refusal_errno()); the supervisor answers them so. */
+    if (eperm_as == SCMP_ACT_NOTIFY && action == SCMP_ACT_ERRNO(ENOSYS) &&
+        filter_refusal_errno(nr) == ENOSYS)
+        action = SCMP_ACT_NOTIFY;
 
     if (rule->n_terms == 0) {
         /* A refusal that repeats the filter's default documents the policy; libseccomp refuses
@@ -181,6 +185,15 @@ static int check_conflicts(const struct policy *p, struct policy_error *e)
                                   "use 'return ERRNO if ...' for exceptions)",
                                   r->name, o->file, o->line);
         }
+        /* Where the kernel lets nsbox watch refusals, the refuse program runs first and its
+         * errno answers end the run of both (chain_programs()): a kill of the allow side would
+         * no longer win over them, as it does between stacked filters. */
+        if (first_allow && first_refusal && first_allow->action == POLICY_KILL &&
+            first_refusal->action == POLICY_ERRNO)
+            return rule_error(e, first_refusal, -EINVAL,
+                              "'%s' is killed by the rule at %s:%u: it cannot also have "
+                              "'return ERRNO if ...' exceptions (use 'kill if ...' or drop one)",
+                              first_refusal->name, first_allow->file, first_allow->line);
         i = j;
     }
     return 0;
@@ -414,6 +427,54 @@ static int build_unknown_program(struct filter_program *ret)
     return 0;
 }
 
+int filter_refusal_errno(long nr)
+{
+#ifdef SYS_inotify_init
+    if (nr == SYS_inotify_init)
+        return ENOSYS;
+#endif
+    if (nr == SYS_inotify_init1)
+        return ENOSYS;
+    return EPERM;
+}
+
+/*
+ * The refuse program and the allow program as one, for a reporting sandbox. Stacked, the
+ * kernel hands a SECCOMP_RET_USER_NOTIF to the listener of the filter whose answer won, and a
+ * task can have one listener in its chain (has_duplicate_listener() and seccomp_run_filters()
+ * in kernel/seccomp.c): the refuse filter's answers could not be reported. So the refuse
+ * program runs first, its "allow" becomes a jump to the allow program appended after it, and
+ * its EPERM answers become notifications. One instruction stands for one, so no jump inside
+ * either program moves. Both start from the system call's data (libseccomp's programs load
+ * the architecture first and use no scratch memory), so the allow program runs as it would
+ * alone. The answer differs from the stacked filters' only where the allow side kills a call
+ * the refuse side refuses, which check_conflicts() refuses.
+ */
+static int chain_programs(const struct filter_program *refuse, const struct filter_program *allow,
+                          struct filter_program *ret)
+{
+    size_t n = (size_t)refuse->n + allow->n;
+    struct sock_filter *p;
+
+    if (n > BPF_MAXINSNS)
+        return -E2BIG;
+    p = malloc(n * sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    memcpy(p, refuse->insns, refuse->n * sizeof(*p));
+    memcpy(p + refuse->n, allow->insns, allow->n * sizeof(*p));
+    for (unsigned i = 0; i < refuse->n; i++) {
+        if (p[i].code != (BPF_RET | BPF_K))
+            continue;
+        if (p[i].k == SECCOMP_RET_ALLOW)
+            p[i] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, refuse->n - i - 1);
+        else if (p[i].k == (SECCOMP_RET_ERRNO | EPERM))
+            p[i].k = SECCOMP_RET_USER_NOTIF;
+    }
+    *ret = (struct filter_program){.insns = p, .n = (unsigned short)n, .owned = true};
+    return 0;
+}
+
 void filter_free(struct filter *f)
 {
     for (unsigned i = 0; i < f->n_prog; i++)
@@ -448,6 +509,19 @@ int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata, 
         f.n_prog++;
     }
     ctx_free(&ctx);
+    if (notify && f.n_prog == 2) {
+        struct filter_program one;
+        r = chain_programs(&f.prog[1], &f.prog[0], &one);
+        if (r < 0) {
+            *e = (struct policy_error){0};
+            (void)snprintf(e->message, sizeof(e->message),
+                           "joining the allow and refuse filters failed: %s", strerror(-r));
+            filter_free(&f);
+            return r;
+        }
+        filter_free(&f);
+        f = (struct filter){.prog = {one}, .n_prog = 1, .notify = notify};
+    }
     r = build_unknown_program(&f.prog[f.n_prog]);
     if (r < 0) {
         *e = (struct policy_error){0};

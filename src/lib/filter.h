@@ -29,7 +29,8 @@ struct filter_program {
     bool owned;       /* insns was malloc()ed */
 };
 
-/* The programs of a policy, in load order (allow, refuse if any, unknown). */
+/* The programs of a policy, in load order: allow, refuse if any, unknown; with notify, the
+ * refuse and allow programs are one (the refuse part first), so that the listener sees both. */
 struct filter {
     struct filter_program prog[3];
     unsigned n_prog;
@@ -47,8 +48,12 @@ typedef void (*filter_warn_fn)(const struct policy_rule *rule, const char *messa
  * different actions among the lines of one system call) are an error (-EINVAL), since
  * libseccomp would drop some of them silently. In refusals ("... if"), "argN == V" compares the
  * low 32 bits, so that it also refuses V with high bits set.
- * notify: the allow program's EPERM answers (its default and its "return EPERM" lines) become
- * SECCOMP_RET_USER_NOTIF, for a supervisor that answers EPERM and records the system call.
+ * notify: the EPERM answers (the allow program's default, "return EPERM" lines and "return
+ * EPERM if" exceptions) and the ENOSYS answers of the calls filter_refusal_errno() names become
+ * SECCOMP_RET_USER_NOTIF, for a supervisor that answers with filter_refusal_errno() and
+ * records the system call; the refuse and allow programs are then joined into one. A policy
+ * whose "kill" lines and "return ERRNO if" exceptions name one system call is an error
+ * (-EINVAL): joined, the exception would win over the kill.
  * Returns 0, -ENOMEM, or libseccomp's -errno; on error *e names the rule and *ret is untouched.
  */
 int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata, bool notify,
@@ -66,6 +71,11 @@ extern const struct filter filter_network_notify;
  * set already (or CAP_SYS_ADMIN held). With f->notify, *ret_listener is the listener's
  * descriptor (O_CLOEXEC), else -1. Returns 0 or the kernel's -errno. */
 int filter_load(const struct filter *f, int *ret_listener);
+
+/* The errno a reported refusal of native system call nr gets: ENOSYS for inotify_init and
+ * inotify_init1 (so that programs fall back to polling, as where inotify is missing), else
+ * EPERM. */
+int filter_refusal_errno(long nr);
 
 /* true if this kernel has SECCOMP_RET_USER_NOTIF and pidfd_getfd(2). */
 bool filter_notify_supported(void);

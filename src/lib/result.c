@@ -488,6 +488,29 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              "named through nsbox's HTTP(S) proxy (the proxy variables are set for it), and "
              "--network loopback gives it a loopback interface (127.0.0.1, ::1) for servers "
              "and clients of its own, and nothing beyond");
+    if (r->refused_setid_mode)
+        emit(note, userdata, &count,
+             "a set-user-ID or set-group-ID bit was refused (EPERM from chmod, or from mkdir, "
+             "open or mknod with S_ISUID/S_ISGID in the mode): nsbox never lets a sandbox make "
+             "set-ID files or directories, which keep the bit on the host through a writable "
+             "bind; use a mode without them (0o755, not 0o4755 or 0o2775): every other "
+             "permission bit and the sticky bit work");
+    if (r->refused_core_limit)
+        emit(note, userdata, &count,
+             "setting RLIMIT_CORE was refused (EPERM; Python's resource.setrlimit raises "
+             "ValueError): nsbox holds it at 1 byte, which already turns core dumps off (at 0 "
+             "the kernel would still hand a crash to the host's core_pattern helper); leave "
+             "RLIMIT_CORE as it is, no core file is ever written; every other limit can be set");
+    if (r->refused_tty_ldisc)
+        emit(note, userdata, &count,
+             "changing a terminal's line discipline (ioctl TIOCSETD) was refused (EPERM): "
+             "asking for one the kernel lacks loads a kernel module on the host; terminals in "
+             "the sandbox keep N_TTY, the ordinary one, which needs no TIOCSETD");
+    if (r->refused_inotify)
+        emit(note, userdata, &count,
+             "inotify was refused (ENOSYS from inotify_init1): a watch would also see what "
+             "processes outside the sandbox do to the files it shares with them; poll for "
+             "changes instead (os.stat in a loop, or watchdog's PollingObserver)");
     for (size_t i = 0; i < 2; i++)
         if (streams[i]->truncated)
             emit(note, userdata, &count, "%s truncated: kept %zu of %llu bytes (--output-limit)",

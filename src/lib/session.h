@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 
+#include "macro.h"
 #include "nsbox.h"
 
 /* Messages on the control channel between the supervisor and init. Fixed size. */
@@ -93,6 +94,8 @@ struct session_options {
     bool json;               /* print {"id": ..., "socket": ...} */
     const char *log_path;    /* the audit log: a start and an end record per step; or NULL */
     uint64_t log_code_limit; /* bytes of a step's code kept in the log */
+    uint64_t max_steps;      /* end once this many steps have ended and been answered; 0: none
+                              * (a pool's member: its preload and one step, pool.h) */
 };
 
 /* `nsbox session start`: detach a supervisor running config's sandbox, wait until it is up and
@@ -100,6 +103,14 @@ struct session_options {
  * or 125 with one line on stderr). */
 int session_start(const struct nsbox_config *config, const struct session_options *o, int argc,
                   char *argv[]);
+
+/* A pool's member (pool.h): run the session's supervisor in this process, a child of the pool
+ * that forked it (neither detached nor registered apart from its own record), telling its start
+ * on notify_fd as session_start()'s supervisor does: "OK ID SOCKET\n" (then it waits for one
+ * byte, without which it ends) or "ERR MESSAGE\n". Never returns. */
+_noreturn_ void session_member_main(const struct nsbox_config *config,
+                                    const struct session_options *o, int argc, char *argv[],
+                                    int notify_fd);
 
 /* The socket of session id_or_name in buf. Returns 0, -ENOENT (no such session: a malformed
  * id, or no name) or another -errno. */

@@ -11,6 +11,8 @@
 #include <seccomp.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "filter.h"
 #include "macro.h"
 #include "report.h"
 #include "result.h"
@@ -301,6 +304,71 @@ static void record_refusal(struct supervisor *sv, struct nsbox_result *ret, uint
         sv->seen[sv->n_seen++] = (typeof(sv->seen[0])){.arch = arch, .nr = nr, .idx = idx};
 }
 
+/* Whether mode (a chmod or create mode, read as the kernel reads it, a umode_t) asks for a
+ * set-user-ID or set-group-ID bit. */
+static bool setid_mode(uint64_t mode)
+{
+    return ((mode_t)mode & (S_ISUID | S_ISGID)) != 0;
+}
+
+/* The refusals the notes explain, by what was asked (the policy's own lines for them are in
+ * policy/refusals.rules). Only the native ABI reaches the listener, and each argument is read
+ * as the kernel reads it. */
+static void note_refusal(const struct seccomp_data *d, struct nsbox_result *ret)
+{
+    const __u64 *a = d->args;
+
+    switch (d->nr) {
+    case SYS_prlimit64:
+        if ((int)a[1] == RLIMIT_CORE && a[2] != 0)
+            ret->refused_core_limit = true;
+        break;
+#ifdef SYS_setrlimit
+    case SYS_setrlimit:
+        if ((int)a[0] == RLIMIT_CORE)
+            ret->refused_core_limit = true;
+        break;
+#endif
+#ifdef SYS_chmod
+    case SYS_chmod:
+    case SYS_creat:
+    case SYS_mkdir:
+    case SYS_mknod:
+#endif
+    case SYS_fchmod:
+        ret->refused_setid_mode |= setid_mode(a[1]);
+        break;
+    case SYS_fchmodat:
+#ifdef SYS_fchmodat2
+    case SYS_fchmodat2:
+#endif
+    case SYS_mkdirat:
+    case SYS_mknodat:
+        ret->refused_setid_mode |= setid_mode(a[2]);
+        break;
+#ifdef SYS_open
+    case SYS_open:
+        ret->refused_setid_mode |= ((int)a[1] & (O_CREAT | O_TMPFILE)) && setid_mode(a[2]);
+        break;
+#endif
+    case SYS_openat:
+        ret->refused_setid_mode |= ((int)a[2] & (O_CREAT | O_TMPFILE)) && setid_mode(a[3]);
+        break;
+    case SYS_ioctl:
+        if ((unsigned)a[1] == TIOCSETD)
+            ret->refused_tty_ldisc = true;
+        break;
+#ifdef SYS_inotify_init
+    case SYS_inotify_init:
+#endif
+    case SYS_inotify_init1:
+        ret->refused_inotify = true;
+        break;
+    default:
+        break;
+    }
+}
+
 /* Whether a notification waits on the listener (a poll that does not wait). */
 static bool listener_has_waiting(int listener)
 {
@@ -328,8 +396,9 @@ static bool answer_notification(struct supervisor *sv, int listener, pid_t init_
     if ((pid_t)req.pid == init_pid)
         resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
     else {
-        resp.error = -EPERM;
+        resp.error = -filter_refusal_errno(req.data.nr);
         record_refusal(sv, ret, req.data.arch, req.data.nr);
+        note_refusal(&req.data, ret);
         /* An internet socket where the sandbox has no network: the notes say how to get a
          * loopback interface. (Only the native ABI reaches the listener; the kernel reads the
          * family as an int.) */

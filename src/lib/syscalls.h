@@ -90,6 +90,13 @@ static inline long sys_clone_fork(unsigned long flags, int *ret_pidfd)
     return syscall(SYS_clone, flags, NULL, ret_pidfd, NULL, 0);
 }
 
+/* pidfd_open(2), Linux 5.3: a pidfd of an existing process (a child not yet reaped: no pid
+ * reuse race). */
+static inline int sys_pidfd_open(pid_t pid)
+{
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
 static inline int sys_pidfd_send_signal(int pidfd, int sig)
 {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);

@@ -297,8 +297,10 @@ class TestCallerBudgets(NsboxTestCase):
 
     def test_a_run_takes_only_its_share(self):
         # The budgets are the caller's (root's, for root's runs): while the run holds all it
-        # can, the caller still gets an inotify instance and a timer.
-        p = subprocess.Popen([NSBOX, "run", "-i", "--timeout", "60", "--", "python3", "-c", HOLD],
+        # can, the caller still gets an inotify instance and a timer. --no-seccomp: the policy
+        # refuses inotify altogether (test_refusals); the budgets must hold without it too.
+        p = subprocess.Popen([NSBOX, "run", "-i", "--timeout", "60", "--no-seccomp", "--",
+                              "python3", "-c", HOLD],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         try:

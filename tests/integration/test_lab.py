@@ -98,6 +98,18 @@ class TestLab(NsboxTestCase):
                       a["ablated"]["detail"])
         self.assertNotIn("NSBOX-CANARY", a["sandbox"]["detail"])
 
+    def test_tty_ldisc_and_inotify(self):
+        # Issue 24: a pty's line discipline (a discipline the kernel has, never one it would
+        # load a module for) and inotify events caused by a host process writing /dev/null.
+        _, (ldisc, watch) = self.attacks("tty-ldisc", "inotify-outside")
+        self.assertIn("blocked: TIOCSETD", ldisc["sandbox"]["detail"])
+        self.assertIn("Operation not permitted", ldisc["sandbox"]["detail"])
+        self.assertIn("SUCCEEDED TIOCSETD accepted", ldisc["ablated"]["detail"])
+        self.assertIn("blocked: inotify_init1 -> Function not implemented",
+                      watch["sandbox"]["detail"])
+        self.assertIn("SUCCEEDED inotify events on /dev/null", watch["ablated"]["detail"])
+        self.assertEqual(watch["opt_out"], "--no-seccomp")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -19,7 +19,7 @@ REFUSED = {
     "open_by_handle_at", "name_to_handle_at", "socket-inet", "socket-inet6", "socket-netlink",
     "socket-vsock", "socket-inet-high-bits", "socketpair-inet", "setrlimit-core",
     "prlimit64-core", "ioctl-tiocsti", "ioctl-tiocsti-high", "ioctl-tioclinux",
-    "personality-norandom",
+    "ioctl-tiocsetd", "ioctl-tiocsetd-high", "personality-norandom",
     # setting set-user-ID or set-group-ID bits
     "chmod-setuid", "chmod-setgid", "chmod-setuid-high", "fchmod-setuid", "fchmod-setgid",
     "fchmodat-setuid", "fchmodat-setgid", "fchmodat2-setuid", "creat-setuid", "creat-setgid",
@@ -32,7 +32,7 @@ REFUSED = {
     # only under --network loopback and host (NETWORK_ALLOWED)
     "socket-udplite", "socket-netlink-route", "socket-netlink-audit",
 }
-ENOSYS_ANSWERS = {"clone3", "openat2", "nr-1000"}
+ENOSYS_ANSWERS = {"clone3", "openat2", "nr-1000", "inotify_init", "inotify_init1"}
 ALLOWED = {"read", "write", "openat", "socket-unix", "socketpair-unix", "prlimit64-core-query",
            "setrlimit-nofile", "ioctl-tiocgwinsz", "clone-thread-only", "personality-query",
            "prctl", "getpid", "chmod-0755", "fchmod-0644", "fchmodat-1777", "mkdir-0755",
@@ -93,6 +93,8 @@ class TestDefaultPolicy(NsboxTestCase):
             self.assertNotEqual(got[name], errno.EPERM, f"{name} is EPERM even unfiltered")
         self.assertNotEqual(got["clone3"], errno.ENOSYS)
         self.assertNotEqual(got["openat2"], errno.ENOSYS)
+        self.assertEqual(got["inotify_init"], 0)
+        self.assertEqual(got["inotify_init1"], errno.EINVAL)
 
     def test_network_policy_answers(self):
         # --network loopback: UDP-Lite and netlink route sockets too; other netlink families,
@@ -112,14 +114,28 @@ class TestDefaultPolicy(NsboxTestCase):
             self.assertIn(name, refused, r["seccomp_refused"])
         # inet, inet6, netlink (raw, route, audit), vsock, inet with high bits, udplite
         self.assertEqual(refused["socket"], 8)
-        # device nodes and real-time scheduling are refused by omission, and so reported
-        self.assertEqual(refused["mknod"], 2)
-        self.assertEqual(refused["mknodat"], 1)
+        # device nodes and real-time scheduling are refused by omission, and so reported; set-ID
+        # FIFOs by an exception, reported too
+        self.assertEqual(refused["mknod"], 3)
+        self.assertEqual(refused["mknodat"], 2)
         self.assertEqual(refused["sched_setscheduler"], 2)
-        # ...what was allowed is not, nor ENOSYS answers, nor the "... if" exceptions.
-        for name in ("read", "write", "openat", "getpid", "prctl", "clone3", "ioctl", "clone",
-                     "setrlimit", "prlimit64"):
+        # The "... if" exceptions too (issue 30): namespace flags, RLIMIT_CORE, terminal
+        # ioctls, set-ID modes; inotify with its ENOSYS.
+        self.assertEqual(refused["clone"], 4)
+        self.assertEqual(refused["setrlimit"], 1)
+        self.assertEqual(refused["prlimit64"], 1)
+        self.assertEqual(refused["ioctl"], 5)  # TIOCSTI twice, TIOCLINUX, TIOCSETD twice
+        for name, n in (("chmod", 3), ("fchmod", 2), ("fchmodat", 2), ("fchmodat2", 1),
+                        ("creat", 2), ("mkdir", 1), ("mkdirat", 1), ("open", 3),
+                        ("openat", 3), ("inotify_init", 1), ("inotify_init1", 1)):
+            self.assertEqual(refused.get(name), n, name)
+        # ...what was allowed is not, nor the ENOSYS of a newer call's fallback.
+        for name in ("read", "write", "getpid", "prctl", "clone3", "openat2"):
             self.assertNotIn(name, refused)
+        notes = "\n".join(r["notes"])
+        for words in ("set-user-ID or set-group-ID bit was refused", "RLIMIT_CORE was refused",
+                      "line discipline (ioctl TIOCSETD) was refused", "inotify was refused"):
+            self.assertIn(words, notes)
         p, r = nsbox_json("--", "python3", "-c", "print('quiet')")
         self.assertEqual(r["seccomp_refused"], [])
         p, r = nsbox_json("--no-seccomp", "--", "true")
@@ -201,6 +217,19 @@ class TestPolicyFiles(NsboxTestCase):
         p = nsbox("policy", "check", path)
         self.assertOneLineError(p, contains="conflicts with the rule at")
 
+    def test_kill_with_errno_exceptions_is_refused(self):
+        # Joined with the allow program, an exception would win over the kill: refused, with
+        # both lines named. 'kill if' exceptions are fine.
+        path = self.write("k.policy", "read\nopenat: kill\nopenat: return EPERM if arg2 == 1\n")
+        p = nsbox("policy", "check", path)
+        self.assertOneLineError(p, contains=f"{path}:3: 'openat' is killed by the rule at "
+                                            f"{path}:2")
+        p = nsbox("run", "--seccomp", path, "--", "true")
+        self.assertOneLineError(p, contains=f"{path}:3:")
+        path = self.write("k2.policy", "read\nopenat: kill\nopenat: kill if arg2 == 1\n")
+        p = nsbox("policy", "check", path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def test_user_policy_with_builtin_groups_and_unknown_names(self):
         # A user's policy may include nsbox's groups; an unknown name is a warning there.
         text = "".join(f"@include groups/{g}.group\n" for g in
@@ -227,6 +256,9 @@ class TestPolicyFiles(NsboxTestCase):
                 "    print(fd >= 0, ctypes.get_errno() if fd < 0 else 0)\n")
         p, r = nsbox_json("--seccomp", path, "--", "python3", "-c", code)
         self.assertEqual(r["stdout"].split("\n")[:3], ["False 1", "False 1", "True 0"], r)
+        # A user's exceptions are reported as nsbox's own are (the joined program, issue 30).
+        self.assertEqual({e["syscall"]: e["count"] for e in r["seccomp_refused"]}.get("socket"),
+                         2, r["seccomp_refused"])
         # Rules that high bits could get past are reported.
         path = self.write("weak.policy", "read\nwrite: arg0 != 1\n")
         p = nsbox("policy", "check", path)

@@ -25,7 +25,8 @@ ROOT_ONLY_CONTROL = {"setuid", "proc-writes", "hostname"}
 ALL = ["read-host-file", "network-egress", "memory", "fork-bomb", "persistence",
        "env-credentials", "inherited-fd", "signal-outside", "proc-writes", "nested-userns",
        "setuid", "tiocsti", "abstract-socket", "sysv-ipc", "hostname", "fill-tmp",
-       "output-flood", "runaway", "leftover-process", "tmpfs-persistence"]
+       "output-flood", "runaway", "leftover-process", "tmpfs-persistence", "tty-ldisc",
+       "inotify-outside"]
 
 
 def leftovers():

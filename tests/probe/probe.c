@@ -94,6 +94,10 @@ static const struct probe {
     {"ioctl-tiocsti", SYS_ioctl, {0, TIOCSTI, BAD}},
     {"ioctl-tiocsti-high", SYS_ioctl, {0, TIOCSTI | (1UL << 32), BAD}},
     {"ioctl-tioclinux", SYS_ioctl, {0, TIOCLINUX, BAD}},
+    {"ioctl-tiocsetd", SYS_ioctl, {0, TIOCSETD, BAD}},
+    {"ioctl-tiocsetd-high", SYS_ioctl, {0, TIOCSETD | (1UL << 32), BAD}},
+    {"inotify_init", SYS_inotify_init, {0}},
+    {"inotify_init1", SYS_inotify_init1, {~0UL /* bad flags: EINVAL where allowed */}},
     {"personality-norandom", SYS_personality, {0x0040000 /* ADDR_NO_RANDOMIZE */}},
     {"chmod-setuid", SYS_chmod, {BAD, SETUID}},
     {"chmod-setgid", SYS_chmod, {BAD, SETGID}},
@@ -170,7 +174,7 @@ static void run(const struct probe *p)
 
     errno = 0;
     r = syscall(p->nr, p->a[0], p->a[1], p->a[2], p->a[3], p->a[4], p->a[5]);
-    if (r >= 0 && (p->nr == SYS_socket))
+    if (r >= 0 && (p->nr == SYS_socket || p->nr == SYS_inotify_init))
         (void)close((int)r);
     printf("%s %d\n", p->name, r < 0 ? errno : 0);
     fflush(stdout);

@@ -2,11 +2,13 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nsbox.h"
+#include "macro.h"
 #include "result.h"
 
 static char *sanitize(const char *s, size_t n, size_t *len)
@@ -324,6 +326,48 @@ Test(explain, refused_inet_socket_says_how_to_get_local_sockets)
     cr_expect(strstr(json_string_value(json_array_get(notes, 1)), "--network loopback"), "got %s",
               json_dumps(notes, 0));
     json_decref(notes);
+}
+
+/* Each refusal the notes explain (issue 30, issue 24): one note each, after the list of refused
+ * calls, saying why nsbox refuses and what works instead. */
+Test(explain, refusals_say_why_and_what_works_instead)
+{
+    static const struct {
+        const char *call;
+        size_t flag; /* offset of the bool in struct nsbox_result */
+        const char *why, *instead;
+    } cases[] = {
+        {"chmod", offsetof(struct nsbox_result, refused_setid_mode),
+         "set-user-ID or set-group-ID bit was refused", "use a mode without them (0o755"},
+        {"prlimit64", offsetof(struct nsbox_result, refused_core_limit),
+         "setting RLIMIT_CORE was refused (EPERM; Python's resource.setrlimit raises ValueError)",
+         "leave RLIMIT_CORE as it is"},
+        {"ioctl", offsetof(struct nsbox_result, refused_tty_ldisc),
+         "line discipline (ioctl TIOCSETD) was refused", "keep N_TTY"},
+        {"inotify_init1", offsetof(struct nsbox_result, refused_inotify),
+         "inotify was refused (ENOSYS", "poll for changes instead"},
+    };
+
+    for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+        struct nsbox_result r = {
+            .status = NSBOX_STATUS_EXITED,
+            .exit_code = 1,
+            .seccomp_reporting = true,
+            .n_refused = 1,
+        };
+        json_t *notes = json_array();
+        const char *got;
+
+        (void)snprintf(r.refused[0].name, sizeof(r.refused[0].name), "%s", cases[i].call);
+        r.refused[0].count = 1;
+        cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 1, "%s", cases[i].call);
+        *(bool *)((char *)&r + cases[i].flag) = true;
+        cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 2, "%s", cases[i].call);
+        got = json_string_value(json_array_get(notes, 1));
+        cr_expect(got && strstr(got, cases[i].why), "got %s", json_dumps(notes, 0));
+        cr_expect(got && strstr(got, cases[i].instead), "got %s", json_dumps(notes, 0));
+        json_decref(notes);
+    }
 }
 
 Test(explain, cgroup_oom_and_pids_in_json)
