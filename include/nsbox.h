@@ -157,6 +157,12 @@ struct nsbox_config {
      * or -1 to only capture it into the result (the default). */
     int stdout_fd;
     int stderr_fd;
+    /* Where the whole stream is written as it arrives, whatever output_limit keeps: a regular
+     * file the caller opened for writing (nsbox run --stdout-file: outside every writable bind,
+     * never through a symlink), or -1 (the default). nsbox writes to it and never closes it.
+     * A failed write stops the writing and says so (nsbox_stream.file_error). */
+    int stdout_file_fd;
+    int stderr_file_fd;
     /* true: what is copied to stdout_fd (stderr_fd) is first made safe to show on a terminal:
      * control characters shown escaped as \xHH and "nsbox:" marked (README, "Output on a
      * terminal"). The output in the result stays byte for byte. For a terminal only. */
@@ -286,7 +292,19 @@ struct nsbox_stream {
     char *data;      /* captured bytes, NUL-terminated (not necessarily UTF-8), owned */
     size_t captured; /* bytes in data, <= output_limit, their JSON string <= 2 x output_limit */
     uint64_t total;  /* bytes the payload wrote to the stream in all */
-    bool truncated;  /* total > captured */
+    bool truncated;  /* total > captured: total - captured bytes were cut between the head and
+                      * the tail */
+    /* Over output_limit, the start and the end of the stream are kept, half the limit each:
+     * data[0..head) is the start (the head), data[head..captured) the end (the tail), and
+     * total - captured bytes holding cut_lines newlines were cut between them. Nothing cut:
+     * head == captured. */
+    size_t head;
+    uint64_t cut_lines;
+    /* With stdout_file_fd (stderr_file_fd): bytes written to it, and 0 or the errno of the
+     * write that failed (the file then holds the first file_bytes bytes). */
+    bool file_asked;
+    uint64_t file_bytes;
+    int file_error;
     /* The pipe had not reached end-of-file when nsbox stopped reading it, a short grace after
      * the sandbox ended: a process outside the sandbox held it open (one --pid host left
      * running, a descriptor passed out in a unix socket message), so output may be missing
@@ -337,6 +355,13 @@ struct nsbox_network_report {
     uint64_t bytes_sent, bytes_received; /* all connections */
     bool bytes_limit_hit;                /* network_max_bytes was reached: connections were cut */
     bool connections_limit_hit;          /* a connection was refused for network_max_connections */
+    /* The proxy's pace and budget (its work is outside the sandbox's limits): connections
+     * accepted after its burst was used up (each waited for its turn in the listen queue),
+     * name lookups made (each a process of the supervisor's), lookups that came after their
+     * burst was used up (a connection waited for its turn), and connections refused because
+     * the run's budget of lookups was spent. See README.md, "Network allowlist". */
+    uint64_t connections_throttled;
+    uint64_t lookups, lookups_throttled, lookups_refused_budget;
     /* Every allowed connection's bytes, by host and port, in order of first arrival. */
     struct nsbox_network_host hosts[NSBOX_NETWORK_HOSTS_MAX];
     size_t n_hosts;
@@ -348,6 +373,14 @@ struct nsbox_copied_file {
     char *host_path; /* where it was written on the host; NULL for a workspace's files */
     uint64_t size;   /* bytes */
     char sha256[65]; /* lowercase hex */
+};
+
+/* A regular file the payload created or changed in /work (see nsbox_result.written). */
+#define NSBOX_WRITTEN_MAX 100
+struct nsbox_written_file {
+    char *path;      /* absolute ("/work/out/plot.png") */
+    uint64_t size;   /* bytes, when the payload ended */
+    char sha256[65]; /* lowercase hex; "" past the 16 MiB hashed per run */
 };
 
 /* Something not copied out, and why ("symlink", "fifo", "over --copy-out-max-bytes", ...). */
@@ -431,6 +464,12 @@ struct nsbox_result {
     /* Bytes of output kept per stream (the config's output_limit), for the explanations. */
     uint64_t output_limit;
 
+    /* Set only when the payload's stderr mentions ModuleNotFoundError, for its note: the
+     * rootfs the sandbox ran on, and the profile `nsbox rootfs build` recorded in it
+     * (usr/share/nsbox/profile), or "" when it has none. */
+    char rootfs[256];
+    char rootfs_profile[32];
+
     /* The proxy of config.network_allow: every connection, allowed or refused. */
     struct nsbox_network_report network;
     /* Bytes used and free in the /work tmpfs when the payload ended (0 and 0 if unknown);
@@ -454,6 +493,16 @@ struct nsbox_result {
      * unreadable, too deep, a name the host cannot take): their content is missing. A
      * workspace is not saved when there is any. */
     uint64_t copy_out_lost;
+    /* The regular files the payload created or changed in /work, found by comparing a walk
+     * of /work before it started with one after it ended (name, size, mtime, ctime, inode),
+     * copied out or not: at most NSBOX_WRITTEN_MAX, owned (nsbox_result_free()).
+     * written_known: the walk after was made (not when the run was killed or timed out, or
+     * failed to start); written_more: files past the list; written_partial: a walk stopped at
+     * its bound (10000 entries, 32 levels), so files may be missing. */
+    bool written_known, written_partial;
+    struct nsbox_written_file *written;
+    size_t n_written;
+    uint64_t written_more;
     /* The workspace used, or "", and whether it was saved. */
     char workspace[NSBOX_NAME_MAX + 1];
     bool workspace_saved;

@@ -3,7 +3,7 @@
 """A small HTTP code executor: each request's Python code runs in a fresh nsbox sandbox.
 
     POST /run   {"code": "print(1)", "timeout": 10, "memory": "256m", "stdin": "",
-                 "files": {"data.csv": "a,b\\n"}}     (files appear in /work/files)
+                 "files": {"data.csv": "a,b\\n"}}     (files appear in /work, the working directory)
             ->  200 with nsbox's JSON result (status, exit_code, stdout, stderr, limits,
                 reason, warnings, ...), the same object `nsbox run --json` prints
     GET /healthz  -> 200 "ok" (a liveness/readiness probe; runs nothing)

@@ -15,14 +15,14 @@ A thin wrapper around ``nsbox run`` (standard library only)::
         pool.run_python_code("import pandas as pd; print(pd.__version__)")
 """
 
-from ._runner import (FILES_DIR, arun, arun_python_code, find_nsbox, run,
+from ._runner import (FILES_DIR, arun, arun_python_code, default_rootfs, find_nsbox, run,
                       run_python_code)
 from .errors import NsboxError, NsboxNotFound
-from .result import TOOL_OUTPUT_LIMIT, Result, tool_text
+from .result import TOOL_OUTPUT_LIMIT, Result, collapse_cr, cut_marker, tool_text
 from .pool import Pool
 from .session import Session
 
 __all__ = ["run", "run_python_code", "arun", "arun_python_code", "find_nsbox", "Result",
            "NsboxError", "NsboxNotFound", "FILES_DIR", "TOOL_OUTPUT_LIMIT", "tool_text", "Session",
-           "Pool"]
+           "Pool", "default_rootfs", "collapse_cr", "cut_marker"]
 __version__ = "0.1.0"

@@ -27,10 +27,12 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequ
 from .errors import NsboxError, NsboxNotFound
 from .result import Result
 
-__all__ = ["run", "run_python_code", "arun", "arun_python_code", "find_nsbox", "FILES_DIR"]
+__all__ = ["run", "run_python_code", "arun", "arun_python_code", "find_nsbox", "FILES_DIR",
+           "default_rootfs"]
 
-#: Where the ``files`` dict appears inside the sandbox.
-FILES_DIR = "/work/files"
+#: Where the ``files`` dict appears inside the sandbox: the working directory, where code looks
+#: (``pd.read_csv("sales.csv")``).
+FILES_DIR = "/work"
 
 # Seconds the Python side waits beyond ``timeout`` before it kills nsbox and gives up.
 _BACKSTOP_MARGIN = 10.0
@@ -200,6 +202,38 @@ def _env_fd(records: bytes) -> Iterator[Optional[int]]:
         yield fd
     finally:
         os.close(fd)
+
+
+def default_rootfs(binary: str) -> Optional[str]:
+    """The rootfs the API gives nsbox when the caller names none: the most complete one built.
+    None when ``$NSBOX_ROOTFS`` is set (nsbox uses it: the caller's choice); else the science
+    profile's tree where one is built beside the nsbox binary (``build/rootfs/science/tree`` of
+    a build tree, ``PREFIX/share/nsbox/rootfs-science`` of an installation: ``nsbox rootfs build
+    --profile science`` makes one), recognised by its ``usr/share/nsbox/profile``; else None
+    (nsbox's own default, the minimal tree)."""
+    if os.environ.get("NSBOX_ROOTFS"):
+        return None
+    top = os.path.dirname(os.path.dirname(os.path.realpath(binary)))
+    for tree in (os.path.join(top, "rootfs", "science", "tree"),
+                 os.path.join(top, "share", "nsbox", "rootfs-science")):
+        try:
+            with open(os.path.join(tree, "usr", "share", "nsbox", "profile"),
+                      encoding="utf-8", errors="replace") as f:
+                if "profile=science" in f.read(4096).splitlines():
+                    return tree
+        except OSError:
+            pass
+    return None
+
+
+def _default_rootfs_args(binary: str, rootfs: Optional[str],
+                         extra_args: Sequence[str]) -> List[str]:
+    """--rootfs for default_rootfs(), unless the caller named one."""
+    if rootfs is not None or any(str(a) == "--rootfs" or str(a).startswith("--rootfs=")
+                                 for a in extra_args):
+        return []
+    tree = default_rootfs(binary)
+    return [] if tree is None else ["--rootfs", tree]
 
 
 def _option_args(timeout: _Timeout, memory: _Limit, cpus: _Limit,
@@ -599,6 +633,7 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
             raise TypeError("workspace must be a non-empty str (the workspace's name)")
         options += ["--workspace", workspace]
     binary = find_nsbox(nsbox)
+    options += _default_rootfs_args(binary, rootfs, extra_args)
     # A private directory (0700, mkdtemp's mode) for the code and the files: nobody else on
     # the host may read them while the run lasts. The code file is read by nsbox itself, as the
     # caller (0600); so are the files, which nsbox copies into the sandbox's /work (--copy-in:
@@ -618,7 +653,8 @@ def _prepared(program: List[str], code: Optional[bytes], timeout: _Timeout,
         if files is not None:
             files_dir = os.path.join(tmp, "files")
             _write_files(files_dir, files)
-            options += ["--copy-in", f"{files_dir}:{FILES_DIR}"]
+            # DIR/. : the directory's contents, each file under its own name (README, --copy-in).
+            options += ["--copy-in", f"{files_dir}/.:{FILES_DIR}/"]
         payload_stdin = stdin_data
         if code is not None:
             if stdin_data is None:
@@ -689,6 +725,20 @@ def _collect_files(result: Result) -> Result:
     return result
 
 
+def _file_args(extra_args: Sequence[str], stdout_file: Optional[str],
+               stderr_file: Optional[str]) -> List[str]:
+    """extra_args with --stdout-file and --stderr-file (absolute: nsbox opens them as given)."""
+    if isinstance(extra_args, (str, bytes)):
+        raise TypeError("extra_args must be a sequence of strings, not a string")
+    args = [str(a) for a in extra_args]
+    for option, path in (("--stdout-file", stdout_file), ("--stderr-file", stderr_file)):
+        if path is not None:
+            if not os.fspath(path):
+                raise ValueError(f"{option[2:].replace('-', '_')} must be a file path")
+            args += [option, os.path.abspath(os.fspath(path))]
+    return args
+
+
 def _program(argv: Sequence[str]) -> List[str]:
     if isinstance(argv, (str, bytes)):
         raise TypeError("argv must be a list of strings, e.g. ['python3', '-c', 'print(1)']")
@@ -716,7 +766,8 @@ def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
         extra_args: Sequence[str] = (), log: Optional[str] = None,
         on_stdout: Optional[_Chunk] = None, on_stderr: Optional[_Chunk] = None,
         copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None,
-        workspace: Optional[str] = None) -> Result:
+        workspace: Optional[str] = None,
+        stdout_file: Optional[str] = None, stderr_file: Optional[str] = None) -> Result:
     """Run a program in a fresh nsbox sandbox and return its :class:`Result`.
 
     ``argv[0]`` is looked up in the sandbox's PATH inside the rootfs (``/usr/bin/python3``
@@ -727,7 +778,8 @@ def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
     ValueError/TypeError for invalid arguments.
     """
     return _run(_program(argv), None, timeout, memory, cpus, pids_limit, files, stdin, env,
-                nsbox, rootfs, output_limit, network, extra_args, log, on_stdout, on_stderr,
+                nsbox, rootfs, output_limit, network,
+                _file_args(extra_args, stdout_file, stderr_file), log, on_stdout, on_stderr,
                 copy_out, copy_out_dir, workspace)
 
 
@@ -741,7 +793,9 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
                     on_stdout: Optional[_Chunk] = None,
                     on_stderr: Optional[_Chunk] = None, copy_out: _CopyOut = None,
                     copy_out_dir: Optional[str] = None,
-                    workspace: Optional[str] = None, cell: bool = True) -> Result:
+                    workspace: Optional[str] = None,
+        stdout_file: Optional[str] = None, stderr_file: Optional[str] = None,
+        cell: bool = True) -> Result:
     """Run Python source in a fresh nsbox sandbox and return its :class:`Result`.
 
     The code runs as a notebook cell (``cell=True``, nsbox's ``--cell``) or as the script
@@ -760,14 +814,17 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
         cpus: CPU limit (``0.5`` is half a CPU); None for no limit.
         pids_limit: process limit; None for no limit.
         files: ``{relative_name: str | bytes}``; copied into the sandbox (never bound) as
-            ``/work/files/NAME`` (names may contain ``/`` for subdirectories, never ``..``
+            ``/work/NAME``, in the working directory (names may contain ``/`` for
+            subdirectories, never ``..``
             or a leading ``/``).
         stdin: data for the program's stdin (str or bytes); by default stdin is empty.
         env: extra environment variables for the program. They reach nsbox on a descriptor
             (``--env-fd``, a memfd), never its command line, which other users can read, nor
             nsbox's own environment (LD_PRELOAD, say, is for the program only).
         nsbox: path of the nsbox binary; default ``$NSBOX``, else ``nsbox`` on PATH.
-        rootfs: root filesystem (``--rootfs``); default ``$NSBOX_ROOTFS``, else nsbox's own.
+        rootfs: root filesystem (``--rootfs``); default ``$NSBOX_ROOTFS``, else the most
+            complete one built (:func:`default_rootfs`: the science tree where one is built
+            beside nsbox), else nsbox's own.
         output_limit: bytes of output kept per stream (nsbox's default: 4000).
         network: ``"none"`` (no network at all), ``"loopback"`` (``--network loopback``:
             only ``lo``, so the code can serve and connect to itself on 127.0.0.1 and ::1,
@@ -794,6 +851,10 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
             ``Result.copy_out["skipped"]``.
         copy_out_dir: where on the host the copies go (made if missing), to keep them; by
             default a private temporary directory, removed after the run.
+        stdout_file, stderr_file: host paths that get the whole stream, whatever
+            ``output_limit`` keeps (``--stdout-file``: made 0600 or emptied, never through a
+            symlink, never inside a writable bind); ``Result.raw["stdout_file"]`` says how
+            many bytes reached it and any write error.
         workspace: the name of a workspace (``--workspace``): ``/work`` starts with the files
             the last run on it left there and is saved back when the program ends by itself,
             so the steps of an agent share files without any host directory given to the
@@ -816,7 +877,8 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
             with ``..``, a non-finite timeout, ...).
     """
     return _run([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files, stdin,
-                env, nsbox, rootfs, output_limit, network, _cell_args(cell, extra_args), log,
+                env, nsbox, rootfs, output_limit, network,
+                _cell_args(cell, _file_args(extra_args, stdout_file, stderr_file)), log,
                 on_stdout, on_stderr, copy_out, copy_out_dir, workspace)
 
 
@@ -829,7 +891,8 @@ async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "25
                extra_args: Sequence[str] = (), log: Optional[str] = None,
                on_stdout: Optional[_Chunk] = None,
                on_stderr: Optional[_Chunk] = None, copy_out: _CopyOut = None,
-               copy_out_dir: Optional[str] = None, workspace: Optional[str] = None) -> Result:
+               copy_out_dir: Optional[str] = None, workspace: Optional[str] = None,
+        stdout_file: Optional[str] = None, stderr_file: Optional[str] = None) -> Result:
     """:func:`run` for asyncio: ``result = await nsbox.arun([...])``.
 
     nsbox's pipes and its exit (a pidfd) are watched by the running event loop (no threads);
@@ -838,7 +901,8 @@ async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "25
     result and errors are those of :func:`run_python_code`.
     """
     return await _arun(_program(argv), None, timeout, memory, cpus, pids_limit, files, stdin,
-                       env, nsbox, rootfs, output_limit, network, extra_args, log, on_stdout,
+                       env, nsbox, rootfs, output_limit, network,
+                       _file_args(extra_args, stdout_file, stderr_file), log, on_stdout,
                        on_stderr, copy_out, copy_out_dir, workspace)
 
 
@@ -853,12 +917,14 @@ async def arun_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit =
                            on_stdout: Optional[_Chunk] = None,
                            on_stderr: Optional[_Chunk] = None, copy_out: _CopyOut = None,
                            copy_out_dir: Optional[str] = None,
-                           workspace: Optional[str] = None, cell: bool = True) -> Result:
+                           workspace: Optional[str] = None,
+        stdout_file: Optional[str] = None, stderr_file: Optional[str] = None,
+        cell: bool = True) -> Result:
     """:func:`run_python_code` for asyncio: ``result = await nsbox.arun_python_code(code)``.
 
     As :func:`arun`; arguments, result and errors are those of :func:`run_python_code`.
     """
     return await _arun([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files,
                        stdin, env, nsbox, rootfs, output_limit, network,
-                       _cell_args(cell, extra_args), log, on_stdout, on_stderr, copy_out,
-                       copy_out_dir, workspace)
+                       _cell_args(cell, _file_args(extra_args, stdout_file, stderr_file)), log,
+                       on_stdout, on_stderr, copy_out, copy_out_dir, workspace)

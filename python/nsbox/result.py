@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 from . import _outputs
 
-__all__ = ["Result", "TOOL_OUTPUT_LIMIT", "tool_text"]
+__all__ = ["Result", "TOOL_OUTPUT_LIMIT", "tool_text", "collapse_cr", "cut_marker"]
 
 #: How many characters of each stream :meth:`Result.as_tool_output` shows at most (nsbox itself
 #: keeps ``output_limit`` bytes per stream, 4000 by default).
@@ -26,6 +26,28 @@ _REFUSAL_HINTS = {
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+def collapse_cr(text: str) -> str:
+    """``text`` with each line's carriage-return updates collapsed to what a terminal would
+    show at the end: ``"10%\\r50%\\r100%"`` becomes ``"100%"`` (a progress bar's last state),
+    a shorter update overwrites the start of a longer one, and CR LF is a newline."""
+    if "\r" not in text:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if "\r" in line:
+            parts = line.rstrip("\r").split("\r")
+            shown = parts[0]
+            for part in parts[1:]:
+                shown = part + shown[len(part):]
+            lines[i] = shown
+    return "\n".join(lines)
+
+
+def cut_marker(cut_bytes: int, cut_lines: int) -> str:
+    """The line that stands where output was cut: ``[... 14,731 bytes, 212 lines cut ...]``."""
+    return f"[... {cut_bytes:,} bytes, {cut_lines:,} lines cut ...]"
+
+
 def tool_text(text: str) -> str:
     """``text`` with every control character but tab and newline written as ``\\xNN`` (ESC
     becomes ``\\x1b``, NUL ``\\x00``), so that terminal escapes, NUL bytes and carriage
@@ -38,6 +60,15 @@ _OUTCOME_WARNING_WORDS = ("--workdir-size", "--shm-size", "workspace '", "copy-o
                           "output may be missing", "Python interpreter")
 
 
+def _cut(raw: Dict[str, Any], name: str) -> Optional[Dict[str, int]]:
+    """What nsbox cut between a stream's start and its end (``NAME_cut``), with ``at``: the
+    index in the joined text where the end begins."""
+    cut = raw.get(f"{name}_cut")
+    if not isinstance(cut, dict):
+        return None
+    return {"bytes": int(cut["bytes"]), "lines": int(cut["lines"]), "at": len(str(raw[name]))}
+
+
 @dataclass
 class Result:
     """What happened to the payload, parsed from nsbox's JSON result.
@@ -48,8 +79,17 @@ class Result:
         exit_code: nsbox's exit status: the program's, 128+N for signal N, 124 on timeout.
         signal: the signal that killed the program, or None.
         stdout, stderr: the captured output (at most ``output_limit`` bytes each; bytes that
-            are not UTF-8 become U+FFFD).
+            are not UTF-8 become U+FFFD). Over the limit, its start and its end, half the
+            limit each, one after the other: ``stdout_cut`` says where and how much lay
+            between.
+        stdout_cut, stderr_cut: None when nothing was cut; else ``{"bytes", "lines", "at"}``:
+            the bytes and the newlines cut between the start and the end, and ``at`` the index
+            in ``stdout`` where the end begins (``stdout[:at]`` is the start).
         truncated: True if either stream was cut at the output limit.
+        files_written: the regular files the program created or changed in /work, copied out
+            or not: ``[{"path": "/work/out.csv", "size": 120, "sha256": "..." or None}]`` (at
+            most 100; ``raw["files_written_unlisted"]`` counts the rest), or None when nsbox
+            could not tell (a timeout, a kill, an older nsbox).
         stdout_bytes, stderr_bytes: how many bytes the program wrote in all.
         wall_time: wall-clock time of the run in seconds.
         peak_memory: the cgroup's ``memory.peak`` in bytes, or None when the limits were
@@ -110,6 +150,9 @@ class Result:
     network: Optional[Dict[str, Any]] = None
     files: Dict[str, bytes] = field(default_factory=dict, repr=False)
     copy_out: Optional[Dict[str, Any]] = field(default=None, repr=False)
+    stdout_cut: Optional[Dict[str, int]] = None
+    stderr_cut: Optional[Dict[str, int]] = None
+    files_written: Optional[List[Dict[str, Any]]] = None
     outputs: List[Dict[str, Any]] = field(default_factory=list, repr=False)
     error: Optional[Dict[str, Any]] = None
 
@@ -134,8 +177,8 @@ class Result:
             status=str(raw["status"]),
             exit_code=int(raw["exit_code"]),
             signal=None if raw.get("signal") is None else int(raw["signal"]),
-            stdout=str(raw["stdout"]),
-            stderr=str(raw["stderr"]),
+            stdout=str(raw["stdout"]) + str(raw.get("stdout_tail") or ""),
+            stderr=str(raw["stderr"]) + str(raw.get("stderr_tail") or ""),
             truncated=bool(raw["stdout_truncated"]) or bool(raw["stderr_truncated"]),
             stdout_bytes=int(raw["stdout_bytes"]),
             stderr_bytes=int(raw["stderr_bytes"]),
@@ -158,6 +201,9 @@ class Result:
             error=error,
             raw=raw,
             nsbox_stderr=nsbox_stderr,
+            stdout_cut=_cut(raw, "stdout"),
+            stderr_cut=_cut(raw, "stderr"),
+            files_written=raw.get("files_written"),
         )
 
     @property
@@ -204,9 +250,13 @@ class Result:
             timed out after 1 s; the sandbox was killed
             [stdout]
             line 1
+            ...
+            [... 580,890 bytes, 9,211 lines cut ...]
+            ...
+            line 9300
             [stderr]
             ...
-            [stdout truncated: kept 4000 of 588890 bytes (--output-limit)]
+            [stdout cut: kept its first 2000 and last 2000 of 584890 bytes; ...]
             [the seccomp policy refused: socket (1)]
             [hint: the sandbox has no network: ...]
 
@@ -218,9 +268,12 @@ class Result:
 
         The reason names the exit status or signal, and a limit that stopped the program with
         its value (``"stopped: out of memory (limit 256 MiB, after 0.41 s); ..."``). Empty
-        streams are left out. Control characters other than tab and newline appear as
-        ``\\xNN`` (see :func:`tool_text`); each stream shows at most ``max_chars`` characters,
-        and says so when it was cut there. So the text is at most about
+        streams are left out. Where nsbox kept a stream's start and end (over
+        ``output_limit``), a marker line stands between them; each line's carriage-return
+        updates collapse to their last state (:func:`collapse_cr`: a progress bar's final
+        state). Control characters other than tab and newline appear as ``\\xNN`` (see
+        :func:`tool_text`); each stream shows at most ``max_chars`` characters, its first and
+        last half, and says so when it was cut there. So the text is at most about
         ``2 * max_chars`` characters plus the notes, whatever the program printed.
 
         Args:
@@ -237,8 +290,8 @@ class Result:
         """
         if callable(format):
             return format(self)
-        stdout = self._stream("stdout", self.stdout, max_chars)
-        stderr = self._stream("stderr", self.stderr, max_chars)
+        stdout = self._stream("stdout", self.stdout, self.stdout_cut, max_chars)
+        stderr = self._stream("stderr", self.stderr, self.stderr_cut, max_chars)
         hints = self._hints()
         # nsbox's own note for a refused internet socket names the CLI's option; the hint
         # names the API's (network="loopback"): one of them.
@@ -268,12 +321,49 @@ class Result:
         parts += [f"[{n}]" for n in notes]
         return "\n".join(parts)
 
-    def _stream(self, name: str, text: str, max_chars: int):
-        """(the stream's text for a model, a note if it was cut to max_chars)."""
-        if len(text) <= max_chars:
-            return tool_text(text), None
-        return (tool_text(text[:max_chars]),
-                f"{name} cut for this output: the first {max_chars} characters are shown")
+    def _stream(self, name: str, text: str, cut: Optional[Dict[str, int]], max_chars: int):
+        """(the stream's text for a model, a note if it was cut to max_chars). Each line's
+        carriage-return updates collapse to their last state (:func:`collapse_cr`); where nsbox
+        cut the stream, a marker line (:func:`cut_marker`) stands between its start and its
+        end. Over max_chars, the first and the last half of max_chars are shown, with a marker
+        between them: the last lines (a traceback's final exception line) always stay."""
+        if cut is None:
+            joined, at = collapse_cr(text), None
+        else:
+            head = collapse_cr(text[:cut["at"]])
+            joined, at = head + collapse_cr(text[cut["at"]:]), len(head)
+        if len(joined) <= max_chars:
+            spans = [(0, len(joined))]
+        else:
+            spans = [(0, max_chars - max_chars // 2), (len(joined) - max_chars // 2, len(joined))]
+        out: List[str] = []
+
+        def marker(line: str) -> None:
+            if out and out[-1] and not out[-1].endswith("\n"):
+                out.append("\n")
+            out.append(line + "\n")
+
+        marked = False
+        for i, (a, b) in enumerate(spans):
+            if i > 0:
+                gap = a - spans[i - 1][1]
+                if at is not None and spans[i - 1][1] <= at <= a:
+                    marker(cut_marker(cut["bytes"], cut["lines"]))
+                    marked = True
+                marker(f"[... {gap:,} characters cut for this output ...]")
+            if at is not None and not marked and a <= at <= b and \
+                    (a < at < b or at == len(joined) or i == len(spans) - 1):
+                out += [tool_text(joined[a:at])]
+                marker(cut_marker(cut["bytes"], cut["lines"]))
+                out.append(tool_text(joined[at:b]))
+                marked = True
+            else:
+                out.append(tool_text(joined[a:b]))
+        note = None
+        if len(spans) > 1:
+            note = (f"{name} cut for this output: its first {spans[0][1]} and last "
+                    f"{spans[1][1] - spans[1][0]} characters are shown")
+        return "".join(out), note
 
     def _error_notes(self, stderr_shown: str) -> List[str]:
         """A cell's exception in one line when the stderr shown lacks it (cut, or lost): what
@@ -309,5 +399,10 @@ class Result:
         return [f"not copied out: {listed}" + (f" and {rest} more" if rest > 0 else "")]
 
     def _hints(self) -> List[str]:
-        return [f"hint: {_REFUSAL_HINTS[name]}" for name in (self.refused_syscalls or {})
-                if name in _REFUSAL_HINTS]
+        hints = [f"hint: {_REFUSAL_HINTS[name]}" for name in (self.refused_syscalls or {})
+                 if name in _REFUSAL_HINTS]
+        if any(n.startswith("the program's stderr mentions ModuleNotFoundError") for n in
+               self.notes):
+            hints.append("hint: the Python API takes such a tree as rootfs=DIR (run_python_code(), "
+                         "Session()); with none given it uses the science tree where one is built")
+        return hints

@@ -10,6 +10,7 @@ session's socket (one JSON line each way, no process started on this side), whic
 a step cheaper than starting ``python3`` at all.
 """
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -18,13 +19,20 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-from ._runner import (_CopyOut, _Limit, _Timeout, _collect_files, _env_fd, _env_records,
-                      _nsbox_env, _number, _option_args, _result_from, _start_error,
-                      _write_file, find_nsbox)
+from ._runner import (FILES_DIR, _CopyOut, _Data, _Limit, _Timeout, _as_bytes,
+                      _check_file_name, _collect_files, _default_rootfs_args, _env_fd,
+                      _env_records, _nsbox_env, _number, _option_args, _result_from,
+                      _start_error, _write_file, _write_files, find_nsbox)
 from .errors import NsboxError
 from .result import Result
+
+# Session.upload()'s step: stdin into /work/NAME, its directories made.
+_UPLOAD = ("import os, sys\n"
+           "d = os.path.dirname(sys.argv[1])\n"
+           "if d: os.makedirs(d, exist_ok=True)\n"
+           "with open(sys.argv[1], 'wb') as f: f.write(sys.stdin.buffer.read())\n")
 
 # Seconds this side waits for a step's answer beyond the step's own timeout.
 _MARGIN = 10.0
@@ -87,10 +95,12 @@ class Session:
                  network: str = "none", idle_timeout: Optional[float] = 600,
                  lifetime: Optional[float] = None, name: Optional[str] = None,
                  workspace: Optional[str] = None,
-                 nsbox: Optional[str] = None, extra_args: Sequence[str] = ()):
+                 nsbox: Optional[str] = None, extra_args: Sequence[str] = (),
+                 files: Optional[Mapping[str, _Data]] = None):
         self._binary = find_nsbox(nsbox)
         args = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
                             network, extra_args)
+        args += _default_rootfs_args(self._binary, rootfs, extra_args)
         if idle_timeout is not None:
             args += ["--idle-timeout", _number(idle_timeout, "idle_timeout")]
         if lifetime is not None:
@@ -105,6 +115,12 @@ class Session:
         self._env = _nsbox_env()
         self._records = _env_records(env)
         self._timeout = timeout
+        if files is not None and not isinstance(files, Mapping):
+            raise TypeError("files must be a dict {relative_name: str | bytes}")
+        for file_name, data in (files or {}).items():
+            _check_file_name(file_name)
+            _as_bytes(data, f"files[{file_name!r}]")
+        self._files = files
         self.id: Optional[str] = None
         self.socket_path: Optional[str] = None
         #: The answer to close(): ``{"stopped": True, "reason": ..., "workspace": {"name",
@@ -125,10 +141,24 @@ class Session:
         self.id, self.socket_path = info["id"], info["socket"]
         return self
 
+    @contextlib.contextmanager
+    def _files_dir(self) -> Iterator[List[str]]:
+        """The --copy-in of ``files``: a 0700 directory of ours while `session start` runs
+        (it copies them into /work before the first step), removed afterwards."""
+        if self._files is None:
+            yield []
+            return
+        tmp = tempfile.mkdtemp(prefix="nsbox-")
+        try:
+            _write_files(os.path.join(tmp, "files"), self._files)
+            yield ["--copy-in", f"{os.path.join(tmp, 'files')}/.:{FILES_DIR}/"]
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def start(self) -> "Session":
         """Start the session (done by ``with``). Returns self."""
-        with _env_fd(self._records) as fd:
-            cmd = self._command(fd)
+        with _env_fd(self._records) as fd, self._files_dir() as copy_in:
+            cmd = self._command(fd, copy_in)
             try:
                 p = subprocess.run(cmd, capture_output=True, env=self._env,
                                    stdin=subprocess.DEVNULL, timeout=60,
@@ -137,11 +167,11 @@ class Session:
                 raise _start_error(cmd, e) from e
         return self._started(p.returncode, p.stdout, p.stderr)
 
-    def _command(self, env_fd: Optional[int]) -> List[str]:
-        """`nsbox session start` with --env-fd for the program's variables, if any."""
-        if env_fd is None:
-            return self._cmd
-        return self._cmd[:4] + ["--env-fd", str(env_fd)] + self._cmd[4:]
+    def _command(self, env_fd: Optional[int], copy_in: Sequence[str] = ()) -> List[str]:
+        """`nsbox session start` with --env-fd for the program's variables, if any, and the
+        --copy-in of ``files``."""
+        env = [] if env_fd is None else ["--env-fd", str(env_fd)]
+        return self._cmd[:4] + env + list(copy_in) + self._cmd[4:]
 
     def close(self) -> None:
         """Stop the session and wait until its sandbox is gone. Safe to call twice."""
@@ -343,11 +373,42 @@ class Session:
         return self._call(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
                                    output_limit, stdin), timeout)
 
+    # -- single files between steps -----------------------------------------------------------
+
+    def upload(self, name: str, data: _Data, timeout: _Timeout = None) -> None:
+        """Put a file into the session's working directory as ``/work/NAME`` (``name`` as for
+        ``files``: relative, subdirectories made, no ``..``), between steps. It travels as a
+        step's stdin to a short program in the sandbox, which writes it: never a bind, never
+        a host path the sandbox sees; at most 16 MiB (a step's stdin). Raises NsboxError if
+        that step fails (a full /work, a name taken by a directory)."""
+        parts = _check_file_name(name)
+        path = "/".join(parts)
+        r = self.run(["python3", "-c", _UPLOAD, f"{FILES_DIR}/{path}"], timeout=timeout,
+                     stdin=_as_bytes(data, "data"))
+        if not r.ok:
+            raise NsboxError(f"cannot write {FILES_DIR}/{path} in the session: "
+                             f"{r.stderr.strip() or r.reason}", step="session", raw=r.raw)
+
+    def download(self, name: str, timeout: _Timeout = None) -> bytes:
+        """The bytes of ``/work/NAME`` (or of an absolute sandbox path), between steps: copied
+        out as ``copy_out`` does (a regular file only, never through a symlink, within
+        copy-out's caps: 64 MiB). Raises FileNotFoundError when it is not there as a regular
+        file."""
+        path = name if name.startswith("/") else f"{FILES_DIR}/" + "/".join(
+            _check_file_name(name))
+        r = self.run(["true"], timeout=timeout, copy_out=path)
+        if path not in r.files:
+            why = "; ".join(f"{s['path']}: {s['reason']}"
+                            for s in (r.copy_out or {}).get("skipped") or []) or \
+                "no such file in the session"
+            raise FileNotFoundError(f"{path}: {why}")
+        return r.files[path]
+
     # -- asyncio ------------------------------------------------------------------------------
 
     async def astart(self) -> "Session":
-        with _env_fd(self._records) as fd:
-            cmd = self._command(fd)
+        with _env_fd(self._records) as fd, self._files_dir() as copy_in:
+            cmd = self._command(fd, copy_in)
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -13,89 +13,25 @@ As in tests/integration, each attack also runs without nsbox where that is harml
 the canary, connecting, reading the environment), and must succeed there: the test cannot
 pass because the attack code itself is broken.
 """
+
 import asyncio
 import json
 import os
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
 import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from unittest import mock
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # python/, so that `import nsbox` is this package
-
+from tests.support import (CANARY, NSBOX, SandboxTestCase, bare_python,  # noqa: E402
+                           processes_with)
 import nsbox  # noqa: E402
 from nsbox import _runner  # noqa: E402
-
-REPO = HERE.parent.parent
-NSBOX = os.environ.get("NSBOX") or str(REPO / "build" / "src" / "nsbox")
-MUST_WORK = os.environ.get("NSBOX_TESTS_MUST_WORK") == "1"
-CANARY = "nsbox-canary-4f1c0e9a"
-
-
-def bare_python(code, env=None, timeout=30):
-    """Run code with the host's Python, no sandbox: the negative control of an attack."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=timeout)
-
-
-def processes_with(token):
-    """PIDs of processes whose command line contains token."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if entry.isdigit() and token.encode() in f.read():
-                    pids.append(int(entry))
-        except OSError:
-            pass
-    return pids
-
-
-def fake_nsbox(directory, script):
-    """Write an executable shell script standing in for nsbox; return its path."""
-    path = os.path.join(directory, "fake-nsbox")
-    with open(path, "w") as f:
-        f.write("#!/bin/sh\n" + script)
-    os.chmod(path, 0o755)
-    return path
-
-
-class SandboxTestCase(unittest.TestCase):
-    """Tests that need the real binary and its rootfs."""
-
-    @classmethod
-    def setUpClass(cls):
-        reason = None
-        if not (os.path.isfile(NSBOX) and os.access(NSBOX, os.X_OK)):
-            reason = f"no nsbox binary at {NSBOX} (set NSBOX)"
-        else:
-            try:
-                nsbox.run_python_code("pass", nsbox=NSBOX)
-            except nsbox.NsboxError as e:
-                if e.step == "rootfs":
-                    reason = f"no rootfs (set NSBOX_ROOTFS): {e}"
-        if reason:
-            if MUST_WORK:
-                raise AssertionError(f"would skip, but NSBOX_TESTS_MUST_WORK=1: {reason}")
-            raise unittest.SkipTest(reason)
-
-    def code(self, source, **kw):
-        return nsbox.run_python_code(textwrap.dedent(source), nsbox=NSBOX, **kw)
-
-    def run_argv(self, argv, **kw):
-        return nsbox.run(argv, nsbox=NSBOX, **kw)
-
-    def output(self, result):
-        return result.stdout + result.stderr
 
 
 class TestRun(SandboxTestCase):
@@ -173,31 +109,38 @@ class TestRun(SandboxTestCase):
         r = self.code("print('x' * 100000)")
         self.assertTrue(r.ok)
         self.assertTrue(r.truncated)
-        self.assertEqual(len(r.stdout), 4000)
+        # The first and the last 2000 bytes, and where and how much was cut between them.
+        self.assertEqual(r.stdout, "x" * 3999 + "\n")
+        self.assertEqual(r.stdout_cut, {"bytes": 96001, "lines": 0, "at": 2000})
         self.assertEqual(r.stdout_bytes, 100001)
-        self.assertEqual(r.as_tool_output(), "exited with status 0\n[stdout]\n" + "x" * 4000 +
-                         "\n[stdout truncated: kept 4000 of 100001 bytes (--output-limit)]")
+        self.assertEqual(r.as_tool_output(), "exited with status 0\n[stdout]\n" + "x" * 2000 +
+                         "\n[... 96,001 bytes, 0 lines cut ...]\n" + "x" * 1999 +
+                         "\n[stdout cut: kept its first 2000 and last 2000 of 100001 bytes; "
+                         "96001 bytes (0 lines) between them were cut (--output-limit)]")
 
     def test_output_limit(self):
         r = self.code("import sys; print('y' * 50); sys.stderr.write('z' * 50)", output_limit=10)
-        self.assertEqual(r.stdout, "y" * 10)
+        self.assertEqual(r.stdout, "y" * 9 + "\n")
         self.assertEqual(r.stderr, "z" * 10)
+        self.assertEqual(r.stderr_cut, {"bytes": 40, "lines": 0, "at": 5})
         self.assertTrue(r.truncated)
 
     def test_files_are_copies_in_the_writable_workdir(self):
         """files= are copied in (--copy-in), never bound: the code may change its copies."""
+        # In the working directory, under their names, where code looks for them.
         r = self.code("""
             import os
-            print(open('/work/files/data.txt').read())
-            print(open('/work/files/sub/blob.bin', 'rb').read())
-            print(sorted(os.listdir('/work/files')))
-            open('/work/files/data.txt', 'w').write('changed')
-            open('/work/files/new.txt', 'w')
-            print('CHANGED', open('/proc/self/mountinfo').read().count('/work/files'))
+            print(open('data.txt').read())
+            print(open('sub/blob.bin', 'rb').read())
+            print(os.getcwd(), sorted(os.listdir('.')))
+            open('data.txt', 'w').write('changed')
+            open('new.txt', 'w')
+            print('CHANGED', open('/proc/self/mountinfo').read().count('data.txt'))
             """, files={"data.txt": "hello files", "sub/blob.bin": b"\x00\x01\xff"})
         self.assertTrue(r.ok, r.stderr)
         self.assertEqual(r.stdout.splitlines()[:3],
-                         ["hello files", "b'\\x00\\x01\\xff'", "['data.txt', 'sub']"])
+                         ["hello files", "b'\\x00\\x01\\xff'",
+                          "/work ['data.txt', 'main.py', 'sub']"])
         self.assertIn("CHANGED 0", r.stdout)  # no mount: a copy, not a bind
 
     def test_temporary_files_removed(self):
@@ -209,7 +152,7 @@ class TestRun(SandboxTestCase):
             return made[-1]
 
         with mock.patch.object(_runner.tempfile, "mkdtemp", side_effect=mkdtemp):
-            r = self.code("import sys; print(sys.stdin.read(), open('/work/files/f').read())",
+            r = self.code("import sys; print(sys.stdin.read(), open('f').read())",
                           files={"f": "F"}, stdin="S")
         self.assertEqual(r.stdout, "S F\n")
         self.assertEqual(len(made), 1)
@@ -229,7 +172,7 @@ class TestRun(SandboxTestCase):
         with mock.patch.object(_runner.tempfile, "mkdtemp", side_effect=mkdtemp), \
                 ThreadPoolExecutor(max_workers=1) as pool:
             future = pool.submit(self.code, "import sys, time\ntime.sleep(2)\n"
-                                 "print(sys.stdin.read(), open('/work/files/sub/f').read())",
+                                 "print(sys.stdin.read(), open('sub/f').read())",
                                  files={"sub/f": "F"}, stdin="S")
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and not (
@@ -291,8 +234,8 @@ class TestRun(SandboxTestCase):
             self.code("pass", copy_out="work/x")
 
     def test_empty_files_dict(self):
-        r = self.code("import os; print(os.listdir('/work/files'))", files={})
-        self.assertEqual(r.stdout, "[]\n")
+        r = self.code("import os; print(os.listdir('.'))", files={})
+        self.assertEqual(r.stdout, "['main.py']\n")
 
     def test_stdin(self):
         r = self.code("import sys; print(sys.stdin.read().upper())", stdin="abc\ndef")
@@ -339,7 +282,7 @@ class TestRun(SandboxTestCase):
         self.assertEqual(r.stdout, "['a b', 'c']\n")
         r = self.run_argv(["cat"], stdin=b"piped")
         self.assertEqual(r.stdout, "piped")
-        r = self.run_argv(["cat", "/work/files/x"], files={"x": "bound"})
+        r = self.run_argv(["cat", "x"], files={"x": "bound"})
         self.assertEqual(r.stdout, "bound")
         r = self.run_argv(["sh", "-c", "exit 7"])
         self.assertEqual((r.status, r.exit_code), ("exited", 7))
@@ -388,163 +331,6 @@ class TestRun(SandboxTestCase):
         for bad in ([], ["a,b"], [""], "pypi.org"):
             with self.assertRaises(ValueError):
                 self.code(source, network=bad)
-
-
-class TestToolOutput(SandboxTestCase):
-    """The text a model gets, exactly, for each row of issue 14's table and a few more."""
-
-    def rlimits(self, r):
-        return r.limits_enforced_by == "rlimit"
-
-    def test_exit_status(self):
-        r = self.code("import sys; print('out'); sys.exit(3)")
-        self.assertEqual(r.as_tool_output(), "exited with status 3\n[stdout]\nout")
-
-    def test_signal(self):
-        r = self.code("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
-        want = "killed by SIGSEGV (signal 11)\n[no output]"
-        if self.rlimits(r):
-            want += ("\n[the payload died of SIGSEGV; if it ran out of memory: under rlimits, "
-                     "--memory 256m caps its writable mappings (RLIMIT_DATA), not its use, and a "
-                     "program denied a mapping may crash instead of failing cleanly]")
-        self.assertEqual(r.as_tool_output(), want)
-
-    def test_busy_loop(self):
-        # Under rlimits cpus 0.5 x timeout 5 is 3 s of CPU time (rounded up), which ends the
-        # loop first; in a cgroup, cpu.max slows it and the timeout ends it. Either way nsbox
-        # says which limit, with its value.
-        # (CPU time is not wall time: on a host too busy to give the loop 3 s of CPU in 5 s,
-        # the timeout comes first under rlimits too, and says so.)
-        r = self.code("while True: pass", timeout=5)
-        if self.rlimits(r) and r.status != "timeout":
-            want = ("stopped: CPU time limit: the payload used up its 3 s of CPU time (--cpus "
-                    "0.5 x --timeout 5 s, RLIMIT_CPU under rlimits) and was killed by SIGXCPU")
-            self.assertEqual(r.limit["name"], "cpu")
-        else:
-            want = "timed out after 5 s; the sandbox was killed"
-        self.assertEqual(r.as_tool_output(), want + "\n[no output]")
-
-    def test_both_streams(self):
-        r = self.code("print('partial 42')\nraise ValueError('x')")
-        self.assertEqual(r.as_tool_output(),
-                         "exited with status 1\n[stdout]\npartial 42\n[stderr]\n"
-                         "Traceback (most recent call last):\n"
-                         "  File \"/work/main.py\", line 2, in <module>\n"
-                         "    raise ValueError('x')\n"
-                         "ValueError: x")
-
-    def test_success_with_a_warning(self):
-        r = self.code("import warnings\nprint('ok')\nwarnings.warn('careful')")
-        self.assertEqual(r.as_tool_output(),
-                         "exited with status 0\n[stdout]\nok\n[stderr]\n"
-                         "/work/main.py:3: UserWarning: careful\n"
-                         "  warnings.warn('careful')")
-
-    def test_many_lines(self):
-        r = self.code("for i in range(100000): print(i)")
-        printed = "".join(f"{i}\n" for i in range(100000))
-        self.assertEqual(r.as_tool_output(),
-                         "exited with status 0\n[stdout]\n" + printed[:4000].removesuffix("\n") +
-                         f"\n[stdout truncated: kept 4000 of {len(printed)} bytes "
-                         "(--output-limit)]")
-
-    def test_output_before_a_timeout(self):
-        r = self.code("print('line 1'); print('partial: 42')\nwhile True: pass", timeout=1)
-        self.assertEqual(r.as_tool_output(),
-                         "timed out after 1 s; the sandbox was killed\n"
-                         "[stdout]\nline 1\npartial: 42")
-
-    def test_pids_limit(self):
-        r = self.code("import os, time\nfor i in range(10):\n    pid = os.fork()\n"
-                      "    if pid == 0:\n        time.sleep(10)\n        os._exit(0)\n",
-                      pids_limit=4)
-        want = ("exited with status 1\n[stderr]\nTraceback (most recent call last):\n"
-                "  File \"/work/main.py\", line 3, in <module>\n"
-                "    pid = os.fork()\n"
-                "          ^^^^^^^^^\n"
-                "BlockingIOError: [Errno 11] Resource temporarily unavailable")
-        if not self.rlimits(r):  # a cgroup counts the forks pids.max refused
-            want += "\n[the process limit (--pids-limit 4) refused 1 forks]"
-        else:  # under rlimits the program's own error is the witness
-            want += ("\n[the program's stderr mentions a fork or thread start that failed with "
-                     "EAGAIN (Resource temporarily unavailable): under rlimits, --pids-limit 4 "
-                     "is RLIMIT_NPROC, the processes and threads of the sandbox's user together; "
-                     "raise --pids-limit if the program needs more]")
-        self.assertEqual(r.as_tool_output(), want)
-
-    def test_network(self):
-        r = self.code("import socket\ntry:\n    socket.create_connection(('192.0.2.1', 80))\n"
-                      "except OSError as e:\n    print(e)")
-        want = "exited with status 0\n[stdout]\n[Errno 1] Operation not permitted"
-        if r.refused_syscalls is not None:
-            want += ("\n[the seccomp policy refused: socket (1)]\n[hint: the sandbox has no "
-                     "network: sockets are refused (network=[\"pypi.org\", ...] reaches the "
-                     "hosts named through nsbox's proxy; network=\"loopback\" allows sockets "
-                     "on 127.0.0.1 and ::1 only)]")
-        self.assertEqual(r.as_tool_output(), want)
-
-    def test_not_utf8(self):
-        # (";": the value of write() at a cell's end is not displayed.)
-        r = self.code("import sys; sys.stdout.buffer.write(b'ok \\xff\\xfe end\\n');")
-        self.assertEqual(r.as_tool_output(), "ok \ufffd\ufffd end\n")
-
-    def test_setup_error(self):
-        with self.assertRaises(nsbox.NsboxError) as cm:
-            self.code("print(1)", rootfs="/nonexistent")
-        self.assertEqual(cm.exception.as_tool_output(),
-                         "nsbox could not run the code: rootfs '/nonexistent': No such file or "
-                         "directory (build it with 'ninja -C build' or 'nsbox rootfs build DIR', "
-                         "install it with 'meson install', or point $NSBOX_ROOTFS or --rootfs at "
-                         "one)")
-
-
-class TestBadOutput(SandboxTestCase):
-    """A model's code can print anything: the result and the tool text stay valid and bounded."""
-
-    def check(self, r, output_limit=4000):
-        for stream in (r.stdout, r.stderr):
-            stream.encode("utf-8")  # valid text
-            self.assertLessEqual(len(stream), output_limit)
-        text = r.as_tool_output()
-        text.encode("utf-8")
-        self.assertNotRegex(text, "[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-        self.assertLess(len(text), 2 * 4 * nsbox.TOOL_OUTPUT_LIMIT + 1000)
-        return text
-
-    def test_nul(self):
-        r = self.code("import sys; print('a\\0b'); sys.stderr.write('\\0' * 10);")
-        self.assertEqual(r.stdout, "a\0b\n")
-        self.assertEqual(self.check(r), "exited with status 0\n[stdout]\na\\x00b\n[stderr]\n" +
-                         "\\x00" * 10)
-
-    def test_ansi_escapes(self):
-        r = self.code("print('\\x1b[31mred\\x1b[0m\\x1b]0;pwned\\x07')")
-        self.assertEqual(self.check(r), "\\x1b[31mred\\x1b[0m\\x1b]0;pwned\\x07\n")
-
-    def test_invalid_utf8(self):
-        r = self.code("import sys, os; sys.stdout.buffer.write(os.urandom(100000))")
-        self.check(r)
-        self.assertTrue(r.truncated)
-
-    def test_ten_megabyte_line(self):
-        line = "import sys; sys.stdout.write('x' * 10_000_000); sys.stderr.write('\\xff' * 10_000_000)"
-        r = self.code(line)
-        self.check(r)
-        self.assertEqual(r.stdout_bytes, 10_000_000)
-        # With the largest output limit nsbox keeps all of it; the tool text still shows 4000
-        # characters of each stream and says so.
-        r = self.code(line, output_limit=1 << 30)
-        self.assertEqual(len(r.stdout), 10_000_000)
-        text = self.check(r, output_limit=1 << 30)
-        self.assertIn("[stdout cut for this output: the first 4000 characters are shown]", text)
-
-    def test_streamed_invalid_utf8_split_across_reads(self):
-        chunks = []
-        r = self.code("import sys, time\nsys.stdout.buffer.write(b'\\xe2\\x82')\n"
-                      "sys.stdout.flush(); time.sleep(0.3)\n"
-                      "sys.stdout.buffer.write(b'\\xac \\xff\\n')", on_stdout=chunks.append)
-        self.assertEqual("".join(chunks), "\u20ac \ufffd\n")
-        self.assertEqual(r.stdout, "\u20ac \ufffd\n")
 
 
 class TestStreamingAndAsync(SandboxTestCase):
@@ -817,293 +603,6 @@ class TestErrors(SandboxTestCase):
         with mock.patch.dict(os.environ, {"NSBOX": NSBOX}):
             r = nsbox.run_python_code("print('via NSBOX')")
         self.assertEqual(r.stdout, "via NSBOX\n")
-
-
-class TestWithoutSandbox(unittest.TestCase):
-    """Argument checks and nsbox failures; no real sandbox needed."""
-
-    def test_missing_binary(self):
-        with self.assertRaises(nsbox.NsboxNotFound) as cm:
-            nsbox.run_python_code("print(1)", nsbox="/nonexistent/nsbox")
-        self.assertIsInstance(cm.exception, nsbox.NsboxError)
-
-    def test_missing_binary_on_path(self):
-        with tempfile.TemporaryDirectory() as empty:
-            env = {k: v for k, v in os.environ.items() if k != "NSBOX"}
-            env["PATH"] = empty
-            with mock.patch.dict(os.environ, env, clear=True):
-                with self.assertRaises(nsbox.NsboxNotFound):
-                    nsbox.run_python_code("print(1)")
-                with self.assertRaises(nsbox.NsboxError):
-                    nsbox.run(["true"])
-
-    def test_bad_file_names(self):
-        for name in ["/etc/passwd", "../escape", "a/../../b", "..", "", ".", "a/./..",
-                     "x\0y"]:
-            with self.subTest(name=name), self.assertRaises(ValueError):
-                # Checked before nsbox runs: no binary needed.
-                nsbox.run_python_code("pass", files={name: "x"}, nsbox=sys.executable)
-
-    def test_bad_arguments(self):
-        with self.assertRaises(TypeError):
-            nsbox.run("python3 -c 1", nsbox=sys.executable)
-        with self.assertRaises(ValueError):
-            nsbox.run([], nsbox=sys.executable)
-        with self.assertRaises(ValueError):
-            nsbox.run_python_code("pass", env={"A=B": "c"}, nsbox=sys.executable)
-        with self.assertRaises(TypeError):
-            nsbox.run_python_code("pass", files={"a": 1}, nsbox=sys.executable)
-        with self.assertRaises(TypeError):
-            nsbox.run_python_code("pass", extra_args="--no-seccomp", nsbox=sys.executable)
-
-    def test_program_env_is_not_nsboxs_environment(self):
-        # env= is for the program: in nsbox's own environment on the host, LD_PRELOAD would
-        # load a library into nsbox (as the caller, before any sandbox exists), GLIBC_TUNABLES
-        # would tune its libc, XDG_RUNTIME_DIR would move its registry. It travels on the
-        # --env-fd descriptor instead; nsbox's environment keeps the caller's own values.
-        passed = {"LD_PRELOAD": "/nonexistent/evil.so", "LD_LIBRARY_PATH": "/nonexistent",
-                  "GLIBC_TUNABLES": "glibc.malloc.check=3", "XDG_RUNTIME_DIR": "/nonexistent",
-                  "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "MULTI": "a\nb"}
-        with tempfile.TemporaryDirectory() as d, \
-                mock.patch.dict(os.environ, {"XDG_RUNTIME_DIR": d}):
-            fake = fake_nsbox(d, f"""env > {d}/env
-while [ $# -gt 0 ]; do
-    [ "$1" = --env-fd ] && eval "cat <&$2" > {d}/records
-    shift
-done
-echo 'not json'
-""")
-            with self.assertRaises(nsbox.NsboxError):
-                nsbox.run_python_code("pass", env=passed, nsbox=fake)
-            with open(os.path.join(d, "env")) as f:
-                own = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
-            records = Path(d, "records").read_bytes() if Path(d, "records").exists() else b""
-        for key in ("LD_PRELOAD", "LD_LIBRARY_PATH", "GLIBC_TUNABLES",
-                    "DBUS_SESSION_BUS_ADDRESS"):
-            self.assertNotIn(key, own)
-        self.assertEqual(own.get("XDG_RUNTIME_DIR"), d)  # the caller's, not the program's
-        self.assertEqual(records, b"".join(f"{k}={v}".encode() + b"\0"
-                                           for k, v in passed.items()))
-
-    def test_number_format(self):
-        self.assertEqual(_runner._number(10, "t"), "10")
-        self.assertEqual(_runner._number(0.5, "t"), "0.5")
-        self.assertEqual(_runner._number(1e-5, "t"), "0.00001")
-        self.assertEqual(_runner._number(1e20, "t"), "100000000000000000000")
-        for bad in (float("nan"), float("inf")):
-            with self.assertRaises(ValueError):
-                _runner._number(bad, "t")
-        with self.assertRaises(TypeError):
-            _runner._number(True, "t")
-
-    def test_invalid_json(self):
-        with tempfile.TemporaryDirectory() as d:
-            fake = fake_nsbox(d, "echo 'not json'; echo 'nsbox: it broke' >&2; exit 3\n")
-            with self.assertRaises(nsbox.NsboxError) as cm:
-                nsbox.run_python_code("pass", nsbox=fake)
-        self.assertEqual(cm.exception.exit_code, 3)
-        self.assertIn("it broke", str(cm.exception))
-
-    def test_crash(self):
-        with tempfile.TemporaryDirectory() as d:
-            fake = fake_nsbox(d, "kill -SEGV $$\n")
-            with self.assertRaises(nsbox.NsboxError) as cm:
-                nsbox.run(["true"], nsbox=fake)
-        self.assertEqual(cm.exception.exit_code, -11)
-        self.assertIn("signal 11", str(cm.exception))
-
-    def test_backstop_timeout(self):
-        with tempfile.TemporaryDirectory() as d:
-            fake = fake_nsbox(d, "exec sleep 30\n")
-            start = time.monotonic()
-            with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
-                    self.assertRaises(nsbox.NsboxError) as cm:
-                nsbox.run_python_code("pass", timeout=0.5, nsbox=fake)
-            self.assertLess(time.monotonic() - start, 5)
-        self.assertEqual(cm.exception.step, "backstop")
-
-    def test_backstop_after_the_pipes_close(self):
-        # nsbox closed its output but does not exit: the wait for its exit has a deadline too.
-        with tempfile.TemporaryDirectory() as d:
-            fake = fake_nsbox(d, "exec >&- 2>&- <&-; exec sleep 30\n")
-            for stream in (None, print):
-                start = time.monotonic()
-                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
-                        self.assertRaises(nsbox.NsboxError) as cm:
-                    nsbox.run_python_code("pass", timeout=0.5, nsbox=fake, on_stdout=stream)
-                self.assertEqual(cm.exception.step, "backstop")
-                self.assertLess(time.monotonic() - start, 5)
-                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
-                        self.assertRaises(nsbox.NsboxError) as cm:
-                    asyncio.run(nsbox.arun_python_code("pass", timeout=0.5, nsbox=fake,
-                                                       on_stdout=stream))
-                self.assertEqual(cm.exception.step, "backstop")
-
-    def test_async_backstop_timeout(self):
-        with tempfile.TemporaryDirectory() as d:
-            fake = fake_nsbox(d, "exec sleep 30\n")
-            start = time.monotonic()
-            for stream in (None, print):
-                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
-                        self.assertRaises(nsbox.NsboxError) as cm:
-                    asyncio.run(nsbox.arun_python_code("pass", timeout=0.5, nsbox=fake,
-                                                       on_stdout=stream))
-                self.assertEqual(cm.exception.step, "backstop")
-            self.assertLess(time.monotonic() - start, 8)
-
-    def test_clean_environment_for_nsbox(self):
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "env.txt")
-            fake = fake_nsbox(d, f"/usr/bin/env > '{out}'\n")
-            # The user bus's address and runtime directory pass (nsbox asks the systemd user
-            # manager there for a delegated cgroup); nothing else of the caller's does.
-            bus = {"XDG_RUNTIME_DIR": "/run/user/4242",
-                   "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/4242/bus"}
-            with mock.patch.dict(os.environ, {"AWS_SECRET_ACCESS_KEY": CANARY,
-                                              "HOME": "/root-or-not", "XDG_STATE_HOME": "",
-                                              **bus}):
-                with self.assertRaises(nsbox.NsboxError):
-                    nsbox.run_python_code("pass", nsbox=fake)
-            with open(out) as f:
-                seen = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
-        self.assertIn("PATH", seen)
-        self.assertEqual({k: seen.get(k) for k in bus}, bus)
-        # XDG_STATE_HOME: where nsbox finds workspaces (the caller's, else ~/.local/state).
-        self.assertEqual(seen.get("XDG_STATE_HOME"), "/root-or-not/.local/state")
-        self.assertLessEqual(set(seen), {"PATH", "NSBOX_ROOTFS", "XDG_RUNTIME_DIR",
-                                         "DBUS_SESSION_BUS_ADDRESS", "XDG_STATE_HOME", "PWD",
-                                         "SHLVL", "_", "OLDPWD"})
-
-    def test_tool_output_strings(self):
-        def result(status, code, out="", err="", **kw):
-            return nsbox.Result(status=status, exit_code=code, signal=None, stdout=out,
-                                stderr=err, truncated=False, stdout_bytes=len(out),
-                                stderr_bytes=len(err), wall_time=0.0, peak_memory=None,
-                                limits_enforced_by="rlimit", raw={}, **kw)
-        self.assertEqual(result("exited", 0, out="o\n").as_tool_output(), "o\n")
-        self.assertEqual(result("exited", 0).as_tool_output(), "(no output)")
-        self.assertEqual(result("exited", 1, err="e" * 5000,
-                                reason="exited with status 1").as_tool_output(),
-                         "exited with status 1\n[stderr]\n" + "e" * 4000 + "\n[stderr cut for "
-                         "this output: the first 4000 characters are shown]")
-        self.assertEqual(result("exited", 1, err="e" * 50, reason="exited with status 1")
-                         .as_tool_output(max_chars=10),
-                         "exited with status 1\n[stderr]\n" + "e" * 10 + "\n[stderr cut for "
-                         "this output: the first 10 characters are shown]")
-        # Without a reason (an nsbox older than the field), the status words stand in.
-        self.assertEqual(result("oom", 137).as_tool_output(),
-                         "status oom, exit status 137\n[no output]")
-
-    def test_tool_output_passes_on_the_warnings_that_explain_the_outcome(self):
-        # A full /work (or /dev/shm, or a workspace not saved) is in nsbox's warnings: the
-        # model must see the option to change; the rlimit fallback is the host's, not its.
-        full = ("the working directory /work was full when the payload ended (8 MiB used): "
-                "writes there failed with ENOSPC (No space left on device); raise "
-                "--workdir-size (now 8 MiB)")
-        fallback = "limits are enforced with rlimits, not a cgroup: no cgroup v2 here"
-        r = nsbox.Result.from_json(json_result(status="exited", exit_code=1, stderr="OSError\n",
-                                               reason="exited with status 1",
-                                               warnings=[fallback, full]))
-        text = r.as_tool_output()
-        self.assertIn(f"[{full}]", text)
-        self.assertNotIn("rlimits", text)
-
-    def test_peak_memory_only_from_a_memory_cgroup(self):
-        # A leaf without the memory controller says memory_peak 0: that is no measurement.
-        cg = {"path": "/x", "memory_peak": 0, "oom_kills": 0}
-        r = nsbox.Result.from_json(json_result(cgroup=cg, limits={
-            "memory": {"bytes": None, "enforced_by": "none"}}))
-        self.assertIsNone(r.peak_memory)
-        r = nsbox.Result.from_json(json_result(cgroup=dict(cg, memory_peak=4096), limits={
-            "memory": {"bytes": 1 << 28, "enforced_by": "cgroup"}}))
-        self.assertEqual(r.peak_memory, 4096)
-
-    def test_tool_output_format(self):
-        r = nsbox.Result.from_json(json_result(status="exited", exit_code=2, stdout="a\x1b[0m\n",
-                                               stderr="b", reason="exited with status 2",
-                                               notes=["n1", "n2"]))
-        self.assertEqual(r.as_tool_output(format="{status}/{exit_code}: {reason}|{stdout}|"
-                                                 "{stderr}|{notes}"),
-                         "exited/2: exited with status 2|a\\x1b[0m\n|b|n1\nn2")
-        self.assertEqual(r.as_tool_output(format=lambda res: f"code {res.exit_code}"), "code 2")
-
-        class Short(nsbox.Result):
-            def as_tool_output(self, format=None, max_chars=nsbox.TOOL_OUTPUT_LIMIT):
-                return "ok" if self.ok else super().as_tool_output(format, max_chars)
-        self.assertEqual(Short.from_json(json_result()).as_tool_output(), "ok")
-
-    def test_oom_in_a_cgroup_from_json(self):
-        # The cgroup OOM killer needs a cgroup (the VM suite); the text is built from the JSON
-        # nsbox prints there.
-        r = nsbox.Result.from_json(json_result(
-            status="oom", exit_code=137, signal=9, wall_time_ms=412.0,
-            reason="stopped: out of memory (limit 256 MiB, after 0.412 s); the cgroup's OOM "
-                   "killer killed the payload",
-            limit={"name": "memory", "value": 268435456, "unit": "bytes",
-                   "enforced_by": "cgroup", "stopped": True},
-            limits_enforced_by="cgroup",
-            cgroup={"path": "/x", "memory_peak": 268435456, "oom_kills": 1,
-                    "pids_limit_hits": 0, "cpu_user_usec": 1, "cpu_system_usec": 1}))
-        self.assertEqual(r.as_tool_output(),
-                         "stopped: out of memory (limit 256 MiB, after 0.412 s); the cgroup's OOM "
-                         "killer killed the payload\n[no output]")
-        self.assertEqual((r.limit["name"], r.limit["value"], r.peak_memory),
-                         ("memory", 256 << 20, 256 << 20))
-
-    def test_pids_limit_in_a_cgroup_from_json(self):
-        r = nsbox.Result.from_json(json_result(
-            status="exited", exit_code=1, stderr="BlockingIOError: [Errno 11]\n",
-            reason="exited with status 1",
-            limit={"name": "pids", "value": 4, "unit": "processes", "enforced_by": "cgroup",
-                   "stopped": False},
-            notes=["the process limit (--pids-limit 4) refused 1 forks"]))
-        self.assertEqual(r.as_tool_output(),
-                         "exited with status 1\n[stderr]\nBlockingIOError: [Errno 11]\n"
-                         "[the process limit (--pids-limit 4) refused 1 forks]")
-
-    def test_bad_output_never_breaks_the_tool_text(self):
-        # Whatever the JSON holds (nsbox already made it valid UTF-8): controls are visible,
-        # the text bounded.
-        nasty = "\x00\x1b]0;title\x07\x1b[2J\r\x9b\ufffd" * 100_000
-        r = nsbox.Result.from_json(json_result(status="exited", exit_code=0, stdout=nasty,
-                                               stderr=nasty, reason="exited with status 0"))
-        text = r.as_tool_output()
-        self.assertLess(len(text), 2 * 4 * nsbox.TOOL_OUTPUT_LIMIT + 500)
-        self.assertNotRegex(text, "[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-        self.assertIn("\\x1b]0;title\\x07", text)
-        text.encode("utf-8")  # valid
-
-    def test_result_fields(self):
-        r = nsbox.Result.from_json(json_result(
-            reason="timed out after 1 s; the sandbox was killed", status="timeout",
-            limit={"name": "timeout", "value": 1.0, "unit": "seconds",
-                   "enforced_by": "supervisor", "stopped": True}, notes=["n"]))
-        self.assertEqual((r.reason, r.limit["name"], r.notes),
-                         ("timed out after 1 s; the sandbox was killed", "timeout", ["n"]))
-        with self.assertRaises(TypeError):
-            nsbox.Result.from_json(json_result(limit="timeout"))
-
-    def test_nsbox_error_as_tool_output(self):
-        e = nsbox.NsboxError("rootfs '/x': No such file or directory\x1b", step="rootfs")
-        self.assertEqual(e.as_tool_output(), "nsbox could not run the code: rootfs '/x': No such "
-                                             "file or directory\\x1b")
-
-    def test_version_matches_pyproject(self):
-        with open(HERE.parent / "pyproject.toml") as f:
-            self.assertIn(f'\nversion = "{nsbox.__version__}"\n', f.read())
-
-
-def json_result(**fields):
-    """A JSON result as nsbox prints it, with fields overridden."""
-    raw = {"status": "exited", "exit_code": 0, "signal": None, "wall_time_ms": 10.0,
-           "stdout": "", "stderr": "", "stdout_bytes": 0, "stderr_bytes": 0,
-           "stdout_truncated": False, "stderr_truncated": False, "error": None,
-           "limits": {}, "limits_enforced_by": "rlimit", "reason": "exited with status 0",
-           "limit": None, "notes": [], "warnings": [], "seccomp_refused": [], "cgroup": None}
-    raw.update(fields)
-    raw["stdout_bytes"] = raw["stdout_bytes"] or len(raw["stdout"].encode())
-    raw["stderr_bytes"] = raw["stderr_bytes"] or len(raw["stderr"].encode())
-    return raw
 
 
 if __name__ == "__main__":

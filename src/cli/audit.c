@@ -19,87 +19,48 @@
 #include "proxy.h"
 #include "result.h"
 
-/* Whether (dev, ino) is one of the writable bind sources of c; *ret_source names it. */
-static bool is_writable_source(const struct stat *st, const struct stat *sources,
-                               const struct nsbox_config *c, const char **ret_source)
-{
-    for (size_t i = 0; i < c->n_binds; i++)
-        if (c->binds[i].writable && sources[i].st_ino == st->st_ino &&
-            sources[i].st_dev == st->st_dev) {
-            *ret_source = c->binds[i].source;
-            return true;
-        }
-    return false;
-}
-
 /* Refuse a log the run's own payload could edit: the log file or one of the directories above
- * it is the source of a writable bind. Compared by device and inode, walking up with ".." from
- * the directory the log was opened in (so "D/../D", links the caller may use, and the same
+ * it is the source of a writable bind. Compared by device and inode (dir_ancestry(), walking up
+ * from the directory the log was opened in: "D/../D", links the caller may use, and the same
  * directory reached over a host bind mount of it are caught, not only a string prefix). */
 static int check_not_in_writable_bind(int dirfd, const struct stat *log_st,
-                                      const struct nsbox_config *c, char *why, size_t why_size)
+                                      const struct nsbox_config *c, const char *what, char *why,
+                                      size_t why_size)
 {
-    _cleanup_free_ struct stat *sources = NULL;
-    _cleanup_close_ int dir = -EBADF;
-    const char *source = NULL;
-    bool any = false;
-    struct stat st;
+    _cleanup_free_ struct stat *sources = NULL, *up = NULL;
+    ssize_t k;
+    int n;
 
     if (c->n_binds == 0)
         return 0;
     sources = calloc(c->n_binds, sizeof(*sources));
-    if (!sources)
+    up = calloc(PATH_MAX / 2, sizeof(*up));
+    if (!sources || !up)
         return -ENOMEM;
-    for (size_t i = 0; i < c->n_binds; i++) {
-        char walked[PATH_MAX];
-        _cleanup_close_ int fd = -EBADF;
-
-        if (!c->binds[i].writable || !c->binds[i].source)
-            continue;
-        /* The source as the sandbox will bind it (plan_mounts()); one that cannot be walked
-         * makes the run fail before the payload starts, so it cannot write anything. */
-        fd = path_open_nofollow(c->binds[i].source, true, walked, sizeof(walked));
-        if (fd < 0 || fstat(fd, &sources[i]) < 0)
-            continue;
-        any = true;
-    }
-    if (!any)
+    if (binds_writable_ids(c->binds, c->n_binds, sources) == 0)
         return 0;
-
-    if (is_writable_source(log_st, sources, c, &source))
-        goto inside;
-    dir = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-    if (dir < 0)
-        return negative_errno();
-    for (;;) {
-        struct stat parent;
-        int up;
-
-        if (fstat(dir, &st) < 0)
-            return negative_errno();
-        if (is_writable_source(&st, sources, c, &source))
-            goto inside;
-        up = openat(dir, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (up < 0)
-            return negative_errno();
-        (void)close(dir);
-        dir = up;
-        if (fstat(dir, &parent) < 0)
-            return negative_errno();
-        if (parent.st_dev == st.st_dev && parent.st_ino == st.st_ino)
-            return 0; /* "/" is its own parent */
-    }
-
-inside:
+    k = stat_find(log_st, sources, c->n_binds);
+    n = k < 0 ? dir_ancestry(dirfd, up, PATH_MAX / 2) : 0;
+    if (n < 0)
+        return n;
+    for (int i = 0; i < n && k < 0; i++)
+        k = stat_find(&up[i], sources, c->n_binds);
+    if (k < 0)
+        return 0;
     (void)snprintf(why, why_size,
                    "it lies inside the writable bind -v %s:...:rw of this run, where the code it "
-                   "audits could edit it; put the log outside every :rw bind",
-                   source);
+                   "%s could edit it; put the %s outside every :rw bind",
+                   c->binds[k].source, strcmp(what, "log") == 0 ? "audits" : "runs", what);
     return -EPERM;
 }
 
-int audit_open(const char *path, const char *run_id, const struct nsbox_config *c,
-               struct audit *ret, char *why, size_t why_size)
+/* Open the host file path for writing, as the caller, where the run's code cannot reach it:
+ * no symlink on the way but root's, none as the file, a regular file of the caller's with one
+ * name, outside every :rw bind of c. flags: O_APPEND (a log) or O_TRUNC (truncated only once
+ * all that is checked). what names it in *why ("log", "output file"). Returns 0 with *ret_fd,
+ * or -errno (with *why set where the reason is more than the errno). */
+static int open_outside_binds(const char *path, int flags, const char *what,
+                              const struct nsbox_config *c, int *ret_fd, char *why, size_t why_size)
 {
     char abs[PATH_MAX], walked[PATH_MAX], *slash;
     _cleanup_close_ int dirfd = -EBADF, fd = -EBADF;
@@ -139,7 +100,8 @@ int audit_open(const char *path, const char *run_id, const struct nsbox_config *
      * the caller's that the next record would be appended to. O_NONBLOCK: a FIFO must not
      * block the run; it is refused below. */
     fd = openat(dirfd, slash + 1,
-                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
+                O_WRONLY | (flags & O_APPEND) | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW |
+                    O_NONBLOCK,
                 0600);
     if (fd < 0 && errno == ELOOP) {
         (void)snprintf(why, why_size,
@@ -162,16 +124,48 @@ int audit_open(const char *path, const char *run_id, const struct nsbox_config *
     }
     /* A second name for the log (a hard link) is a second place to change it from. */
     if (st.st_nlink != 1) {
-        (void)snprintf(why, why_size, "it has %ju names (hard links); an audit log has one",
-                       (uintmax_t)st.st_nlink);
+        (void)snprintf(why, why_size, "it has %ju names (hard links); %s has one",
+                       (uintmax_t)st.st_nlink,
+                       strcmp(what, "log") == 0 ? "an audit log" : "an output file");
         return -EPERM;
     }
-    r = check_not_in_writable_bind(dirfd, &st, c, why, why_size);
+    r = check_not_in_writable_bind(dirfd, &st, c, what, why, why_size);
     if (r < 0)
         return r;
+    /* Emptied only now: a file refused above keeps what it held. */
+    if ((flags & O_TRUNC) && ftruncate(fd, 0) < 0)
+        return negative_errno();
 
-    ret->fd = TAKE_FD(fd);
+    *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+int audit_open(const char *path, const char *run_id, const struct nsbox_config *c,
+               struct audit *ret, char *why, size_t why_size)
+{
+    int fd = -EBADF, r = open_outside_binds(path, O_APPEND, "log", c, &fd, why, why_size);
+
+    if (r < 0)
+        return r;
+    ret->fd = fd;
     (void)snprintf(ret->run_id, sizeof(ret->run_id), "%s", run_id);
+    return 0;
+}
+
+int output_file_open(const char *path, const struct nsbox_config *c, int *ret_fd, char *why,
+                     size_t why_size)
+{
+    int fd = -EBADF, r = open_outside_binds(path, O_TRUNC, "output file", c, &fd, why, why_size);
+
+    if (r < 0)
+        return r;
+    /* Written by the supervisor as output comes: blocking writes to a regular file. */
+    if (fcntl(fd, F_SETFL, 0) < 0) {
+        r = negative_errno();
+        (void)close(fd);
+        return r;
+    }
+    *ret_fd = fd;
     return 0;
 }
 

@@ -26,6 +26,14 @@ struct audit {
 int audit_open(const char *path, const char *run_id, const struct nsbox_config *c,
                struct audit *ret, char *why, size_t why_size);
 
+/* --stdout-file, --stderr-file: open the host file path (made 0600, or emptied) for the whole
+ * stream, as audit_open() opens a log: as the caller, no symlink on the way but root's, none as
+ * the file, a regular file of the caller's with one name, outside every :rw bind of c (the
+ * run's code could rewrite it there). Returns 0 with *ret_fd (O_CLOEXEC, blocking), or -errno
+ * with the reason in why when there is more to say than the errno. */
+int output_file_open(const char *path, const struct nsbox_config *c, int *ret_fd, char *why,
+                     size_t why_size);
+
 /* Append the start record: nsbox's argv, the caller's uid, the payload's argv, the code (at most
  * code_limit bytes of it, and its SHA-256 over all of it), the limits. Returns 0 or -errno
  * (-EIO for a short write, -ENOMEM). */

@@ -72,7 +72,8 @@ static void usage_run(FILE *f)
           "  --timeout SECONDS      wall-clock limit, fractions allowed, or 250ms, 10m, 1h "
           "(default\n"
           "                         10; 'unlimited')\n"
-          "  --output-limit BYTES   output kept per stream (default 4000)\n"
+          "  --output-limit BYTES   output kept per stream (default 4000): over it, its first\n"
+          "                         half and its last half, with what was cut between counted\n"
           "  --cell                 with --code: run the code as a notebook cell (the value of a\n"
           "                         last expression, display() and plots become the result's\n"
           "                         outputs; an uncaught exception its error object)\n"
@@ -106,6 +107,10 @@ static void usage_run(FILE *f)
           "                         only into the result\n"
           "  --raw-output           copy the output to a terminal byte for byte (default: its\n"
           "                         control characters are shown escaped, as \\x1b)\n"
+          "  --stdout-file FILE     also write the whole stdout to FILE (made 0600, or emptied),\n"
+          "                         whatever --output-limit keeps; never through a symlink, never\n"
+          "                         inside a :rw bind\n"
+          "  --stderr-file FILE     the same for stderr\n"
           "  --log FILE             append an audit record before and after the run (JSON lines;\n"
           "                         default $NSBOX_LOG); a run that cannot be logged does not "
           "start\n"
@@ -205,6 +210,8 @@ enum {
     ARG_CGROUP,
     ARG_CGROUP_PARENT,
     ARG_LOG,
+    ARG_STDOUT_FILE,
+    ARG_STDERR_FILE,
     ARG_LOG_CODE_LIMIT,
     ARG_JSON,
     ARG_PID,
@@ -633,6 +640,8 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"cgroup", required_argument, NULL, ARG_CGROUP},
         {"cgroup-parent", required_argument, NULL, ARG_CGROUP_PARENT},
         {"log", required_argument, NULL, ARG_LOG},
+        {"stdout-file", required_argument, NULL, ARG_STDOUT_FILE},
+        {"stderr-file", required_argument, NULL, ARG_STDERR_FILE},
         {"log-code-limit", required_argument, NULL, ARG_LOG_CODE_LIMIT},
         {"stdin", no_argument, NULL, 'i'},
         {"interactive", no_argument, NULL, 'i'},
@@ -878,6 +887,13 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_LOG:
             a->log_path = optarg;
             break;
+        case ARG_STDOUT_FILE:
+        case ARG_STDERR_FILE:
+            if (!optarg[0])
+                return BAD_VALUE(opt == ARG_STDOUT_FILE ? "--stdout-file" : "--stderr-file", optarg,
+                                 "expected a file path");
+            *(opt == ARG_STDOUT_FILE ? &a->stdout_file : &a->stderr_file) = optarg;
+            break;
         case 'w':
             c->workdir = optarg;
             break;
@@ -1099,6 +1115,9 @@ int run_options_parse(int argc, char *argv[], const struct nsbox_config **ret, b
     r = parse_run_args(argc + 2, args, &a);
     if (r < 0)
         return r;
+    if (a.stdout_file || a.stderr_file)
+        return log_error_errno(-EINVAL, "'nsbox session start' takes no --stdout-file or "
+                                        "--stderr-file: a step's output is in its answer");
     if (!a.log_path && getenv("NSBOX_LOG") && getenv("NSBOX_LOG")[0])
         a.log_path = getenv("NSBOX_LOG");
     *ret = &a.config;

@@ -16,6 +16,8 @@ struct run_args {
     int result_fd;           /* --result-fd: where the JSON result goes, else -1 */
     bool raw_output;         /* --raw-output */
     const char *log_path;    /* --log, else $NSBOX_LOG, else NULL */
+    const char *stdout_file; /* --stdout-file, else NULL */
+    const char *stderr_file; /* --stderr-file, else NULL */
     uint64_t log_code_limit; /* bytes of code kept in the audit log */
     const char *code_path;
     char *code;

@@ -210,26 +210,27 @@ int run_main(int argc, char *argv[])
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }
-    /* For `nsbox ps` and `nsbox kill`. A run they cannot see still runs, with a warning; but
-     * a name is kept unique here, so a run whose name cannot be held does not start. First,
-     * so that a run refused for its name leaves no audit record. */
+    /* For `nsbox ps` and `nsbox kill`: a run they cannot see or stop does not start (issue
+     * 24: a registry another user made, or can change, hid runs from both), and a name is kept
+     * unique here. First, so that a refused run leaves no audit record. */
     r = registry_add(run_id, argc + 1, argv - 1, &a.config, a.code_path, &reg, why, sizeof(why));
-    if (r < 0 && a.config.name) {
+    if (r < 0) {
         if (why[0])
             log_error("%s", why);
-        else
+        else if (a.config.name)
             log_error_errno(r,
                             "cannot hold the name '%s' in the registry of running sandboxes: "
                             "%m; the run does not start",
                             a.config.name);
+        else
+            log_error_errno(r, "cannot add the run to the registry of running sandboxes, where "
+                               "'nsbox ps' and 'nsbox kill' look: %m; the run does not start");
         if (json_fd >= 0)
-            print_json_error(json_fd, "name", log_last_error(), a.config.name);
+            print_json_error(json_fd, a.config.name && r == -EEXIST ? "name" : "registry",
+                             log_last_error(), a.config.name);
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }
-    if (r < 0)
-        log_warning("'nsbox ps' and 'nsbox kill' will not see this run: %s",
-                    why[0] ? why : strerror(-r));
 
     /* The audit record is written before the payload starts; a run that cannot be recorded
      * does not start. */
@@ -255,8 +256,39 @@ int run_main(int argc, char *argv[])
         }
     }
 
+    /* --stdout-file, --stderr-file: opened here, as the caller, by the audit log's rules; a
+     * file that cannot be had refuses the run (fail closed: the caller asked for all of it). */
+    for (int i = 0; i < 2; i++) {
+        const char *path = i == 0 ? a.stdout_file : a.stderr_file;
+        int *fd = i == 0 ? &a.config.stdout_file_fd : &a.config.stderr_file_fd;
+
+        if (!path)
+            continue;
+        r = output_file_open(path, &a.config, fd, why, sizeof(why));
+        if (r < 0) {
+            if (why[0])
+                log_error("refusing the %s file '%s': %s; the run does not start",
+                          i == 0 ? "stdout" : "stderr", path, why);
+            else
+                log_error_errno(r, "cannot write the %s file '%s': %m; the run does not start",
+                                i == 0 ? "stdout" : "stderr", path);
+            if (json_fd >= 0)
+                print_json_error(json_fd, "output file", log_last_error(), a.config.name);
+            if (a.config.stdout_file_fd >= 0)
+                (void)close(a.config.stdout_file_fd);
+            audit_close(&audit);
+            registry_remove(&reg);
+            run_args_free(&a);
+            return EXIT_NSBOX_FAILURE;
+        }
+    }
+
     r = nsbox_run(&a.config, &result);
     (void)r; /* every failure is described in result */
+    if (a.config.stdout_file_fd >= 0)
+        (void)close(a.config.stdout_file_fd);
+    if (a.config.stderr_file_fd >= 0)
+        (void)close(a.config.stderr_file_fd);
     status = nsbox_exit_status(&result);
     registry_remove(&reg);
 

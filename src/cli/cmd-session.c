@@ -341,6 +341,35 @@ static void write_text(int fd, json_t *s, bool raw)
     }
 }
 
+/* A stream of the step's answer: its start, and its end when the middle was cut at
+ * --output-limit ("stdout_tail"), on a terminal behind a line saying what was cut, as nsbox run
+ * shows it. */
+static void write_stream(int fd, json_t *ans, const char *name, bool raw)
+{
+    char key[16], line[160];
+    json_t *tail, *cut;
+
+    write_text(fd, json_object_get(ans, name), raw);
+    (void)snprintf(key, sizeof(key), "%s_tail", name);
+    tail = json_object_get(ans, key);
+    if (!json_is_string(tail) || json_string_length(tail) == 0)
+        return;
+    (void)snprintf(key, sizeof(key), "%s_cut", name);
+    cut = json_object_get(ans, key);
+    if (!raw && isatty(fd)) {
+        size_t head = json_string_length(json_object_get(ans, name));
+        const char *h = json_string_value(json_object_get(ans, name));
+        int n = snprintf(line, sizeof(line),
+                         "%s[... %" JSON_INTEGER_FORMAT " bytes, %" JSON_INTEGER_FORMAT
+                         " lines cut (--output-limit) ...]\n",
+                         head > 0 && h && h[head - 1] != '\n' ? "\n" : "",
+                         json_integer_value(json_object_get(cut, "bytes")),
+                         json_integer_value(json_object_get(cut, "lines")));
+        (void)RETRY_EINTR(write(fd, line, (size_t)n));
+    }
+    write_text(fd, tail, raw);
+}
+
 /* A step's --copy-out: the host directories, opened by this process (the caller's) before the
  * step runs, as a run's plan_copies() opens them; the stream the session sends back with the
  * answer is unpacked here, below them, with copy.h's walk by directory descriptors. */
@@ -350,6 +379,8 @@ struct step_copy {
     char *sandbox[STEP_COPY_OUT_MAX]; /* argv's strings, cut */
     char *host[STEP_COPY_OUT_MAX];    /* absolute, allocated */
     int fds[STEP_COPY_OUT_MAX];
+    bool made[STEP_COPY_OUT_MAX]; /* host[i] was made for the step */
+    json_t *dirs; /* for the request's "copy_out_dirs": each host directory's ancestry */
     struct copy_caps caps;
 };
 
@@ -360,6 +391,30 @@ static void step_copy_free(struct step_copy *sc)
         (void)close(sc->fds[i]);
     }
     sc->n = 0;
+    json_decref(sc->dirs);
+    sc->dirs = NULL;
+}
+
+/* Add {"host": path, "ids": ["DEV:INO", ...]} for the directory fd to sc->dirs. */
+static int step_copy_ancestry(struct step_copy *sc, int fd, const char *path)
+{
+    _cleanup_free_ struct stat *up = calloc(PATH_MAX / 2, sizeof(*up));
+    json_t *ids = json_array(), *e;
+    int n;
+
+    if (!up || !ids || (!sc->dirs && !(sc->dirs = json_array())))
+        log_oom();
+    n = dir_ancestry(fd, up, PATH_MAX / 2);
+    for (int i = 0; i < n; i++) {
+        char text[48];
+        (void)snprintf(text, sizeof(text), "%ju:%ju", (uintmax_t)up[i].st_dev,
+                       (uintmax_t)up[i].st_ino);
+        (void)json_array_append_new(ids, json_string(text));
+    }
+    e = json_pack("{s:s, s:o}", "host", path, "ids", ids);
+    if (n < 0 || !e || json_array_append_new(sc->dirs, e) < 0)
+        return n < 0 ? n : -ENOMEM;
+    return 0;
 }
 
 /* --copy-out SANDBOXPATH:HOSTDIR, as for nsbox run: HOSTDIR made (0755) when missing, relative
@@ -399,7 +454,8 @@ static int step_copy_add(struct step_copy *sc, char *arg)
         return log_error_errno(negative_errno(), "--copy-out %s: %m", host);
     if (r < 0 || (size_t)r >= sizeof(resolved))
         return log_error("--copy-out %s: the path is too long", host), -ENAMETOOLONG;
-    if (mkdir(resolved, 0755) < 0 && errno != EEXIST)
+    sc->made[sc->n] = mkdir(resolved, 0755) == 0;
+    if (!sc->made[sc->n] && errno != EEXIST)
         return log_error_errno(negative_errno(), "cannot make the --copy-out directory '%s': %m",
                                resolved);
     fd = path_open_nofollow(resolved, true, walked, sizeof(walked));
@@ -413,6 +469,13 @@ static int step_copy_add(struct step_copy *sc, char *arg)
     if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
         (void)close(fd);
         return log_error("--copy-out '%s' is not a directory", resolved), -ENOTDIR;
+    }
+    /* The session's supervisor refuses a directory in a writable bind of the sandbox (it knows
+     * the binds): the directory and those above it, by device and inode (dir_ancestry()). */
+    r = step_copy_ancestry(sc, fd, resolved);
+    if (r < 0) {
+        (void)close(fd);
+        return log_error_errno(r, "--copy-out directory '%s': %m", resolved);
     }
     sc->sandbox[sc->n] = arg;
     sc->host[sc->n] = strdup(resolved);
@@ -626,6 +689,7 @@ static int exec_main(int argc, char *argv[])
         for (size_t i = 0; a && i < sc.n; i++)
             (void)json_array_append_new(a, json_string(sc.sandbox[i]));
         (void)json_object_set_new(req, "copy_out", a);
+        (void)json_object_set_new(req, "copy_out_dirs", json_incref(sc.dirs));
         (void)json_object_set_new(req, "copy_out_max_bytes",
                                   json_integer((json_int_t)sc.caps.max_bytes));
         (void)json_object_set_new(req, "copy_out_max_files",
@@ -652,6 +716,12 @@ static int exec_main(int argc, char *argv[])
     }
     if ((v = json_object_get(ans, "error")) && json_is_string(v)) {
         log_error("session '%s': %s", id, json_string_value(v));
+        /* Refused (a directory in a writable bind, ...): the directories made for it go; an
+         * empty one only (rmdir(2)), whatever the sandbox did meanwhile. */
+        for (size_t i = 0; i < sc.n; i++)
+            if (sc.made[i])
+                (void)rmdir(sc.host[i]);
+        step_copy_free(&sc);
         json_decref(ans);
         return EXIT_NSBOX_FAILURE;
     }
@@ -674,10 +744,11 @@ static int exec_main(int argc, char *argv[])
     if (json) {
         (void)fputs(line, stdout);
     } else {
+        const char *st = json_string_value(json_object_get(ans, "status"));
         size_t i;
         json_t *w;
 
-        write_text(STDOUT_FILENO, json_object_get(ans, "stdout"), raw);
+        write_stream(STDOUT_FILENO, ans, "stdout", raw);
         /* A code step is a notebook cell: its outputs' text/plain after its output, as a
          * notebook shows them (the images are in the JSON result only). */
         json_array_foreach(json_object_get(ans, "outputs"), i, w) {
@@ -685,8 +756,7 @@ static int exec_main(int argc, char *argv[])
                        raw);
             (void)!write(STDOUT_FILENO, "\n", 1);
         }
-        write_text(STDERR_FILENO, json_object_get(ans, "stderr"), raw);
-        const char *st = json_string_value(json_object_get(ans, "status"));
+        write_stream(STDERR_FILENO, ans, "stderr", raw);
         json_array_foreach(json_object_get(ans, "warnings"), i, w)
             if (json_is_string(w))
                 log_warning("%s", json_string_value(w));

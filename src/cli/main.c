@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "cmd-policy.h"
 #include "cmd-ps.h"
@@ -115,6 +118,15 @@ int main(int argc, char *argv[])
     for (int fd = 0; fd <= 2; fd++)
         if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd)
             return EXIT_NSBOX_FAILURE;
+
+    /* jansson seeds its hash function on first use by reading /dev/urandom (an open, a read
+     * and a close in every run); from getrandom(2) here it costs one call. Zero would ask
+     * jansson to seed itself (json_object_seed(3)). */
+    {
+        size_t seed = 0;
+        if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == (ssize_t)sizeof(seed) && seed != 0)
+            json_object_seed(seed);
+    }
 
     if (argc < 2) {
         usage(stderr);

@@ -33,7 +33,7 @@ int run_id_new(char ret[33])
 }
 
 /* Why registry_dir() last refused the directory, in words for the user ("" if it did not). */
-static char dir_problem[400];
+static char dir_problem[900];
 
 /* A directory only its owner, uid, can write in: a place where no other user can have made
  * the registry directory first. */
@@ -42,6 +42,74 @@ static bool owned_and_closed(const char *path, uid_t uid)
     struct stat st;
 
     return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid && !(st.st_mode & 022);
+}
+
+/* Whether a directory owned by owner can hold the registry's path for uid: root's, the
+ * caller's, and in a user namespace other than the initial one also the overflow uid's: there
+ * a file of an id the namespace does not map (the host's root's /tmp, seen from a container's
+ * root) shows as kernel.overflowuid (user_namespaces(7), "Unmapped user and group IDs"), and
+ * which host id it is cannot be known from inside. */
+static bool owner_trusted(uid_t owner, uid_t uid)
+{
+    char buf[32] = "";
+    struct stat ns;
+
+    if (owner == 0 || owner == uid)
+        return true;
+    /* PROC_USER_INIT_INO (include/linux/proc_ns.h): the initial user namespace. */
+    if (stat("/proc/self/ns/user", &ns) < 0 || ns.st_ino == 0xEFFFFFFDU)
+        return false;
+    return read_file_at(AT_FDCWD, "/proc/sys/kernel/overflowuid", buf, sizeof(buf)) > 0 &&
+           (uid_t)strtoul(buf, NULL, 10) == owner;
+}
+
+/* The whole path of the registry directory dir (the directory itself checked already): every
+ * directory above it must be root's or the caller's, and writable by no one else unless it is
+ * sticky (/tmp, /dev/shm: others cannot rename or remove what is not theirs there, chmod(2),
+ * S_ISVTX). Otherwise another user could rename a directory on the way and put one of its own
+ * in its place: a registry that ps and kill do not find. By device and inode from the
+ * directory's own descriptor (dir_ancestry()), reached without symlinks but root's. Returns 0,
+ * -EPERM (dir_problem says why), or -errno. */
+static int check_registry_parents(const char *dir, uid_t uid)
+{
+    _cleanup_free_ struct stat *up = calloc(PATH_MAX / 2, sizeof(*up));
+    _cleanup_close_ int fd = -EBADF;
+    char walked[PATH_MAX];
+    int n;
+
+    if (!up)
+        return -ENOMEM;
+    fd = path_open_nofollow(dir, true, walked, sizeof(walked));
+    if (fd == -ELOOP) {
+        (void)snprintf(dir_problem, sizeof(dir_problem),
+                       "the registry of running sandboxes, %.200s, is reached through the "
+                       "symlink %.200s, which is not root's: set XDG_RUNTIME_DIR to a directory of "
+                       "your own "
+                       "with mode 0700, reached without symlinks",
+                       dir, walked);
+        return -EPERM;
+    }
+    if (fd < 0)
+        return fd;
+    n = dir_ancestry(fd, up, PATH_MAX / 2);
+    if (n < 0)
+        return n;
+    for (int i = 1; i < n; i++) {
+        const struct stat *st = &up[i];
+        char *cut;
+        if (owner_trusted(st->st_uid, uid) && (!(st->st_mode & 022) || (st->st_mode & S_ISVTX)))
+            continue;
+        /* walked has no symlink, "." or "..": its i-th parent is the i-th directory up. */
+        for (int k = 0; k < i && (cut = strrchr(walked, '/')); k++)
+            *(cut == walked ? cut + 1 : cut) = '\0';
+        (void)snprintf(dir_problem, sizeof(dir_problem),
+                       "the registry of running sandboxes, %.200s, lies below %.200s (uid %u, mode "
+                       "%04o), which another user can change: set XDG_RUNTIME_DIR to a directory "
+                       "of your own, mode 0700, whose parents only root and you can write",
+                       dir, walked, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777));
+        return -EPERM;
+    }
+    return 0;
 }
 
 /*
@@ -53,7 +121,8 @@ static bool owned_and_closed(const char *path, uid_t uid)
  * user can make it first (a squat that would hide this user's runs from ps and kill, or plant
  * records). So it is refused unless it is a real directory (not a symlink: lstat) of the
  * caller's with mode 0700, with the squatter named in dir_problem and the fix: a
- * XDG_RUNTIME_DIR of one's own. Returns 0, -EPERM (dir_problem says why), or -errno.
+ * XDG_RUNTIME_DIR of one's own; and so is a directory below one another user can change
+ * (check_registry_parents()). Returns 0, -EPERM (dir_problem says why), or -errno.
  */
 static int registry_dir(char *buf, size_t size)
 {
@@ -102,7 +171,7 @@ static int registry_dir(char *buf, size_t size)
                        (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
         return -EPERM;
     }
-    return 0;
+    return check_registry_parents(buf, uid);
 }
 
 struct entry {
@@ -124,16 +193,15 @@ static bool record_is_live(json_t *record)
                (unsigned long long)json_integer_value(start);
 }
 
-/* Call fn for each record of a live nsbox; remove the records of dead ones. */
-static int for_each_entry(int (*fn)(const struct entry *e, void *userdata), void *userdata)
+/* Call fn for each record of a live nsbox in the registry directory dir; remove the records of
+ * dead ones. */
+static int for_each_entry_in(const char *dir, int (*fn)(const struct entry *e, void *userdata),
+                             void *userdata)
 {
-    char dir[512];
     DIR *d;
     struct dirent *de;
-    int r = registry_dir(dir, sizeof(dir));
+    int r = 0;
 
-    if (r < 0)
-        return r;
     d = opendir(dir);
     if (!d)
         return negative_errno();
@@ -167,6 +235,15 @@ static int for_each_entry(int (*fn)(const struct entry *e, void *userdata), void
     }
     closedir(d);
     return r < 0 ? r : 0;
+}
+
+/* for_each_entry_in() the registry directory. */
+static int for_each_entry(int (*fn)(const struct entry *e, void *userdata), void *userdata)
+{
+    char dir[512];
+    int r = registry_dir(dir, sizeof(dir));
+
+    return r < 0 ? r : for_each_entry_in(dir, fn, userdata);
 }
 
 static int keep_entry(const struct entry *e, void *userdata)
@@ -296,7 +373,7 @@ int registry_add(const char *run_id, int argc, char *const argv[], const struct 
         return r;
     }
     /* The records of an nsbox that was SIGKILLed go with the next run, as its cgroup leaf does. */
-    (void)for_each_entry(keep_entry, NULL);
+    (void)for_each_entry_in(dir, keep_entry, NULL); /* dir found above: not looked up twice */
     for (int i = 0; argv_json && i < argc; i++)
         (void)json_array_append_new(argv_json, json_text(argv[i], strlen(argv[i])));
     record = json_pack("{s:s, s:i, s:I, s:I, s:o, s:o, s:s?, s:o, s:{s:I, s:I, s:f, s:f}}",

@@ -454,9 +454,16 @@ static void take_json_result(struct ctx *c, struct outcome *o)
     o->out_len = o->errout_len = 0;
     out = json_object_get(root, "stdout");
     if (json_is_string(out)) {
+        /* The start and, when the middle was cut, the end (a verdict's line comes last). */
+        json_t *tail = json_object_get(root, "stdout_tail");
+        size_t tail_len = json_is_string(tail) ? json_string_length(tail) : 0;
         o->out_len = json_string_length(out);
-        o->out = xmalloc(o->out_len + 1);
+        o->out = xmalloc(o->out_len + tail_len + 1);
         memcpy(o->out, json_string_value(out), o->out_len + 1);
+        if (tail_len) {
+            memcpy(o->out + o->out_len, json_string_value(tail), tail_len + 1);
+            o->out_len += tail_len;
+        }
     }
     out = json_object_get(root, "stderr");
     if (json_is_string(out)) {

@@ -15,10 +15,54 @@
 #include "fileio.h"
 #include "macro.h"
 #include "parse.h"
+#include "plan.h"
 #include "session-internal.h"
 #include "syscalls.h"
 
 #include "session-internal.h"
+
+/* A step's --copy-out directories (the request's "copy_out_dirs", one for each path of
+ * "copy_out": {"host", "ids": ["DEV:INO", ...]}, the directory and those above it, from
+ * dir_ancestry()), checked against the session's writable binds: one inside them is refused
+ * (RW_COPY_OUT). The client is the caller's own nsbox; the check keeps the sandbox, which
+ * outlives the step, from redirecting what the step's result lists. Returns 0, or -errno with
+ * *why set. */
+static int check_copy_dirs(const struct session_state *s, json_t *dirs, size_t n, const char **why)
+{
+    static char text[1024];
+    _cleanup_free_ struct stat *sources = NULL;
+    size_t i, k;
+    json_t *d, *id;
+
+    if (!json_is_array(dirs) || json_array_size(dirs) != n)
+        return *why = "\"copy_out_dirs\" must list each --copy-out directory", -EINVAL;
+    if (s->c->n_binds == 0)
+        return 0;
+    sources = calloc(s->c->n_binds, sizeof(*sources));
+    if (!sources)
+        return -ENOMEM;
+    if (binds_writable_ids(s->c->binds, s->c->n_binds, sources) == 0)
+        return 0;
+    json_array_foreach(dirs, i, d) {
+        const char *host = json_string_value(json_object_get(d, "host"));
+        json_t *ids = json_object_get(d, "ids");
+        if (!host || !json_is_array(ids) || json_array_size(ids) == 0)
+            return *why = "\"copy_out_dirs\": each must have \"host\" and \"ids\"", -EINVAL;
+        json_array_foreach(ids, k, id) {
+            uintmax_t dev, ino;
+            ssize_t b;
+            if (!json_is_string(id) || sscanf(json_string_value(id), "%ju:%ju", &dev, &ino) != 2)
+                return *why = "\"copy_out_dirs\": an id is not DEV:INO", -EINVAL;
+            b = stat_find(&(struct stat){.st_dev = (dev_t)dev, .st_ino = (ino_t)ino}, sources,
+                          s->c->n_binds);
+            if (b >= 0) {
+                (void)snprintf(text, sizeof(text), RW_COPY_OUT, host, s->c->binds[b].source);
+                return *why = text, -EPERM;
+            }
+        }
+    }
+    return 0;
+}
 
 /* A client's request (j) as a step to run: its argv or code, timeout, output limit, stdin and
  * copy-out. Returns 0, or -errno with *why saying what is wrong, in words for the client. */
@@ -32,6 +76,7 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
     json_t *copy = json_object_get(j, "copy_out");
     json_t *max_bytes = json_object_get(j, "copy_out_max_bytes");
     json_t *max_files = json_object_get(j, "copy_out_max_files");
+    int r;
 
     *q = (struct step_request){.timeout = s->c->timeout,
                                .output_limit = s->c->output_limit,
@@ -70,6 +115,9 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
             q->copy_size += json_string_length(v) + 1;
         }
         q->n_copy = json_array_size(copy);
+        r = check_copy_dirs(s, json_object_get(j, "copy_out_dirs"), q->n_copy, why);
+        if (r < 0)
+            return r;
     }
     if (timeout) {
         /* Above 0: a step's timeout cannot be switched off (nor rounded down to nothing). */
@@ -396,27 +444,28 @@ static bool peer_in_own_user_namespace(int fd, pid_t pid)
 
 void client_accept(struct session_state *s, uint64_t now)
 {
-    /* (A bound per turn of the loop: a client that keeps connecting cannot keep it here.) */
-    for (int k = 0; k < 64; k++) {
+    /* (A bound per turn of the loop: a client that keeps connecting cannot keep it here; and
+     * refused ones are paced, REFUSED_BURST.) */
+    for (int k = 0; k < 64 && now >= s->refused_at; k++) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
         struct client *cl = NULL;
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        bool ours;
 
         if (fd < 0)
             return; /* EAGAIN: all taken; or a connection that went away meanwhile */
         /* Only the caller's uid (the directory is already 0700, this holds if it were not),
          * and never from inside a sandbox. */
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != getuid()) {
-            (void)close(fd);
-            continue;
-        }
-        if (!peer_in_own_user_namespace(fd, cred.pid)) {
+        ours = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == getuid();
+        if (!ours || !peer_in_own_user_namespace(fd, cred.pid)) {
             static const char other[] =
                 "{\"error\":\"the session takes steps only from its caller's user namespace "
                 "(a sandbox, or a process in another user namespace, cannot drive it)\"}\n";
-            (void)!send(fd, other, sizeof(other) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (ours)
+                (void)!send(fd, other, sizeof(other) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
             (void)close(fd);
+            (void)pace_take(&s->refused_at, now, REFUSED_BURST, REFUSED_INTERVAL_USEC);
             continue;
         }
         for (size_t i = 0; i < CLIENTS_MAX && !cl; i++)

@@ -16,6 +16,7 @@
 
 #include "audit.h"
 #include "cgroup.h"
+#include "headtail.h"
 #include "macro.h"
 #include "result.h"
 #include "session.h"
@@ -34,6 +35,14 @@
  * of it has its own. At most CLIENTS_MAX connections are open; one more is refused with a line.
  */
 #define CLIENTS_MAX 16
+/* Connections refused (another uid, another user namespace: a sandbox of the caller's own uid
+ * that sees the socket through a bind) cost this process, outside every limit of the sandbox,
+ * an accept(2), its checks and an answer each: paced as refused system calls are, a burst of
+ * REFUSED_BURST, then one every REFUSED_INTERVAL_USEC; in between the socket is not polled and
+ * connections wait in its listen queue (the caller's clients too: they cannot be told apart
+ * before they are accepted). */
+#define REFUSED_BURST 100
+#define REFUSED_INTERVAL_USEC 10000ULL /* 100 a second */
 #define REQUEST_DEADLINE_USEC (10 * 1000000ULL)
 #define ANSWER_DEADLINE_USEC (30 * 1000000ULL)
 #define END_FLUSH_USEC 1000000ULL /* at the session's end, for the last answers to go out */
@@ -79,9 +88,7 @@ struct client {
 struct stream {
     struct nsbox_stream *st;
     int fd;
-    uint64_t limit;
-    struct json_meter meter; /* the JSON size of what is kept (result.h) */
-    bool full;
+    struct headtail kept; /* the start and the end of the stream (headtail.h) */
 };
 
 /* The running step. */
@@ -118,6 +125,7 @@ struct session_state {
     const char *end_reason;
     size_t save_warnings;        /* where the warnings of the session's end begin in its result */
     uint64_t notif_at;           /* when the next refused call may be answered (NOTIF_BURST) */
+    uint64_t refused_at;         /* when the socket may be polled again (REFUSED_BURST) */
     struct nsbox_result between; /* what is reported between steps (refusals) */
     struct client clients[CLIENTS_MAX];
     uint64_t seq;

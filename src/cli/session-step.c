@@ -19,11 +19,13 @@
 #include "audit.h"
 #include "cgroup.h"
 #include "fileio.h"
+#include "headtail.h"
 #include "macro.h"
 #include "outputs.h"
 #include "proxy.h"
 #include "registry.h"
 #include "result.h"
+#include "sandbox.h"
 #include "session-internal.h"
 #include "session.h"
 #include "syscalls.h"
@@ -43,22 +45,9 @@ void stream_read(struct stream *x, char *buf)
         x->fd = -1;
         return;
     }
-    x->st->total += (uint64_t)n;
-    if (!x->full && x->st->captured < x->limit) {
-        size_t keep = (size_t)n, fit;
-        if (keep > x->limit - x->st->captured)
-            keep = (size_t)(x->limit - x->st->captured);
-        memcpy(x->st->data + x->st->captured, buf, keep);
-        /* As for a run (supervise.c): the JSON string of what is kept stays within
-         * JSON_OUTPUT_FACTOR x the limit, whatever the bytes are. */
-        fit = json_meter_fit(&x->meter, x->st->data, x->st->captured, keep,
-                             JSON_OUTPUT_FACTOR * x->limit);
-        if (fit < keep)
-            x->full = true;
-        x->st->captured += fit;
-        x->st->data[x->st->captured] = '\0';
-    }
-    x->st->truncated = x->st->total > x->st->captured;
+    /* As for a run (supervise.c): the start and the end of the stream, their JSON string
+     * within JSON_OUTPUT_FACTOR x the limit, whatever the bytes are (headtail.h). */
+    (void)headtail_add(&x->kept, buf, (size_t)n);
 }
 
 /* A memfd holding data, for a step to read (its code, its stdin): sealed whole (no write, no
@@ -149,9 +138,11 @@ void step_clear(struct session_state *s)
 {
     struct step *st = &s->step;
 
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         if (st->streams[i].fd >= 0)
             (void)close(st->streams[i].fd);
+        headtail_done(&st->streams[i].kept);
+    }
     audit_close(&st->audit);
     if (st->copy_fd >= 0)
         (void)close(st->copy_fd);
@@ -176,6 +167,11 @@ static void step_answer(struct session_state *s, uint64_t now)
     uint32_t flags = st->end.flags;
     json_t *res;
 
+    /* The tails join the heads: the streams are read as far as they will be. */
+    for (int i = 0; i < 2; i++)
+        if (st->streams[i].kept.s && st->streams[i].kept.s->data)
+            (void)headtail_finish(&st->streams[i].kept);
+    sandbox_describe_rootfs(s->c->rootfs ? s->c->rootfs : nsbox_default_rootfs(), ret);
     if (q->n_copy) {
         /* As a run's: copied only when the step ended by itself; the client unpacks it. */
         ret->copy_out_asked = true;
@@ -324,10 +320,10 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
     }
     if (s->leaf)
         cgroup_leaf_stats(s->leaf, &st->before);
-    st->ret.out.data = calloc(1, st->q.output_limit + 1);
-    st->ret.err.data = calloc(1, st->q.output_limit + 1);
-    payload_fd = st->ret.out.data && st->ret.err.data ? memfd_with(st->q.payload, st->q.size)
-                                                      : -ENOMEM;
+    payload_fd = headtail_init(&st->streams[0].kept, &st->ret.out, st->q.output_limit) == 0 &&
+                         headtail_init(&st->streams[1].kept, &st->ret.err, st->q.output_limit) == 0
+                     ? memfd_with(st->q.payload, st->q.size)
+                     : -ENOMEM;
     /* Non-blocking on our read ends only: O_NONBLOCK of pipe2() would be on the write ends the
      * step gets too, and a step writing faster than we read would meet EAGAIN and lose output
      * that the result then called complete. */
@@ -405,8 +401,10 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
     (void)close(payload_fd);
     (void)close(out[1]);
     (void)close(err[1]);
-    st->streams[0] = (struct stream){.st = &st->ret.out, .fd = out[0], .limit = st->q.output_limit};
-    st->streams[1] = (struct stream){.st = &st->ret.err, .fd = err[0], .limit = st->q.output_limit};
+    st->streams[0].st = &st->ret.out;
+    st->streams[0].fd = out[0];
+    st->streams[1].st = &st->ret.err;
+    st->streams[1].fd = err[0];
     st->start = now_usec();
     st->kill_at = st->q.timeout ? st->start + st->q.timeout : UINT64_MAX;
     if (r < 0)

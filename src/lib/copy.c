@@ -462,7 +462,8 @@ int copy_packer_finish(struct copy_packer *p, struct copy_stats *stats, char *wh
 
 /* Open (making it, 0755, when missing) each directory of rel below root, one component at a
  * time, never following a symlink. rel is modified and restored. Returns an fd or -errno. */
-static int open_parents(int root, char *rel, const char **ret_last)
+static int open_parents(int root, char *rel, const char **ret_last, uint64_t *made,
+                        uint64_t max_made)
 {
     int fd = fcntl(root, F_DUPFD_CLOEXEC, 3);
     char *p = rel;
@@ -475,7 +476,10 @@ static int open_parents(int root, char *rel, const char **ret_last)
         if (!slash)
             break;
         *slash = '\0';
-        if (mkdirat(fd, p, 0755) < 0 && errno != EEXIST) {
+        /* Past max_made (0: none) only directories that are there already are entered. */
+        if ((!max_made || *made < max_made) && mkdirat(fd, p, 0755) == 0)
+            (*made)++;
+        else if (errno != EEXIST && (!max_made || *made < max_made)) {
             int r = -errno;
             *slash = '/';
             (void)close(fd);
@@ -485,7 +489,7 @@ static int open_parents(int root, char *rel, const char **ret_last)
         *slash = '/';
         (void)close(fd);
         if (next < 0)
-            return -errno;
+            return errno == ENOENT && max_made && *made >= max_made ? -EFBIG : -errno;
         fd = next;
         p = slash + 1;
     }
@@ -626,7 +630,10 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
 {
     struct archive *a = NULL;
     struct archive_entry *e;
-    uint64_t bytes = 0, files = 0;
+    /* Directories count too, each at most max_files as the packer counts them (copy_stats.dirs):
+     * a stream of empty directories, or of files whose names make parents, costs inodes and
+     * time on the host. Only those made count: one that was there is no new cost. */
+    uint64_t bytes = 0, files = 0, dirs = 0;
     int r = 0, hr;
 
     r = copy_load(why, why_size);
@@ -704,19 +711,32 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
                 goto out;
             continue;
         }
-        dfd = open_parents(t->root_fds[idx], (char *)rel, &last);
+        dfd = open_parents(t->root_fds[idx], (char *)rel, &last, &dirs, caps->max_files);
+        if (dfd >= 0 && type == AE_IFDIR) {
+            if (caps->max_files && dirs >= caps->max_files &&
+                faccessat(dfd, last, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+                (void)close(TAKE_FD(dfd));
+                dfd = -EFBIG;
+            } else if (mkdirat(dfd, last, 0755) == 0)
+                dirs++;
+            else if (errno != EEXIST) {
+                r = why_fail(why, why_size, -errno, "cannot make %s: %m", shown);
+                goto out;
+            }
+        }
+        if (dfd == -EFBIG) {
+            r = why_fail(why, why_size, -EFBIG,
+                         "the copy stream is over its caps (more than %llu directories)",
+                         (unsigned long long)caps->max_files);
+            goto out;
+        }
         if (dfd < 0) {
             r = why_fail(why, why_size, dfd, "cannot make the directories of %s: %s", shown,
                          strerror(-dfd));
             goto out;
         }
-        if (type == AE_IFDIR) {
-            if (mkdirat(dfd, last, 0755) < 0 && errno != EEXIST) {
-                r = why_fail(why, why_size, -errno, "cannot make %s: %m", shown);
-                goto out;
-            }
+        if (type == AE_IFDIR)
             continue;
-        }
         {
             uint64_t size = archive_entry_size(e) < 0 ? 0 : (uint64_t)archive_entry_size(e);
             mode_t mode = archive_entry_perm(e) & 0111 ? 0755 : 0644;

@@ -28,22 +28,35 @@ unsigned cpus_count(uint64_t cpus_milli)
     return want < (uint64_t)have ? (unsigned)want : (unsigned)have;
 }
 
+unsigned cpus_choose(const cpu_set_t *allowed, int here, unsigned n, cpu_set_t *ret)
+{
+    unsigned taken = 0;
+
+    CPU_ZERO(ret);
+    if (here < 0 || here >= CPU_SETSIZE || !CPU_ISSET(here, allowed))
+        here = 0;
+    for (int i = 0; i < CPU_SETSIZE && taken < n; i++) {
+        int cpu = (here + i) % CPU_SETSIZE;
+        if (CPU_ISSET(cpu, allowed)) {
+            CPU_SET(cpu, ret);
+            taken++;
+        }
+    }
+    return taken;
+}
+
 int cpus_pin(unsigned n)
 {
     cpu_set_t allowed, pinned;
-    unsigned taken = 0;
 
     if (n == 0)
         return 0;
     if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
         return negative_errno();
-    CPU_ZERO(&pinned);
-    for (int cpu = 0; cpu < CPU_SETSIZE && taken < n; cpu++)
-        if (CPU_ISSET(cpu, &allowed)) {
-            CPU_SET(cpu, &pinned);
-            taken++;
-        }
-    if (taken == 0)
+    /* From the CPU this process runs on: it stays there, where a set from the first CPU up
+     * would move every sandbox of the host onto CPU 0 (and a process on another CPU through
+     * the migration thread, which sched_setaffinity(2) waits for). */
+    if (cpus_choose(&allowed, sched_getcpu(), n, &pinned) == 0)
         return -EINVAL;
     return sched_setaffinity(0, sizeof(pinned), &pinned) < 0 ? negative_errno() : 0;
 }

@@ -2,6 +2,7 @@
 /* --cpus as a number of CPUs: the sandbox's affinity and its thread-count variables. */
 #pragma once
 
+#include <sched.h>
 #include <stdint.h>
 
 /* The CPUs a sandbox limited to cpus_milli thousandths of a CPU may use: cpus_milli / 1000
@@ -10,6 +11,13 @@
  * be read). */
 unsigned cpus_count(uint64_t cpus_milli);
 
-/* Pin the calling process (and so its future children) to the first n CPUs of its allowed
- * set. n == 0 changes nothing. Returns 0 or sched_setaffinity(2)'s -errno. */
+/* Pure: the n CPUs of allowed to pin to, from here (the CPU the caller runs on) upwards,
+ * wrapping around; from the first allowed CPU when here is not in allowed (or negative). Fewer
+ * when allowed has fewer. Returns how many were put into *ret. */
+unsigned cpus_choose(const cpu_set_t *allowed, int here, unsigned n, cpu_set_t *ret);
+
+/* Pin the calling process (and so its future children) to n CPUs of its allowed set
+ * (cpus_choose(), from the CPU it runs on: no migration, and concurrent sandboxes spread over
+ * the CPUs the scheduler put them on instead of all taking the first). n == 0 changes nothing.
+ * Returns 0, -EINVAL for an empty allowed set, or sched_setaffinity(2)'s -errno. */
 int cpus_pin(unsigned n);

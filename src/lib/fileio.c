@@ -153,6 +153,30 @@ unsigned long long process_start_time(pid_t pid)
     return p ? strtoull(p, NULL, 10) : 0;
 }
 
+int proc_status_mask(const char *status, const char *key, uint64_t *ret)
+{
+    size_t klen = strlen(key);
+
+    for (const char *p = status; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        unsigned long long v;
+        char *end = NULL;
+
+        if (strncmp(p, key, klen) != 0 || p[klen] != ':')
+            continue;
+        p += klen + 1;
+        p += strspn(p, " \t");
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F')))
+            return -EINVAL;
+        errno = 0;
+        v = strtoull(p, &end, 16);
+        if (errno || (*end && *end != '\n') || end - p > 16)
+            return -EINVAL;
+        *ret = (uint64_t)v;
+        return 0;
+    }
+    return -ENOENT;
+}
+
 void hex_encode(const void *data, size_t n, char *out)
 {
     static const char digits[] = "0123456789abcdef";
@@ -170,6 +194,103 @@ uint64_t now_usec(void)
     struct timespec ts;
     (void)clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000ULL;
+}
+
+size_t binds_writable_ids(const struct nsbox_bind *binds, size_t n, struct stat *ret)
+{
+    size_t found = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        char walked[PATH_MAX];
+        int fd = -EBADF;
+
+        ret[i] = (struct stat){0};
+        if (binds[i].writable && binds[i].source)
+            fd = path_open_nofollow(binds[i].source, true, walked, sizeof(walked));
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &ret[i]) == 0)
+            found++;
+        else
+            ret[i] = (struct stat){0};
+        (void)close(fd);
+    }
+    return found;
+}
+
+int dir_ancestry(int dirfd, struct stat *ret, size_t max)
+{
+    int dir = fcntl(dirfd, F_DUPFD_CLOEXEC, 3), r = 0;
+    size_t n = 0;
+
+    if (dir < 0)
+        return negative_errno();
+    for (;;) {
+        int up;
+        if (n == max) {
+            r = -ELOOP;
+            break;
+        }
+        if (fstat(dir, &ret[n]) < 0) {
+            r = negative_errno();
+            break;
+        }
+        n++;
+        /* "/" is its own parent (path_resolution(7)). */
+        if (n > 1 && ret[n - 1].st_dev == ret[n - 2].st_dev &&
+            ret[n - 1].st_ino == ret[n - 2].st_ino) {
+            n--;
+            break;
+        }
+        up = openat(dir, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (up < 0) {
+            r = negative_errno();
+            break;
+        }
+        (void)close(dir);
+        dir = up;
+    }
+    (void)close(dir);
+    return r < 0 ? r : (int)n;
+}
+
+ssize_t stat_find(const struct stat *st, const struct stat *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i].st_ino && ids[i].st_ino == st->st_ino && ids[i].st_dev == st->st_dev)
+            return (ssize_t)i;
+    return -1;
+}
+
+int dir_in_writable_bind(int dirfd, const struct nsbox_bind *binds, size_t n)
+{
+    _cleanup_free_ struct stat *sources = NULL, *up = NULL;
+    int k;
+
+    if (n == 0)
+        return -ENOENT;
+    sources = calloc(n, sizeof(*sources));
+    up = calloc(PATH_MAX / 2, sizeof(*up));
+    if (!sources || !up)
+        return -ENOMEM;
+    if (binds_writable_ids(binds, n, sources) == 0)
+        return -ENOENT;
+    k = dir_ancestry(dirfd, up, PATH_MAX / 2);
+    for (int i = 0; i < k; i++) {
+        ssize_t found = stat_find(&up[i], sources, n);
+        if (found >= 0)
+            return (int)found;
+    }
+    return k < 0 ? k : -ENOENT;
+}
+
+bool pace_take(uint64_t *at, uint64_t now, uint64_t burst, uint64_t interval)
+{
+    uint64_t earliest = now > burst * interval ? now - burst * interval : 0;
+    bool paced = *at + interval > now;
+
+    *at = (*at > earliest ? *at : earliest) + interval;
+    return paced;
 }
 
 /* The kernel's own limit on the links in one path lookup (MAXSYMLINKS, include/linux/namei.h). */

@@ -5,7 +5,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+
+#include "nsbox.h"
 
 /* Read all of fd into a malloc()ed, NUL-terminated buffer; at most max bytes (-EFBIG beyond).
  * Returns 0 (length in *ret_len), -ENOMEM, or read(2)'s -errno. */
@@ -40,6 +43,11 @@ int proc_stat_read(int dirfd, const char *name, char *buf, size_t size, const ch
  * state; NULL if the line is shorter. */
 const char *proc_stat_field(const char *state, unsigned n);
 
+/* Pure: the hexadecimal mask of the line "KEY:\tHEX" of the text of /proc/PID/status
+ * (proc(5): CapInh, CapPrm, CapEff, CapBnd, CapAmb, SigIgn, SigCgt, ...) in *ret. Returns 0,
+ * -ENOENT when the text has no such line, -EINVAL when its value is not a 64-bit hex number. */
+int proc_status_mask(const char *status, const char *key, uint64_t *ret);
+
 /* Write the n bytes at data as 2n lowercase hex digits and a NUL to out (2n + 1 bytes). */
 void hex_encode(const void *data, size_t n, char *out);
 
@@ -54,6 +62,13 @@ bool path_is_at_or_below(const char *path, const char *dir);
 
 /* The monotonic clock (CLOCK_MONOTONIC), in microseconds. Cannot fail. */
 uint64_t now_usec(void);
+
+/* A pace (a generic cell rate algorithm): a burst of `burst` events at once, then one every
+ * interval microseconds; *at is when the next event may be (0 to start). Call it for an event
+ * at now >= *at: it moves *at on, and returns true when the event came after the burst was
+ * used up (it was paced: it had waited for its turn, or would have). A quiet spell earns a
+ * burst back, never more. Cannot fail. */
+bool pace_take(uint64_t *at, uint64_t now, uint64_t burst, uint64_t interval);
 
 /*
  * Open the absolute path as an O_PATH descriptor one component at a time, with O_NOFOLLOW: the
@@ -73,6 +88,28 @@ uint64_t now_usec(void);
  * -ENAMETOOLONG, -ELOOP, or the -errno of openat(2)/readlinkat(2).
  */
 int path_open_nofollow(const char *path, bool follow_root_links, char *walked, size_t size);
+
+/* What a run can write on the host: the source of each writable bind in binds[n], opened as the
+ * sandbox will bind it (path_open_nofollow(), root's symlinks followed), its device and inode
+ * into ret[i]; ret[i] is zeroed for a read-only bind and for a source that cannot be opened
+ * (the run then fails before the payload starts). Returns how many were found. */
+size_t binds_writable_ids(const struct nsbox_bind *binds, size_t n, struct stat *ret);
+
+/* The devices and inodes of the directory dirfd and of every directory above it, walking up
+ * with ".." to "/", into ret[max] (the directory first). By device and inode, so another name
+ * for a directory ("D/../D", a link, a host bind mount of it) is no way around a check of them.
+ * Returns how many, or -ELOOP past max, or the -errno of openat(2)/fstat(2). */
+int dir_ancestry(int dirfd, struct stat *ret, size_t max);
+
+/* Whether st (a directory of dir_ancestry()) is one of ids[n] (st_dev and st_ino; entries with
+ * st_ino 0 are unused): its index, or -1. */
+ssize_t stat_find(const struct stat *st, const struct stat *ids, size_t n);
+
+/* Whether the directory dirfd, or one above it, is the source of one of the writable binds in
+ * binds[n] (binds_writable_ids(), dir_ancestry()): a place the run can write, where what nsbox
+ * puts is the sandbox's to rename or replace. Returns the bind's index, -ENOENT when none, or
+ * another -errno (-ENOMEM, -ELOOP, of openat(2)). */
+int dir_in_writable_bind(int dirfd, const struct nsbox_bind *binds, size_t n);
 
 /* Write the printf(3)-style message into why (why_size bytes, cut to fit) and return r: the
  * "-errno, and a sentence saying why" of functions whose caller words the error. */

@@ -552,6 +552,38 @@ int filter_load(const struct filter *f, int *ret_listener)
     return 0;
 }
 
+int filter_refuse_sysv_shm(struct filter *f)
+{
+    struct filter_program *p = &f->prog[0];
+    /* Classic BPF jumps are relative (jt, jf count the instructions skipped): what follows the
+     * prefix keeps its meaning. seccomp_data's arch first, as every seccomp filter must, so
+     * that a number of another ABI is never taken for shmget (seccomp(2), "Caveats"). */
+    const struct sock_filter prefix[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, seccomp_arch_native(), 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmget, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, f->notify ? SECCOMP_RET_USER_NOTIF
+                                            : SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+    };
+    const size_t k = sizeof(prefix) / sizeof(prefix[0]);
+    struct sock_filter *insns;
+
+    if (f->n_prog == 0)
+        return -EINVAL;
+    if (p->n + k > BPF_MAXINSNS)
+        return -E2BIG;
+    insns = malloc((p->n + k) * sizeof(*insns));
+    if (!insns)
+        return -ENOMEM;
+    memcpy(insns, prefix, sizeof(prefix));
+    memcpy(insns + k, p->insns, p->n * sizeof(*insns));
+    if (p->owned)
+        free((void *)p->insns);
+    *p = (struct filter_program){.insns = insns, .n = (unsigned short)(p->n + k), .owned = true};
+    return 0;
+}
+
 bool filter_notify_supported(void)
 {
     char buf[256];

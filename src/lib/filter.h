@@ -77,6 +77,15 @@ int filter_load(const struct filter *f, int *ret_listener);
  * EPERM. */
 int filter_refusal_errno(long nr);
 
+/* Refuse shmget(2) in f, as the policy refuses a system call (with f->notify, to the
+ * listener, which answers filter_refusal_errno(), EPERM, and records it; else EPERM): for a run
+ * whose System V shared memory nothing bounds (no cgroup, and kernel.shm* of its IPC namespace out
+ * of nsbox's reach, init.c). Without shmget no segment exists in the sandbox's own IPC namespace,
+ * so shmat, shmctl and shmdt have nothing to work on. Five instructions are put before f's first
+ * program, which becomes owned: for the native architecture only (another ABI goes on to
+ * the program, which refuses it). Returns 0, -E2BIG past BPF_MAXINSNS, or -ENOMEM. */
+int filter_refuse_sysv_shm(struct filter *f);
+
 /* true if this kernel has SECCOMP_RET_USER_NOTIF and pidfd_getfd(2). */
 bool filter_notify_supported(void);
 

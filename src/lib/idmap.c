@@ -24,7 +24,10 @@ int idmap_write(pid_t pid, uid_t inside_uid, uid_t host_uid, gid_t inside_gid, g
     _cleanup_close_ int dirfd = -EBADF;
     int r;
 
-    (void)snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+    if (pid == 0)
+        (void)snprintf(path, sizeof(path), "/proc/self");
+    else
+        (void)snprintf(path, sizeof(path), "/proc/%d", (int)pid);
     dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0)
         return negative_errno();

@@ -11,8 +11,9 @@
 int idmap_format(char *buf, size_t size, unsigned inside, unsigned outside);
 
 /*
- * Write the maps of the user namespace of process pid, from its parent: inside uid -> host_uid
- * and inside gid -> host_gid, a single id each.
+ * Write the maps of the user namespace of process pid, from its parent (or, pid 0, of the
+ * caller's own namespace, from inside it: /proc/self): inside uid -> host_uid and inside gid ->
+ * host_gid, a single id each.
  *
  * deny_setgroups: write "deny" to /proc/PID/setgroups first. Required before an unprivileged
  * writer may write gid_map (Linux 3.19, CVE-2014-8989: otherwise setgroups(2) could drop a group

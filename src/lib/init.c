@@ -72,6 +72,23 @@ int init_proxy_listen(void)
     return TAKE_FD(fd);
 }
 
+void init_default_signals(void)
+{
+    char status[4096];
+    uint64_t ign, cgt;
+
+    /* Which signals are not at SIG_DFL, from one read of /proc/self/status (proc(5): SigIgn and
+     * SigCgt, bit n-1 for signal n), instead of a sigaction(2) for each of the 64: the others
+     * need nothing. If the file cannot be read or parsed, every signal is reset as before. */
+    if (read_file_at(AT_FDCWD, "/proc/self/status", status, sizeof(status)) < 0 ||
+        proc_status_mask(status, "SigIgn", &ign) < 0 ||
+        proc_status_mask(status, "SigCgt", &cgt) < 0)
+        ign = cgt = UINT64_MAX;
+    for (int sig = 1; sig < NSIG && sig <= 64; sig++)
+        if ((ign | cgt) & (1ULL << (sig - 1)))
+            (void)signal(sig, SIG_DFL);
+}
+
 /* Zero this process's copy of the command line it was started with (the memory between
  * arg_start and arg_end, fields 48 and 49 of /proc/self/stat, proc(5)): the payload can read
  * /proc/1/cmdline, and nsbox's arguments name host paths and values meant for nsbox. */
@@ -581,7 +598,8 @@ void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep)
  * leave with the payload (after the copy-out, if any). The kernel then kills all that remains
  * in the pid namespace (pid_namespaces(7)), so nothing the payload started outlives it. */
 _noreturn_ void init_loop(const struct sandbox *sb, pid_t payload, const sigset_t *mask,
-                          int report_fd, int shm_fd, int work_fd, int copy_out_fd)
+                          int report_fd, int shm_fd, int work_fd, int copy_out_fd,
+                          const struct written_snapshot *before)
 {
     for (;;) {
         siginfo_t si;
@@ -616,6 +634,8 @@ _noreturn_ void init_loop(const struct sandbox *sb, pid_t payload, const sigset_
             }
             if (copy_out_fd >= 0)
                 init_copy_out(sb, copy_out_fd, &rep);
+            /* The files it wrote in /work (written.h), each reported before its end. */
+            written_report(work_fd, before, report_fd);
             report_send(report_fd, &rep);
             _exit(0);
         }

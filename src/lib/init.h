@@ -7,6 +7,8 @@
  */
 #pragma once
 
+#include "written.h"
+
 #include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -32,6 +34,11 @@ int init_loopback_up(void);
 /* The proxy's listening socket on PROXY_ADDRESS:PROXY_PORT in the sandbox's network namespace
  * (proxy.h), for the supervisor to take. Returns the descriptor or -errno. */
 int init_proxy_listen(void);
+
+/* Set every signal this process ignores or catches back to SIG_DFL (those already at SIG_DFL are
+ * left alone), for init and the payload it forks. Cannot fail: a signal whose disposition
+ * cannot be changed (SIGKILL, SIGSTOP, glibc's own) is skipped, as signal(2) refuses it. */
+void init_default_signals(void);
 
 /* Zero this process's copy of nsbox's command line, which /proc/1/cmdline shows. Returns 0,
  * or -errno (-EIO for a /proc/self/stat it cannot read). */
@@ -63,7 +70,9 @@ int init_pack_out(const char *const *paths, size_t n, const struct copy_caps *ca
 
 /* PID 1's loop once the payload (pid payload) runs: reap every child, forward the signals in
  * mask but SIGCHLD to the payload's process group; when the payload has ended, write the
- * copy-out stream to copy_out_fd (if >= 0), report how it ended with how full /dev/shm
- * (shm_fd) and /work (work_fd) were on report_fd, and _exit(). */
+ * copy-out stream to copy_out_fd (if >= 0), report the files it wrote in /work against before
+ * (written_report()), report how it ended with how full /dev/shm (shm_fd) and /work (work_fd)
+ * were on report_fd, and _exit(). */
 _Noreturn void init_loop(const struct sandbox *sb, pid_t payload, const sigset_t *mask,
-                         int report_fd, int shm_fd, int work_fd, int copy_out_fd);
+                         int report_fd, int shm_fd, int work_fd, int copy_out_fd,
+                         const struct written_snapshot *before);

@@ -456,11 +456,12 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
 }
 
 /* Shared memory is not in RLIMIT_DATA (which counts private mappings): what bounds it without
- * a cgroup, for the limits_note. init_sysctls() sets kernel.shm* where it can. */
+ * a cgroup, for the limits_note. init_sysctls() sets kernel.shm* where it can; elsewhere
+ * sandbox.c refuses shmget (filter_refuse_sysv_shm()). */
 static const char *shared_memory_note(const struct nsbox_config *c, const struct sandbox *sb)
 {
-    if (c->memory == 0)
-        return "shared memory is not bounded (--memory unlimited)";
+    if (c->memory == 0 || (c->seccomp_disabled && (!sb->host_root || c->uid == 0)))
+        return "shared memory is not bounded (--memory unlimited, or --no-seccomp)";
     if (c->ipc_host)
         return "System V shared memory is the host's (--ipc host), /dev/shm is --shm-size, "
                "each memfd at most RLIMIT_FSIZE (--memory) but not their number";
@@ -468,12 +469,12 @@ static const char *shared_memory_note(const struct nsbox_config *c, const struct
         return "shared memory: System V at most --memory in all (kernel.shmall), /dev/shm "
                "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
     if (sb->host_root)
-        return "shared memory: System V is not bounded (with --user 0 the sandbox's root owns "
+        return "shared memory: System V is refused, shmget (with --user 0 the sandbox's root owns "
                "kernel.shmall of its IPC namespace, which nsbox then cannot set), /dev/shm is "
                "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
-    return "shared memory: System V is not bounded (only the host's root can set kernel.shmall "
-           "in the sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at most "
-           "RLIMIT_FSIZE "
+    return "shared memory: System V is refused, shmget (only the host's root can set "
+           "kernel.shmall in the sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at "
+           "most RLIMIT_FSIZE "
            "(--memory) but not their number";
 }
 
@@ -684,19 +685,24 @@ static int check_sandbox_path(const char *path, const char *what, struct nsbox_r
 }
 
 /* Open a host directory for copy-out, made (0755) when missing; never through a symlink but
- * root's (path_open_nofollow()). */
-static int open_copy_out_dir(const char *path, struct nsbox_result *ret)
+ * root's (path_open_nofollow()), never in a writable bind of the run (dir_in_writable_bind()):
+ * there the payload could rename the directory and plant a symlink in its place, and the
+ * result's host_path would name a file of its choosing. */
+static int open_copy_out_dir(const char *path, const struct nsbox_config *c,
+                             struct nsbox_result *ret)
 {
     char walked[PATH_MAX];
     struct stat st;
-    int fd;
+    bool made;
+    int fd, r;
 
     if (!path || path[0] != '/')
         return report_error(ret, -EINVAL, "config",
                             "--copy-out host directory '%s' is not an "
                             "absolute path",
                             path ? path : "");
-    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+    made = mkdir(path, 0755) == 0;
+    if (!made && errno != EEXIST)
         return report_error(ret, negative_errno(), "copy-out",
                             "cannot make the --copy-out directory '%s': %m", path);
     fd = path_open_nofollow(path, true, walked, sizeof(walked));
@@ -712,7 +718,14 @@ static int open_copy_out_dir(const char *path, struct nsbox_result *ret)
         (void)close(fd);
         return report_error(ret, -ENOTDIR, "copy-out", "--copy-out '%s' is not a directory", path);
     }
-    return fd;
+    if ((r = dir_in_writable_bind(fd, c->binds, c->n_binds)) != -ENOENT) {
+        (void)close(fd);
+        if (made) /* nothing runs yet: the directory made a moment ago is the one named */
+            (void)rmdir(path);
+    }
+    if (r >= 0)
+        return report_error(ret, -EPERM, "copy-out", RW_COPY_OUT, path, c->binds[r].source);
+    return r == -ENOENT ? fd : report_error(ret, r, "copy-out", "--copy-out '%s': %m", path);
 }
 
 /* Pack what goes in (--copy-in, the workspace) into a memfd for init to unpack, and open where
@@ -858,7 +871,7 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
             r = check_sandbox_path(c->copy_out[i].sandbox, "--copy-out source", ret);
             if (r < 0)
                 return r;
-            r = open_copy_out_dir(c->copy_out[i].host, ret);
+            r = open_copy_out_dir(c->copy_out[i].host, c, ret);
             if (r < 0)
                 return r;
             sb->out_fds[i] = r;

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "macro.h"
 #include "netallow.h"
 #include "nsbox.h"
 
@@ -49,7 +50,8 @@ struct conn {
     /* The lookup: a child writing struct sockaddr_storage values to a pipe. */
     pid_t lookup_pid;
     int lookup_fd;
-    size_t lookup_have; /* bytes of addrs[] read */
+    size_t lookup_have;  /* bytes of addrs[] read */
+    bool lookup_waiting; /* ST_RESOLVE, waiting for its turn (PROXY_LOOKUP_BURST) */
     struct sockaddr_storage addrs[MAX_ADDRS];
     size_t n_addrs, next_addr;
     bool explicit_addr; /* the caller gave the address: no range check */
@@ -87,6 +89,7 @@ struct proxy {
     uint64_t max_bytes, bytes;
     int listener;
     uint64_t accept_paused_until; /* 0: the listener is polled */
+    uint64_t conn_at, lookup_at;  /* the paces of proxy.h (PROXY_CONN_BURST), pace_take() */
     struct rlimit nofile_saved;   /* RLIMIT_NOFILE before proxy_new() raised it */
     bool nofile_raised;
     struct conn **conns; /* n_slots slots */
@@ -109,3 +112,16 @@ void host_account(struct proxy *p, struct conn *c);
 void conn_note(struct proxy *p, struct conn *c, const char *reason);
 /* A connection its rule allowed, refused once its name was looked up. */
 void refuse_after_lookup(struct proxy *p, struct conn *c, const char *reason);
+
+/* ---- proxy-lookup.c: name lookups ---- */
+
+/* The lookup child: getaddrinfo(3) of host in a process of its own, so that the supervisor
+ * never waits on DNS; it writes the addresses (struct sockaddr_storage, MAX_ADDRS at most) to
+ * fd and exits. It dies with the supervisor. */
+_noreturn_ void lookup_child(const char *host, int fd);
+/* The cache entry of name (a negative one until it expires), or NULL. */
+struct cache_entry *cache_find(struct proxy *p, const char *name, uint64_t now);
+/* Keep what a lookup of name found (n addresses, maybe none). Nothing kept without memory:
+ * the next request looks up again. */
+void cache_put(struct proxy *p, const char *name, const struct sockaddr_storage *addrs, size_t n,
+               uint64_t now);

@@ -19,21 +19,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <resolv.h> /* its <sys/param.h> has a MIN() of its own: macro.h's is used */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#undef MIN
+#include "fileio.h"
 #include "macro.h"
 #include "proxy.h"
 #include "syscalls.h"
@@ -155,88 +152,7 @@ static int addr_from_text(const char *text, struct sockaddr_storage *ss)
     return -EINVAL;
 }
 
-/* The lookup child: getaddrinfo(3) in a process of its own, so that the supervisor never
- * waits on DNS; it writes the addresses to fd and exits. It dies with the supervisor. */
-_noreturn_ static void lookup_child(const char *host, int fd)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = 0};
-    struct addrinfo *res = NULL;
-    struct sockaddr_storage out[MAX_ADDRS];
-    size_t n = 0;
-
-    (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    /* Not the proxy's sockets: the child must not keep a connection open after the proxy
-     * closed it. */
-    if (fd != 3 && dup3(fd, 3, O_CLOEXEC) < 0)
-        _exit(1);
-    fd = 3;
-    (void)sys_close_range(4, ~0U, 0);
-    /* The name as given, never the host's search list: "pypi.example" with resolv.conf's
-     * "search corp.test" (and ndots above its dots) would be looked up as
-     * "pypi.example.corp.test" too, a name not on the list, and its address used
-     * (resolv.conf(5) search, ndots). RES_DNSRCH and RES_DEFNAMES are what res_nsearch()
-     * consults for that (glibc resolv/res_query.c); getaddrinfo() uses the thread's _res
-     * once res_init() made it (resolv/resolv_context.c). Not a trailing dot: that is a
-     * name /etc/hosts does not match. */
-    if (res_init() == 0)
-        _res.options &= ~(unsigned long)(RES_DNSRCH | RES_DEFNAMES);
-    if (getaddrinfo(host, NULL, &hints, &res) == 0) {
-        for (struct addrinfo *ai = res; ai && n < MAX_ADDRS; ai = ai->ai_next)
-            if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
-                ai->ai_addrlen <= sizeof(out[0])) {
-                memset(&out[n], 0, sizeof(out[n]));
-                memcpy(&out[n++], ai->ai_addr, ai->ai_addrlen);
-            }
-        freeaddrinfo(res);
-    }
-    if (n > 0)
-        (void)!write(fd, out, n * sizeof(out[0])); /* less than PIPE_BUF: one write */
-    _exit(0);
-}
-
 static void conn_connect_next(struct proxy *p, struct conn *c);
-
-static struct cache_entry *cache_find(struct proxy *p, const char *name, uint64_t now)
-{
-    for (size_t i = 0; p->cache && i < CACHE_SIZE; i++) {
-        struct cache_entry *e = &p->cache[i];
-        if (e->name[0] && strcmp(e->name, name) == 0) {
-            if (e->expires && now >= e->expires) {
-                e->name[0] = '\0';
-                return NULL;
-            }
-            e->used = ++p->cache_clock;
-            return e;
-        }
-    }
-    return NULL;
-}
-
-/* Keep what a lookup of name found (n addresses, maybe none). Nothing kept without memory:
- * the next request looks up again. */
-static void cache_put(struct proxy *p, const char *name, const struct sockaddr_storage *addrs,
-                      size_t n, uint64_t now)
-{
-    struct cache_entry *e;
-
-    if (!p->cache && !(p->cache = calloc(CACHE_SIZE, sizeof(*p->cache))))
-        return;
-    e = &p->cache[0];
-    for (size_t i = 0; i < CACHE_SIZE; i++) {
-        struct cache_entry *x = &p->cache[i];
-        if (x->name[0] && strcmp(x->name, name) == 0) {
-            e = x; /* two lookups of a name ran at once: the later one's answer */
-            break;
-        }
-        if (!x->name[0] ? e->name[0] != '\0' : e->name[0] && x->used < e->used)
-            e = x;
-    }
-    (void)snprintf(e->name, sizeof(e->name), "%s", name);
-    memcpy(e->addrs, addrs, n * sizeof(addrs[0]));
-    e->n_addrs = n;
-    e->expires = n ? 0 : now + NEGATIVE_USEC;
-    e->used = ++p->cache_clock;
-}
 
 /* The addresses are known: check them, then connect. */
 static void conn_resolved(struct proxy *p, struct conn *c)
@@ -307,6 +223,26 @@ static void conn_start_lookup(struct proxy *p, struct conn *c, uint64_t now)
         conn_resolved(p, c);
         return;
     }
+    /* A lookup is a process of the supervisor's (proxy.h, PROXY_LOOKUP_BUDGET): a budget for
+     * the run, and a pace, the connection waiting for its turn (lookups_next()). */
+    if (p->report.lookups >= PROXY_LOOKUP_BUDGET) {
+        p->report.lookups_refused_budget++;
+        refuse_after_lookup(p, c, "the proxy's budget of name lookups was spent");
+        conn_answer(p, c, "503 Service Unavailable",
+                    "nsbox: the proxy looked up as many names as it may in one run (%d); %s was "
+                    "not looked up (names looked up already, --add-host names and addresses "
+                    "still work)",
+                    PROXY_LOOKUP_BUDGET, c->head.host);
+        return;
+    }
+    if (now < p->lookup_at) {
+        c->lookup_waiting = true;
+        return;
+    }
+    c->lookup_waiting = false;
+    if (pace_take(&p->lookup_at, now, PROXY_LOOKUP_BURST, PROXY_LOOKUP_INTERVAL_USEC))
+        p->report.lookups_throttled++;
+    p->report.lookups++;
     if (pipe2(fds, O_CLOEXEC) < 0) {
         conn_note(p, c, "the proxy could not look the name up");
         conn_answer(p, c, "502 Bad Gateway", "nsbox: looking up %s failed: %s", c->head.host,
@@ -600,10 +536,12 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
 
     if (p->accept_paused_until && now >= p->accept_paused_until)
         p->accept_paused_until = 0;
-    if (p->listener >= 0 && !p->accept_paused_until)
+    if (p->listener >= 0 && !p->accept_paused_until && now >= p->conn_at)
         fds[n++] = (struct pollfd){.fd = p->listener, .events = POLLIN};
-    else if (p->listener >= 0)
-        lower_timeout(timeout_ms, p->accept_paused_until, now);
+    else if (p->listener >= 0) /* paused, or paced (PROXY_CONN_BURST) */
+        lower_timeout(timeout_ms,
+                      p->accept_paused_until > p->conn_at ? p->accept_paused_until : p->conn_at,
+                      now);
     for (size_t i = 0; i < p->n_slots; i++) {
         struct conn *c = p->conns[i];
         short ce = 0, ue = 0;
@@ -616,6 +554,10 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
             ce = POLLIN;
             break;
         case ST_RESOLVE:
+            if (c->lookup_waiting) { /* its turn comes at p->lookup_at (PROXY_LOOKUP_BURST) */
+                lower_timeout(timeout_ms, p->lookup_at, now);
+                break;
+            }
             c->pi_lookup = n;
             fds[n++] = (struct pollfd){.fd = c->lookup_fd, .events = POLLIN};
             break;
@@ -657,7 +599,7 @@ size_t proxy_poll_fill(struct proxy *p, struct pollfd *fds, uint64_t now, int *t
 
 static void accept_all(struct proxy *p, uint64_t now)
 {
-    for (int k = 0; k < 16; k++) {
+    for (int k = 0; k < 16 && now >= p->conn_at; k++) {
         int fd = accept4(p->listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         size_t busy = 0, free_slot = SIZE_MAX;
         if (fd < 0) {
@@ -667,6 +609,9 @@ static void accept_all(struct proxy *p, uint64_t now)
                 p->accept_paused_until = now + ACCEPT_PAUSE_USEC;
             return;
         }
+        /* Every connection is paced, refused ones too: each costs this process (proxy.h). */
+        if (pace_take(&p->conn_at, now, PROXY_CONN_BURST, PROXY_CONN_INTERVAL_USEC))
+            p->report.connections_throttled++;
         for (size_t i = 0; i < p->n_slots; i++)
             if (!p->conns[i])
                 free_slot = free_slot == SIZE_MAX ? i : free_slot;
@@ -763,8 +708,27 @@ static short revents_at(const struct pollfd *fds, size_t n, size_t i, int fd)
     return i < n && fd >= 0 && fds[i].fd == fd ? fds[i].revents : 0;
 }
 
+/* Start the lookups that waited for their turn (PROXY_LOOKUP_BURST), the oldest first: the
+ * one with the nearest deadline, set when its request head was complete. */
+static void lookups_next(struct proxy *p, uint64_t now)
+{
+    while (now >= p->lookup_at) {
+        struct conn *oldest = NULL;
+        for (size_t i = 0; i < p->n_slots; i++) {
+            struct conn *c = p->conns[i];
+            if (c && c->state == ST_RESOLVE && c->lookup_waiting &&
+                (!oldest || c->deadline < oldest->deadline))
+                oldest = c;
+        }
+        if (!oldest)
+            return;
+        conn_start_lookup(p, oldest, now);
+    }
+}
+
 void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint64_t now)
 {
+    lookups_next(p, now);
     if (p->listener >= 0 && n > 0 && fds[0].fd == p->listener && fds[0].revents)
         accept_all(p, now);
     for (size_t i = 0; i < p->n_slots; i++) {
@@ -888,6 +852,17 @@ void proxy_poll_handle(struct proxy *p, const struct pollfd *fds, size_t n, uint
                 conn_close(p, i);
                 break;
             case ST_RESOLVE:
+                if (c->lookup_waiting) {
+                    c->lookup_waiting = false;
+                    conn_note(p, c, "no turn for a name lookup in time (the proxy's pace)");
+                    conn_answer(p, c, "504 Gateway Timeout",
+                                "nsbox: %s was not looked up in time: the proxy looks up at most "
+                                "%llu new names a second",
+                                c->head.host, 1000000ULL / PROXY_LOOKUP_INTERVAL_USEC);
+                    c->deadline = now + PROXY_HEAD_TIMEOUT_USEC;
+                    break;
+                }
+                /* fall through */
             case ST_CONNECT:
                 conn_note(p, c, "connect timeout");
                 conn_answer(p, c, "504 Gateway Timeout", "nsbox: %s port %u did not answer in time",

@@ -40,6 +40,24 @@
 #define PROXY_CONNECT_TIMEOUT_USEC (10 * 1000000ULL)
 #define PROXY_IDLE_TIMEOUT_USEC (120 * 1000000ULL)
 
+/* The proxy's own work is paced, as refused system calls are (supervise.c, NOTIF_BURST), and
+ * for the same reason: it is done outside every limit of the sandbox (--cpus, --pids-limit
+ * do not hold the supervisor). A connection costs an accept(2), a parse and an answer, refused
+ * or not: PROXY_CONN_BURST at once, then one every PROXY_CONN_INTERVAL_USEC; past it the
+ * listener is not polled and a connection waits in its listen queue. A name lookup costs a
+ * fork(2), a getaddrinfo(3) and, on a real host, queries to the host's resolver: at most
+ * PROXY_LOOKUP_BURST at once, then one every PROXY_LOOKUP_INTERVAL_USEC (a connection waits
+ * for its turn within PROXY_CONNECT_TIMEOUT_USEC), and PROXY_LOOKUP_BUDGET in a run (as many
+ * names as the cache keeps, CACHE_SIZE in proxy-internal.h); past it a name not looked up yet
+ * is refused (503), while names looked up already, --add-host names and addresses still work.
+ * A payload opening connections to new names under a wildcard pattern made about 3,400
+ * lookups a second without them. */
+#define PROXY_CONN_BURST 200
+#define PROXY_CONN_INTERVAL_USEC 10000ULL /* 100 connections a second */
+#define PROXY_LOOKUP_BURST 32
+#define PROXY_LOOKUP_INTERVAL_USEC 50000ULL /* 20 lookups a second */
+#define PROXY_LOOKUP_BUDGET 256
+
 struct proxy;
 
 /* A proxy for config c (network_allow, network_hosts, the limits). Checks the patterns and the

@@ -11,6 +11,7 @@
 #include "macro.h"
 #include "nsbox.h"
 #include "outputs.h"
+#include "proxy.h"
 #include "result.h"
 #include "uidpool.h"
 #include "utf8.h"
@@ -405,6 +406,20 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT
                  ? "under rlimits, RLIMIT_DATA: each process's writable mappings, reserved or used"
                  : "the cgroup's memory.max");
+    if (r->status != NSBOX_STATUS_ERROR && r->rootfs[0] &&
+        stderr_mentions(r, "ModuleNotFoundError")) {
+        char module[64] = "";
+        result_module_not_found(r, module, sizeof(module));
+        emit(note, userdata, &count,
+             "the program's stderr mentions ModuleNotFoundError%s%s%s: the rootfs %s%s%s%s does "
+             "not have it. The science profile has numpy, pandas, matplotlib, seaborn, scipy, "
+             "scikit-learn, openpyxl and requests: `nsbox rootfs build --profile science DIR`; "
+             "any Debian package: `nsbox rootfs build --packages python3-NAME DIR` (with "
+             "--profile to start from); then --rootfs DIR",
+             module[0] ? " (" : "", module, module[0] ? ")" : "", r->rootfs,
+             r->rootfs_profile[0] ? " (profile " : "", r->rootfs_profile,
+             r->rootfs_profile[0] ? ")" : "");
+    }
     if (r->cgroup.valid && r->cgroup.pids_limit_hits > 0 && r->pids_limit.value)
         emit(note, userdata, &count, "the process limit (--pids-limit %llu) refused %llu forks",
              (unsigned long long)r->pids_limit.value,
@@ -447,6 +462,14 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
         }
         emit(note, userdata, &count, "the seccomp policy refused: %s%s", list,
              r->refused_other ? ", and others" : "");
+        for (size_t i = 0; i < r->n_refused; i++)
+            if (strcmp(r->refused[i].name, "shmget") == 0 &&
+                r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT)
+                emit(note, userdata, &count,
+                     "System V shared memory (shmget) is refused in this run: without a cgroup "
+                     "nothing would hold it within --memory (only the host's root can set "
+                     "kernel.shmall in the sandbox's IPC namespace); POSIX shared memory works, "
+                     "in /dev/shm (shm_open, multiprocessing.shared_memory), within --shm-size");
     }
     if (r->network.enabled && r->network.connections_refused > 0) {
         /* What the proxy of --network allow= refused, so that a caller sees it without the
@@ -471,6 +494,23 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              r->network.connections_refused == 1 ? "" : "s", list,
              r->network.connections_refused > shown ? ", and more" : "");
     }
+    if (r->network.enabled && (r->network.connections_throttled || r->network.lookups_throttled))
+        emit(note, userdata, &count,
+             "the network proxy paced the program (its work is outside the sandbox's limits): "
+             "%llu connections waited for their turn (%d at once, then %llu a second) and %llu "
+             "new names for their lookup (%d at once, then %llu a second); reusing connections "
+             "(keep-alive, one CONNECT tunnel) and names avoids the wait",
+             (unsigned long long)r->network.connections_throttled, PROXY_CONN_BURST,
+             1000000ULL / PROXY_CONN_INTERVAL_USEC,
+             (unsigned long long)r->network.lookups_throttled, PROXY_LOOKUP_BURST,
+             1000000ULL / PROXY_LOOKUP_INTERVAL_USEC);
+    if (r->network.enabled && r->network.lookups_refused_budget)
+        emit(note, userdata, &count,
+             "the network proxy refused %llu connection%s to names it had not looked up yet: a "
+             "run may look up %d names; names looked up already, --add-host NAME:ADDRESS and "
+             "address patterns still work",
+             (unsigned long long)r->network.lookups_refused_budget,
+             r->network.lookups_refused_budget == 1 ? "" : "s", PROXY_LOOKUP_BUDGET);
     if (r->network.enabled && r->network.bytes_limit_hit)
         emit(note, userdata, &count,
              "the network proxy cut the connections at --network-max-bytes (%llu bytes relayed)",
@@ -512,9 +552,31 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              "processes outside the sandbox do to the files it shares with them; poll for "
              "changes instead (os.stat in a loop, or watchdog's PollingObserver)");
     for (size_t i = 0; i < 2; i++)
-        if (streams[i]->truncated)
-            emit(note, userdata, &count, "%s truncated: kept %zu of %llu bytes (--output-limit)",
-                 names[i], streams[i]->captured, (unsigned long long)streams[i]->total);
+        if (streams[i]->file_asked && streams[i]->file_error)
+            emit(note, userdata, &count,
+                 "the %s file (--%s-file) holds only the first %llu of %llu bytes: writing it "
+                 "failed with %s",
+                 names[i], names[i], (unsigned long long)streams[i]->file_bytes,
+                 (unsigned long long)streams[i]->total, strerror(streams[i]->file_error));
+    for (size_t i = 0; i < 2; i++) {
+        const struct nsbox_stream *st = streams[i];
+        size_t head = result_stream_head(st);
+
+        if (!st->truncated)
+            continue;
+        if (st->captured > head)
+            emit(note, userdata, &count,
+                 "%s cut: kept its first %zu and last %zu of %llu bytes; %llu bytes (%llu lines) "
+                 "between them were cut (--output-limit)",
+                 names[i], head, st->captured - head, (unsigned long long)st->total,
+                 (unsigned long long)(st->total - st->captured), (unsigned long long)st->cut_lines);
+        else
+            emit(note, userdata, &count,
+                 "%s cut: kept its first %zu of %llu bytes; %llu bytes (%llu lines) after them "
+                 "were cut (--output-limit)",
+                 names[i], head, (unsigned long long)st->total,
+                 (unsigned long long)(st->total - st->captured), (unsigned long long)st->cut_lines);
+    }
     return count;
 }
 
@@ -552,13 +614,16 @@ static json_t *network_json(const struct nsbox_network_report *n)
                                               "bytes_sent", (json_int_t)e->bytes_sent,
                                               "bytes_received", (json_int_t)e->bytes_received));
     }
-    root = json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:b}", "connections",
-                     list ? list : json_null(), "hosts", hosts ? hosts : json_null(),
+    root = json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:b, s:b, s:I, s:I, s:I, s:I}",
+                     "connections", list ? list : json_null(), "hosts", hosts ? hosts : json_null(),
                      "connections_total", (json_int_t)n->connections_total, "connections_refused",
                      (json_int_t)n->connections_refused, "connections_omitted",
                      (json_int_t)n->connections_omitted, "bytes_sent", (json_int_t)n->bytes_sent,
                      "bytes_received", (json_int_t)n->bytes_received, "bytes_limit_hit",
-                     n->bytes_limit_hit, "connections_limit_hit", n->connections_limit_hit);
+                     n->bytes_limit_hit, "connections_limit_hit", n->connections_limit_hit,
+                     "connections_throttled", (json_int_t)n->connections_throttled, "lookups",
+                     (json_int_t)n->lookups, "lookups_throttled", (json_int_t)n->lookups_throttled,
+                     "lookups_refused_budget", (json_int_t)n->lookups_refused_budget);
     return root ? root : json_null();
 }
 
@@ -650,11 +715,6 @@ json_t *json_text(const char *s, size_t n)
     j = json_stringn_nocheck(clean, len);
     free(clean);
     return j;
-}
-
-static json_t *stream_text(const struct nsbox_stream *s)
-{
-    return json_text(s->data ? s->data : "", s->data ? s->captured : 0);
 }
 
 static json_t *limit_object(const char *key, json_t *value, enum nsbox_enforcer e)
@@ -817,7 +877,7 @@ char *nsbox_result_to_json(const struct nsbox_result *r)
 json_t *result_to_json_object(const struct nsbox_result *r)
 {
     json_t *root, *limits, *error = NULL;
-    json_t *out_text = stream_text(&r->out), *err_text = stream_text(&r->err);
+    json_t *out_text = result_stream_text(&r->out), *err_text = result_stream_text(&r->err);
     enum nsbox_enforcer overall = NSBOX_ENFORCER_NONE;
 
     if (!out_text || !err_text) {
@@ -887,6 +947,7 @@ json_t *result_to_json_object(const struct nsbox_result *r)
         }
     }
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
+    result_output_json(r, root);
     (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));
     {
         /* How the run ended, in the words `nsbox run` prints on stderr (one source). */

@@ -68,3 +68,22 @@ struct json_meter {
  * counted) whatever follows; fewer than n means the stream is full: keep no more. An unfinished
  * UTF-8 sequence at the end counts as 3 bytes a byte (U+FFFD). Pure. */
 size_t json_meter_fit(struct json_meter *m, const char *s, size_t kept, size_t n, uint64_t bound);
+
+/* ---- the output fields (result-output.c) ---- */
+
+/* The bytes of s's head: all that was kept when nothing was cut (headtail.h). */
+size_t result_stream_head(const struct nsbox_stream *s);
+
+/* The JSON string of s's head ("stdout"), NULL when out of memory. */
+json_t *result_stream_text(const struct nsbox_stream *s);
+
+/* Into root: stdout_tail, stderr_tail, stdout_cut, stderr_cut (what was cut between the head
+ * and the tail: {bytes, lines, head_bytes, tail_bytes} or null), stdout_file, stderr_file
+ * ({bytes, complete, error} or null), files_written ([{path, size, sha256}] or null),
+ * files_written_unlisted, files_written_partial. */
+void result_output_json(const struct nsbox_result *r, json_t *root);
+
+/* The module of the last "No module named 'X'" in r's stderr, as far as it is a plain dotted
+ * name (what the program printed is quoted only when it is that), into buf[size]; "" if
+ * none. */
+void result_module_not_found(const struct nsbox_result *r, char *buf, size_t size);

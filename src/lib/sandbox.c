@@ -5,22 +5,24 @@
  * Supervisor (the caller's process, outside):
  *   validate and plan (plan.c: argv, environment, mounts, the copy-in stream packed, the
  *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled) ->
- *   the proxy (--network allow=) -> the cgroup leaf or rlimits (plan.c) -> pipes -> clone3(new
- *   user, pid, net, mount, ipc, uts and cgroup namespaces) -> write uid_map/gid_map -> release
- *   the child -> supervise (supervise.c) -> unpack the copy-out stream, save the workspace ->
- *   result.
+ *   the proxy (--network allow=) -> the cgroup leaf or rlimits (plan.c) -> pipes and the sync
+ *   socket -> clone3(new user, pid, net, mount, ipc, uts and cgroup namespaces) -> write
+ *   uid_map/gid_map and release the child (root's runs, and runs in a cgroup; an ordinary
+ *   user's run outside one writes its own maps: child_writes_maps()) -> supervise
+ *   (supervise.c) -> unpack the copy-out stream, save the workspace -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
- *   wait for the id maps -> clone host mount sources -> sysctls of its own namespaces
- *   (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc (with
- *   Docker's masks; mount points the rootfs lacks in a skeleton) and pivot_root -> switch to the
- *   sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and /etc/group with the --user's
+ *   wait for the id maps (or write them) -> clone host mount sources -> sysctls of its own
+ * namespaces (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc
+ * (with Docker's masks; mount points the rootfs lacks in a skeleton) and pivot_root -> switch to
+ * the sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and /etc/group with the --user's
  *   entry when the rootfs lacks it -> copy-in (copy.c) -> -w -> hostname -> pin to ceil(--cpus)
  *   CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the proxy's listening socket, handed
  *   to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory ->
  *   parent-death signal -> drop every capability -> no_new_privs -> new session -> RLIMIT_CORE
- *   and the per-user budgets' rlimits -> seccomp filters (handing the listener of
- *   refusals to the supervisor) -> non-dumpable -> fork the payload -> reap, forward signals;
+ *   and the per-user budgets' rlimits -> seccomp filters (the listener of refusals sent to the
+ *   supervisor over the sync socket, init's copy closed) -> non-dumpable -> start the payload
+ *   (clone(CLONE_VM | CLONE_VFORK), as posix_spawn(3) does) -> reap, forward signals;
  *   when the payload has ended, with copy-out: kill everything else and write the copy-out
  *   stream -> report how the payload ended (and how full /dev/shm and /work were), exit (which
  *   kills whatever is left in the pid namespace).
@@ -65,6 +67,7 @@
 #include "supervise.h"
 #include "syscalls.h"
 #include "uidpool.h"
+#include "written.h"
 
 #define SANDBOX_HOSTNAME "nsbox"
 
@@ -104,7 +107,40 @@ void nsbox_config_init(struct nsbox_config *c)
         .copy_out_max_files = 1000,
         .stdout_fd = -1,
         .stderr_fd = -1,
+        .stdout_file_fd = -1,
+        .stderr_file_fd = -1,
     };
+}
+
+void sandbox_describe_rootfs(const char *rootfs, struct nsbox_result *ret)
+{
+    static const char needle[] = "ModuleNotFoundError";
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+    _cleanup_close_ int dir = -EBADF, fd = -EBADF;
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    const char *p;
+
+    if (!rootfs || !ret->err.data ||
+        !memmem(ret->err.data, ret->err.captured, needle, sizeof(needle) - 1))
+        return;
+    (void)snprintf(ret->rootfs, sizeof(ret->rootfs), "%s", rootfs);
+    dir = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return;
+    fd = sys_openat2(dir, "usr/share/nsbox/profile", &how);
+    if (fd < 0 || read_regular_fd(fd, 16384, &text, &len) < 0)
+        return;
+    /* "profile=NAME" on a line of its own (rootfs/nsbox-rootfs-build). */
+    for (p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, "profile=", 8) == 0) {
+            size_t n = strcspn(p + 8, "\n");
+            if (n < sizeof(ret->rootfs_profile))
+                (void)snprintf(ret->rootfs_profile, sizeof(ret->rootfs_profile), "%.*s", (int)n,
+                               p + 8);
+            break;
+        }
 }
 
 const char *nsbox_default_rootfs(void)
@@ -137,6 +173,11 @@ void nsbox_result_free(struct nsbox_result *r)
             free(*l);
     free(r->labels);
     r->labels = NULL;
+    for (size_t i = 0; r->written && i < r->n_written; i++)
+        free(r->written[i].path);
+    free(r->written);
+    r->written = NULL;
+    r->n_written = 0;
     for (size_t i = 0; r->copied && i < r->n_copied; i++) {
         free(r->copied[i].path);
         free(r->copied[i].host_path);
@@ -155,13 +196,57 @@ void nsbox_result_free(struct nsbox_result *r)
 /* ---- inside the sandbox ------------------------------------------------------------------- */
 
 struct child_fds {
-    int sync;   /* read end: one byte once the id maps are written; POLLHUP if nsbox dies */
+    int sync;   /* a unix socket: one byte once the id maps are written (and after the proxy's
+                 * socket is taken); POLLHUP if nsbox dies; the seccomp listener goes out on it */
     int report; /* write end */
     int in;     /* the payload's end of the stdin socket, or -1 for /dev/null */
     int out;    /* write ends of the output pipes */
     int err;
     int session; /* a session's end of its control channel (session-init.c), else -1 */
 };
+
+struct payload_args {
+    struct sandbox *sb;
+    struct child_fds *fds;
+    pid_t init_pid;
+};
+
+/* The payload's stack until its execve(2). It is started the way posix_spawn(3) starts a
+ * program, with clone(2)'s CLONE_VM | CLONE_VFORK on a stack of its own, not with fork(2):
+ * init is suspended until the payload has called execve (or exited), and no copy of init's
+ * memory is made. fork(2) write-protects the parent's pages for copy-on-write, which flushes
+ * their TLB entries on every CPU the memory was used on (dup_mmap(), kernel/fork.c): an
+ * inter-processor interrupt that a VM's busy host took up to a millisecond to answer. Until
+ * execve the payload runs only nsbox's code, on this stack, with descriptors, signal mask and
+ * umask of its own (no CLONE_FILES, CLONE_FS or CLONE_SIGHAND); it touches none of init's
+ * memory but what it reads. */
+static char payload_stack[64 << 10] __attribute__((aligned(16)));
+
+static int payload_main(void *userdata)
+{
+    const struct payload_args *a = userdata;
+
+    /* Without a pid namespace, the payload can see init and kill it: it must not live on,
+     * unwatched and out of the wall clock (in a pid namespace, init's end ends all). */
+    if (a->sb->config->pid_host &&
+        (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != a->init_pid))
+        _exit(125);
+    (void)close(a->fds->sync);
+    sandbox_payload_exec(a->sb, a->fds->in, a->fds->out, a->fds->err, a->fds->report,
+                         a->sb->outputs_fd);
+}
+
+/* Whether the sandbox's init writes its own id maps, sparing a round trip to the supervisor
+ * (which would write them and then wake it). user_namespaces(7): a process with CAP_SETUID
+ * (CAP_SETGID) in its new namespace, which the child of clone3 has, may write the maps of it
+ * itself when they map only its own effective uid (gid) and setgroups(2) is denied first, the
+ * maps an ordinary user's sandbox has (plan_host_ids()). Root's map ids that are not its own,
+ * which only a writer with CAP_SETUID in the parent namespace may, and a sandbox whose cgroup
+ * the supervisor must still attach it to waits for the supervisor before it does anything. */
+static bool child_writes_maps(const struct sandbox *sb)
+{
+    return !sb->privileged && !sb->in_cgroup;
+}
 
 _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 {
@@ -171,15 +256,22 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     sigset_t mask;
     pid_t payload, init_pid;
     int shm_fd, work_fd;
+    struct written_snapshot before = {0};
     char byte;
     int r;
 
     for (size_t i = 0; i < MOUNT_N_DEVICES; i++)
         dev_fds[i] = -EBADF;
 
-    /* Until the supervisor has written the id maps, this process has no valid ids in its user
-     * namespace. EOF means the supervisor gave up. */
-    if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
+    /* Until the id maps are written, this process has no valid ids in its user namespace. An
+     * ordinary user's sandbox outside a cgroup writes its own (child_writes_maps()); otherwise
+     * the supervisor writes them and says so with a byte, EOF meaning it gave up. */
+    if (child_writes_maps(sb)) {
+        r = idmap_write(0, sb->config->uid, sb->host_uid, sb->config->gid, sb->host_gid, true);
+        if (r < 0)
+            report_setup_failed(fds->report,
+                                &(struct report_step){.err = -r, .name = "uid_map/gid_map"});
+    } else if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
         _exit(125);
 
     /* The cgroup namespace made by clone3 is rooted at nsbox's own cgroup; root it at the
@@ -207,12 +299,13 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         report_setup_failed(fds->report, &e);
     /* In root's runs the switch changed init's kernel uid (to the pool's), which leaves it
      * non-dumpable (commit_creds() in kernel/cred.c). Ptrace access to a non-dumpable process,
-     * which pidfd_getfd(2) of the seccomp listener needs, then takes CAP_SYS_PTRACE in the user
+     * which pidfd_getfd(2) of the proxy's socket needs, then takes CAP_SYS_PTRACE in the user
      * namespace its memory belongs to (__ptrace_may_access() in kernel/ptrace.c): the host's
      * root has it, a container's root does not (runtimes drop it), and the supervisor would
      * fail with EPERM. Dumpable again until the listener is taken: only nsbox's own code runs
      * until then, and init is made non-dumpable for good below, before any payload exists. */
-    if (sb->privileged && !sb->config->seccomp_disabled && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+    if (sb->privileged && sandbox_network_allow(sb->config) &&
+        prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "PR_SET_DUMPABLE"});
 
@@ -296,8 +389,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
 
     /* Dispositions set to SIG_IGN (nsbox's caller may have ignored some) survive fork(2) and
      * execve(2): reset them here, once, for init and the payload it forks. */
-    for (int sig = 1; sig < NSIG; sig++)
-        (void)signal(sig, SIG_DFL);
+    init_default_signals();
 
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -326,15 +418,18 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         if (r < 0)
             report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
         if (listener >= 0) {
-            /* The supervisor takes the listener with pidfd_getfd(2) and says so on the sync
-             * pipe; only then does init become non-dumpable (which would stop pidfd_getfd for
-             * an unprivileged supervisor) and drop its own copy, before any untrusted code
-             * exists. The payload must never hold it: it could answer its own refusals. */
-            struct report rep = {.type = REPORT_LISTENER, .code = listener};
-            report_send(fds->report, &rep);
-            if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
-                _exit(125);
+            /* Handed to the supervisor over the sync socket (SCM_RIGHTS, unix(7)), then said
+             * on the report pipe; init drops its own copy at once, before any untrusted code
+             * exists, and goes on without waiting (the supervisor takes it from the socket
+             * when it reads the report: a refusal meanwhile waits in the listener's queue).
+             * The payload must never hold it: it could answer its own refusals. */
+            struct report rep = {.type = REPORT_LISTENER};
+            r = report_send_fd(fds->sync, listener);
+            if (r < 0)
+                report_setup_failed(fds->report,
+                                    &(struct report_step){.err = -r, .name = "seccomp listener"});
             (void)close(listener);
+            report_send(fds->report, &rep);
         }
     }
     /* Not ptrace-attachable and no core dumps, even by the payload's own uid. */
@@ -388,20 +483,17 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         session_init(sb, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1);
     }
 
+    /* /work as the payload will find it, to tell what it wrote (written.h). Best effort: a walk
+     * that fails leaves files_written unknown, and the run goes on. */
+    (void)written_snapshot_take(work_fd, &before);
+
     init_pid = getpid();
-    payload = fork();
+    payload = clone(payload_main, payload_stack + sizeof(payload_stack),
+                    CLONE_VM | CLONE_VFORK | SIGCHLD,
+                    &(struct payload_args){.sb = sb, .fds = fds, .init_pid = init_pid});
     if (payload < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "fork payload"});
-    if (payload == 0) {
-        /* Without a pid namespace, the payload can see init and kill it: it must not live on,
-         * unwatched and out of the wall clock (in a pid namespace, init's end ends all). */
-        if (sb->config->pid_host &&
-            (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != init_pid))
-            _exit(125);
-        (void)close(fds->sync);
-        sandbox_payload_exec(sb, fds->in, fds->out, fds->err, fds->report, sb->outputs_fd);
-    }
 
     /* Both sides set the payload's process group, as shells do: whichever runs first, the
      * group exists before init forwards a signal to it (kill(-payload) would miss it). */
@@ -415,7 +507,7 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
         _exit(125);
     (void)sys_close_range(0, 2, 0);
     (void)sys_close_range(sb->copy_out_fd >= 0 ? 7 : 6, ~0U, 0);
-    init_loop(sb, payload, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1);
+    init_loop(sb, payload, &mask, 3, 4, 5, sb->copy_out_fd >= 0 ? 6 : -1, &before);
 }
 
 /* ---- the supervisor ----------------------------------------------------------------------- */
@@ -720,8 +812,21 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     r = plan_cgroup(c, &sb, &leaf, ret);
     if (r < 0)
         goto out;
+    /* System V shared memory is counted by no rlimit: without a cgroup, only kernel.shm* of the
+     * sandbox's IPC namespace bound it, which init sets in root's runs only (init.c says why).
+     * Elsewhere shmget(2) is refused (a note says so when it was): a segment outside --memory
+     * held 640 MiB under --memory 256m. POSIX shared memory in /dev/shm, --shm-size, works. */
+    if (!sb.in_cgroup && c->memory && !c->ipc_host && !c->seccomp_disabled &&
+        (!sb.host_root || c->uid == 0)) {
+        r = filter_refuse_sysv_shm(&sb.filter);
+        if (r < 0) {
+            (void)report_error(ret, r, "seccomp", "refusing System V shared memory failed: %m");
+            goto out;
+        }
+    }
 
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
         pipe2(report, O_CLOEXEC) < 0 ||
         /* A socket, so that the supervisor's writes can use MSG_NOSIGNAL: no SIGPIPE in the
          * caller's process when the payload closes its stdin. */
@@ -770,9 +875,9 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     out[1] = err[1] = sync[0] = report[1] = -EBADF;
 
     r = sb.in_cgroup && !attached_by_clone ? cgroup_leaf_attach(&leaf, pid) : 0;
-    if (r >= 0)
+    if (r >= 0 && !child_writes_maps(&sb))
         r = idmap_write(pid, c->uid, sb.host_uid, c->gid, sb.host_gid, !sb.privileged);
-    if (r < 0 || write(sync[1], "x", 1) != 1) {
+    if (r < 0 || (!child_writes_maps(&sb) && write(sync[1], "x", 1) != 1)) {
         siginfo_t si;
         if (r >= 0)
             r = negative_errno();
@@ -811,6 +916,7 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     if (proxy)
         proxy_finish(proxy, &ret->network);
     shm_diagnose(c, ret);
+    sandbox_describe_rootfs(sb.rootfs, ret);
     work_diagnose(c, ret);
     copy_out_finish(&sb, ret, hooks != NULL);
     outputs_finish(&sb, ret);

@@ -96,6 +96,12 @@ struct session_hooks {
     void *userdata;
 };
 
+/* When ret's stderr mentions ModuleNotFoundError: ret->rootfs and ret->rootfs_profile for its
+ * note (nsbox_result_notes()), the profile read from rootfs/usr/share/nsbox/profile beneath
+ * the tree, never through a symlink (openat2(2) RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS).
+ * Otherwise nothing (no work on an ordinary run's path). */
+void sandbox_describe_rootfs(const char *rootfs, struct nsbox_result *ret);
+
 /* As nsbox_run(), with init in session mode and hooks->supervise instead of supervise(). */
 int sandbox_run_session(const struct nsbox_config *c, const struct session_hooks *hooks,
                         struct nsbox_result *ret);

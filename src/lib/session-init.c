@@ -34,6 +34,7 @@
 #include "sandbox.h"
 #include "session.h"
 #include "syscalls.h"
+#include "written.h"
 
 extern const char session_repl[]; /* session-repl.py, embedded at build time */
 
@@ -56,6 +57,8 @@ struct runner {
     char *copy_paths;     /* its sources, NUL-separated */
     size_t copy_size;
     struct copy_caps copy_caps;
+    int work_fd;                    /* /work (O_PATH), or -1: files_written unknown */
+    struct written_snapshot before; /* /work before the running step (written.h) */
 };
 
 static void control_send(struct runner *rn, const struct session_msg *m)
@@ -251,6 +254,10 @@ static void step_end(struct runner *rn, int end, int code)
     if (died)
         repl_forget(rn);
     step_copy_out(rn, &m);
+    /* The files the step wrote in /work, reported before its end (written.h). */
+    if (rn->work_fd >= 0)
+        written_report(rn->work_fd, &rn->before, rn->report_fd);
+    written_snapshot_free(&rn->before);
     rn->interrupted = false;
     rn->step = 0;
     rn->code_step = false;
@@ -450,7 +457,8 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                         .report_fd = report_fd,
                         .control_fd = control_fd,
                         .repl_fd = -1,
-                        .copy_fd = -1};
+                        .copy_fd = -1,
+                        .work_fd = -1};
     struct session_msg ready = {.type = SESSION_READY};
     int sigfd;
 
@@ -461,6 +469,7 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
     sigfd = signalfd(-1, mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sigfd < 0)
         report_setup_failed(report_fd, &(struct report_step){.err = errno, .name = "signalfd"});
+    rn.work_fd = open("/work", O_PATH | O_DIRECTORY | O_CLOEXEC);
     control_send(&rn, &ready);
 
     for (;;) {
@@ -535,6 +544,10 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                                                           .max_files = m.copy_max_files};
                     }
                 }
+                /* /work as the step finds it (written.h; best effort). */
+                written_snapshot_free(&rn.before);
+                if (rn.work_fd >= 0)
+                    (void)written_snapshot_take(rn.work_fd, &rn.before);
                 if (m.type == SESSION_RUN)
                     run_program(&rn, fds, step_n, step_n > 3);
                 else {

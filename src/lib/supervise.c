@@ -22,12 +22,14 @@
 
 #include "fileio.h"
 #include "filter.h"
+#include "headtail.h"
 #include "macro.h"
 #include "report.h"
 #include "result.h"
 #include "supervise.h"
 #include "syscalls.h"
 #include "termsafe.h"
+#include "written.h"
 
 /* How long the payload has after a forwarded SIGINT/SIGTERM/SIGHUP before the sandbox is
  * killed; a second signal kills at once. */
@@ -64,10 +66,10 @@ struct stream_state {
     struct nsbox_stream *s;
     int fd;      /* read end (O_NONBLOCK), -1 at EOF */
     int copy_fd; /* where output is copied as it arrives, or -1 */
+    int file_fd; /* where all of it is written (nsbox_config.stdout_file_fd), or -1 */
     uint64_t limit;
-    struct json_meter meter; /* the JSON size of what is kept */
-    bool full;               /* kept as much as the limit and the JSON bound allow */
-    char *escaped;           /* copy_fd is a terminal: the copy is escaped here, else NULL */
+    struct headtail kept; /* the start and the end of the stream (headtail.h) */
+    char *escaped;        /* copy_fd is a terminal: the copy is escaped here, else NULL */
     struct termsafe term;
     bool reader_gone; /* copy_fd's reader went away (EPIPE): pass that on */
 };
@@ -193,9 +195,40 @@ static void stream_copy(struct supervisor *sv, struct stream_state *st, const ch
         copy_out(sv, st, p, n);
 }
 
-/* Read what is there; keep at most limit bytes, count everything. Returns the bytes read,
- * -EAGAIN when there is nothing to read now, 0 at EOF (or on an error, which ends the stream
- * the same way). */
+/* All of the stream into the caller's file (--stdout-file), as it comes. A regular file: the
+ * writes block only as long as the disk takes. The first failure (ENOSPC, EFBIG, EIO) stops
+ * the writing for good and is said in the result (the file holds what came before it). */
+static void stream_to_file(struct stream_state *st, const char *p, size_t n)
+{
+    st->s->file_asked = true;
+    while (n > 0) {
+        ssize_t w = write(st->file_fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            st->s->file_error = w < 0 ? errno : EIO;
+            st->file_fd = -1;
+            if (st->s->file_error == EFBIG) {
+                /* Past RLIMIT_FSIZE the kernel also sends this thread SIGXFSZ (setrlimit(2)),
+                 * which nsbox blocks and would take from its signalfd for a signal to pass on:
+                 * it is nsbox's own, so it is taken here instead. */
+                sigset_t xfsz;
+                struct timespec now = {0};
+                sigemptyset(&xfsz);
+                sigaddset(&xfsz, SIGXFSZ);
+                (void)sigtimedwait(&xfsz, NULL, &now);
+            }
+            return;
+        }
+        st->s->file_bytes += (uint64_t)w;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Read what is there; keep its start and its end within limit bytes, count everything
+ * (headtail.h). Returns the bytes read, -EAGAIN when there is nothing to read now, 0 at EOF
+ * (or on an error, which ends the stream the same way). */
 static ssize_t stream_read(struct supervisor *sv, struct stream_state *st, char *buf)
 {
     ssize_t n = read(st->fd, buf, READ_CHUNK);
@@ -205,29 +238,15 @@ static ssize_t stream_read(struct supervisor *sv, struct stream_state *st, char 
         return errno == EINTR || errno == EAGAIN ? -EAGAIN : 0;
     if (n == 0)
         return 0;
-    st->s->total += (uint64_t)n;
-    keep = !st->full && st->s->captured < st->limit ? (size_t)(st->limit - st->s->captured) : 0;
-    if (keep > (size_t)n)
-        keep = (size_t)n;
-    if (keep > 0) {
-        size_t fit;
-
-        memcpy(st->s->data + st->s->captured, buf, keep);
-        /* At most limit bytes, whose JSON string is at most JSON_OUTPUT_FACTOR x limit: the
-         * result, and nsbox's memory while it encodes it, stay a small multiple of the limit
-         * whatever the bytes are. What is copied out is what is kept. */
-        fit = json_meter_fit(&st->meter, st->s->data, st->s->captured, keep,
-                             JSON_OUTPUT_FACTOR * st->limit);
-        if (fit < keep)
-            st->full = true;
-        keep = fit;
-    }
-    if (keep > 0) {
+    /* At most limit bytes, whose JSON string is at most JSON_OUTPUT_FACTOR x limit: the
+     * result, and nsbox's memory while it encodes it, stay a small multiple of the limit
+     * whatever the bytes are. What is copied out is what is kept: the head as it comes, the
+     * tail once the stream has ended (stream_copy_tail()). */
+    keep = headtail_add(&st->kept, buf, (size_t)n);
+    if (keep > 0)
         stream_copy(sv, st, buf, keep);
-        st->s->captured += keep;
-        st->s->data[st->s->captured] = '\0';
-    }
-    st->s->truncated = st->s->total > st->s->captured;
+    if (st->file_fd >= 0)
+        stream_to_file(st, buf, (size_t)n);
     if (st->reader_gone) {
         /* Whoever reads nsbox's output has gone (`nsbox run ... | head -1`): stop reading the
          * program's pipe, as a shell pipeline would, so that its next write fails with EPIPE
@@ -239,13 +258,45 @@ static ssize_t stream_read(struct supervisor *sv, struct stream_state *st, char 
     return n;
 }
 
-/* The stream has ended: out with what the escaping held back, and close the pipe. */
+/* The stream has ended: close the pipe. */
 static void stream_close(struct supervisor *sv, struct stream_state *st)
 {
-    if (st->escaped && st->copy_fd >= 0)
-        copy_out(sv, st, st->escaped, termsafe_finish(&st->term, st->escaped));
+    (void)sv;
     (void)close(st->fd);
     st->fd = -1;
+}
+
+/* Nothing more comes: the tail joins the head (headtail_finish()) and is copied out after it,
+ * on a terminal behind a line that says what was cut between them, then what the escaping held
+ * back. The sandbox has ended: a reader that does not read gets a second, not the rest of the
+ * run's clock (which may be over), as copy_out() waits at most until sv->kill_at. */
+static void stream_copy_tail(struct supervisor *sv, struct stream_state *st)
+{
+    struct nsbox_stream *s = st->s;
+    size_t tail;
+
+    if (!s->data)
+        return;
+    tail = headtail_finish(&st->kept);
+    if (st->copy_fd < 0)
+        return;
+    sv->kill_at = now_usec() + 1000000ULL;
+    if (tail > 0 && st->escaped) {
+        char line[160];
+        int n = snprintf(line, sizeof(line),
+                         "%s[... %llu bytes, %llu lines cut (--output-limit)"
+                         " ...]\n",
+                         s->head > 0 && s->data[s->head - 1] != '\n' ? "\n" : "",
+                         (unsigned long long)(s->total - s->captured),
+                         (unsigned long long)s->cut_lines);
+        copy_out(sv, st, st->escaped, termsafe_finish(&st->term, st->escaped));
+        st->term = (struct termsafe){0};
+        copy_out(sv, st, line, (size_t)n);
+    }
+    if (tail > 0)
+        stream_copy(sv, st, s->data + s->head, tail);
+    if (st->escaped && st->copy_fd >= 0)
+        copy_out(sv, st, st->escaped, termsafe_finish(&st->term, st->escaped));
 }
 
 /* After the grace: read what the pipe holds now, at most its capacity (a writer outside could
@@ -385,10 +436,9 @@ static bool answer_notification(struct supervisor *sv, int listener, pid_t init_
 {
     struct seccomp_notif req;
     struct seccomp_notif_resp resp;
-    uint64_t now = now_usec(), earliest = now - NOTIF_BURST * NOTIF_INTERVAL_USEC;
 
     /* The pace (NOTIF_BURST): a quiet spell earns a burst, never more. */
-    sv->notif_at = (sv->notif_at > earliest ? sv->notif_at : earliest) + NOTIF_INTERVAL_USEC;
+    (void)pace_take(&sv->notif_at, now_usec(), NOTIF_BURST, NOTIF_INTERVAL_USEC);
     memset(&req, 0, sizeof(req)); /* the kernel requires it zeroed */
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
         return errno == EINTR || errno == ENOENT; /* ENOENT: the caller died meanwhile */
@@ -420,12 +470,30 @@ bool supervise_answer_notification(int listener, pid_t init_pid, bool no_network
     return answer_notification(&one, listener, init_pid, no_network, ret);
 }
 
+/* A report that needs no answer: a file written, a skipped step's warning, a failure, how the
+ * payload ended. */
+static void report_take(const struct nsbox_config *c, struct nsbox_result *ret,
+                        const struct report *report, struct report *failure, struct report *final)
+{
+    if (report->type == REPORT_WRITTEN)
+        written_add(ret, report);
+    else if (report->type == REPORT_SKIPPED)
+        /* An optional step the sandbox left out: a warning, passed on at once. */
+        report_warning(c, ret, "optional setup step %s skipped: %s (%s)", report->step.name,
+                       strerror(report->step.err), report->step.detail);
+    else if (report->type == REPORT_SETUP_FAILED || report->type == REPORT_EXEC_FAILED) {
+        if (!failure->type)
+            *failure = *report;
+    } else if (report->type != REPORT_LISTENER && report->type != REPORT_PROXY)
+        *final = *report;
+}
+
 int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
               struct nsbox_result *ret)
 {
     struct stream_state streams[2] = {
-        {&ret->out, fds->out, c->stdout_fd, c->output_limit},
-        {&ret->err, fds->err, c->stderr_fd, c->output_limit},
+        {&ret->out, fds->out, c->stdout_fd, c->stdout_file_fd, c->output_limit},
+        {&ret->err, fds->err, c->stderr_fd, c->stderr_file_fd, c->output_limit},
     };
     _cleanup_free_ char *escaped_out = NULL, *escaped_err = NULL;
     struct supervisor sv = {.fds = fds,
@@ -436,6 +504,12 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     struct report final = {0}, failure = {0};
     bool timed_out = false, killed = false;
     int report_fd = fds->report, init_status = 0, init_code = 0;
+    /* The report pipe is watched while init may still hand something over (the proxy's socket,
+     * the seccomp listener: they come last in its setup) and until how the payload ended is in;
+     * later reports (a failure after the filters, or how the payload ended) wait in the pipe
+     * and are read once init has exited. Each wake-up it spares is a switch between init and
+     * the supervisor while init ends the run. */
+    bool report_watched = true;
     uint64_t drain_until = UINT64_MAX;
     /* --stdin: nsbox's stdin is copied into the payload's stdin socket, a buffer at a time. */
     _cleanup_free_ char *in_buf = fds->stdin_dst >= 0 ? malloc(READ_CHUNK) : NULL;
@@ -446,9 +520,11 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
     int r = 0;
 
     for (size_t i = 0; i < 2; i++) {
-        streams[i].s->data = malloc(c->output_limit + 1);
-        if (streams[i].s->data)
-            streams[i].s->data[0] = '\0';
+        streams[i].s->file_asked = streams[i].file_fd >= 0;
+        if (headtail_init(&streams[i].kept, streams[i].s, c->output_limit) < 0) {
+            r = -ENOMEM;
+            goto kill;
+        }
         /* Non-blocking, so that reading what is left after the grace cannot block on a pipe
          * someone outside still holds open. Only the read end's file description changes. */
         if (fcntl(streams[i].fd, F_SETFL, O_NONBLOCK) < 0) {
@@ -474,7 +550,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             goto kill;
         }
     }
-    while (sv.init_running || streams[0].fd >= 0 || streams[1].fd >= 0 || report_fd >= 0) {
+    while (sv.init_running || streams[0].fd >= 0 || streams[1].fd >= 0 ||
+           (report_fd >= 0 && report_watched)) {
         struct pollfd p_small[8], *p = pfds ? pfds : p_small;
         size_t idx_proxy = 0, n_proxy = 0;
         bool proxy_polled = false;
@@ -511,7 +588,7 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                 idx_stream[i] = np;
                 p[np++] = (struct pollfd){.fd = streams[i].fd, .events = POLLIN};
             }
-        if (report_fd >= 0) {
+        if (report_fd >= 0 && report_watched) {
             idx_rep = np;
             p[np++] = (struct pollfd){.fd = report_fd, .events = POLLIN};
         }
@@ -614,27 +691,20 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
                     goto kill;
                 }
             } else if (k > 0 && report->type == REPORT_LISTENER) {
-                /* Take init's listener; init waits for the byte on the sync pipe. */
-                listener = sys_pidfd_getfd(fds->pidfd, report->code, 0);
+                /* Take init's listener: it waits on the sync socket, sent before the report. */
+                listener = report_recv_fd(fds->sync);
                 if (listener < 0) {
-                    r = negative_errno();
+                    r = listener;
                     goto kill;
                 }
                 ret->seccomp_reporting = true;
-                if (write(fds->sync, "x", 1) != 1) {
-                    r = negative_errno();
-                    goto kill;
-                }
-            } else if (k > 0 && report->type == REPORT_SKIPPED) {
-                /* An optional step the sandbox left out: a warning, passed on at once. */
-                report_warning(c, ret, "optional setup step %s skipped: %s (%s)", report->step.name,
-                               strerror(report->step.err), report->step.detail);
+                /* The pipe stays watched: the files the payload wrote (REPORT_WRITTEN, up to
+                 * NSBOX_WRITTEN_MAX of them) can be more than a pipe holds, and init waits to
+                 * write them before it exits. */
             } else if (k > 0) {
-                if (report->type == REPORT_SETUP_FAILED || report->type == REPORT_EXEC_FAILED) {
-                    if (!failure.type)
-                        failure = *report;
-                } else
-                    final = *report;
+                report_take(c, ret, report, &failure, &final);
+                if (final.type)
+                    report_watched = false;
             } else if (k < 0) {
                 (void)close(report_fd);
                 report_fd = -1;
@@ -663,7 +733,16 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
      * what their holders might still write is not waited for. */
     for (size_t i = 0; i < 2; i++)
         stream_finish(&sv, &streams[i], buf);
+    for (size_t i = 0; i < 2; i++) {
+        stream_copy_tail(&sv, &streams[i]);
+        headtail_done(&streams[i].kept);
+    }
     if (report_fd >= 0) {
+        /* What init said after the pipe stopped being watched; init is gone (or the run is
+         * being given up), so nothing waits: non-blocking, until empty. */
+        if (!report_watched && fcntl(report_fd, F_SETFL, O_NONBLOCK) == 0)
+            while (report_read(report_fd, &reader) > 0)
+                report_take(c, ret, &reader.rep, &failure, &final);
         (void)close(report_fd);
         report_fd = -1;
     }
@@ -736,9 +815,13 @@ kill:
         siginfo_t si;
         (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
     }
-    for (size_t i = 0; i < 2; i++)
+    for (size_t i = 0; i < 2; i++) {
         if (streams[i].fd >= 0)
             (void)close(streams[i].fd);
+        if (streams[i].s->data)
+            (void)headtail_finish(&streams[i].kept);
+        headtail_done(&streams[i].kept);
+    }
     if (report_fd >= 0)
         (void)close(report_fd);
     if (fds->stdin_dst >= 0)

@@ -30,18 +30,28 @@
  * run and nothing that grows in /run. Slots are tried from a random one, so that concurrent
  * runs rarely meet on the same byte.
  *
- * "Never an id in use on the host": a slot whose id a passwd or group entry names (any NSS
- * source, getpwuid_r(3)/getgrgid_r(3)) is skipped. Processes are not looked for in /proc: a
- * scan of /proc/PID/status took 1.5 ms for the 118 processes of the development VM (more than
- * all of nsbox's start-up overhead, and it grows with the host), and the only processes that
- * run as a pool id are nsbox's own, which do not outlive their slot. In the sandbox's pid
- * namespace the kernel kills all of them before the sandbox's init has fully exited
- * (zap_pid_ns_processes(), kernel/pid_namespace.c), which is before the supervisor's waitid()
- * returns and the slot is released. If nsbox is SIGKILLed, the kernel closes its descriptors
- * (dropping the lock) before it sends the sandbox's init its death signal (PR_SET_PDEATHSIG;
- * exit_files() comes before exit_notify() in do_exit()): for that moment, until init's exit
- * has killed the rest, a next run may have the id too, but each sits in a pid namespace of its
- * own where it cannot see the other's processes. Without a pid namespace (--pid host), the
+ * "Never an id in use on the host": a slot whose id a passwd or group entry names (any source
+ * nsswitch.conf(5) lists for passwd and group) is skipped. Not through getpwuid_r(3) where the
+ * sources are only "files" and "systemd", as on a Debian host: there glibc would load
+ * libnss_systemd (and libcap, libm) with dlopen() and try nscd's socket, 0.55-0.68 ms of a
+ * run's 4 ms (most of root's start-up overhead over an ordinary user's); nsbox reads
+ * /etc/passwd and /etc/group itself, and for "systemd" looks where nss-systemd(8) finds
+ * records that may hold any id: the drop-in records of userdb (/etc/userdb, /run/userdb,
+ * /run/host/userdb, /usr/local/lib/userdb, /usr/lib/userdb: a record of uid N is named
+ * "N.user", of gid N "N.group") and the services in /run/systemd/userdb/ (systemd's own,
+ * io.systemd.Home, .Machine and .DynamicUser, hand out only ids of their ranges on systemd's
+ * map, none in the pool; a socket of any other service there makes nsbox ask NSS). Any other
+ * source (ldap, sss, nis, compat, winbind, a missing line) is asked through NSS as before.
+ * Processes are not looked for in /proc: a scan of /proc/PID/status took 1.5 ms for the 118
+ * processes of the development VM (more than all of nsbox's start-up overhead, and it grows with
+ * the host), and the only processes that run as a pool id are nsbox's own, which do not outlive
+ * their slot. In the sandbox's pid namespace the kernel kills all of them before the sandbox's init
+ * has fully exited (zap_pid_ns_processes(), kernel/pid_namespace.c), which is before the
+ * supervisor's waitid() returns and the slot is released. If nsbox is SIGKILLed, the kernel closes
+ * its descriptors (dropping the lock) before it sends the sandbox's init its death signal
+ * (PR_SET_PDEATHSIG; exit_files() comes before exit_notify() in do_exit()): for that moment, until
+ * init's exit has killed the rest, a next run may have the id too, but each sits in a pid namespace
+ * of its own where it cannot see the other's processes. Without a pid namespace (--pid host), the
  * supervisor kills every process of the id (uidpool_kill_all()) before releasing it; such a run
  * marks its slot (byte N of the lock file, written only by the holder of its lock) before its first
  * process and clears the mark after the kill, so that if nsbox is killed in between, the next run
@@ -49,6 +59,7 @@
  * mark). A host that runs other software in this range must say so to nsbox by a passwd or group
  * entry.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -84,11 +95,11 @@ int uidpool_choose(unsigned start, unsigned size, int (*take)(unsigned slot, voi
     return -EBUSY;
 }
 
-/* Whether a passwd or group entry names id: 1 yes, 0 no, -errno when the user database could
- * not say (then the slot is not used: fail closed). getpwuid_r(3): "not found" is a return of
- * 0 (or, from some NSS modules, ENOENT, ESRCH, EBADF or EPERM) with a NULL result; ERANGE
- * means an entry exists that does not fit the buffer. */
-static int id_in_user_db(unsigned id)
+/* Whether a passwd or group entry names id, asked through NSS: 1 yes, 0 no, -errno when the
+ * user database could not say (then the slot is not used: fail closed). getpwuid_r(3): "not
+ * found" is a return of 0 (or, from some NSS modules, ENOENT, ESRCH, EBADF or EPERM) with a
+ * NULL result; ERANGE means an entry exists that does not fit the buffer. */
+static int id_in_nss(unsigned id)
 {
     char buf[4096];
     struct passwd pw, *pwp = NULL;
@@ -105,6 +116,76 @@ static int id_in_user_db(unsigned id)
         return 1;
     if (r != 0 && r != ENOENT && r != ESRCH && r != EBADF && r != EPERM)
         return -r;
+    return 0;
+}
+
+int uidpool_nss_sources(const char *text, const char *database)
+{
+    size_t dlen = strlen(database);
+    int all = 0;
+
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        size_t len = strcspn(p, "\n#");
+        const char *end = p + len, *q = p + strspn(p, " \t");
+        int mask = 0;
+
+        if ((size_t)(end - q) <= dlen || strncmp(q, database, dlen) != 0)
+            continue;
+        q += dlen;
+        q += strspn(q, " \t");
+        if (q >= end || *q != ':')
+            continue;
+        for (q++; q < end;) {
+            size_t n;
+
+            q += strspn(q, " \t");
+            if (q >= end)
+                break;
+            if (*q == '[') { /* an action, "[NOTFOUND=return]" */
+                const char *close = memchr(q, ']', (size_t)(end - q));
+                q = close ? close + 1 : end;
+                continue;
+            }
+            n = strcspn(q, " \t[\n#");
+            if (q + n > end)
+                n = (size_t)(end - q);
+            if (n == 5 && strncmp(q, "files", 5) == 0)
+                mask |= UIDPOOL_NSS_FILES;
+            else if (n == 7 && strncmp(q, "systemd", 7) == 0)
+                mask |= UIDPOOL_NSS_SYSTEMD;
+            else
+                mask |= UIDPOOL_NSS_OTHER;
+            q += n;
+        }
+        /* Every line for database counts (glibc takes one of them): any source beyond files
+         * and systemd in any of them, and NSS is asked. */
+        all |= mask ? mask : UIDPOOL_NSS_OTHER;
+    }
+    return all ? all : UIDPOOL_NSS_OTHER;
+}
+
+int uidpool_db_names(const char *text, unsigned id)
+{
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        const char *nl = strchr(p, '\n'), *f = p;
+        unsigned long v;
+        char *end = NULL;
+
+        for (int field = 0; field < 2 && f; field++) {
+            f = strchr(f, ':');
+            if (f && nl && f > nl)
+                f = NULL;
+            if (f)
+                f++;
+        }
+        if (!f || *f < '0' || *f > '9')
+            continue;
+        errno = 0;
+        v = strtoul(f, &end, 10);
+        if (errno || *end != ':' || v != id)
+            continue;
+        return 1;
+    }
     return 0;
 }
 
@@ -152,7 +233,126 @@ static int id_in_subid_files(unsigned id)
     return 0;
 }
 
+/* What the pool reads of the user database once per uidpool_acquire(), for every slot it
+ * tries (see the header). */
+struct user_db {
+    bool ask_nss; /* a source other than files and systemd: getpwuid_r(3), getgrgid_r(3) */
+    char *passwd; /* /etc/passwd, /etc/group (NULL: missing, names nothing) */
+    char *group;
+    int dropin_dirs[5]; /* userdb's drop-in directories that exist, else -EBADF */
+};
+
+static const char *const userdb_dropin_dirs[5] = {"/etc/userdb", "/run/userdb", "/run/host/userdb",
+                                                  "/usr/local/lib/userdb", "/usr/lib/userdb"};
+
+/* Whether /run/systemd/userdb/ holds a service that is not systemd's own (whose ids lie outside
+ * the pool): 1 yes, 0 no, -errno. A missing directory holds none. */
+static int userdb_foreign_service(void)
+{
+    static const char *const own[] = {".",
+                                      "..",
+                                      "io.systemd.Multiplexer",
+                                      "io.systemd.NameServiceSwitch",
+                                      "io.systemd.DropIn",
+                                      "io.systemd.Home",
+                                      "io.systemd.Machine",
+                                      "io.systemd.DynamicUser"};
+    _cleanup_closedir_ DIR *d = opendir("/run/systemd/userdb");
+    struct dirent *de;
+
+    if (!d)
+        return errno == ENOENT ? 0 : negative_errno();
+    while ((errno = 0, de = readdir(d))) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof(own) / sizeof(own[0]) && !known; i++)
+            known = strcmp(de->d_name, own[i]) == 0;
+        if (!known)
+            return 1;
+    }
+    return errno ? negative_errno() : 0;
+}
+
+static void user_db_done(struct user_db *db)
+{
+    free(db->passwd);
+    free(db->group);
+    db->passwd = db->group = NULL;
+    for (size_t i = 0; i < 5; i++)
+        if (db->dropin_dirs[i] >= 0)
+            (void)close(db->dropin_dirs[i]);
+}
+
+/* Reads nsswitch.conf and what its sources for passwd and group need. Returns 0 or -errno. */
+static int user_db_load(struct user_db *db)
+{
+    static const char *const files[2] = {"/etc/passwd", "/etc/group"};
+    _cleanup_free_ char *conf = NULL;
+    size_t len = 0;
+    int sources, r;
+
+    for (size_t i = 0; i < 5; i++)
+        db->dropin_dirs[i] = -EBADF;
+    r = read_regular_file("/etc/nsswitch.conf", 1 << 20, &conf, &len);
+    if (r == -ENOENT) { /* glibc's built-in defaults: let glibc apply them */
+        db->ask_nss = true;
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    sources = uidpool_nss_sources(conf, "passwd") | uidpool_nss_sources(conf, "group");
+    if (sources & UIDPOOL_NSS_OTHER) {
+        db->ask_nss = true;
+        return 0;
+    }
+    for (size_t i = 0; i < 2 && (sources & UIDPOOL_NSS_FILES); i++) {
+        r = read_regular_file(files[i], 64 << 20, i == 0 ? &db->passwd : &db->group, &len);
+        if (r < 0 && r != -ENOENT)
+            return r;
+    }
+    if (sources & UIDPOOL_NSS_SYSTEMD) {
+        r = userdb_foreign_service();
+        if (r < 0)
+            return r;
+        if (r > 0) {
+            db->ask_nss = true;
+            return 0;
+        }
+        for (size_t i = 0; i < 5; i++) {
+            db->dropin_dirs[i] = open(userdb_dropin_dirs[i],
+                                      O_RDONLY | O_DIRECTORY | O_PATH | O_CLOEXEC);
+            if (db->dropin_dirs[i] < 0 && errno != ENOENT && errno != ENOTDIR)
+                return negative_errno();
+        }
+    }
+    return 0;
+}
+
+/* Whether a passwd or group entry names id: 1 yes, 0 no, -errno when the user database could
+ * not say (then the slot is not used: fail closed). */
+static int id_in_user_db(const struct user_db *db, unsigned id)
+{
+    if (db->ask_nss)
+        return id_in_nss(id);
+    if ((db->passwd && uidpool_db_names(db->passwd, id)) ||
+        (db->group && uidpool_db_names(db->group, id)))
+        return 1;
+    for (size_t i = 0; i < 5; i++) {
+        char name[32];
+        if (db->dropin_dirs[i] < 0)
+            continue;
+        for (int kind = 0; kind < 2; kind++) {
+            (void)snprintf(name, sizeof(name), "%u.%s", id, kind == 0 ? "user" : "group");
+            if (faccessat(db->dropin_dirs[i], name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                return 1;
+            if (errno != ENOENT)
+                return negative_errno();
+        }
+    }
+    return 0;
+}
+
 struct take {
+    struct user_db db;
     int fd;
     unsigned busy;  /* slots locked by other runs */
     unsigned named; /* slots whose id a passwd or group entry, or a subordinate range, names */
@@ -230,7 +430,7 @@ static int take_slot(unsigned slot, void *userdata)
         return r;
     /* Locked first, then looked up: the lookup is the slower step, and it is only done for a
      * slot this run can have. */
-    r = id_in_user_db(uidpool_base() + slot);
+    r = id_in_user_db(&t->db, uidpool_base() + slot);
     if (r == 0)
         r = id_in_subid_files(uidpool_base() + slot);
     if (r == 0)
@@ -302,8 +502,15 @@ int uidpool_acquire(uid_t *ret_id, int *ret_lock_fd, char *detail, size_t detail
 
     if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != (ssize_t)sizeof(start))
         start = (unsigned)getpid() ^ (unsigned)time(NULL);
+    r = user_db_load(&t.db);
+    if (r < 0) {
+        user_db_done(&t.db);
+        (void)snprintf(detail, detail_size, "reading the user database: %s", strerror(-r));
+        return r;
+    }
     t.fd = fd;
     r = uidpool_choose(start, UIDPOOL_SIZE, take_slot, &t);
+    user_db_done(&t.db);
     if (r == -EBUSY)
         (void)snprintf(detail, detail_size,
                        "no free id in %u…%u: %u held by running sandboxes, %u named by passwd "

@@ -73,6 +73,28 @@ int uidpool_map_covers(const char *map, unsigned id);
  */
 int uidpool_subid_covers(const char *text, unsigned id);
 
+/* The sources nsswitch.conf(5) names for a database (uidpool_nss_sources()). */
+enum {
+    UIDPOOL_NSS_FILES = 1 << 0,   /* "files": /etc/passwd, /etc/group */
+    UIDPOOL_NSS_SYSTEMD = 1 << 1, /* "systemd": nss-systemd(8) */
+    UIDPOOL_NSS_OTHER = 1 << 2,   /* anything else (ldap, sss, nis, compat, winbind, ...) */
+};
+
+/*
+ * Pure: the sources the text of nsswitch.conf(5) names for database (e.g. "passwd"): lines
+ * "DATABASE: SOURCE [ACTION] SOURCE ...", '#' to the end of a line a comment, bracketed
+ * actions skipped. Returns a mask of UIDPOOL_NSS_*, or UIDPOOL_NSS_OTHER when the text has no
+ * line for database or the line names no source (glibc then uses a built-in default).
+ */
+int uidpool_nss_sources(const char *text, const char *database);
+
+/*
+ * Pure: whether the text of /etc/passwd or /etc/group (passwd(5), group(5): lines
+ * "NAME:PASSWORD:ID:...") has an entry whose id (the third field) is id. Lines whose third
+ * field is not a number are skipped. Returns 1 or 0.
+ */
+int uidpool_db_names(const char *text, unsigned id);
+
 /*
  * Whether the user namespace of this process maps id: map_path is "/proc/self/uid_map" or
  * "/proc/self/gid_map". Returns 1 or 0, or -errno when the file cannot be read.

@@ -59,7 +59,7 @@ class TestExecutor(NsboxTestCase):
             return e.code, json.loads(e.read())
 
     def test_runs_code_in_a_sandbox(self):
-        status, r = self.post({"code": "import os; print(os.getuid(), open('/work/files/in.txt').read())",
+        status, r = self.post({"code": "import os; print(os.getuid(), open('in.txt').read())",
                                "files": {"in.txt": "hello"}, "timeout": 20})
         self.assertEqual(status, 200, r)
         self.assertEqual(r["status"], "exited", r)

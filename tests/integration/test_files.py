@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Issue #17: the writable working directory, -w, --copy-in, --copy-out and workspaces."""
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -155,6 +156,77 @@ class TestCopy(NsboxTestCase):
             self.assertEqual(f.read(), "precious")
 
 
+class TestCopyOutTarget(NsboxTestCase):
+    """Issue #24, item 2: a --copy-out HOSTDIR the sandbox can write (inside a :rw bind of the
+    same run or session) is refused, by device and inode: there the payload could rename the
+    directory nsbox made and plant a symlink in its place, so that the result's host_path names
+    a file of its choosing. A HOSTDIR outside the binds works beside the same bind."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        os.chmod(self.tmp.name, 0o755)
+        self.addCleanup(self.tmp.cleanup)
+        self.rw = os.path.join(self.tmp.name, "rw")
+        os.mkdir(self.rw)
+        os.mkdir(os.path.join(self.rw, "sub"))
+        os.chmod(self.rw, 0o777)  # root's sandboxes write as host ids of their own
+        self.bind = ["-v", f"{self.rw}:/rw:rw"]
+
+    def inside(self):
+        """HOSTDIRs in the bind: its source, one made below it, one below a subdirectory, and
+        the source by another name (through "..")."""
+        return [self.rw, os.path.join(self.rw, "new"), os.path.join(self.rw, "sub"),
+                os.path.join(self.tmp.name, "rw", "sub", "..", "sub", "..")]
+
+    def test_run_refuses_a_hostdir_in_a_rw_bind(self):
+        for hostdir in self.inside():
+            with self.subTest(hostdir=hostdir):
+                p = nsbox("run", *self.bind, "--copy-out", f"/etc/hostname:{hostdir}", "--",
+                          "true")
+                self.assertOneLineError(p, contains="lies inside the writable bind")
+                self.assertIn(f"-v {self.rw}:...:rw", p.stderr)
+                # Nothing was copied, and the directory nsbox would have made is not left.
+                self.assertEqual(sorted(os.listdir(self.rw)), ["sub"])
+                self.assertEqual(os.listdir(os.path.join(self.rw, "sub")), [])
+        # A read-only bind of the same directory is no place the sandbox can write: allowed.
+        p, r = py("print(1)", "-v", f"{self.rw}:/ro", "--copy-out",
+                  f"/etc/hostname:{self.rw}/sub")
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        self.assertTrue(r["copy_out"]["complete"], r)
+        os.unlink(os.path.join(self.rw, "sub", "hostname"))
+
+    def test_run_copies_out_beside_a_rw_bind(self):
+        out = os.path.join(self.tmp.name, "out")
+        p, r = py("open('/rw/x', 'w').write('from the sandbox')", *self.bind,
+                  "--copy-out", f"/rw/x:{out}")
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        self.assertEqual([c["host_path"] for c in r["copy_out"]["copied"]],
+                         [os.path.join(out, "x")])
+        with open(os.path.join(out, "x")) as f:
+            self.assertEqual(f.read(), "from the sandbox")
+
+    def test_session_step_refuses_a_hostdir_in_a_rw_bind(self):
+        p = nsbox("session", "start", "--cgroup", "off", *self.bind)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sid = p.stdout.strip()
+        self.addCleanup(lambda: nsbox("session", "stop", sid))
+        for hostdir in self.inside():
+            with self.subTest(hostdir=hostdir):
+                p = nsbox("session", "exec", sid, "--copy-out", f"/etc/hostname:{hostdir}",
+                          "--", "true")
+                self.assertOneLineError(p, contains="lies inside the writable bind")
+                self.assertEqual(sorted(os.listdir(self.rw)), ["sub"])
+                self.assertEqual(os.listdir(os.path.join(self.rw, "sub")), [])
+        # The session goes on, and a HOSTDIR outside the bind works.
+        out = os.path.join(self.tmp.name, "out")
+        p = nsbox("session", "exec", sid, "--json", "--copy-out", f"/rw/y:{out}", "--", "sh",
+                  "-c", "echo step > /rw/y")
+        r = json.loads(p.stdout)
+        self.assertEqual((p.returncode, r["copy_out"]["complete"]), (0, True), p.stderr)
+        self.assertEqual([c["host_path"] for c in r["copy_out"]["copied"]],
+                         [os.path.join(out, "y")])
+
+
 class TestWorkspace(NsboxTestCase):
     def setUp(self):
         self.state = tempfile.TemporaryDirectory()
@@ -278,6 +350,51 @@ class TestWorkspace(NsboxTestCase):
         self.assertEqual(p.returncode, 125)
         self.assertIn("writable by group or others", p.stderr)
         self.assertEqual(os.listdir(base), [])
+
+class TestFilesWritten(NsboxTestCase):
+    def test_new_and_changed_files_in_work_are_listed(self):
+        tmp = tempfile.mkdtemp(prefix="nsbox-written-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        src, bound = os.path.join(tmp, "in"), os.path.join(tmp, "bound")
+        os.mkdir(src)
+        os.mkdir(bound)
+        os.chmod(bound, 0o777)
+        for name in ("keep.txt", "change.txt"):
+            with open(os.path.join(src, name), "w") as f:
+                f.write("x")
+        p, r = nsbox_json(
+            "--cgroup", "off", "--copy-in", f"{src}/.:/work/", "-v", f"{bound}:/work/bound:rw",
+            "--code", "-", input="import os\n"
+            "open('change.txt', 'a').write('y')\n"
+            "os.makedirs('a/b'); open('a/b/new.bin', 'wb').write(b'\\0' * 3)\n"
+            "open('bound/not-listed', 'w').write('another mount')\n"
+            "os.symlink('/etc/passwd', 'link'); os.mkfifo('fifo')\n")
+        self.assertEqual(r["exit_code"], 0, r["stderr"])
+        self.assertEqual(r["files_written"], [
+            {"path": "/work/a/b/new.bin", "size": 3,
+             "sha256": hashlib.sha256(b"\0" * 3).hexdigest()},
+            {"path": "/work/change.txt", "size": 2, "sha256": hashlib.sha256(b"xy").hexdigest()}])
+        self.assertEqual((r["files_written_unlisted"], r["files_written_partial"]), (0, False))
+        # Nothing written: an empty list; killed before the walk: unknown.
+        p, r = nsbox_json("--cgroup", "off", "--", "true")
+        self.assertEqual(r["files_written"], [])
+        p, r = nsbox_json("--cgroup", "off", "--timeout", "0.3", "--", "sh", "-c",
+                          "echo > /work/x; sleep 5")
+        self.assertEqual((r["status"], r["files_written"]), ("timeout", None))
+
+    def test_more_files_than_the_report_pipe_holds(self):
+        # Each listed file is a report of about 700 bytes on the report pipe, sent by init
+        # before it exits: 100 of them are more than a pipe holds (64 KiB, pipe(7)), so the
+        # supervisor must read them as they come (a run that stopped watching the pipe hung
+        # until its timeout here).
+        p, r = nsbox_json("--cgroup", "off", "--timeout", "20", "--code", "-", input=
+                          "for i in range(300): open(f'/work/f{i:03}', 'w').write('x' * i)\n")
+        self.assertEqual((r["status"], r["exit_code"]), ("exited", 0), r["stderr"])
+        self.assertLess(r["wall_time_ms"], 10000)
+        self.assertEqual(len(r["files_written"]), 100)
+        self.assertEqual(r["files_written_unlisted"], 200)
+        self.assertEqual(r["files_written"][0]["path"], "/work/f000")
+
 
 if __name__ == "__main__":
     unittest.main()

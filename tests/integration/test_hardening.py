@@ -371,11 +371,30 @@ class TestSharedMemory(NsboxTestCase):
         p, r = py(SYSV, "--memory", "64m")
         got = r["stdout"].split()
         if os.geteuid() != 0:
-            # Only root can set kernel.shm* in the sandbox's IPC namespace: an ordinary user's
-            # run says so where it matters (no cgroup), and the segments are not bounded.
-            if r["limits_enforced_by"] == "rlimit":
-                self.assertIn("System V is not bounded", r["limits_note"])
-            self.assertEqual(got, ["64", "0", "0"], r)
+            # Only root can set kernel.shm* in the sandbox's IPC namespace: without a cgroup,
+            # nothing would bound an ordinary user's segments, so shmget is refused (issue 24:
+            # 640 MiB resident under --memory 256m), counted and explained.
+            if r["limits_enforced_by"] != "rlimit":
+                self.assertEqual(got, ["64", "0", "0"], r)  # the cgroup counts them
+                return
+            self.assertIn("System V is refused, shmget", r["limits_note"])
+            self.assertEqual(got, ["0", str(errno.EPERM), str(errno.EPERM)], r)
+            self.assertEqual([x["count"] for x in r["seccomp_refused"]
+                              if x["syscall"] == "shmget"], [2], r["seccomp_refused"])
+            self.assertTrue(any(n.startswith("System V shared memory (shmget) is refused") and
+                                "multiprocessing.shared_memory" in n for n in r["notes"]),
+                            r["notes"])
+            # The control: without the refusal (--no-seccomp, an opt-out) the segments are not
+            # bounded: 64 of 32 MiB under --memory 64m.
+            p, r = py(SYSV, "--memory", "64m", "--no-seccomp")
+            self.assertEqual(r["stdout"].split(), ["64", "0", "0"], r)
+            self.assertIn("shared memory is not bounded", r["limits_note"])
+            # POSIX shared memory, what multiprocessing.shared_memory uses, works (/dev/shm).
+            p, r = py("from multiprocessing import shared_memory as s\n"
+                      "m = s.SharedMemory(create=True, size=1 << 20); m.buf[0] = 7\n"
+                      "n = s.SharedMemory(m.name); print(n.buf[0])\n"
+                      "n.close(); m.close(); m.unlink()", "--memory", "64m")
+            self.assertEqual(r["stdout"], "7\n", r)
             return
         # 64 MiB in all (kernel.shmall): two segments of 32 MiB, then ENOSPC; one segment
         # larger than --memory is EINVAL (kernel.shmmax).
@@ -461,8 +480,9 @@ sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 class TestContainerRoot(NsboxTestCase):
     def test_root_of_a_container_runs_as_an_ordinary_user_would(self):
         # vm.memfd_noexec and kernel.shm* of the sandbox open only to the host's root: root of
-        # another user namespace gets the host's memfd_noexec and unbounded System V shared
-        # memory, said in limits_note, as an ordinary user does; it must not fail.
+        # another user namespace gets the host's memfd_noexec and System V shared memory
+        # refused (nothing would bound it), said in limits_note, as an ordinary user does; it
+        # must not fail.
         code = "print(open('/proc/sys/vm/memfd_noexec').read().strip())"
         args = [NSBOX, "run", "--json", "--cgroup", "off", "--", "python3", "-c", code]
         with tempfile.TemporaryDirectory() as runtime:
@@ -475,7 +495,7 @@ class TestContainerRoot(NsboxTestCase):
         r = json.loads(p.stdout)
         with open("/proc/sys/vm/memfd_noexec") as f:
             self.assertEqual(r["stdout"].strip(), f.read().strip(), r)
-        self.assertIn("System V is not bounded", r["limits_note"])
+        self.assertIn("System V is refused, shmget", r["limits_note"])
 
 
 
@@ -489,6 +509,11 @@ class TestRootInside(NsboxTestCase):
         self.assertEqual((r["status"], r["stdout"]), ("exited", "0\n"), p.stderr)
         if os.geteuid() == 0:
             self.assertIn("with --user 0", r["limits_note"])
+        # Nothing bounds System V shared memory then: shmget is refused, as for an ordinary
+        # user without a cgroup.
+        p, r = py(SYSV, "--cgroup", "off", "-u", "0", "--memory", "64m")
+        self.assertEqual(r["stdout"].split(), ["0", str(errno.EPERM), str(errno.EPERM)], r)
+        self.assertIn("System V is refused, shmget", r["limits_note"])
 
 if __name__ == "__main__":
     unittest.main()

@@ -228,13 +228,15 @@ class TestRootHostIds(NsboxTestCase):
         self.assertOneLineError(p, contains="--host-user")
         self.assertIn("no free id", p.stderr)
 
-    def _run_with_user_db(self, passwd_extra, group_extra, keep, subuid=None, subgid=None):
+    def _run_with_user_db(self, passwd_extra, group_extra, keep, subuid=None, subgid=None,
+                          nsswitch=None, setup=()):
         """nsbox run in a mount namespace whose /etc/passwd and /etc/group have extra lines
-        (and /etc/subuid, /etc/subgid the given text), with only the slots in keep free."""
+        (and /etc/subuid, /etc/subgid, /etc/nsswitch.conf the given text; setup: more shell
+        commands run there first), with only the slots in keep free."""
         if not shutil.which("unshare") or os.path.exists("/var/run/nscd/socket"):
             self.skip_or_fail("needs unshare(1) and no nscd (which would answer from its cache)")
         files = {"passwd": passwd_extra, "group": group_extra}
-        for name, text in (("subuid", subuid), ("subgid", subgid)):
+        for name, text in (("subuid", subuid), ("subgid", subgid), ("nsswitch.conf", nsswitch)):
             if text is not None:
                 if not os.path.exists(f"/etc/{name}"):
                     self.skipTest(f"no /etc/{name} to bind over")
@@ -249,6 +251,7 @@ class TestRootHostIds(NsboxTestCase):
                     dst.write(extra)
                 os.chmod(f"{d}/{name}", 0o644)
                 binds.append(f'mount --bind "$1/{name}" /etc/{name}')
+            binds += list(setup)
             with PoolHolder(keep=keep):
                 return subprocess.run(
                     ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
@@ -281,6 +284,41 @@ class TestRootHostIds(NsboxTestCase):
                 self.assertOneLineError(p, contains="1 named by passwd or group entries")
         # The control: the same slot, named by nobody, is taken.
         p = self._run_with_user_db("", "", keep={slot})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["host_uid"], uid)
+
+    def test_ids_named_by_userdb_records_are_skipped(self):
+        # nsswitch.conf names "systemd" (Debian's default): nsbox reads passwd and group itself,
+        # and looks for userdb's drop-in records (nss-systemd(8)), named by uid or gid.
+        slot, = free_slots(1)
+        uid = BASE + slot
+        if not os.path.isdir("/usr/local/lib") or os.path.exists("/usr/local/lib/userdb"):
+            self.skip_or_fail("needs /usr/local/lib without a userdb directory")
+        for record in (f"{uid}.user", f"{uid}.group"):
+            with self.subTest(record=record):
+                p = self._run_with_user_db(
+                    "", "", keep={slot}, nsswitch="passwd: files systemd\ngroup: files systemd\n",
+                    setup=["mount -t tmpfs nsboxtest /usr/local/lib",
+                           "mkdir /usr/local/lib/userdb",
+                           f"ln -s nsboxtest.user /usr/local/lib/userdb/{record}"])
+                self.assertOneLineError(p, contains="1 named by passwd or group entries")
+        # The control: a record of another id names nothing here.
+        p = self._run_with_user_db(
+            "", "", keep={slot}, nsswitch="passwd: files systemd\ngroup: files systemd\n",
+            setup=["mount -t tmpfs nsboxtest /usr/local/lib", "mkdir /usr/local/lib/userdb",
+                   f"ln -s nsboxtest.user /usr/local/lib/userdb/{uid + 1}.user"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["host_uid"], uid)
+
+    def test_other_name_services_are_asked_through_nss(self):
+        # A source nsbox does not read itself (here "compat", which NSS serves from the same
+        # /etc/passwd): the lookup goes through getpwuid_r(3), and a named id is still skipped.
+        slot, = free_slots(1)
+        uid = BASE + slot
+        p = self._run_with_user_db(f"nsboxtest:x:{uid}:{uid}::/:/bin/false\n", "", keep={slot},
+                                   nsswitch="passwd: compat\ngroup: compat\n")
+        self.assertOneLineError(p, contains="1 named by passwd or group entries")
+        p = self._run_with_user_db("", "", keep={slot}, nsswitch="passwd: compat\ngroup: compat\n")
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(json.loads(p.stdout)["host_uid"], uid)
 

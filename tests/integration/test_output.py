@@ -10,7 +10,7 @@ import tempfile
 import tty
 import unittest
 
-from nsboxtest import NSBOX, NsboxTestCase
+from nsboxtest import NSBOX, NsboxTestCase, nsbox, nsbox_json
 
 MIB = 1 << 20
 
@@ -52,7 +52,9 @@ class TestResultSize(NsboxTestCase):
         self.assertLessEqual(rss, bound, f"max RSS {rss / MIB:.0f} MiB")
         self.assertTrue(r["stdout_truncated"])
         self.assertEqual(r["stdout"], "\x01" * len(r["stdout"]))
-        self.assertGreaterEqual(len(r["stdout"]), 2 * limit // 6 - 1)
+        self.assertEqual(r["stdout_tail"], "\x01" * len(r["stdout_tail"]))
+        # Each half keeps what fits in twice its bytes of JSON: a third of itself.
+        self.assertGreaterEqual(len(r["stdout"]) + len(r["stdout_tail"]), 2 * limit // 6 - 2)
         with open(log) as f:
             end = [json.loads(line) for line in f][-1]
         self.assertEqual(end["result"]["stdout"], r["stdout"])
@@ -209,3 +211,188 @@ class TestTerminal(NsboxTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# 18 KB of logging, then an uncaught ValueError: the model must still read the final line.
+LOGGING_THEN_ERROR = (
+    "import logging\n"
+    "logging.basicConfig(level=logging.INFO)\n"
+    "for i in range(460): logging.info('step %d of the long job done', i)\n"
+    "raise ValueError('bad row 17')\n")
+SCIENCE = os.environ.get("NSBOX_ROOTFS_SCIENCE") or os.path.join(
+    os.path.dirname(NSBOX), "..", "rootfs", "science", "tree")
+
+
+class TestHeadAndTail(NsboxTestCase):
+    def check_cut(self, r):
+        self.assertGreater(r["stderr_bytes"], 18000)
+        self.assertEqual(r["stderr"][:36], "INFO:root:step 0 of the long job don")
+        self.assertTrue(r["stderr_tail"].endswith("ValueError: bad row 17\n"), r["stderr_tail"])
+        cut = r["stderr_cut"]
+        self.assertEqual(cut["bytes"], r["stderr_bytes"] - len(r["stderr"]) - len(r["stderr_tail"]))
+        self.assertEqual((cut["head_bytes"], cut["tail_bytes"]),
+                         (len(r["stderr"]), len(r["stderr_tail"])))
+        # Every line is in the head, the tail or the cut (the head ends mid-line).
+        self.assertEqual(cut["lines"] + r["stderr"].count("\n") + r["stderr_tail"].count("\n"),
+                         463)
+        self.assertTrue(r["stderr_truncated"])
+        self.assertIsNone(r["stdout_cut"])
+        self.assertEqual(r["stdout_tail"], "")
+        self.assertIn(f"stderr cut: kept its first 2000 and last {len(r['stderr_tail'])} of "
+                      f"{r['stderr_bytes']} bytes; {cut['bytes']} bytes ({cut['lines']} lines) "
+                      "between them were cut (--output-limit)", r["notes"])
+
+    def test_a_run_keeps_the_final_exception_line(self):
+        p, r = nsbox_json("--cgroup", "off", "--", "python3", "-c", LOGGING_THEN_ERROR)
+        self.assertEqual(r["exit_code"], 1, r)
+        self.check_cut(r)
+        # Control: with room for all of it, nothing is cut and all of it is one text.
+        p, r = nsbox_json("--cgroup", "off", "--output-limit", "64k", "--", "python3", "-c",
+                          LOGGING_THEN_ERROR)
+        self.assertEqual((r["stderr_cut"], r["stderr_tail"], len(r["stderr"])),
+                         (None, "", r["stderr_bytes"]))
+
+    def test_a_session_step_keeps_the_final_exception_line(self):
+        p = nsbox("session", "start", "--json", "--cgroup", "off")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sid = json.loads(p.stdout)["id"]
+        self.addCleanup(lambda: nsbox("session", "stop", sid))
+        p = nsbox("session", "exec", sid, "--json", "--", "python3", "-c", LOGGING_THEN_ERROR)
+        self.check_cut(json.loads(p.stdout))
+        # Without --json: the start, then the end, in a pipe without a marker line.
+        p = nsbox("session", "exec", sid, "--", "python3", "-c", LOGGING_THEN_ERROR)
+        self.assertIn("\nValueError: bad row 17\n", p.stderr)
+        self.assertTrue(p.stderr.startswith("INFO:root:step 0 "), p.stderr[:100])
+        self.assertNotIn("[... ", p.stderr)
+
+    def test_the_tail_follows_the_head_on_a_terminal_behind_a_marker(self):
+        code, out = run_on_terminal("run", "--cgroup", "off", "--output-limit", "40", "--",
+                                    "python3", "-c", "for i in range(100): print(i)")
+        self.assertEqual(code, 0, out)
+        text = out.decode().replace("\r\n", "\n")
+        self.assertIn("0\n1\n2\n", text)
+        self.assertIn("\n[... 252 bytes, 84 lines cut (--output-limit) ...]\n94\n95\n", text)
+        self.assertIn("98\n99\n", text)
+
+    def test_a_session_step_on_a_terminal_shows_the_marker_too(self):
+        p = nsbox("session", "start", "--json", "--cgroup", "off")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sid = json.loads(p.stdout)["id"]
+        self.addCleanup(lambda: nsbox("session", "stop", sid))
+        code, out = run_on_terminal("session", "exec", sid, "--output-limit", "40", "--",
+                                    "python3", "-c", "for i in range(100): print(i)")
+        self.assertEqual(code, 0, out)
+        self.assertIn("\n[... 252 bytes, 84 lines cut (--output-limit) ...]\n94\n95\n",
+                      out.decode().replace("\r\n", "\n"))
+
+    def test_carriage_returns_stay_raw_in_the_result(self):
+        # The model's text collapses them (the Python API); the JSON keeps the bytes.
+        p, r = nsbox_json("--cgroup", "off", "--", "python3", "-c",
+                          "import sys\nfor i in range(0, 101, 50): sys.stderr.write(f'\\r{i}%')\n")
+        self.assertEqual(r["stderr"], "\r0%\r50%\r100%")
+
+
+class TestOutputFiles(NsboxTestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="nsbox-output-")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+
+    def test_the_whole_stream_goes_to_the_file(self):
+        out, err = os.path.join(self.tmp, "out.txt"), os.path.join(self.tmp, "err.txt")
+        with open(out, "w") as f:
+            f.write("an older, longer content that must not survive")
+        p, r = nsbox_json("--cgroup", "off", "--output-limit", "100", "--stdout-file", out,
+                          "--stderr-file", err, "--", "python3", "-c",
+                          "import sys\nfor i in range(10000): print(i)\nsys.stderr.write('e')")
+        with open(out) as f:
+            self.assertEqual(f.read(), "".join(f"{i}\n" for i in range(10000)))
+        with open(err) as f:
+            self.assertEqual(f.read(), "e")
+        self.assertEqual(stat_mode(err), 0o600)
+        self.assertEqual(r["stdout_file"], {"bytes": 48890, "complete": True, "error": None})
+        self.assertEqual(r["stderr_file"], {"bytes": 1, "complete": True, "error": None})
+        self.assertTrue(r["stdout_truncated"])  # the result keeps its --output-limit
+        # Without the option: null.
+        p, r = nsbox_json("--cgroup", "off", "--", "true")
+        self.assertEqual((r["stdout_file"], r["stderr_file"]), (None, None))
+
+    def test_a_failed_write_is_said(self):
+        out = os.path.join(self.tmp, "out.txt")
+        p = subprocess.run(["prlimit", "--fsize=1000", NSBOX, "run", "--json", "--cgroup", "off",
+                            "--stdout-file", out, "--", "python3", "-c", "print('x' * 5000)"],
+                           capture_output=True, text=True, timeout=60)
+        r = json.loads(p.stdout)
+        # nsbox's own SIGXFSZ is not passed on to the program as a signal of the caller's.
+        self.assertEqual((r["status"], r["exit_code"]), ("exited", 0), r)
+        self.assertEqual(r["stdout_file"], {"bytes": 1000, "complete": False,
+                                            "error": "File too large"})
+        self.assertIn("the stdout file (--stdout-file) holds only the first 1000 of 5001 bytes: "
+                      "writing it failed with File too large", r["notes"])
+        self.assertEqual(os.path.getsize(out), 1000)
+
+    def test_refused_files(self):
+        target = os.path.join(self.tmp, "target")
+        with open(target, "w") as f:
+            f.write("keep")
+        link = os.path.join(self.tmp, "link")
+        os.symlink(target, link)
+        rw = os.path.join(self.tmp, "rw")
+        os.mkdir(rw)
+        os.chmod(rw, 0o777)
+        for args, words in (
+                (("--stdout-file", link), "it is a symlink"),
+                # Root follows its own link in its own 0700 directory (path_open_nofollow()) to
+                # a file; another user's is refused as a symlink.
+                (("--stderr-file", os.path.join(link, "x")),
+                 "Not a directory" if os.geteuid() == 0 else "is a symlink"),
+                (("-v", f"{rw}:/work/rw:rw", "--stdout-file", os.path.join(rw, "out")),
+                 "it lies inside the writable bind -v " + rw),
+                (("--stdout-file", self.tmp), "Is a directory"),
+                (("--stdout-file", ""), "--stdout-file")):
+            p = nsbox("run", "--cgroup", "off", *args, "--", "echo", "hi")
+            self.assertOneLineError(p, contains=words)
+            self.assertEqual(p.stdout, "")
+        with open(target) as f:
+            self.assertEqual(f.read(), "keep")
+        p = nsbox("session", "start", "--stdout-file", os.path.join(self.tmp, "s"))
+        self.assertOneLineError(p, contains="takes no --stdout-file")
+
+
+def stat_mode(path):
+    return os.stat(path).st_mode & 0o7777
+
+
+class TestMissingModule(NsboxTestCase):
+    WORDS = ("does not have it. The science profile has numpy, pandas, matplotlib, seaborn, "
+             "scipy, scikit-learn, openpyxl and requests: `nsbox rootfs build --profile science "
+             "DIR`; any Debian package: `nsbox rootfs build --packages python3-NAME DIR` (with "
+             "--profile to start from); then --rootfs DIR")
+
+    def test_the_note_names_the_rootfs_and_the_way_to_the_module(self):
+        tree = os.environ.get("NSBOX_ROOTFS") or os.environ.get("NSBOX_TEST_ROOTFS_DEFAULT") or \
+            os.path.join(os.path.dirname(NSBOX), "..", "rootfs", "tree")
+        try:
+            with open(os.path.join(tree, "usr", "share", "nsbox", "profile")) as f:
+                minimal = "profile=minimal" in f.read().splitlines()
+        except OSError:
+            minimal = False
+        if not minimal:
+            self.skip_or_fail(f"no minimal tree at {tree} (set NSBOX_ROOTFS)")
+        p, r = nsbox_json("--cgroup", "off", "--rootfs", tree, "--", "python3", "-c",
+                          "import pandas")
+        self.assertEqual(r["notes"], [
+            f"the program's stderr mentions ModuleNotFoundError (pandas): the rootfs {tree} "
+            f"(profile minimal) {self.WORDS}"])
+        # Control: a module the tree has gets no note.
+        p, r = nsbox_json("--cgroup", "off", "--rootfs", tree, "--", "python3", "-c", "import json")
+        self.assertEqual(r["notes"], [])
+
+    def test_on_the_science_tree(self):
+        if not os.path.isdir(SCIENCE):
+            self.skip_or_fail(f"no science tree at {SCIENCE} ('ninja -C build rootfs-science' or "
+                              "set NSBOX_ROOTFS_SCIENCE)")
+        p, r = nsbox_json("--cgroup", "off", "--rootfs", SCIENCE, "--", "python3", "-c",
+                          "import pandas, no_such_module_nsbox")
+        self.assertEqual(len(r["notes"]), 1, r)
+        self.assertIn("ModuleNotFoundError (no_such_module_nsbox): the rootfs ", r["notes"][0])
+        self.assertIn("(profile science) does not have it", r["notes"][0])

@@ -427,6 +427,62 @@ class TestRegistryPlace(NsboxTestCase):
         def test_root_fallback_is_run_nsbox_not_tmp(self):
             self._root_fallback()
 
+    def _parents_case(self, uid, base, as_user):
+        """XDG_RUNTIME_DIR=base/run (uid's own, 0700): refused while base is another user's or
+        writable by others without the sticky bit, used once base is safe. as_user runs nsbox
+        as uid."""
+        run_dir = os.path.join(base, "run")
+        env = {"PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": run_dir,
+               "NSBOX_ROOTFS": os.environ.get("NSBOX_ROOTFS", "")}
+        cases = []
+        if os.getuid() == 0:
+            cases.append((4242, 0o755, False))  # another user's: it can rename run away
+        cases += [(uid, 0o777, False),  # anyone can rename run away
+                  (uid, 0o1777, True),  # sticky, as /tmp: only its owner can
+                  (uid, 0o755, True)]
+        for owner, mode, ok in cases:
+            with self.subTest(owner=owner, mode=oct(mode)):
+                if os.getuid() == 0:
+                    os.chown(base, owner, owner)
+                os.chmod(base, mode)
+                run = as_user(NSBOX, "run", "--cgroup", "off", "--", "true", env=env)
+                ps = as_user(NSBOX, "ps", env=env)
+                if ok:
+                    self.assertEqual((run.returncode, ps.returncode), (0, 0),
+                                     run.stderr + ps.stderr)
+                    self.assertTrue(os.path.isdir(os.path.join(run_dir, "nsbox")))
+                    continue
+                self.assertOneLineError(run, contains=f"/nsbox, lies below {base} (uid {owner}, "
+                                                      f"mode {mode:04o}), which another user can "
+                                                      "change: set XDG_RUNTIME_DIR")
+                self.assertEqual(ps.returncode, 125, ps.stderr)
+                self.assertIn(f"lies below {base} ", ps.stderr)
+
+    if os.getuid() == 0:
+        def test_a_registry_below_a_directory_another_user_can_change_is_refused(self):
+            # The whole path is checked, not only the registry's own directory: root makes
+            # base for a victim uid, owned by another user (or open to all), and the victim's
+            # own 0700 run/ in it as XDG_RUNTIME_DIR.
+            if not shutil.which("setpriv"):
+                self.skip_or_fail("needs setpriv to act as another user")
+            victim = 63000 + secrets.randbelow(1000)
+            base = tempfile.mkdtemp(prefix="nsbox-registry-parents-")
+            self.addCleanup(shutil.rmtree, base, True)
+            os.mkdir(os.path.join(base, "run"), 0o700)
+            os.chown(os.path.join(base, "run"), victim, victim)
+            self._parents_case(victim, base,
+                               lambda *a, env: self._as_uid(victim, *a, env=env))
+    else:
+        def test_a_registry_below_a_directory_others_can_change_is_refused(self):
+            # An ordinary user's own parent directory, opened to all without the sticky bit.
+            base = tempfile.mkdtemp(prefix="nsbox-registry-parents-")
+            self.addCleanup(shutil.rmtree, base, True)
+            os.mkdir(os.path.join(base, "run"), 0o700)
+            self._parents_case(os.getuid(), base,
+                               lambda *a, env: subprocess.run(list(a), capture_output=True,
+                                                              text=True, env=env, cwd="/",
+                                                              timeout=60))
+
     def _squat_by_another_user(self):
         # 65534 makes /tmp/nsbox-VICTIM first; the victim's ps and named runs are refused with
         # the squatter's uid and the fix, not a bare "Operation not permitted".
@@ -442,9 +498,13 @@ class TestRegistryPlace(NsboxTestCase):
             ps = self._as_uid(victim, NSBOX, "ps", env=env)
             run = self._as_uid(victim, NSBOX, "run", "--cgroup", "off", "--name", "n1", "--",
                                "true", env=env)
+            # Without a name too: a run that ps and kill cannot see does not start (it used
+            # to, with a warning).
+            plain = self._as_uid(victim, NSBOX, "run", "--cgroup", "off", "--", "true", env=env)
         finally:
             os.rmdir(fallback)
-        for q in (ps, run):
+        self.assertOneLineError(plain, contains=f"{fallback}, is not a directory of yours")
+        for q in (ps, run, plain):
             self.assertEqual(q.returncode, 125, q.stderr)
             self.assertIn(f"{fallback}, is not a directory of yours with mode 0700 (it is a "
                           "directory of uid 65534", q.stderr)

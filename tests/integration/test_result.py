@@ -102,7 +102,8 @@ class TestReason(NsboxTestCase):
         p, r = nsbox_json("--output-limit", "3", "--", "python3", "-c",
                           "import socket\ntry: socket.socket()\nexcept OSError: pass\n"
                           "print('12345')")
-        notes = ["stdout truncated: kept 3 of 6 bytes (--output-limit)"]
+        notes = ["stdout cut: kept its first 2 and last 1 of 6 bytes; 3 bytes (0 lines) "
+                 "between them were cut (--output-limit)"]
         if r["seccomp_refused"] is not None:
             notes[:0] = ["the seccomp policy refused: socket (1)",
                          "an internet socket (AF_INET/AF_INET6) was refused: the sandbox has no "
@@ -145,8 +146,8 @@ class TestReason(NsboxTestCase):
         p = nsbox("run", "--cgroup", "off", "--output-limit", "10", "--", "python3", "-c",
                   "import sys; sys.stderr.write('x' * 50)")
         self.assertEqual(p.stderr.splitlines(),
-                         ["x" * 10, "nsbox: warning: stderr truncated: kept 10 of 50 bytes "
-                          "(--output-limit)"])
+                         ["x" * 10, "nsbox: warning: stderr cut: kept its first 5 and last 5 of "
+                          "50 bytes; 40 bytes (0 lines) between them were cut (--output-limit)"])
         p = nsbox("run", "--cgroup", "off", "--", "python3", "-c",
                   "import sys; sys.stderr.write('x')")
         self.assertEqual(p.stderr, "x")

@@ -228,6 +228,27 @@ class TestFilesystem(NsboxTestCase):
 
 
 class TestEnvironmentAndDescriptors(NsboxTestCase):
+    def test_signals_the_caller_ignored_are_default_in_the_payload(self):
+        # Ignored signals survive fork and execve (signal(7)): init resets those it finds in its
+        # SigIgn and SigCgt (/proc/self/status), for itself and the payload.
+        ignored = (signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGTERM, signal.SIGRTMIN + 5)
+
+        def ignore():
+            for sig in ignored:
+                signal.signal(sig, signal.SIG_IGN)
+
+        def sig_ign(argv):
+            p = subprocess.run(argv, capture_output=True, text=True, preexec_fn=ignore, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            line = next(l for l in p.stdout.splitlines() if l.startswith("SigIgn:"))
+            return int(line.split()[1], 16)
+
+        mask = sum(1 << (sig - 1) for sig in ignored)
+        # Control: without nsbox the payload inherits them.
+        self.assertEqual(sig_ign(["cat", "/proc/self/status"]) & mask, mask)
+        self.assertEqual(sig_ign([NSBOX, "run", "--cgroup", "off", "--", "cat",
+                                  "/proc/self/status"]), 0)
+
     def test_env_is_cleared_and_extended(self):
         env = dict(os.environ, PASSED_THROUGH="yes", NOT_PASSED="no")
         p, r = py("import os; print(sorted(os.environ.items()))",
@@ -392,11 +413,13 @@ class TestLimitsAndResults(NsboxTestCase):
         self.assertLess(time.monotonic() - start, 10)
         self.assertEqual(r["status"], "exited", r["stderr"])
         self.assertEqual(r["stdout_bytes"], 100_000_000)
-        self.assertEqual(len(r["stdout"]), 4000)
+        # Half the limit from the start, half from the end (the last line ends with 'x').
+        self.assertEqual((len(r["stdout"]), len(r["stdout_tail"])), (2000, 2000))
+        self.assertEqual(r["stdout_cut"]["bytes"], 100_000_000 - 4000)
         self.assertTrue(r["stdout_truncated"])
         self.assertEqual((r["stderr"], r["stderr_bytes"], r["stderr_truncated"]), ("e" * 10, 10, False))
         p, r = py("print('y' * 100)", "--output-limit", "10")
-        self.assertEqual((r["stdout"], r["stdout_bytes"]), ("y" * 10, 101))
+        self.assertEqual((r["stdout"], r["stdout_tail"], r["stdout_bytes"]), ("y" * 5, "yyyy\n", 101))
 
     def test_a_stalled_reader_does_not_stop_the_clock(self):
         # Nobody reads nsbox's stdout: copying blocks, but the timeout still fires.
@@ -413,8 +436,11 @@ class TestLimitsAndResults(NsboxTestCase):
 
     def test_streams_without_json(self):
         p = nsbox("run", "--output-limit", "5", "--", "python3", "-c", "print('abcdefghij')")
-        self.assertEqual(p.stdout, "abcde")
-        self.assertIn("stdout truncated: kept 5 of 11 bytes", p.stderr)
+        # The start, then the end once the stream has ended (no marker line off a terminal:
+        # the note on stderr says what was cut).
+        self.assertEqual(p.stdout, "abcj\n")
+        self.assertIn("stdout cut: kept its first 3 and last 2 of 11 bytes; 6 bytes (0 lines) "
+                      "between them were cut (--output-limit)", p.stderr)
 
     def test_json_reports_limits_and_their_mechanism(self):
         p, r = py("pass", "--cgroup", "off", "--memory", "128m", "--pids-limit", "10", "--cpus", "1.5",

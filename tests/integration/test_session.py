@@ -161,14 +161,15 @@ class TestSessionSteps(SessionTestCase):
     def test_output_limit_per_step(self):
         sid, _ = self.start("--output-limit", "100")
         p, r = self.run_step(sid, "python3", "-c", "print('x' * 1000)")
-        self.assertEqual((len(r["stdout"]), r["stdout_bytes"], r["stdout_truncated"]),
-                         (100, 1001, True))
+        self.assertEqual((len(r["stdout"]), len(r["stdout_tail"]), r["stdout_bytes"],
+                          r["stdout_truncated"]), (50, 50, 1001, True))
         p, r = self.run_step(sid, "python3", "-c", "print('x' * 1000)",
                              opts=("--output-limit", "2000"))
         self.assertEqual((len(r["stdout"]), r["stdout_truncated"]), (1001, False))
         # Control bytes are six bytes each in JSON: what is kept stays within twice the limit.
         p, r = self.run_step(sid, "python3", "-c", "import sys; sys.stdout.write('\\x01' * 1000)")
-        self.assertLessEqual(len(json.dumps(r["stdout"])) - 2, 200)
+        self.assertLessEqual(len(json.dumps(r["stdout"])) - 2, 100)
+        self.assertLessEqual(len(json.dumps(r["stdout_tail"])) - 2, 100)
         self.assertTrue(r["stdout_truncated"])
 
     def test_output_on_a_terminal_is_escaped(self):

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,4 +150,59 @@ Test(proc_stat, own_start_time_and_missing_process)
     cr_expect_gt(process_start_time(getpid()), 0);
     cr_expect_eq(proc_stat_read(AT_FDCWD, "/proc/0/stat", buf, sizeof(buf), &state), -ENOENT);
     cr_expect_eq(process_start_time(0), 0);
+}
+
+/* The pace of refused system calls and of the proxy's work: a burst, then one an interval. */
+Test(pace, burst_then_interval)
+{
+    uint64_t at = 0, now = 1000000000;
+    size_t taken = 0, paced = 0;
+
+    /* At one instant: the burst (and the one due now), then nothing until later. */
+    while (now >= at) {
+        paced += pace_take(&at, now, 10, 1000);
+        taken++;
+    }
+    cr_expect_eq(taken, 11);
+    cr_expect_eq(paced, 1);
+    cr_expect_eq(at, now + 1000);
+    /* Busy: one an interval, each paced. */
+    now = at;
+    cr_expect(pace_take(&at, now, 10, 1000));
+    cr_expect_eq(at, now + 1000);
+    /* A quiet spell earns the burst back, never more. */
+    now += 1000000;
+    taken = paced = 0;
+    while (now >= at) {
+        paced += pace_take(&at, now, 10, 1000);
+        taken++;
+    }
+    cr_expect_eq(taken, 11);
+    cr_expect_eq(paced, 1);
+}
+
+Test(proc_status, masks)
+{
+    const char *status = "Name:\tnsbox\nUmask:\t0000\nSigIgn:\t0000000000001000\n"
+                         "SigCgt:\t0000000180014002\nCapInh:\t0000000000000000\n"
+                         "CapBnd:\t000001ffffffffff\nCapAmb:\t0000000000000000\nBad:\tzz\n"
+                         "Long:\t10000000000000000\nLast:\tFFFFFFFFFFFFFFFF";
+    uint64_t m = 7;
+
+    cr_expect_eq(proc_status_mask(status, "SigIgn", &m), 0);
+    cr_expect_eq(m, 1ULL << (SIGPIPE - 1)); /* signal n is bit n-1 */
+    cr_expect_eq(proc_status_mask(status, "SigCgt", &m), 0);
+    cr_expect_eq(m, 0x180014002ULL);
+    cr_expect_eq(proc_status_mask(status, "CapBnd", &m), 0);
+    cr_expect_eq(m, 0x1ffffffffffULL);
+    cr_expect_eq(proc_status_mask(status, "CapInh", &m), 0);
+    cr_expect_eq(m, 0);
+    cr_expect_eq(proc_status_mask(status, "Last", &m), 0); /* last line, no newline */
+    cr_expect_eq(m, UINT64_MAX);
+    cr_expect_eq(proc_status_mask(status, "CapEff", &m), -ENOENT);
+    cr_expect_eq(proc_status_mask(status, "Cap", &m), -ENOENT); /* a prefix is not a key */
+    cr_expect_eq(proc_status_mask(status, "Name", &m), -EINVAL);
+    cr_expect_eq(proc_status_mask(status, "Bad", &m), -EINVAL);
+    cr_expect_eq(proc_status_mask(status, "Long", &m), -EINVAL); /* more than 64 bits */
+    cr_expect_eq(proc_status_mask("", "SigIgn", &m), -ENOENT);
 }

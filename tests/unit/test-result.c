@@ -88,7 +88,7 @@ Test(result, exited)
         .status = NSBOX_STATUS_EXITED,
         .exit_code = 3,
         .wall_time = 12345,
-        .out = {.data = out, .captured = 4, .total = 100, .truncated = true},
+        .out = {.data = out, .captured = 4, .head = 4, .total = 100, .truncated = true},
         .memory = {256 << 20, NSBOX_ENFORCER_RLIMIT},
         .pids_limit = {64, NSBOX_ENFORCER_RLIMIT},
         .cpus = {500, NSBOX_ENFORCER_CGROUP},
@@ -105,6 +105,10 @@ Test(result, exited)
     cr_expect_eq(json_integer_value(json_object_get(j, "stdout_bytes")), 100);
     cr_expect(json_is_true(json_object_get(j, "stdout_truncated")));
     cr_expect(json_is_false(json_object_get(j, "stderr_truncated")));
+    cr_expect_str_eq(json_string_value(json_object_get(j, "stdout_tail")), "");
+    cr_expect(json_is_null(json_object_get(j, "stderr_cut")));
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(j, "stdout_cut"), "bytes")),
+                 96);
     cr_expect(json_is_null(json_object_get(j, "error")));
 
     json_t *limits = json_object_get(j, "limits");
@@ -273,7 +277,12 @@ Test(explain, notes_in_order_and_in_json)
         .cpus = {500, NSBOX_ENFORCER_RLIMIT},
         .timeout = {10000000, NSBOX_ENFORCER_NONE},
         .output_limit = 3,
-        .out = {.data = out, .captured = 3, .total = 100, .truncated = true},
+        .out = {.data = out,
+                .captured = 3,
+                .head = 2,
+                .total = 100,
+                .truncated = true,
+                .cut_lines = 7},
         .err = {.data = err, .captured = 1, .total = 1},
         .seccomp_reporting = true,
         .refused = {{"socket", 2}, {"mount", 1}},
@@ -289,7 +298,8 @@ Test(explain, notes_in_order_and_in_json)
                      "64m caps its writable mappings (RLIMIT_DATA), not its use, and a program "
                      "denied a mapping may crash instead of failing cleanly",
                      "the seccomp policy refused: socket (2), mount (1), and others",
-                     "stdout truncated: kept 3 of 100 bytes (--output-limit)");
+                     "stdout cut: kept its first 2 and last 1 of 100 bytes; 97 bytes (7 lines) "
+                     "between them were cut (--output-limit)");
     cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
     j = encode(&r);
     cr_expect(json_equal(json_object_get(j, "notes"), want));
@@ -632,6 +642,88 @@ Test(explain, network_refusals_and_cut_in_notes_and_json)
     json_decref(j);
 }
 
+/* The proxy's pace and budget of lookups (proxy.h): counted in the JSON, said in the notes
+ * only when they bit. */
+Test(explain, network_pace_and_lookup_budget)
+{
+    char out[] = "", err[] = "";
+    static struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .output_limit = 10,
+        .network = {.enabled = true, .lookups = 3},
+    };
+    json_t *notes = json_array(), *want, *j, *net;
+
+    r.out = (struct nsbox_stream){.data = out};
+    r.err = (struct nsbox_stream){.data = err};
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 0);
+    j = encode(&r);
+    net = json_object_get(j, "network");
+    cr_expect_eq(json_integer_value(json_object_get(net, "lookups")), 3);
+    cr_expect_eq(json_integer_value(json_object_get(net, "connections_throttled")), 0);
+    json_decref(j);
+
+    r.network.connections_throttled = 400;
+    r.network.lookups_throttled = 224;
+    r.network.lookups = 256;
+    r.network.lookups_refused_budget = 1;
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 2);
+    want =
+        json_pack("[s, s]",
+                  "the network proxy paced the program (its work is outside the sandbox's limits): "
+                  "400 "
+                  "connections waited for their turn (200 at once, then 100 a second) and 224 new "
+                  "names "
+                  "for their lookup (32 at once, then 20 a second); reusing connections "
+                  "(keep-alive, one "
+                  "CONNECT tunnel) and names avoids the wait",
+                  "the network proxy refused 1 connection to names it had not looked up yet: a run "
+                  "may "
+                  "look up 256 names; names looked up already, --add-host NAME:ADDRESS and address "
+                  "patterns still work");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    j = encode(&r);
+    net = json_object_get(j, "network");
+    cr_expect_eq(json_integer_value(json_object_get(net, "connections_throttled")), 400);
+    cr_expect_eq(json_integer_value(json_object_get(net, "lookups_throttled")), 224);
+    cr_expect_eq(json_integer_value(json_object_get(net, "lookups")), 256);
+    cr_expect_eq(json_integer_value(json_object_get(net, "lookups_refused_budget")), 1);
+    json_decref(j);
+    json_decref(notes);
+    json_decref(want);
+}
+
+/* shmget refused (sandbox.c: no cgroup, kernel.shm* out of reach): a note says why and what
+ * works instead; not for a refusal under a cgroup (a policy's own). */
+Test(explain, sysv_shm_refused_under_rlimits)
+{
+    char out[] = "", err[] = "";
+    static struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .output_limit = 10,
+        .memory = {.value = 256 << 20, .enforced_by = NSBOX_ENFORCER_RLIMIT},
+        .refused = {{"mount", 1}, {"shmget", 2}},
+        .n_refused = 2,
+    };
+    json_t *notes = json_array(), *want;
+
+    r.out = (struct nsbox_stream){.data = out};
+    r.err = (struct nsbox_stream){.data = err};
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 2);
+    want = json_pack("[s, s]", "the seccomp policy refused: mount (1), shmget (2)",
+                     "System V shared memory (shmget) is refused in this run: without a cgroup "
+                     "nothing would hold it within --memory (only the host's root can set "
+                     "kernel.shmall in the sandbox's IPC namespace); POSIX shared memory works, "
+                     "in /dev/shm (shm_open, multiprocessing.shared_memory), within --shm-size");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    json_decref(notes);
+    notes = json_array();
+    r.memory.enforced_by = NSBOX_ENFORCER_CGROUP;
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    json_decref(notes);
+    json_decref(want);
+}
+
 /* What the program's stderr says of a limit it met: the only witness under rlimits. */
 Test(explain, stderr_witnesses_of_memory_pids_and_space)
 {
@@ -704,4 +796,76 @@ Test(explain, stderr_witnesses_of_memory_pids_and_space)
     r.work_full = true; /* measured: that warning names --workdir-size already */
     cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
     json_decref(notes);
+}
+
+Test(json, a_stream_cut_between_its_head_and_its_tail)
+{
+    char out[] = "start\nend\n";
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .out = {.data = out,
+                .captured = 10,
+                .head = 6,
+                .total = 5000,
+                .truncated = true,
+                .cut_lines = 212},
+    };
+    json_t *j = encode(&r), *cut = json_object_get(j, "stdout_cut");
+
+    cr_expect_str_eq(json_string_value(json_object_get(j, "stdout")), "start\n");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "stdout_tail")), "end\n");
+    cr_expect_eq(json_integer_value(json_object_get(cut, "bytes")), 4990);
+    cr_expect_eq(json_integer_value(json_object_get(cut, "lines")), 212);
+    cr_expect_eq(json_integer_value(json_object_get(cut, "head_bytes")), 6);
+    cr_expect_eq(json_integer_value(json_object_get(cut, "tail_bytes")), 4);
+    /* Nothing cut: one text, an empty tail, no cut. */
+    r.out = (struct nsbox_stream){.data = out, .captured = 10, .total = 10};
+    json_decref(j);
+    j = encode(&r);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "stdout")), "start\nend\n");
+    cr_expect_str_eq(json_string_value(json_object_get(j, "stdout_tail")), "");
+    cr_expect(json_is_null(json_object_get(j, "stdout_cut")));
+    json_decref(j);
+}
+
+Test(explain, a_missing_module_names_the_rootfs_and_the_way_to_get_it)
+{
+    char err[] = "Traceback (most recent call last):\n  File \"<string>\", line 1, in <module>\n"
+                 "ModuleNotFoundError: No module named 'pandas'\n";
+    char evil[] = "ModuleNotFoundError: No module named 'x\x1b]0;t\x07'\n";
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .exit_code = 1,
+        .err = {.data = err, .captured = sizeof(err) - 1, .total = sizeof(err) - 1},
+        .rootfs = "/usr/share/nsbox/rootfs",
+        .rootfs_profile = "minimal",
+    };
+    json_t *notes = json_array(), *want;
+
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    want = json_pack("[s]",
+                     "the program's stderr mentions ModuleNotFoundError (pandas): the rootfs "
+                     "/usr/share/nsbox/rootfs (profile minimal) does not have it. The "
+                     "science profile has numpy, pandas, matplotlib, seaborn, scipy, "
+                     "scikit-learn, openpyxl and requests: `nsbox rootfs build --profile "
+                     "science DIR`; any Debian package: `nsbox rootfs build --packages "
+                     "python3-NAME DIR` (with --profile to start from); then --rootfs DIR");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    json_decref(notes);
+    json_decref(want);
+    /* A name that is not a plain module name is not quoted; a tree without a profile says
+     * none. */
+    r.err = (struct nsbox_stream){.data = evil, .captured = sizeof(evil) - 1};
+    r.rootfs_profile[0] = '\0';
+    notes = json_array();
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strncmp(json_string_value(json_array_get(notes, 0)),
+                      "the program's stderr mentions ModuleNotFoundError: the rootfs "
+                      "/usr/share/nsbox/rootfs does not have it.",
+                      100) == 0,
+              "got %s", json_string_value(json_array_get(notes, 0)));
+    json_decref(notes);
+    /* Without the rootfs (the supervisor saw no ModuleNotFoundError): no note. */
+    r.rootfs[0] = '\0';
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
 }

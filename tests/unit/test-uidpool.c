@@ -114,3 +114,53 @@ Test(uidpool, subid_covers)
     cr_expect_eq(uidpool_subid_covers(text, 5), 0);          /* bob's line does not parse */
     cr_expect_eq(uidpool_subid_covers("", 100000), 0);
 }
+
+Test(uidpool, nss_sources)
+{
+    const char *debian = "# /etc/nsswitch.conf\n\npasswd:         files systemd\n"
+                         "group:          files systemd\nshadow:         files\n"
+                         "hosts:          files dns\nnetgroup:       nis\n";
+
+    cr_expect_eq(uidpool_nss_sources(debian, "passwd"), UIDPOOL_NSS_FILES | UIDPOOL_NSS_SYSTEMD);
+    cr_expect_eq(uidpool_nss_sources(debian, "group"), UIDPOOL_NSS_FILES | UIDPOOL_NSS_SYSTEMD);
+    cr_expect_eq(uidpool_nss_sources("passwd: files\n", "passwd"), UIDPOOL_NSS_FILES);
+    /* An action between sources, a comment after them, no spaces, no final newline. */
+    cr_expect_eq(uidpool_nss_sources("passwd:files [NOTFOUND=return] systemd # x ldap", "passwd"),
+                 UIDPOOL_NSS_FILES | UIDPOOL_NSS_SYSTEMD);
+    cr_expect_eq(uidpool_nss_sources("group: files [SUCCESS=merge]systemd\n", "group"),
+                 UIDPOOL_NSS_FILES | UIDPOOL_NSS_SYSTEMD);
+    /* Any other source means NSS must be asked. */
+    cr_expect_eq(uidpool_nss_sources("passwd: files sss\n", "passwd"),
+                 UIDPOOL_NSS_FILES | UIDPOOL_NSS_OTHER);
+    cr_expect_eq(uidpool_nss_sources("passwd: compat\n", "passwd"), UIDPOOL_NSS_OTHER);
+    cr_expect_eq(uidpool_nss_sources("passwd: files\npasswd: ldap\n", "passwd"),
+                 UIDPOOL_NSS_FILES | UIDPOOL_NSS_OTHER);
+    /* No line for the database, an empty one, a commented one: glibc's default, asked. */
+    cr_expect_eq(uidpool_nss_sources("hosts: files\n", "passwd"), UIDPOOL_NSS_OTHER);
+    cr_expect_eq(uidpool_nss_sources("passwd:\n", "passwd"), UIDPOOL_NSS_OTHER);
+    cr_expect_eq(uidpool_nss_sources("#passwd: files\n", "passwd"), UIDPOOL_NSS_OTHER);
+    cr_expect_eq(uidpool_nss_sources("", "passwd"), UIDPOOL_NSS_OTHER);
+    /* A database whose name starts with another's is not it. */
+    cr_expect_eq(uidpool_nss_sources("passwdx: ldap\npasswd: files\n", "passwd"),
+                 UIDPOOL_NSS_FILES);
+    cr_expect_eq(uidpool_nss_sources("  group  : files\n", "group"), UIDPOOL_NSS_FILES);
+}
+
+Test(uidpool, db_names)
+{
+    const char *passwd = "root:x:0:0:root:/root:/bin/bash\n"
+                         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+                         "# not an entry: 5\n\n+@netgroup::::::\nbroken:x:12a:1::/:\n"
+                         "pool:x:2113929216:7::/:/bin/false";
+
+    cr_expect_eq(uidpool_db_names(passwd, 0), 1);
+    cr_expect_eq(uidpool_db_names(passwd, 65534), 1);
+    cr_expect_eq(uidpool_db_names(passwd, UIDPOOL_BASE), 1); /* last line, no newline */
+    cr_expect_eq(uidpool_db_names(passwd, UIDPOOL_BASE + 1), 0);
+    cr_expect_eq(uidpool_db_names(passwd, 7), 0);  /* a gid field, not the id */
+    cr_expect_eq(uidpool_db_names(passwd, 12), 0); /* "12a" is not a number */
+    cr_expect_eq(uidpool_db_names(passwd, 5), 0);
+    cr_expect_eq(uidpool_db_names("users:x:100:alice,bob\n", 100), 1); /* group(5) */
+    cr_expect_eq(uidpool_db_names("a:x\n:100:\n", 100), 0); /* the field is not on its line */
+    cr_expect_eq(uidpool_db_names("", 0), 0);
+}

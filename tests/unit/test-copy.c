@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The host side of copy-out (copy.h): copy_unpack() checks the caps again, directories
+ * included, whatever the packer inside the sandbox did. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "copy.h"
+
+static char src[] = "/tmp/nsbox-test-copy-src-XXXXXX", dst[] = "/tmp/nsbox-test-copy-dst-XXXXXX";
+
+static void setup(void)
+{
+    cr_assert(mkdtemp(src) && mkdtemp(dst));
+}
+
+static void teardown(void)
+{
+    char cmd[256];
+    (void)snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", src, dst);
+    (void)!system(cmd);
+}
+
+static size_t count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    size_t n = 0;
+
+    cr_assert(d);
+    while ((de = readdir(d)))
+        n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* A stream of 50 empty directories, packed with room for them (as a packer that does not count
+ * them would write it), then unpacked under --copy-out-max-files 10 and 100. */
+Test(copy, unpack_counts_directories_against_max_files, .init = setup, .fini = teardown)
+{
+    struct copy_packer *p = NULL;
+    char why[512] = "", path[512];
+    int stream = memfd_create("stream", MFD_CLOEXEC), srcfd, dstfd;
+    const char *root = "";
+
+    for (int i = 0; i < 50; i++) {
+        (void)snprintf(path, sizeof(path), "%s/d%d", src, i);
+        cr_assert_eq(mkdir(path, 0755), 0);
+    }
+    srcfd = open(src, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    cr_assert(stream >= 0 && srcfd >= 0);
+    cr_assert_eq(copy_packer_new(stream, &(struct copy_caps){.max_files = 1000}, &p, why,
+                                 sizeof(why)),
+                 0, "%s", why);
+    cr_assert_eq(copy_pack(p, &(struct copy_source){.src_fd = srcfd, .prefix = "", .shown = src},
+                           false, why, sizeof(why)),
+                 0, "%s", why);
+    cr_assert_eq(copy_packer_finish(p, NULL, why, sizeof(why)), 0, "%s", why);
+
+    dstfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cr_assert(dstfd >= 0);
+    cr_expect_eq(copy_unpack(stream,
+                             &(struct copy_target){.root_fds = &dstfd,
+                                                   .n_roots = 1,
+                                                   .host = true,
+                                                   .shown_roots = &root},
+                             &(struct copy_caps){.max_files = 10}, NULL, why, sizeof(why)),
+                 -EFBIG, "%s", why);
+    cr_expect(strstr(why, "more than 10 directories"), "%s", why);
+    cr_expect_eq(count_entries(dst), 10);
+
+    teardown();
+    cr_assert(mkdir(src, 0700) == 0 || errno == EEXIST);
+    cr_assert(mkdir(dst, 0700) == 0);
+    (void)close(dstfd);
+    dstfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cr_expect_eq(copy_unpack(stream,
+                             &(struct copy_target){.root_fds = &dstfd,
+                                                   .n_roots = 1,
+                                                   .host = true,
+                                                   .shown_roots = &root},
+                             &(struct copy_caps){.max_files = 100}, NULL, why, sizeof(why)),
+                 0, "%s", why);
+    cr_expect_eq(count_entries(dst), 50);
+    (void)close(dstfd);
+    (void)close(srcfd);
+    (void)close(stream);
+}
