@@ -298,7 +298,7 @@ class Result:
         notes = ([n for n in self.notes if not (hints and n.startswith("an internet socket"))] +
                  hints + [n for n in (stdout[1], stderr[1]) if n] + self._copy_notes() +
                  self._outcome_warnings())
-        shown = self._stream("outputs", _outputs.outputs_text(self.outputs), max_chars)
+        shown = self._stream("outputs", _outputs.outputs_text(self.outputs), None, max_chars)
         notes += self._error_notes(stderr[0]) + ([shown[1]] if shown[1] else [])
         if format is not None:
             return format.format(reason=self.reason, stdout=stdout[0], stderr=stderr[0],
