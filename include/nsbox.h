@@ -43,6 +43,18 @@ enum nsbox_cgroup_mode {
     NSBOX_CGROUP_OFF,      /* rlimits only */
 };
 
+/* Landlock, a second wall behind the mount and network namespaces (README, "Landlock"). */
+enum nsbox_landlock_mode {
+    NSBOX_LANDLOCK_AUTO = 0, /* applied where the kernel has it (ABI 2 or later), else a note */
+    NSBOX_LANDLOCK_REQUIRED, /* applied, or fail (NSBOX_STATUS_ERROR, step "landlock") */
+    NSBOX_LANDLOCK_OFF,      /* an opt-out: not applied, and a warning says so */
+};
+
+/* What Landlock restricted in a run (nsbox_result.landlock_restricts). */
+#define NSBOX_LANDLOCK_FS (1U << 0)    /* files: only the sandbox's own tree, as its mounts say */
+#define NSBOX_LANDLOCK_NET (1U << 1)   /* TCP bind and connect (ABI 4) */
+#define NSBOX_LANDLOCK_SCOPE (1U << 2) /* signals and abstract unix sockets (ABI 6) */
+
 /* What the cgroup leaf saw; valid only when the limits were enforced by a cgroup. */
 struct nsbox_cgroup_stats {
     bool valid;
@@ -142,6 +154,12 @@ struct nsbox_config {
     /* true: no seccomp filter at all. For demonstrating what the filter stops; never for
      * untrusted code. */
     bool seccomp_disabled;
+
+    /* Landlock (default NSBOX_LANDLOCK_AUTO): the files the sandbox may read, write and
+     * execute, the TCP ports it may bind and connect to, and the processes and abstract unix
+     * sockets it may reach, restricted once more by the kernel's Landlock LSM, as the mounts
+     * and namespaces already do. NSBOX_LANDLOCK_OFF is an opt-out. */
+    enum nsbox_landlock_mode landlock;
 
     /* Where the limits are enforced (default NSBOX_CGROUP_AUTO). */
     enum nsbox_cgroup_mode cgroup;
@@ -443,6 +461,13 @@ struct nsbox_result {
      * shm_full is true and a warning says so. */
     uint64_t shm_used, shm_free;
     bool shm_full;
+    /* Landlock as applied: the ABI version whose rights nsbox handled (0: not applied) and
+     * what it restricted (NSBOX_LANDLOCK_FS, _NET, _SCOPE). landlock_missing: the errno that
+     * said this kernel has no usable Landlock (ENOSYS, EOPNOTSUPP; EPROTO for ABI 1, which
+     * nsbox does not use), or 0; the notes then say so. */
+    int landlock_abi;
+    unsigned landlock_restricts;
+    int landlock_missing;
     /* Why limits were not enforced by a cgroup, or "". */
     char limits_note[1024];
     struct nsbox_cgroup_stats cgroup;

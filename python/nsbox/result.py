@@ -112,6 +112,8 @@ class Result:
             "port", "allowed", "reason", "bytes_sent", "bytes_received"}, ...],
             "connections_total", "connections_refused", "bytes_sent", "bytes_received",
             "bytes_limit_hit", "connections_limit_hit", ...}``; None otherwise.
+        landlock: what Landlock restricted, ``{"abi": N, "restricts": ["fs", "net",
+            "scope"]}``, or None where it was not applied (the notes say why).
         files: ``{sandbox path: bytes}`` of the files copied out (``copy_out=``), else empty.
         copy_out: nsbox's ``copy_out`` object (``copied`` with path, size and sha256 of
             each file, ``skipped`` with path and reason, ``complete``), or None.
@@ -148,6 +150,7 @@ class Result:
     limit: Optional[Dict[str, Any]] = None
     notes: List[str] = field(default_factory=list)
     network: Optional[Dict[str, Any]] = None
+    landlock: Optional[Dict[str, Any]] = None
     files: Dict[str, bytes] = field(default_factory=dict, repr=False)
     copy_out: Optional[Dict[str, Any]] = field(default=None, repr=False)
     stdout_cut: Optional[Dict[str, int]] = None
@@ -199,6 +202,7 @@ class Result:
             network=raw.get("network"),
             outputs=outputs,
             error=error,
+            landlock=raw.get("landlock"),
             raw=raw,
             nsbox_stderr=nsbox_stderr,
             stdout_cut=_cut(raw, "stdout"),

@@ -64,6 +64,16 @@ class TestRun(SandboxTestCase):
             self.assertIsNone(r.peak_memory)
         self.assertEqual(r.raw["stdout"], r.stdout)
 
+    def test_landlock(self):
+        # What Landlock restricted, as the JSON says; --landlock goes through extra_args.
+        r = self.code("pass")
+        self.assertEqual(r.landlock, r.raw["landlock"])
+        if r.landlock is not None:
+            self.assertIn("fs", r.landlock["restricts"])
+        r = self.code("pass", extra_args=["--landlock", "off"])
+        self.assertIsNone(r.landlock)
+        self.assertTrue(any(w.startswith("--landlock off") for w in r.warnings), r.warnings)
+
     def test_exit_code_and_stderr(self):
         r = self.code("import sys\nprint('out')\nsys.stderr.write('boom')\nsys.exit(3)")
         self.assertEqual(r.status, "exited")

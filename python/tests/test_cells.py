@@ -102,8 +102,10 @@ class TestModelText(CellTestCase):
 
     def test_a_progress_bar(self):
         r = self.cell("for i in range(0, 101, 25):\n    print(f'\\r{i}%', end='')\nprint()\n")
-        # Carriage returns reach the model as visible escapes (tool_text()).
-        self.assertEqual(r.as_tool_output(), "\\x0d0%\\x0d25%\\x0d50%\\x0d75%\\x0d100%\n")
+        # Carriage-return updates collapse to each line's last state for the model; the user's
+        # stdout keeps them all.
+        self.assertEqual(r.as_tool_output(), "100%\n")
+        self.assertEqual(r.stdout, "\r0%\r25%\r50%\r75%\r100%\n")
 
     def test_an_output_over_the_budget(self):
         r = self.cell("display('x' * 3000)\n", extra_args=["--cgroup", "off",

@@ -278,10 +278,22 @@ static void check_landlock(struct doctor *d)
 {
     int abi = sys_landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 
-    if (abi > 0)
-        line(d, "info", "Landlock: ABI %d available (nsbox does not use it yet)", abi);
+    /* What landlock_plan() decides for a run: ABI 2 and later are used (landlock.h). */
+    if (abi >= 2)
+        line(d, "ok",
+             "Landlock: ABI %d; nsbox applies it to every run as a second wall behind the mount "
+             "and network namespaces (files%s%s)",
+             abi, abi >= 4 ? ", TCP" : "", abi >= 6 ? ", signals and abstract sockets" : "");
+    else if (abi == 1)
+        line(d, "info",
+             "Landlock: ABI 1 only, which nsbox does not use (its rules would refuse every "
+             "rename across directories); runs go without it, with a note, and --landlock "
+             "required refuses to run");
     else
-        line(d, "info", "Landlock: not available (%s); nsbox does not need it", strerror(errno));
+        line(d, "info",
+             "Landlock: not available (%s); runs go without it, with a note, and --landlock "
+             "required refuses to run",
+             strerror(errno));
 }
 
 /* Check every file the manifest beside the rootfs (or, for a tree `nsbox rootfs build` made, in

@@ -81,6 +81,8 @@ static void usage_run(FILE *f)
           "  --cgroup MODE          limits in a cgroup v2 leaf: auto (else rlimits, with a\n"
           "                         warning), required (else fail), off (rlimits) (default auto)\n"
           "  --cgroup-parent PATH   make the leaf below this cgroup (default: nsbox's own)\n"
+          "  --landlock MODE        Landlock behind the namespaces: auto (where the kernel has\n"
+          "                         it, else a note), required (else fail) (default auto)\n"
           "  --network none         no network (the default; 'host' is an opt-out)\n"
           "  --network loopback     only lo, up: the program can reach itself over TCP and UDP on\n"
           "                         127.0.0.1 and ::1, nothing else (policy: network.policy)\n"
@@ -130,6 +132,7 @@ static void usage_run(FILE *f)
           "  --env-inherit          start from nsbox's whole environment\n"
           "  --keep-fds             pass descriptors nsbox inherited (above 2)\n"
           "  --no-seccomp           no seccomp filter\n"
+          "  --landlock off         no Landlock wall behind the namespaces\n"
           "(Each written out in full. A limit set to 'unlimited' is no opt-out: the JSON result's\n"
           "limits show it as null.)\n"
           "\n"
@@ -209,6 +212,7 @@ enum {
     ARG_NO_SECCOMP,
     ARG_CGROUP,
     ARG_CGROUP_PARENT,
+    ARG_LANDLOCK,
     ARG_LOG,
     ARG_STDOUT_FILE,
     ARG_STDERR_FILE,
@@ -639,6 +643,7 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"no-seccomp", no_argument, NULL, ARG_NO_SECCOMP},
         {"cgroup", required_argument, NULL, ARG_CGROUP},
         {"cgroup-parent", required_argument, NULL, ARG_CGROUP_PARENT},
+        {"landlock", required_argument, NULL, ARG_LANDLOCK},
         {"log", required_argument, NULL, ARG_LOG},
         {"stdout-file", required_argument, NULL, ARG_STDOUT_FILE},
         {"stderr-file", required_argument, NULL, ARG_STDERR_FILE},
@@ -883,6 +888,17 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
                 c->cgroup = NSBOX_CGROUP_OFF;
             else
                 return BAD_VALUE("--cgroup", optarg, "expected auto, required or off");
+            break;
+        case ARG_LANDLOCK:
+            if (strcmp(optarg, "auto") == 0)
+                c->landlock = NSBOX_LANDLOCK_AUTO;
+            else if (strcmp(optarg, "required") == 0)
+                c->landlock = NSBOX_LANDLOCK_REQUIRED;
+            else if (strcmp(optarg, "off") == 0) {
+                OPT_OUT_IN_FULL("--landlock", "--landlock off");
+                c->landlock = NSBOX_LANDLOCK_OFF;
+            } else
+                return BAD_VALUE("--landlock", optarg, "expected auto, required or off");
             break;
         case ARG_LOG:
             a->log_path = optarg;

@@ -39,6 +39,8 @@ static void usage(FILE *f)
           "      socket). RUN OPTIONS are those of 'nsbox run' (--memory, --tmpfs, -v, --name,\n"
           "      ...); --timeout is each step's default. --idle-timeout: end it after S\n"
           "      seconds without a step; --lifetime: end it S seconds after its start.\n"
+          "      --watch-pid PID: end it when process PID ends (nsbox mcp's sessions end with\n"
+          "      the server, however it ends).\n"
           "      --workspace NAME: its files in /work from the start, saved back when the\n"
           "      session ends between steps (stop, idle, lifetime), not when it is killed.\n"
           "  nsbox session exec ID|NAME [--timeout S] [--output-limit N] [--json]\n"
@@ -69,6 +71,7 @@ static int take_session_options(int *argc, char *argv[], struct session_options 
 
     for (int i = 0; i < *argc; i++) {
         const char *names[] = {"--idle-timeout", "--lifetime"};
+        const char *pid = NULL;
         uint64_t *dst[] = {&o->idle_timeout, &o->lifetime};
         bool taken = false;
 
@@ -76,6 +79,17 @@ static int take_session_options(int *argc, char *argv[], struct session_options 
             while (i < *argc)
                 argv[out++] = argv[i++];
             break;
+        }
+        if (strcmp(argv[i], "--watch-pid") == 0 && i + 1 < *argc)
+            pid = argv[++i];
+        else if (strncmp(argv[i], "--watch-pid=", 12) == 0)
+            pid = argv[i] + 12;
+        if (pid || strcmp(argv[i], "--watch-pid") == 0) {
+            uint64_t v;
+            if (!pid || parse_count(pid, INT_MAX, &v) < 0 || v == 0)
+                return log_error_errno(-EINVAL, "--watch-pid needs a process id");
+            o->watch_pid = (pid_t)v;
+            continue;
         }
         for (size_t k = 0; k < 2 && !taken; k++) {
             size_t len = strlen(names[k]);

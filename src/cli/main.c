@@ -18,6 +18,7 @@
 #include "command.h"
 #include "config.h"
 #include "cmd-doctor.h"
+#include "cmd-mcp.h"
 #include "log.h"
 #include "cmd-rootfs.h"
 #include "cmd-selftest.h"
@@ -47,6 +48,10 @@ static const struct command commands[] = {
      .main = pool_main,
      .args = "start|ls|status|stop ...",
      .summary = "sandboxes started ahead, each for one run (nsbox pool --help)"},
+    {.name = "mcp",
+     .main = mcp_main,
+     .args = "[RUN OPTIONS] [--copy-out-dir DIR] | --print-tools mcp|openai|anthropic",
+     .summary = "serve the sandbox as an MCP server on stdio (nsbox mcp --help)"},
     {.name = "doctor",
      .main = doctor_main,
      .args = "[--rootfs DIR]",

@@ -37,6 +37,9 @@
 #define MEMBER_START_USEC (120 * 1000000ULL) /* for a member to be up with its preload done */
 #define REFILL_BACKOFF_USEC 1000000ULL       /* after a member failed to start */
 #define REQUEST_USEC (10 * 1000000ULL)       /* for a client to send its line */
+/* Refused connections: a burst, then 100 a second, as a session's socket (session-internal.h). */
+#define REFUSED_BURST 100
+#define REFUSED_INTERVAL_USEC 10000ULL
 
 enum member_state { M_FREE, M_STARTING, M_PRELOADING, M_READY, M_LEASED, M_ENDING };
 
@@ -74,6 +77,7 @@ struct pool {
     struct member m[MEMBERS_MAX];
     struct pool_client cl[POOL_CLIENTS_MAX];
     uint64_t seq, served, failures, refill_at, refill_usec_sum, refills;
+    uint64_t refused_at; /* when the socket may be polled again (REFUSED_BURST) */
     char last_error[600];
 };
 
@@ -486,24 +490,38 @@ static void client_release(struct pool *p, struct pool_client *c)
     client_free(c);
 }
 
-/* Only this user's own processes (not a sandbox's, whose host uid is another): SO_PEERCRED. */
-static bool peer_is_own_user(int fd)
+/* Only this user's own processes (*ret_own), and none in another user namespace: an ordinary
+ * user's sandboxes have the caller's uid on the host, and one that sees the socket through a
+ * bind of the runtime directory could otherwise take the pool's sandboxes or stop the pool
+ * (peer_in_own_user_namespace(), as a session's socket). */
+static bool peer_is_own_user(int fd, bool *ret_own)
 {
     struct ucred cred;
     socklen_t len = sizeof(cred);
 
-    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid();
+    *ret_own = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid();
+    return *ret_own && peer_in_own_user_namespace(fd, cred.pid);
 }
 
 static void client_accept(struct pool *p, uint64_t now)
 {
-    for (;;) {
+    /* A bound per turn of the loop, and refused connections paced as a session's are
+     * (REFUSED_BURST): a sandbox that connects as fast as it can costs the pool, outside every
+     * limit of the sandbox, an accept(2) and its checks each. */
+    for (int k = 0; k < 64 && now >= p->refused_at; k++) {
         int fd = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         struct pool_client *c = NULL;
+        bool own;
         if (fd < 0)
             return;
-        if (!peer_is_own_user(fd)) {
+        if (!peer_is_own_user(fd, &own)) {
+            static const char other[] =
+                "{\"error\":\"the pool takes requests only from its caller's user namespace "
+                "(a sandbox, or a process in another user namespace, cannot use it)\"}\n";
+            if (own)
+                (void)!send(fd, other, sizeof(other) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
             (void)close(fd);
+            (void)pace_take(&p->refused_at, now, REFUSED_BURST, REFUSED_INTERVAL_USEC);
             continue;
         }
         for (size_t i = 0; i < POOL_CLIENTS_MAX && !c; i++)
@@ -578,7 +596,10 @@ static int pool_loop(struct pool *p)
         if (p->refill_at > now && p->refill_at < until)
             until = p->refill_at;
         pfd[0] = (struct pollfd){.fd = p->signalfd, .events = POLLIN};
-        pfd[1] = (struct pollfd){.fd = p->up ? p->listen_fd : -1, .events = POLLIN};
+        pfd[1] = (struct pollfd){.fd = p->up && now >= p->refused_at ? p->listen_fd : -1,
+                                 .events = POLLIN};
+        if (p->up && now < p->refused_at && p->refused_at < until)
+            until = p->refused_at; /* paced (REFUSED_BURST): look again then */
         for (size_t i = 0; i < MEMBERS_MAX; i++) {
             struct member *m = &p->m[i];
             if (m->state == M_FREE)

@@ -21,9 +21,16 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "nsbox.h"
 #include "session.h"
+
+/* Whether the peer of connection fd (pid: its SO_PEERCRED pid) runs in this process's user
+ * namespace; false when that cannot be read. A sandbox of an ordinary user's has the caller's uid
+ * on the host: this keeps it from the session's and the pool's sockets (defined in
+ * session-client.c). */
+bool peer_in_own_user_namespace(int fd, pid_t pid);
 
 #define POOL_SIZE_MAX 32
 #define POOL_LABEL "nsbox.pool"               /* the pool's own record */

@@ -364,6 +364,109 @@ def inotify_outside(seconds):
         blocked("inotify events on /dev/null", "none in %s s" % seconds)
 
 
+def landlock_host_dir(fd):
+    # A directory of the host reached through a descriptor, not a path: the mount namespace
+    # does not stand in the way, only Landlock (nothing outside the sandbox's tree opens).
+    try:
+        with open(os.open("secret", os.O_RDONLY, dir_fd=int(fd))) as f:
+            got("read the host's %s/secret: %s" % (fd, f.read().strip()))
+    except OSError as e:
+        blocked("openat(%s, secret)" % fd, e)
+
+
+PROGRAM = "#!/bin/sh\necho nsbox-selftest-ran\n"
+
+
+def run_written(path):
+    import subprocess
+    try:
+        out = subprocess.run([path], capture_output=True, text=True, timeout=10).stdout
+    except OSError as e:
+        return e
+    return "ran" if "nsbox-selftest-ran" in out else "no output"
+
+
+def write_program(dir_fd, name):
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755, dir_fd=dir_fd)
+    os.write(fd, PROGRAM.encode())
+    os.close(fd)
+
+
+def landlock_tmpfs_exec(directory):
+    # 1. A program written to the tmpfs (/tmp: noexec, and Landlock grants no execute there).
+    path = os.path.join(directory, "nsbox-selftest-prog")
+    try:
+        write_program(None, path)
+        res = run_written(path)
+    except OSError as e:
+        res = e
+    if res == "ran":
+        got("ran a program it wrote into %s" % directory)
+        return
+    blocked("exec " + path, res)
+    # 2. A tmpfs of its own, without noexec: a user and mount namespace of its own (seccomp
+    # refuses that; Landlock does not), then mount(2), else the new mount API's detached mount.
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+        blocked("unshare", os.strerror(ctypes.get_errno()))
+        return
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", "0 %d 1" % uid),
+                           ("gid_map", "0 %d 1" % gid)):
+            with open("/proc/self/" + name, "w") as f:
+                f.write(text)
+    except OSError as e:
+        blocked("map ids in the new user namespace", e)
+        return
+    if libc.mount(b"none", directory.encode(), b"tmpfs", 0, None) == 0:
+        try:
+            write_program(None, path)
+            res = run_written(path)
+        except OSError as e:
+            res = e
+        if res == "ran":
+            got("ran a program it wrote into a tmpfs it mounted on %s" % directory)
+            return
+        blocked("exec in its own tmpfs", res)
+    else:
+        blocked("mount a tmpfs", os.strerror(ctypes.get_errno()))
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    fs = syscall(430, b"tmpfs", 0)  # fsopen
+    if fs < 0 or syscall(431, fs, 6, None, None, 0) < 0:  # fsconfig(FSCONFIG_CMD_CREATE)
+        blocked("fsopen tmpfs", os.strerror(ctypes.get_errno()))
+        return
+    mnt = syscall(432, fs, 0, 0)  # fsmount
+    if mnt < 0:
+        blocked("fsmount", os.strerror(ctypes.get_errno()))
+        return
+    try:
+        write_program(mnt, "prog")
+        res = run_written("/proc/self/fd/%d/prog" % mnt)
+    except OSError as e:
+        res = e
+    if res == "ran":
+        got("ran a program it wrote into a detached tmpfs of its own")
+    else:
+        blocked("write and exec in a detached tmpfs", res)
+
+
+def landlock_tcp(fd, port):
+    # A TCP socket of the host's network namespace, unconnected, left open by the caller: the
+    # sandbox's network namespace does not stand in its way, only Landlock's connect rule.
+    nonce = os.environ.get("NSBOX_SELFTEST_SECRET", "")
+    try:
+        with socket.socket(fileno=int(fd)) as s:
+            s.settimeout(3)
+            s.connect(("127.0.0.1", int(port)))
+            s.sendall(nonce.encode())
+        got("sent the nonce to 127.0.0.1:%s through descriptor %s" % (port, fd))
+    except OSError as e:
+        blocked("connect descriptor %s to 127.0.0.1:%s" % (fd, port), e)
+
+
 ATTACKS = {
     "read-host-file": read_host_file,
     "network-egress": network_egress,
@@ -387,6 +490,9 @@ ATTACKS = {
     "tmpfs-persistence": tmpfs_persistence,
     "tty-ldisc": tty_ldisc,
     "inotify-outside": inotify_outside,
+    "landlock-host-dir": landlock_host_dir,
+    "landlock-tmpfs-exec": landlock_tmpfs_exec,
+    "landlock-tcp": landlock_tcp,
 }
 
 if __name__ == "__main__":

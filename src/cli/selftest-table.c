@@ -24,6 +24,7 @@
 #include "fileio.h"
 #include "macro.h"
 #include "selftest-internal.h"
+#include "syscalls.h"
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
@@ -465,6 +466,92 @@ static int setup_devnull_writer(const struct ctx *c, struct trial *t)
     return 0;
 }
 
+/* The Landlock ABI this kernel offers, or 0 (landlock_create_ruleset(2)); the attacks that only
+ * Landlock stops are not tried where it is missing (nsbox does not use ABI 1). */
+static int landlock_abi(void)
+{
+    int abi = sys_landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return abi < 2 ? 0 : abi;
+}
+
+/* Every run of a Landlock attack has the protection in front of Landlock removed (opts, here);
+ * the ablated one also has --landlock off (the table's opt_out), so the two runs differ in
+ * Landlock alone. */
+static bool landlock_skip(struct trial *t, int abi_needed, const char *what)
+{
+    int abi = landlock_abi();
+
+    if (abi >= abi_needed)
+        return false;
+    (void)snprintf(t->skip, sizeof(t->skip),
+                   abi ? "this kernel's Landlock (ABI %d) does not restrict %s (ABI %d does)"
+                       : "this kernel has no Landlock nsbox uses (ABI 2 or later)",
+                   abi, what, abi_needed);
+    return true;
+}
+
+static int setup_landlock_host_dir(const struct ctx *c, struct trial *t)
+{
+    int r;
+    (void)c;
+
+    if (t->mode != MODE_CONTROL && landlock_skip(t, 2, "files"))
+        return 0;
+    new_canary(t);
+    r = selftest_write_new_file(t->dir_fd, "secret", t->secret, 0644);
+    if (r < 0)
+        return r;
+    /* Deliberately without O_CLOEXEC: the trial's directory, handed to the run. */
+    t->pass_fd = openat(t->dir_fd, ".", O_RDONLY | O_DIRECTORY);
+    if (t->pass_fd < 0)
+        return -errno;
+    (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%d", t->pass_fd);
+    add_arg(t, t->buf[0]);
+    if (t->mode != MODE_CONTROL)
+        add_opt(t, "--keep-fds");
+    return 0;
+}
+
+static int setup_landlock_tmpfs_exec(const struct ctx *c, struct trial *t)
+{
+    if (t->mode != MODE_CONTROL && landlock_skip(t, 2, "files"))
+        return 0;
+    if (t->mode == MODE_CONTROL) {
+        t->sub_fd = make_host_uid_dir(c, t, "exec");
+        if (t->sub_fd < 0)
+            return t->sub_fd;
+        (void)snprintf(t->buf[0], sizeof(t->buf[0]), "%s/exec", t->dir);
+        add_arg(t, t->buf[0]);
+        return 0;
+    }
+    add_arg(t, "/tmp");
+    add_opt(t, "--no-seccomp");
+    return 0;
+}
+
+static int setup_landlock_tcp(const struct ctx *c, struct trial *t)
+{
+    int r;
+
+    if (t->mode != MODE_CONTROL && landlock_skip(t, 4, "TCP"))
+        return 0;
+    r = listen_tcp(c, t);
+    if (r < 0 || t->skip[0])
+        return r;
+    /* Deliberately without SOCK_CLOEXEC: a socket of the host's network namespace. */
+    t->pass_fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (t->pass_fd < 0)
+        return -errno;
+    /* listen_tcp() put the port in args[0]: the descriptor goes first. */
+    (void)snprintf(t->buf[1], sizeof(t->buf[1]), "%d", t->pass_fd);
+    t->args[1] = t->args[0];
+    t->args[0] = t->buf[1];
+    t->n_args = 2;
+    if (t->mode != MODE_CONTROL)
+        add_opt(t, "--keep-fds");
+    return 0;
+}
+
 const struct attack selftest_attacks_table[] = {
     {
         .name = "read-host-file",
@@ -660,6 +747,35 @@ const struct attack selftest_attacks_table[] = {
         .setup = setup_devnull_writer,
         .judge = JUDGE_REPORT,
         .report = "inotify events on /dev/null caused outside the sandbox",
+    },
+    {
+        .name = "landlock-host-dir",
+        .tried = "open a host file through a directory descriptor the caller left open "
+                 "(passed with --keep-fds in every run)",
+        .protection = "Landlock: nothing outside the sandbox's own tree opens",
+        .opt_out = "--landlock off",
+        .setup = setup_landlock_host_dir,
+        .judge = JUDGE_CANARY,
+    },
+    {
+        .name = "landlock-tmpfs-exec",
+        .tried = "run a program written into /tmp, then into a tmpfs it mounts itself in a "
+                 "user namespace of its own (with --no-seccomp in every run)",
+        .protection = "tmpfs mounts are noexec; Landlock refuses executing there, mounting, and "
+                      "writing into a mount of its own",
+        .opt_out = "--landlock off",
+        .setup = setup_landlock_tmpfs_exec,
+        .judge = JUDGE_REPORT,
+        .report = "ran a program it wrote",
+    },
+    {
+        .name = "landlock-tcp",
+        .tried = "send a nonce to the host's 127.0.0.1 through an unconnected TCP socket the "
+                 "caller left open (passed with --keep-fds in every run)",
+        .protection = "Landlock refuses TCP connect without a network (ABI 4)",
+        .opt_out = "--landlock off",
+        .setup = setup_landlock_tcp,
+        .judge = JUDGE_LISTENER,
     },
 };
 

@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "parse.h"
 #include "plan.h"
+#include "pool.h"
 #include "session-internal.h"
 #include "syscalls.h"
 
@@ -76,12 +77,27 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
     json_t *copy = json_object_get(j, "copy_out");
     json_t *max_bytes = json_object_get(j, "copy_out_max_bytes");
     json_t *max_files = json_object_get(j, "copy_out_max_files");
+    json_t *hangup = json_object_get(j, "interrupt_on_hangup");
+    json_t *stream = json_object_get(j, "stream");
     int r;
 
     *q = (struct step_request){.timeout = s->c->timeout,
                                .output_limit = s->c->output_limit,
                                .copy_max_bytes = s->c->copy_out_max_bytes,
                                .copy_max_files = s->c->copy_out_max_files};
+    if (hangup) {
+        if (!json_is_boolean(hangup))
+            return *why = "\"interrupt_on_hangup\" must be true or false", -EINVAL;
+        q->interrupt_on_hangup = json_is_true(hangup);
+    }
+    if (stream) {
+        if (!json_is_boolean(stream))
+            return *why = "\"stream\" must be true or false", -EINVAL;
+        /* The copy-out stream's descriptor rides on the answer's first bytes. */
+        if (json_is_true(stream) && copy)
+            return *why = "\"stream\" and \"copy_out\" exclude each other", -EINVAL;
+        q->stream = json_is_true(stream);
+    }
     if (max_bytes) {
         if (!json_is_integer(max_bytes) || json_integer_value(max_bytes) <= 0)
             return *why = "\"copy_out_max_bytes\" must be a number of bytes above 0", -EINVAL;
@@ -194,7 +210,50 @@ void client_free(struct client *cl)
     free(cl->q.payload);
     free(cl->q.stdin_data);
     free(cl->q.copy_paths);
+    free(cl->pending);
     *cl = (struct client){.fd = -1, .pass_fd = -1};
+}
+
+/* Send what the socket takes of p[0..n) now, never waiting. Returns the bytes sent (0: none,
+ * also when the peer is gone). */
+static size_t send_now(int fd, const char *p, size_t n)
+{
+    ssize_t k = RETRY_EINTR(send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL));
+    return k > 0 ? (size_t)k : 0;
+}
+
+void client_stream(struct client *cl, const char *name, const char *data, size_t n)
+{
+    char *line;
+    size_t len, sent;
+    json_t *j;
+
+    if (cl->fd < 0)
+        return;
+    if (cl->pending_len) {
+        /* The last line first, whole: output dropped meanwhile is in the answer anyway. */
+        sent = send_now(cl->fd, cl->pending, cl->pending_len);
+        memmove(cl->pending, cl->pending + sent, cl->pending_len - sent);
+        cl->pending_len -= sent;
+        if (cl->pending_len)
+            return;
+    }
+    j = json_pack("{s:s,s:o}", "stream", name, "data", json_text(data, n));
+    line = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!line)
+        return;
+    len = strlen(line);
+    line[len++] = '\n'; /* replaces the NUL: sent with its length */
+    sent = send_now(cl->fd, line, len);
+    if (sent > 0 && sent < len) {
+        /* Half a line is out: the rest must follow before anything else. */
+        memmove(line, line + sent, len - sent);
+        cl->pending = line;
+        cl->pending_len = len - sent;
+        return;
+    }
+    free(line);
 }
 
 /* Write what the socket takes of the answer now. Done (or the peer gone): the connection is
@@ -251,9 +310,26 @@ void client_answer(struct client *cl, json_t *j, uint64_t now)
         return;
     }
     free(cl->buf);
-    cl->buf = text;
     cl->have = strlen(text);
     text[cl->have++] = '\n'; /* replaces the NUL: written with its length */
+    if (cl->pending_len) {
+        /* A streamed line's rest goes first (client_stream()). */
+        char *both = malloc(cl->pending_len + cl->have);
+        if (!both) {
+            free(text);
+            client_free(cl);
+            return;
+        }
+        memcpy(both, cl->pending, cl->pending_len);
+        memcpy(both + cl->pending_len, text, cl->have);
+        cl->have += cl->pending_len;
+        free(text);
+        text = both;
+        free(cl->pending);
+        cl->pending = NULL;
+        cl->pending_len = 0;
+    }
+    cl->buf = text;
     cl->done = 0;
     cl->state = CLIENT_WRITING;
     cl->deadline = now + ANSWER_DEADLINE_USEC;
@@ -286,6 +362,8 @@ const char *end_words(const struct session_state *s)
         return "it reached its --lifetime";
     if (strcmp(r, "idle") == 0)
         return "it reached its --idle-timeout";
+    if (strcmp(r, "watched") == 0)
+        return "the process it watched (--watch-pid) ended";
     if (strcmp(r, "used") == 0)
         return "it was a pool's single-use sandbox, and its one step has run";
     return "its sandbox ended";
@@ -420,7 +498,7 @@ void client_read(struct session_state *s, struct client *cl, uint64_t now)
  * Reading another namespace's link needs ptrace access (proc(5)), which the caller has over
  * the sandboxes it made; anything that cannot be read is refused.
  */
-static bool peer_in_own_user_namespace(int fd, pid_t pid)
+bool peer_in_own_user_namespace(int fd, pid_t pid)
 {
     struct stat own, peer;
     char path[64];

@@ -53,6 +53,8 @@ struct step_request {
     char *payload; /* argv NUL-separated, or the code */
     size_t size;
     bool has_stdin; /* "stdin_bytes" was given: the step's stdin is stdin_data, else /dev/null */
+    bool interrupt_on_hangup; /* its client's hang-up interrupts the step (a cancelled call) */
+    bool stream; /* "stream": its output also goes to the client as it comes (client_stream()) */
     char *stdin_data;
     size_t stdin_size;
     uint64_t timeout;      /* microseconds, 0 = none */
@@ -82,7 +84,9 @@ struct client {
     uint64_t deadline;
     uint64_t seq; /* the order of complete requests */
     struct step_request q;
-    int pass_fd; /* sent with the answer's first bytes (SCM_RIGHTS): a step's copy-out stream */
+    int pass_fd;   /* sent with the answer's first bytes (SCM_RIGHTS): a step's copy-out stream */
+    char *pending; /* the rest of a streamed line the socket did not take whole: written first */
+    size_t pending_len;
 };
 
 struct stream {
@@ -101,6 +105,7 @@ struct step {
     struct nsbox_cgroup_stats before;
     uint64_t start, kill_at, drain_until;
     bool ended, interrupted;
+    bool hung_up; /* interrupted because its client hung up (interrupt_on_hangup) */
     struct session_msg end;
     int copy_fd;    /* the copy-out stream (a memfd), or -1 */
     int outputs_fd; /* a code step's outputs channel (a memfd, outputs.h), or -1 */
@@ -117,6 +122,7 @@ struct session_state {
     struct supervise_fds *fds;
     int listener; /* seccomp listener, once taken */
     int listen_fd;
+    int watch_fd; /* pidfd of session_options.watch_pid, or -1 */
     uint64_t start, last_active;
     uint64_t steps;
     const struct nsbox_result *run; /* the session's own result: its limits, as planned */
@@ -146,9 +152,14 @@ const char *end_words(const struct session_state *s);
 void client_read(struct session_state *s, struct client *cl, uint64_t now);
 void client_accept(struct session_state *s, uint64_t now);
 void client_expire(struct client *cl, uint64_t now);
+/* A running step's output (n bytes of stream "stdout" or "stderr") to its client, which asked
+ * with "stream": one line {"stream", "data"}, never waiting: dropped when the socket is full. */
+void client_stream(struct client *cl, const char *name, const char *data, size_t n);
 
 /* session-step.c */
-void stream_read(struct stream *x, char *buf);
+/* Read what the step's pipe has (into buf, READ_CHUNK bytes), keep what fits. Returns the bytes
+ * read, 0 at EOF, on an error or when there was nothing. */
+ssize_t stream_read(struct stream *x, char *buf);
 void add_warning(struct nsbox_result *ret, const char *text);
 void step_clear(struct session_state *s);
 int step_start(struct session_state *s, struct client *cl, uint64_t now);

@@ -34,20 +34,21 @@
 
 /* ---- one step's pipes --------------------------------------------------------------------- */
 
-void stream_read(struct stream *x, char *buf)
+ssize_t stream_read(struct stream *x, char *buf)
 {
     ssize_t n = RETRY_EINTR(read(x->fd, buf, READ_CHUNK));
 
     if (n <= 0) {
         if (n < 0 && errno == EAGAIN)
-            return;
+            return 0;
         (void)close(x->fd);
         x->fd = -1;
-        return;
+        return 0;
     }
     /* As for a run (supervise.c): the start and the end of the stream, their JSON string
      * within JSON_OUTPUT_FACTOR x the limit, whatever the bytes are (headtail.h). */
     (void)headtail_add(&x->kept, buf, (size_t)n);
+    return n;
 }
 
 /* A memfd holding data, for a step to read (its code, its stdin): sealed whole (no write, no
@@ -211,6 +212,10 @@ static void step_answer(struct session_state *s, uint64_t now)
             add_warning(ret, text);
         }
     }
+    /* Its status says timeout (the same interruption); the audit log must not take it for one. */
+    if (st->hung_up)
+        add_warning(ret, "the step was interrupted because its client hung up (a cancelled "
+                         "call), not by its timeout");
     /* --network allow=: the session's proxy report so far (every step's connections). */
     if (s->fds->proxy)
         proxy_report_snapshot(s->fds->proxy, &ret->network);
@@ -236,7 +241,18 @@ static void step_answer(struct session_state *s, uint64_t now)
                                                   : flags & SESSION_INTERPRETER_CRASHED ? "crashed"
                                                   : flags & SESSION_INTERPRETER_NEW     ? "started"
                                                                                         : "kept"));
-        if (ret->status == NSBOX_STATUS_TIMEOUT) {
+        if (st->hung_up) {
+            char reason[300];
+            (void)snprintf(reason, sizeof(reason),
+                           "was interrupted: its client hung up before the step ended (a "
+                           "cancelled call): %s; the session goes on",
+                           !q->code ? "the step's processes were killed"
+                           : flags & SESSION_INTERPRETER_RESTARTED
+                               ? "the Python interpreter ignored KeyboardInterrupt and was "
+                                 "killed (its variables are lost)"
+                               : "KeyboardInterrupt stopped the code");
+            (void)json_object_set_new(res, "reason", json_string(reason));
+        } else if (ret->status == NSBOX_STATUS_TIMEOUT) {
             char reason[300];
             (void)snprintf(reason, sizeof(reason),
                            "timed out after %.3g s: %s; the session%s go on",

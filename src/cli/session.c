@@ -44,6 +44,9 @@
 
 #define EXIT_NSBOX_FAILURE 125
 #define DRAIN_GRACE_USEC 200000 /* after a step's end, for its pipes to reach EOF */
+/* The loop's descriptors before the clients': control, report, pidfd, signals, listener, socket,
+ * the step's two pipes, --watch-pid's pidfd. */
+#define FIXED_FDS 9
 
 /* No network at all (--network none): a refused internet socket gets the notes' hint. */
 static bool session_no_network(const struct nsbox_config *c)
@@ -447,7 +450,15 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                         .copy_fd = -1,
                         .outputs_fd = -1};
     s->chunk = malloc(READ_CHUNK);
-    pfds = calloc(8 + CLIENTS_MAX + (fds->proxy ? proxy_max_pollfds(fds->proxy) : 0),
+    /* --watch-pid: opened now, while that process is alive (it waits for `session start`,
+     * which waits for us), so that the pidfd is that process's and no later one's. */
+    s->watch_fd = -1;
+    if (s->o->watch_pid > 0) {
+        s->watch_fd = sys_pidfd_open(s->o->watch_pid);
+        if (s->watch_fd < 0)
+            s->end_reason = "watched";
+    }
+    pfds = calloc(FIXED_FDS + CLIENTS_MAX + (fds->proxy ? proxy_max_pollfds(fds->proxy) : 0),
                   sizeof(*pfds));
     if (!s->chunk || !pfds)
         r = -ENOMEM;
@@ -455,9 +466,9 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
 
     while (r == 0) {
         struct pollfd *p = pfds;
-        struct client *pc[8 + CLIENTS_MAX] = {0};
+        struct client *pc[FIXED_FDS + CLIENTS_MAX] = {0};
         uint64_t now = now_usec(), until = UINT64_MAX;
-        int np = 8, n_clients_end, timeout_ms;
+        int np = FIXED_FDS, n_clients_end, timeout_ms;
         size_t idx_proxy = 0, n_proxy = 0;
         bool proxy_polled = false;
 
@@ -491,6 +502,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             until = s->refused_at; /* paced (REFUSED_BURST): look again then */
         p[6] = (struct pollfd){.fd = st->client ? st->streams[0].fd : -1, .events = POLLIN};
         p[7] = (struct pollfd){.fd = st->client ? st->streams[1].fd : -1, .events = POLLIN};
+        p[8] = (struct pollfd){.fd = s->watch_fd, .events = POLLIN};
         for (size_t i = 0; i < CLIENTS_MAX; i++) {
             struct client *cl = &s->clients[i];
             short ev;
@@ -537,10 +549,17 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                                                                     : ret))
             break; /* setup failed: ret says why */
         for (int i = 0; i < 2; i++)
-            if (st->client && st->streams[i].fd >= 0 && p[6 + i].revents)
-                stream_read(&st->streams[i], s->chunk);
+            if (st->client && st->streams[i].fd >= 0 && p[6 + i].revents) {
+                ssize_t n = stream_read(&st->streams[i], s->chunk);
+                if (n > 0 && st->q.stream)
+                    client_stream(st->client, i ? "stderr" : "stdout", s->chunk, (size_t)n);
+            }
         if (p[3].revents && handle_signals(s))
             break;
+        if (p[8].revents || (s->o->watch_pid > 0 && s->watch_fd < 0)) {
+            s->end_reason = "watched";
+            break;
+        }
         if (p[2].revents) {
             s->ended = true;
             if (!ready && ret->status != NSBOX_STATUS_ERROR) {
@@ -584,7 +603,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         }
 
         /* The clients. */
-        for (int i = 8; i < n_clients_end; i++) {
+        for (int i = FIXED_FDS; i < n_clients_end; i++) {
             struct client *cl = pc[i];
             if (cl->state == CLIENT_READING && p[i].revents)
                 client_read(s, cl, now);
@@ -593,7 +612,16 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             else if ((cl->state == CLIENT_QUEUED || cl->state == CLIENT_RUNNING) &&
                      (p[i].revents & (POLLHUP | POLLERR))) {
                 /* Gone: a waiting step does not run; a running one runs to its end (its
-                 * result goes to the audit log), its answer to nobody. */
+                 * result goes to the audit log), its answer to nobody -- unless it asked to be
+                 * interrupted then (interrupt_on_hangup: `nsbox mcp`'s cancelled calls), as
+                 * its timeout would: the session goes on. */
+                if (cl->state == CLIENT_RUNNING && st->client == cl && st->q.interrupt_on_hangup &&
+                    !st->ended && !st->interrupted) {
+                    struct session_msg m = {.type = SESSION_INTERRUPT};
+                    (void)control_send(s->control_fd, &m, NULL, 0);
+                    st->interrupted = true;
+                    st->hung_up = true;
+                }
                 (void)close(cl->fd);
                 cl->fd = -1;
                 if (cl->state == CLIENT_QUEUED)
@@ -609,8 +637,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             client_accept(s, now);
         if (s->end_reason && strcmp(s->end_reason, "stopped") == 0)
             break;
-        /* The next step, when none runs. */
-        while (!st->client && !init_lost) {
+        /* The next step, when none runs; none past max_steps (a pool's member is single-use:
+         * a request queued behind its one run gets the session's end, never that run's
+         * sandbox, which the run may have left a thread in). */
+        while (!st->client && !init_lost && !(s->o->max_steps && s->steps >= s->o->max_steps)) {
             struct client *next = next_queued(s);
             if (!next)
                 break;
@@ -636,6 +666,8 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         }
     }
 
+    if (s->watch_fd >= 0)
+        (void)close(s->watch_fd);
     /* The socket first: no new client meets a dying session. */
     if (s->listen_fd >= 0) {
         (void)unlink(s->sock_path);

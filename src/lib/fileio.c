@@ -424,5 +424,9 @@ int why_fail(char *why, size_t why_size, int r, const char *fmt, ...)
 bool path_is_at_or_below(const char *path, const char *dir)
 {
     size_t n = strlen(dir);
+
+    /* Below "/" is every absolute path (its '/' is the separator too). */
+    if (n == 1 && dir[0] == '/')
+        return path[0] == '/';
     return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }

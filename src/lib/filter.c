@@ -321,8 +321,8 @@ fail:
     return r;
 }
 
-/* libseccomp 2.5 exports BPF only to a file descriptor: go through a memfd. */
-static int export_program(scmp_filter_ctx ctx, struct filter_program *ret)
+/* libseccomp 2.5 exports BPF only to a file descriptor: go through a memfd (filter.h). */
+int filter_export_program(scmp_filter_ctx ctx, struct filter_program *ret)
 {
     _cleanup_close_ int fd = memfd_create("nsbox-bpf", MFD_CLOEXEC);
     struct sock_filter *insns;
@@ -497,7 +497,7 @@ int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata, 
     for (size_t i = 0; i < ELEMENTSOF(in_order); i++) {
         if (!in_order[i])
             continue;
-        r = export_program(in_order[i], &f.prog[f.n_prog]);
+        r = filter_export_program(in_order[i], &f.prog[f.n_prog]);
         if (r < 0) {
             *e = (struct policy_error){0};
             (void)snprintf(e->message, sizeof(e->message), "exporting the filter failed: %s",
@@ -552,22 +552,33 @@ int filter_load(const struct filter *f, int *ret_listener)
     return 0;
 }
 
-int filter_refuse_sysv_shm(struct filter *f)
+int filter_refuse_sysv_ipc(struct filter *f, bool shm)
 {
     struct filter_program *p = &f->prog[0];
+    const uint32_t ret = f->notify ? SECCOMP_RET_USER_NOTIF
+                                   : SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+    const int nrs[] = {__NR_semget, __NR_msgget, __NR_shmget};
+    const unsigned m = shm ? 3 : 2; /* how many of nrs */
     /* Classic BPF jumps are relative (jt, jf count the instructions skipped): what follows the
      * prefix keeps its meaning. seccomp_data's arch first, as every seccomp filter must, so
-     * that a number of another ABI is never taken for shmget (seccomp(2), "Caveats"). */
-    const struct sock_filter prefix[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, seccomp_arch_native(), 0, 3),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_shmget, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, f->notify ? SECCOMP_RET_USER_NOTIF
-                                            : SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-    };
-    const size_t k = sizeof(prefix) / sizeof(prefix[0]);
+     * that a number of another ABI is never taken for one of these (seccomp(2), "Caveats").
+     * [0] arch, [1] native or on to the program, [2] nr, [3..m+2] each number to the answer,
+     * [m+3] on to the program, [m+4] the answer; the program at m+5. */
+    struct sock_filter prefix[3 + 3 + 2];
+    const size_t k = m + 5;
     struct sock_filter *insns;
+
+    prefix[0] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                             offsetof(struct seccomp_data, arch));
+    prefix[1] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, seccomp_arch_native(), 0,
+                                             (uint8_t)(m + 3));
+    prefix[2] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                             offsetof(struct seccomp_data, nr));
+    for (unsigned i = 0; i < m; i++)
+        prefix[3 + i] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nrs[i],
+                                                     (uint8_t)(m - i), 0);
+    prefix[m + 3] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 1);
+    prefix[m + 4] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret);
 
     if (f->n_prog == 0)
         return -EINVAL;
@@ -576,7 +587,7 @@ int filter_refuse_sysv_shm(struct filter *f)
     insns = malloc((p->n + k) * sizeof(*insns));
     if (!insns)
         return -ENOMEM;
-    memcpy(insns, prefix, sizeof(prefix));
+    memcpy(insns, prefix, k * sizeof(*insns));
     memcpy(insns + k, p->insns, p->n * sizeof(*insns));
     if (p->owned)
         free((void *)p->insns);

@@ -77,14 +77,17 @@ int filter_load(const struct filter *f, int *ret_listener);
  * EPERM. */
 int filter_refusal_errno(long nr);
 
-/* Refuse shmget(2) in f, as the policy refuses a system call (with f->notify, to the
- * listener, which answers filter_refusal_errno(), EPERM, and records it; else EPERM): for a run
- * whose System V shared memory nothing bounds (no cgroup, and kernel.shm* of its IPC namespace out
- * of nsbox's reach, init.c). Without shmget no segment exists in the sandbox's own IPC namespace,
- * so shmat, shmctl and shmdt have nothing to work on. Five instructions are put before f's first
- * program, which becomes owned: for the native architecture only (another ABI goes on to
- * the program, which refuses it). Returns 0, -E2BIG past BPF_MAXINSNS, or -ENOMEM. */
-int filter_refuse_sysv_shm(struct filter *f);
+/* Refuse semget(2) and msgget(2), and with shm shmget(2), in f, as the policy refuses a system
+ * call (with f->notify, to the listener, which answers filter_refusal_errno(), EPERM, and
+ * records it; else EPERM): for a run whose System V IPC nothing bounds. Semaphore sets and
+ * message queues are kernel memory that no rlimit counts (a cgroup does), and nsbox sets none
+ * of kernel.sem, kernel.msgmni or kernel.msgmnb; shared memory is bounded where init sets
+ * kernel.shm* (root's runs, init.c), so shm is for the others. Without the get calls no object
+ * exists in the sandbox's own IPC namespace, so semop, msgsnd, shmat and their kin have nothing
+ * to work on. Seven or eight instructions are put before f's first program, which becomes
+ * owned: for the native architecture only (another ABI goes on to the program, which refuses
+ * it). Returns 0, -E2BIG past BPF_MAXINSNS, -EINVAL without a program, or -ENOMEM. */
+int filter_refuse_sysv_ipc(struct filter *f, bool shm);
 
 /* true if this kernel has SECCOMP_RET_USER_NOTIF and pidfd_getfd(2). */
 bool filter_notify_supported(void);
@@ -92,6 +95,9 @@ bool filter_notify_supported(void);
 /* Compile p and write its filters in libseccomp's pseudo filter code (PFC) to fd, each under a
  * heading. Returns 0 or a -errno, with *e filled as filter_compile(). */
 int filter_dump(const struct policy *p, int fd, struct policy_error *e);
+
+/* ctx's program, exported into *ret (malloc()ed, owned). Returns 0 or -errno. */
+int filter_export_program(scmp_filter_ctx ctx, struct filter_program *ret);
 
 /* Release what filter_compile() allocated; safe on a zeroed struct and on filter_default. */
 void filter_free(struct filter *f);

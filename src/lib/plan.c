@@ -457,7 +457,7 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
 
 /* Shared memory is not in RLIMIT_DATA (which counts private mappings): what bounds it without
  * a cgroup, for the limits_note. init_sysctls() sets kernel.shm* where it can; elsewhere
- * sandbox.c refuses shmget (filter_refuse_sysv_shm()). */
+ * sandbox.c refuses shmget (filter_refuse_sysv_ipc()). */
 static const char *shared_memory_note(const struct nsbox_config *c, const struct sandbox *sb)
 {
     if (c->memory == 0 || (c->seccomp_disabled && (!sb->host_root || c->uid == 0)))

@@ -470,6 +470,17 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
                      "nothing would hold it within --memory (only the host's root can set "
                      "kernel.shmall in the sandbox's IPC namespace); POSIX shared memory works, "
                      "in /dev/shm (shm_open, multiprocessing.shared_memory), within --shm-size");
+            else if ((strcmp(r->refused[i].name, "semget") == 0 ||
+                      strcmp(r->refused[i].name, "msgget") == 0) &&
+                     r->memory.enforced_by == NSBOX_ENFORCER_RLIMIT)
+                emit(note, userdata, &count,
+                     "System V %s (%s) are refused in this run: without a cgroup nothing would "
+                     "hold their kernel memory within --memory; POSIX ones work (%s)",
+                     r->refused[i].name[0] == 's' ? "semaphores" : "message queues",
+                     r->refused[i].name,
+                     r->refused[i].name[0] == 's'
+                         ? "sem_open, multiprocessing's locks"
+                         : "mq_open, within RLIMIT_MSGQUEUE; or a pipe or a socket");
     }
     if (r->network.enabled && r->network.connections_refused > 0) {
         /* What the proxy of --network allow= refused, so that a caller sees it without the
@@ -551,6 +562,28 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              "inotify was refused (ENOSYS from inotify_init1): a watch would also see what "
              "processes outside the sandbox do to the files it shares with them; poll for "
              "changes instead (os.stat in a loop, or watchdog's PollingObserver)");
+    if (r->status != NSBOX_STATUS_ERROR && stderr_mentions(r, "memfd_create") &&
+        stderr_mentions(r, "Permission denied"))
+        emit(note, userdata, &count,
+             "the program's stderr mentions memfd_create and EACCES (Permission denied): a memfd "
+             "here must be one that can never be executed, asked for with MFD_NOEXEC_SEAL "
+             "(os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_NOEXEC_SEAL)); MFD_EXEC is "
+             "refused");
+    if (r->landlock_missing && r->status != NSBOX_STATUS_ERROR)
+        emit(note, userdata, &count,
+             "Landlock was not applied: %s; the files and network the sandbox reaches rest on "
+             "its mount and network namespaces alone (--landlock required refuses to run "
+             "without it)",
+             r->landlock_missing == EPROTO   ? "this kernel has Landlock ABI 1 only (Linux "
+                                               "5.13-5.18), whose rules would refuse every rename "
+                                               "across directories"
+             : r->landlock_missing == ENOSYS ? "this kernel has no Landlock (Linux 5.19 or later "
+                                               "with CONFIG_SECURITY_LANDLOCK)"
+             : r->landlock_missing == EOPNOTSUPP
+                 ? "Landlock is built into this kernel but not enabled ('landlock' in the lsm= "
+                   "boot parameter)"
+                 : "its system calls were refused (EPERM), as a container's seccomp profile "
+                   "may do");
     for (size_t i = 0; i < 2; i++)
         if (streams[i]->file_asked && streams[i]->file_error)
             emit(note, userdata, &count,
@@ -578,6 +611,27 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
                  (unsigned long long)(st->total - st->captured), (unsigned long long)st->cut_lines);
     }
     return count;
+}
+
+/* Landlock as applied: {"abi": N, "restricts": ["fs", "net", "scope"]}, or null where it was
+ * not (off, missing: the notes say why; a run that failed in its setup). */
+static json_t *result_landlock_json(const struct nsbox_result *r)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } parts[] = {{NSBOX_LANDLOCK_FS, "fs"},
+                 {NSBOX_LANDLOCK_NET, "net"},
+                 {NSBOX_LANDLOCK_SCOPE, "scope"}};
+    json_t *list;
+
+    if (r->landlock_abi == 0 || r->status == NSBOX_STATUS_ERROR)
+        return json_null();
+    list = json_array();
+    for (size_t i = 0; list && i < ELEMENTSOF(parts); i++)
+        if (r->landlock_restricts & parts[i].bit)
+            (void)json_array_append_new(list, json_string(parts[i].name));
+    return json_pack("{s:i, s:o}", "abi", r->landlock_abi, "restricts", list ? list : json_array());
 }
 
 /* The proxy of --network allow=: each connection (NSBOX_NETWORK_MAX at most), the allowed
@@ -997,6 +1051,7 @@ json_t *result_to_json_object(const struct nsbox_result *r)
         (void)json_object_set_new(root, "labels", labels ? labels : json_null());
     }
     (void)json_object_set_new(root, "network", network_json(&r->network));
+    (void)json_object_set_new(root, "landlock", result_landlock_json(r));
     (void)json_object_set_new(root, "host_uid",
                               r->host_uid ? json_integer((json_int_t)r->host_uid) : json_null());
     (void)json_object_set_new(root, "host_gid",

@@ -4,12 +4,13 @@
  *
  * Supervisor (the caller's process, outside):
  *   validate and plan (plan.c: argv, environment, mounts, the copy-in stream packed, the
- *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled) ->
- *   the proxy (--network allow=) -> the cgroup leaf or rlimits (plan.c) -> pipes and the sync
- *   socket -> clone3(new user, pid, net, mount, ipc, uts and cgroup namespaces) -> write
- *   uid_map/gid_map and release the child (root's runs, and runs in a cgroup; an ordinary
- *   user's run outside one writes its own maps: child_writes_maps()) -> supervise
- *   (supervise.c) -> unpack the copy-out stream, save the workspace -> result.
+ *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled; the
+ *   Landlock ABI probed, landlock.c) -> the proxy (--network allow=) -> the cgroup leaf or
+ *   rlimits (plan.c) -> pipes and the sync socket -> clone3(new user, pid, net, mount, ipc, uts
+ *   and cgroup namespaces) -> write uid_map/gid_map and release the child (root's runs, and
+ *   runs in a cgroup; an ordinary user's run outside one writes its own maps:
+ *   child_writes_maps()) -> supervise (supervise.c) -> unpack the copy-out stream, save the
+ *   workspace -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
  *   wait for the id maps (or write them) -> clone host mount sources -> sysctls of its own
@@ -19,13 +20,15 @@
  *   entry when the rootfs lacks it -> copy-in (copy.c) -> -w -> hostname -> pin to ceil(--cpus)
  *   CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the proxy's listening socket, handed
  *   to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory ->
- *   parent-death signal -> drop every capability -> no_new_privs -> new session -> RLIMIT_CORE
- *   and the per-user budgets' rlimits -> seccomp filters (the listener of refusals sent to the
- *   supervisor over the sync socket, init's copy closed) -> non-dumpable -> start the payload
- *   (clone(CLONE_VM | CLONE_VFORK), as posix_spawn(3) does) -> reap, forward signals;
- *   when the payload has ended, with copy-out: kill everything else and write the copy-out
- *   stream -> report how the payload ended (and how full /dev/shm and /work were), exit (which
- *   kills whatever is left in the pid namespace).
+ *   parent-death signal -> Landlock (landlock.c: the files, TCP ports, signals and abstract
+ *   sockets the mounts and namespaces allow, once more) -> drop every capability ->
+ *   no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets' rlimits -> seccomp
+ *   filters (where vm.memfd_noexec was not set: memfd.c's; then the policy's, the listener of
+ *   refusals sent to the supervisor over the sync socket, init's copy closed) -> non-dumpable
+ *   -> start the payload (clone(CLONE_VM | CLONE_VFORK), as posix_spawn(3) does) -> reap,
+ *   forward signals; when the payload has ended, with copy-out: kill everything else and
+ *   write the copy-out stream -> report how the payload ended (and how full /dev/shm and
+ *   /work were), exit (which kills whatever is left in the pid namespace).
  *
  * Payload (PID 2), born under the filters:
  *   stdio -> close every other fd -> default signals -> rlimits -> execve.
@@ -57,7 +60,9 @@
 #include "filter.h"
 #include "idmap.h"
 #include "init.h"
+#include "landlock.h"
 #include "macro.h"
+#include "memfd.h"
 #include "mount.h"
 #include "outputs.h"
 #include "plan.h"
@@ -377,6 +382,12 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     if (poll(&pfd, 1, 0) != 0)
         _exit(125);
 
+    /* Landlock, while init still holds CAP_SYS_ADMIN in its namespaces, which
+     * landlock_restrict_self(2) takes instead of no_new_privs and the mqueue rule needs (see
+     * landlock.c); the filesystem is complete and the proxy's socket bound. */
+    r = landlock_apply(sb, fds->report, &e);
+    if (r < 0)
+        report_setup_failed(fds->report, &e);
     r = caps_drop_all(&e);
     if (r < 0)
         report_setup_failed(fds->report, &e);
@@ -414,6 +425,13 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
      * they apply to init too (the supervisor lets init's own refused calls through). */
     if (!sb->config->seccomp_disabled) {
         int listener = -1;
+        /* Where init could not set vm.memfd_noexec=2 (init_sysctls()): memfds that could be
+         * executed are refused by a filter of their own (memfd.h). */
+        if (!sb->host_root || sb->config->pid_host) {
+            r = memfd_filter_load(sb, &e);
+            if (r < 0)
+                report_setup_failed(fds->report, &e);
+        }
         r = filter_load(&sb->filter, &listener);
         if (r < 0)
             report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
@@ -801,6 +819,9 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     r = plan_sandbox(c, &sb, ret);
     if (r < 0)
         goto out;
+    r = landlock_plan(c, &sb, ret);
+    if (r < 0)
+        goto out;
     if (sandbox_network_allow(c)) {
         char why[512] = "";
         r = proxy_new(c, &proxy, why, sizeof(why));
@@ -812,15 +833,17 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     r = plan_cgroup(c, &sb, &leaf, ret);
     if (r < 0)
         goto out;
-    /* System V shared memory is counted by no rlimit: without a cgroup, only kernel.shm* of the
-     * sandbox's IPC namespace bound it, which init sets in root's runs only (init.c says why).
-     * Elsewhere shmget(2) is refused (a note says so when it was): a segment outside --memory
-     * held 640 MiB under --memory 256m. POSIX shared memory in /dev/shm, --shm-size, works. */
-    if (!sb.in_cgroup && c->memory && !c->ipc_host && !c->seccomp_disabled &&
-        (!sb.host_root || c->uid == 0)) {
-        r = filter_refuse_sysv_shm(&sb.filter);
+    /* System V IPC is counted by no rlimit: without a cgroup, only kernel.shm* of the sandbox's
+     * IPC namespace bound its shared memory, which init sets in root's runs only (init.c says
+     * why), and nothing bounds semaphore sets and message queues (2 GiB of semaphores, 488 MiB
+     * of messages held under --memory 64m). So semget(2) and msgget(2) are refused, and shmget(2)
+     * where kernel.shm* is out of reach (a note says so when they were): a segment outside
+     * --memory held 640 MiB under --memory 256m. POSIX shared memory in /dev/shm, --shm-size,
+     * POSIX semaphores and message queues (RLIMIT_MSGQUEUE) work. */
+    if (!sb.in_cgroup && c->memory && !c->ipc_host && !c->seccomp_disabled) {
+        r = filter_refuse_sysv_ipc(&sb.filter, !sb.host_root || c->uid == 0);
         if (r < 0) {
-            (void)report_error(ret, r, "seccomp", "refusing System V shared memory failed: %m");
+            (void)report_error(ret, r, "seccomp", "refusing System V IPC failed: %m");
             goto out;
         }
     }

@@ -58,6 +58,10 @@ struct sandbox {
     char *group;           /* the rootfs's /etc/group plus the --user's group, or NULL */
     struct filter filter;  /* empty when seccomp is disabled */
     bool in_cgroup;        /* the sandbox is born in a cgroup leaf that holds its limits */
+    /* Landlock (landlock.h): the ABI version whose rights init applies (0: none) and what it
+     * restricts (NSBOX_LANDLOCK_*), planned by the supervisor. */
+    int landlock_abi;
+    unsigned landlock_restricts;
 
     /* Copy-in and copy-out streams (copy.h): memfds made by the supervisor, inherited by init;
      * -EBADF when not used. */

@@ -96,6 +96,7 @@ struct session_options {
     uint64_t log_code_limit; /* bytes of a step's code kept in the log */
     uint64_t max_steps;      /* end once this many steps have ended and been answered; 0: none
                               * (a pool's member: its preload and one step, pool.h) */
+    pid_t watch_pid;         /* --watch-pid: end when this process ends (`nsbox mcp`); 0: none */
 };
 
 /* `nsbox session start`: detach a supervisor running config's sandbox, wait until it is up and

@@ -202,3 +202,64 @@ static inline int sys_landlock_create_ruleset(const void *attr, size_t size, uin
 {
     return (int)syscall(SYS_landlock_create_ruleset, attr, size, flags);
 }
+
+/* Landlock (landlock(7), include/uapi/linux/landlock.h), spelt out so that old headers work:
+ * each right and flag with the ABI version that brought it. */
+#ifndef SYS_landlock_add_rule
+#define SYS_landlock_add_rule 445
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
+#define NSBOX_LANDLOCK_RULE_PATH_BENEATH 1
+#define NSBOX_LANDLOCK_RULE_NET_PORT 2               /* ABI 4 */
+#define NSBOX_LANDLOCK_ACCESS_FS_EXECUTE (1ULL << 0) /* ABI 1, and the 12 below */
+#define NSBOX_LANDLOCK_ACCESS_FS_WRITE_FILE (1ULL << 1)
+#define NSBOX_LANDLOCK_ACCESS_FS_READ_FILE (1ULL << 2)
+#define NSBOX_LANDLOCK_ACCESS_FS_READ_DIR (1ULL << 3)
+#define NSBOX_LANDLOCK_ACCESS_FS_REMOVE_DIR (1ULL << 4)
+#define NSBOX_LANDLOCK_ACCESS_FS_REMOVE_FILE (1ULL << 5)
+#define NSBOX_LANDLOCK_ACCESS_FS_MAKE_CHAR (1ULL << 6)
+#define NSBOX_LANDLOCK_ACCESS_FS_MAKE_DIR (1ULL << 7)
+#define NSBOX_LANDLOCK_ACCESS_FS_MAKE_REG (1ULL << 8)
+#define NSBOX_LANDLOCK_ACCESS_FS_MAKE_SOCK (1ULL << 9)
+#define NSBOX_LANDLOCK_ACCESS_FS_MAKE_FIFO (1ULL << 10)
+#define NSBOX_LANDLOCK_ACCESS_FS_MAKE_BLOCK (1ULL << 11)
+#define NSBOX_LANDLOCK_ACCESS_FS_MAKE_SYM (1ULL << 12)
+#define NSBOX_LANDLOCK_ACCESS_FS_REFER (1ULL << 13)     /* ABI 2 */
+#define NSBOX_LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
+#define NSBOX_LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
+#define NSBOX_LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)  /* ABI 4 */
+#define NSBOX_LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
+#define NSBOX_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
+#define NSBOX_LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
+
+/* struct landlock_ruleset_attr as of ABI 6; the kernel takes a shorter size from older ABIs. */
+struct nsbox_landlock_ruleset_attr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net; /* ABI 4 */
+    uint64_t scoped;             /* ABI 6 */
+};
+
+struct nsbox_landlock_path_beneath_attr {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+} __attribute__((packed));
+
+struct nsbox_landlock_net_port_attr {
+    uint64_t allowed_access;
+    uint64_t port;
+};
+
+static inline int sys_landlock_add_rule(int ruleset_fd, int rule_type, const void *attr,
+                                        uint32_t flags)
+{
+    return (int)syscall(SYS_landlock_add_rule, ruleset_fd, rule_type, attr, flags);
+}
+
+/* Needs no_new_privs (or CAP_SYS_ADMIN in the user namespace); the domain holds for the thread
+ * and everything it starts from then on. */
+static inline int sys_landlock_restrict_self(int ruleset_fd, uint32_t flags)
+{
+    return (int)syscall(SYS_landlock_restrict_self, ruleset_fd, flags);
+}

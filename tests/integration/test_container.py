@@ -92,6 +92,26 @@ class TestShippedProfile(NsboxTestCase):
         self.assertEqual(result["stdout"], "nsbox\n0\n")
         self.assertFalse([w for w in result["warnings"] if "skipped" in w], result["warnings"])
 
+    def test_landlock_under_it(self):
+        # The profile allows Landlock; without its calls the run goes on, and a note says so.
+        p = under(PROFILE, "run", "--json", "--", "/bin/true")
+        result = json.loads(p.stdout)
+        landlock = result["landlock"]
+        if landlock is None:
+            self.skip_or_fail("this kernel has no Landlock nsbox uses: " + str(result["notes"]))
+        self.assertIn("fs", landlock["restricts"])
+        p = under(PROFILE + ":-landlock_create_ruleset", "run", "--json", "--", "/bin/true")
+        result = json.loads(p.stdout)
+        self.assertEqual((result["status"], result["landlock"]), ("exited", None), p.stderr)
+        self.assertTrue([n for n in result["notes"] if "Landlock was not applied: its system "
+                         "calls were refused" in n], result["notes"])
+        # A profile without the new mount API: POSIX message queues are refused, and said so.
+        p = under(PROFILE + ":-fsopen", "run", "--json", "--", "/bin/true")
+        result = json.loads(p.stdout)
+        self.assertEqual(result["status"], "exited", p.stdout + p.stderr)
+        self.assertTrue([w for w in result["warnings"] if "POSIX message queues" in w],
+                        result["warnings"])
+
     def test_doctor_passes_under_it(self):
         p = under(PROFILE, "doctor")
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)

@@ -304,6 +304,11 @@ class TestNetworkAllow(NsboxTestCase):
                 "    except OSError as e:\n"
                 "        print(type(e).__name__, e.errno)\n")
         p, r = py(code, *self.allow(f"up.test:{self.up.http_port}"))
+        if "net" in ((r.get("landlock") or {}).get("restricts") or []):
+            # Landlock (ABI 4) refuses a connect to any port but the proxy's first (EACCES).
+            self.assertEqual(r["stdout"].splitlines(), ["PermissionError 13"] * 3, r["stderr"])
+            p, r = py(code, *self.allow(f"up.test:{self.up.http_port}"), "--landlock", "off")
+        # The network namespace alone: nothing listens there, no route beyond lo.
         self.assertEqual(r["stdout"].splitlines(),
                          ["ConnectionRefusedError 111", "OSError 101", "OSError 101"], r["stderr"])
         # The control: the host's network (an opt-out) reaches the server.

@@ -328,6 +328,31 @@ class TestPool(PoolTestCase):
             self.assertEqual(r["stdout"], "fine\n", r)
             self.assertNotIn(r["session_id"], {e["run_id"] for e in members})
 
+    def test_a_sandbox_that_sees_the_pool_socket_cannot_use_it(self):
+        """A sandbox that sees the pool's socket (a bind of the runtime directory; connect(2)
+        works through a read-only one) can neither stop the pool nor take its sandboxes. An
+        ordinary user's sandbox has the caller's uid on the host: only the user namespace
+        check keeps it out (as for a session's socket, test_session)."""
+        name = self.start_pool(size=1)
+        pool_id = next(e["run_id"] for e in registry() if e.get("name") == name)
+        probe = ("import socket, sys\n"
+                 "for op in ('take', 'stop'):\n"
+                 "    s = socket.socket(socket.AF_UNIX)\n"
+                 "    try:\n"
+                 "        s.connect(sys.argv[1])\n"
+                 "        s.sendall(b'{\"op\":\"' + op.encode() + b'\"}\\n')\n"
+                 "        print(op, s.recv(4096)[:40])\n"
+                 "    except OSError as e:\n"
+                 "        print(op, 'refused', e.errno)\n")
+        p = nsbox("run", "--cgroup", "off", "-v", f"{PRIVATE_RUNTIME_DIR}:/runtime:ro", "--",
+                  "python3", "-c", probe, f"/runtime/nsbox/{pool_id}.sock")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("\"id\"", p.stdout, "a sandbox took a sandbox of the pool")
+        self.assertNotIn("stopped", p.stdout, "a sandbox stopped the pool")
+        st = json.loads(nsbox("pool", "status", name).stdout)
+        self.assertEqual((st["served"], st["leased"]), (0, 0), st)
+        self.assertEqual(self.pool_run(name, "print('fine')\n")["stdout"], "fine\n")
+
 
 class TestPoolLease(PoolTestCase):
     def test_a_taken_sandbox_ends_with_its_lease(self):
@@ -352,6 +377,43 @@ class TestPoolLease(PoolTestCase):
         self.wait_full(name)  # and replaced
         r = self.pool_run(name, "print(1)\n")
         self.assertNotEqual(r["session_id"], taken["id"])
+
+
+    def test_a_step_queued_behind_the_run_does_not_run(self):
+        """Single use holds against a second request on the member's socket, queued while the
+        run runs: the run may have left a thread in the interpreter (a session's steps are
+        spared it) that would see the next code."""
+        import socket
+        name = self.start_pool(size=1)
+        sock = os.path.join(PRIVATE_RUNTIME_DIR, "nsbox",
+                            next(e["run_id"] for e in registry() if e.get("name") == name) +
+                            ".sock")
+        spy = ("import os, threading, time\n"
+               "def spy():\n"
+               "    while not os.path.exists('/tmp/secret'):\n"
+               "        time.sleep(0.01)\n"
+               "    open('/tmp/stolen', 'w').write(open('/tmp/secret').read())\n"
+               "threading.Thread(target=spy, daemon=True).start()\n"
+               "time.sleep(1)\n")
+        victim = ("import os, time\nopen('/tmp/secret', 'w').write('s3cret')\ntime.sleep(0.3)\n"
+                  "print(os.path.exists('/tmp/stolen'))\n")
+        with socket.socket(socket.AF_UNIX) as lease, socket.socket(socket.AF_UNIX) as a, \
+                socket.socket(socket.AF_UNIX) as b:
+            lease.settimeout(30)
+            lease.connect(sock)
+            lease.sendall(b'{"op":"take"}\n')
+            taken = json.loads(lease.makefile().readline())
+            for s, code in ((a, spy), (b, victim)):
+                s.settimeout(30)
+                s.connect(taken["socket"])
+                s.sendall(json.dumps({"op": "code", "code": code}).encode() + b"\n")
+                time.sleep(0.1)  # the spy's step runs; the second waits behind it
+            ra = json.loads(a.makefile().readline())
+            rb = json.loads(b.makefile().readline() or "{}")
+        self.assertEqual((ra.get("status"), ra.get("step")), ("exited", 2), ra)
+        self.assertNotIn("step", rb, "a second step ran in a single-use sandbox (step "
+                         f"{rb.get('step')}, the spy saw its file: {rb.get('stdout')!r})")
+        self.assertIn("single-use", rb.get("error", ""), rb)
 
 
 class TestPoolScience(PoolTestCase):

@@ -26,7 +26,7 @@ ALL = ["read-host-file", "network-egress", "memory", "fork-bomb", "persistence",
        "env-credentials", "inherited-fd", "signal-outside", "proc-writes", "nested-userns",
        "setuid", "tiocsti", "abstract-socket", "sysv-ipc", "hostname", "fill-tmp",
        "output-flood", "runaway", "leftover-process", "tmpfs-persistence", "tty-ldisc",
-       "inotify-outside"]
+       "inotify-outside", "landlock-host-dir", "landlock-tmpfs-exec", "landlock-tcp"]
 
 
 def leftovers():
@@ -241,7 +241,8 @@ class TestOptOuts(NsboxTestCase):
         for args, warning in [(["--network", "host"], "--network host: the payload shares the host's network"),
                               (["--pid", "host"], "--pid host:"), (["--ipc", "host"], "--ipc host:"),
                               (["--env-inherit"], "--env-inherit:"), (["--keep-fds"], "--keep-fds:"),
-                              (["--no-seccomp"], "--no-seccomp:")]:
+                              (["--no-seccomp"], "--no-seccomp:"),
+                              (["--landlock", "off"], "--landlock off:")]:
             with self.subTest(args=args):
                 p, r = nsbox_json(*args, "--", "true")
                 self.assertEqual(r["status"], "exited", p.stderr)
@@ -249,7 +250,7 @@ class TestOptOuts(NsboxTestCase):
                 self.assertTrue(any(warning in w for w in r["warnings"]), r["warnings"])
 
     def test_opt_outs_must_be_spelled_in_full(self):
-        for args in (["--keep"], ["--no-sec"], ["--env-inh"], ["--ip=host"]):
+        for args in (["--keep"], ["--no-sec"], ["--env-inh"], ["--ip=host"], ["--landl", "off"]):
             with self.subTest(args=args):
                 p = nsbox("run", *args, "--", "true")
                 self.assertOneLineError(p, contains="an opt-out must be spelled in full")

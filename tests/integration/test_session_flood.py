@@ -6,7 +6,7 @@ an answer, so refused connections are paced as refused system calls are (src/cli
 session-internal.h, REFUSED_BURST: 100 at once, then 100 a second; the rest wait in the listen
 queue). An ordinary user's sandbox has the caller's uid, so only the user namespace check
 refuses it; root's sandboxes have host ids of their own and do not get through the runtime
-directory's 0700 at all."""
+directory's 0700 at all. A pool's socket is paced the same way (src/cli/pool.c)."""
 import json
 import os
 import unittest
@@ -90,6 +90,30 @@ class TestSessionSocketFlood(NsboxTestCase):
             self.assertGreater(out["attempts"], 5 * (BURST + RATE * out["elapsed"]), out)
         # The session goes on: the caller's own client still gets its step run.
         p = nsbox("session", "exec", info["id"], "--json", "--", "echo", "still")
+        self.assertEqual((p.returncode, json.loads(p.stdout)["stdout"]), (0, "still\n"), p.stderr)
+
+
+class TestPoolSocketFlood(NsboxTestCase):
+    def test_refused_connections_are_paced(self):
+        """A pool's socket as a session's: refused at the same pace, and the pool serves on."""
+        runtime = os.environ["XDG_RUNTIME_DIR"]
+        p = nsbox("pool", "start", "flood", "--size", "1", "--cgroup", "off", timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.addCleanup(lambda: nsbox("pool", "stop", "flood"))
+        pool_id = p.stdout.strip()
+        p = nsbox("run", "--json", "--cgroup", "off", "--timeout", "30",
+                  "-v", f"{runtime}:/runtime:ro", "--", "python3", "-c", FLOOD,
+                  f"/runtime/nsbox/{pool_id}.sock", "3", timeout=90)
+        r = json.loads(p.stdout)
+        self.assertEqual(r["status"], "exited", r["stderr"])
+        out = json.loads(r["stdout"])
+        if os.geteuid() == 0:
+            self.assertEqual(out, {"errno": 13}, r)
+        else:
+            self.assertGreater(out["answers"], 0, out)
+            self.assertLessEqual(out["answers"], BURST + RATE * (out["elapsed"] + 0.5) + 20, out)
+            self.assertGreater(out["attempts"], 5 * (BURST + RATE * out["elapsed"]), out)
+        p = nsbox("run", "--pool", "flood", "--json", "--", "echo", "still")
         self.assertEqual((p.returncode, json.loads(p.stdout)["stdout"]), (0, "still\n"), p.stderr)
 
 

@@ -206,3 +206,15 @@ Test(proc_status, masks)
     cr_expect_eq(proc_status_mask(status, "Long", &m), -EINVAL); /* more than 64 bits */
     cr_expect_eq(proc_status_mask("", "SigIgn", &m), -ENOENT);
 }
+
+Test(path, at_or_below_by_components)
+{
+    cr_expect(path_is_at_or_below("/a/b", "/a/b"));
+    cr_expect(path_is_at_or_below("/a/b/c", "/a/b"));
+    cr_expect(!path_is_at_or_below("/a/bc", "/a/b"));
+    cr_expect(!path_is_at_or_below("/a", "/a/b"));
+    /* Everything is below "/" (landlock.c splits its execute right by it). */
+    cr_expect(path_is_at_or_below("/proc", "/"));
+    cr_expect(path_is_at_or_below("/", "/"));
+    cr_expect(!path_is_at_or_below("proc", "/"));
+}

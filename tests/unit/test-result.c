@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <signal.h>
@@ -380,6 +382,63 @@ Test(explain, refusals_say_why_and_what_works_instead)
     }
 }
 
+Test(explain, landlock_in_json_and_notes)
+{
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .landlock_abi = 6,
+        .landlock_restricts = NSBOX_LANDLOCK_FS | NSBOX_LANDLOCK_SCOPE,
+    };
+    json_t *j = encode(&r),
+           *want = json_pack("{s:i, s:[s, s]}", "abi", 6, "restricts", "fs", "scope");
+    json_t *notes = json_array();
+
+    cr_assert(j);
+    cr_expect(json_equal(json_object_get(j, "landlock"), want), "got %s",
+              json_dumps(json_object_get(j, "landlock"), 0));
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
+    json_decref(j);
+
+    /* Missing: null in the JSON, and a note that names --landlock required. */
+    r.landlock_abi = 0;
+    r.landlock_restricts = 0;
+    r.landlock_missing = ENOSYS;
+    j = encode(&r);
+    cr_assert(j);
+    cr_expect(json_is_null(json_object_get(j, "landlock")));
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "--landlock required"), "got %s",
+              json_dumps(notes, 0));
+    r.landlock_missing = EPROTO;
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 1)), "ABI 1"), "got %s",
+              json_dumps(notes, 0));
+    /* A run that failed says why in its error, not in a note. */
+    r.status = NSBOX_STATUS_ERROR;
+    cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
+    json_decref(notes);
+    json_decref(want);
+    json_decref(j);
+}
+
+Test(explain, refused_memfd_says_how_to_ask_for_one)
+{
+    char err[] = "  File \"/work/main.py\", line 2, in <module>\n"
+                 "    fd = os.memfd_create('m')\n"
+                 "PermissionError: [Errno 13] Permission denied\n";
+    struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .exit_code = 1,
+        .err = {.data = err, .captured = sizeof(err) - 1, .total = sizeof(err) - 1},
+    };
+    json_t *notes = json_array();
+
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "MFD_NOEXEC_SEAL"), "got %s",
+              json_dumps(notes, 0));
+    json_decref(notes);
+}
+
 Test(explain, cgroup_oom_and_pids_in_json)
 {
     struct nsbox_result r = {
@@ -715,6 +774,38 @@ Test(explain, sysv_shm_refused_under_rlimits)
                      "nothing would hold it within --memory (only the host's root can set "
                      "kernel.shmall in the sandbox's IPC namespace); POSIX shared memory works, "
                      "in /dev/shm (shm_open, multiprocessing.shared_memory), within --shm-size");
+    cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
+    json_decref(notes);
+    notes = json_array();
+    r.memory.enforced_by = NSBOX_ENFORCER_CGROUP;
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
+    json_decref(notes);
+    json_decref(want);
+}
+
+/* semget and msgget refused (sandbox.c: no cgroup): a note for each, saying what works. */
+Test(explain, sysv_semaphores_and_messages_refused_under_rlimits)
+{
+    char out[] = "", err[] = "";
+    static struct nsbox_result r = {
+        .status = NSBOX_STATUS_EXITED,
+        .output_limit = 10,
+        .memory = {.value = 64 << 20, .enforced_by = NSBOX_ENFORCER_RLIMIT},
+        .refused = {{"msgget", 1}, {"semget", 3}},
+        .n_refused = 2,
+    };
+    json_t *notes = json_array(), *want;
+
+    r.out = (struct nsbox_stream){.data = out};
+    r.err = (struct nsbox_stream){.data = err};
+    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 3);
+    want = json_pack("[s, s, s]", "the seccomp policy refused: msgget (1), semget (3)",
+                     "System V message queues (msgget) are refused in this run: without a cgroup "
+                     "nothing would hold their kernel memory within --memory; POSIX ones work "
+                     "(mq_open, within RLIMIT_MSGQUEUE; or a pipe or a socket)",
+                     "System V semaphores (semget) are refused in this run: without a cgroup "
+                     "nothing would hold their kernel memory within --memory; POSIX ones work "
+                     "(sem_open, multiprocessing's locks)");
     cr_expect(json_equal(notes, want), "got %s", json_dumps(notes, 0));
     json_decref(notes);
     notes = json_array();

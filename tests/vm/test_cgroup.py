@@ -854,6 +854,9 @@ class TestSession(CgroupTestCase):
         self.assertEqual(r["status"], "exited", r)
 
 
+# Landlock on this VM's older kernel (tests/vm/test_landlock.py), in the same boot.
+from test_landlock import TestLandlockOlderAbi  # noqa: E402,F401
+
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
     bad = len(result.failures) + len(result.errors) + len(result.skipped)
