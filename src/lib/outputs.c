@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* A notebook cell's outputs: read from their channel, and parsed into the result (outputs.h). */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -155,4 +157,68 @@ int outputs_parse(const char *data, size_t size, json_t **ret_outputs, json_t **
     if (ret_stats)
         *ret_stats = stats;
     return 0;
+}
+
+void outputs_json(const struct nsbox_result *r, json_t *root)
+{
+    json_t *outputs = NULL, *exc = NULL;
+
+    /* The uncaught exception is "error" only when the cell ran: with status "error", "error"
+     * is nsbox's own failure. */
+    if (!r->cell ||
+        outputs_parse(r->outputs ? r->outputs : "", r->outputs_size, &outputs, &exc, NULL) < 0)
+        return;
+    (void)json_object_set_new(root, "outputs", outputs);
+    if (exc && r->status != NSBOX_STATUS_ERROR)
+        (void)json_object_set_new(root, "error", exc);
+    else
+        json_decref(exc);
+}
+
+/* One note, formatted, handed to the caller's function (as result.c's notes are). */
+static void note_printf(void (*note)(const char *, void *), void *userdata, size_t *count,
+                        const char *fmt, ...) _printf_(4, 5);
+static void note_printf(void (*note)(const char *, void *), void *userdata, size_t *count,
+                        const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    (*count)++;
+    if (note)
+        note(buf, userdata);
+}
+
+void outputs_notes(const struct nsbox_result *r, void (*note)(const char *, void *), void *userdata,
+                   size_t *count)
+{
+    struct outputs_stats st = {0};
+    char limit[32];
+
+    if (!r->cell ||
+        outputs_parse(r->outputs ? r->outputs : "", r->outputs_size, NULL, NULL, &st) < 0)
+        return;
+    result_format_size(limit, sizeof(limit), r->outputs_limit);
+    if (st.n_dropped)
+        note_printf(note, userdata, count,
+                    "%zu part%s of the cell's outputs (%s first, %llu bytes in all) %s left out: "
+                    "over the outputs' budget of %s (--outputs-limit; a figure is drawn smaller "
+                    "first): show fewer or smaller images, or save them to files",
+                    st.n_dropped, st.n_dropped == 1 ? "" : "s", st.dropped_mime,
+                    (unsigned long long)st.dropped_bytes, st.n_dropped == 1 ? "was" : "were",
+                    limit);
+    if (r->outputs_total > r->outputs_size)
+        note_printf(note, userdata, count,
+                    "the cell's outputs were cut at %s (--outputs-limit): %llu of %llu bytes "
+                    "kept, the later outputs are lost",
+                    limit, (unsigned long long)r->outputs_size,
+                    (unsigned long long)r->outputs_total);
+    if (st.n_invalid)
+        note_printf(note, userdata, count,
+                    "%zu line%s on the cell's outputs channel (fd 4) %s not an output and left "
+                    "out (something in the cell wrote to that descriptor)",
+                    st.n_invalid, st.n_invalid == 1 ? "" : "s", st.n_invalid == 1 ? "was" : "were");
 }

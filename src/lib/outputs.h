@@ -18,10 +18,6 @@
 
 #include "nsbox.h"
 
-/* cell.py and cell-run.py, the payload of `nsbox run --cell` (`python3 -c`), embedded at build
- * time. */
-extern const char cell_run[];
-
 /* The outputs' budget when none is configured: the bytes of the channel's lines. */
 #define OUTPUTS_LIMIT_DEFAULT (4ULL << 20)
 
@@ -49,3 +45,13 @@ int outputs_read(int fd, uint64_t limit, struct nsbox_result *r);
  */
 int outputs_parse(const char *data, size_t size, json_t **ret_outputs, json_t **ret_error,
                   struct outputs_stats *ret_stats);
+
+/* Add r's cell outputs ("outputs") and its uncaught exception ("error", unless the status is
+ * "error") to the result's JSON object root; nothing when r is no cell. Pure. */
+void outputs_json(const struct nsbox_result *r, json_t *root);
+
+/* The notes on what r's outputs lack (left out over the budget, cut at the limit, lines that
+ * were not outputs), each handed to note (if not NULL) and counted in *count: the part of
+ * nsbox_result_notes() that is a cell's. Pure. */
+void outputs_notes(const struct nsbox_result *r, void (*note)(const char *, void *), void *userdata,
+                   size_t *count);

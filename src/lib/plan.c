@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cell.h"
 #include "cgroup.h"
 #include "copy.h"
 #include "cpus.h"
@@ -25,7 +26,6 @@
 #include "idfiles.h"
 #include "macro.h"
 #include "mount.h"
-#include "outputs.h"
 #include "parse.h"
 #include "plan.h"
 #include "policyfile.h"
@@ -927,6 +927,7 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_
 {
     _cleanup_close_ int rootfd = -EBADF;
     size_t n_args = 0;
+    const char *why;
     int r;
 
     *sb = (struct sandbox){.config = c,
@@ -962,46 +963,11 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_
         return report_error(ret, -EINVAL, "config",
                             "--network-max-connections must be at most 1024");
 
-    if (c->cell && !c->code)
-        return report_error(ret, -EINVAL, "config", "--cell runs Python code: give --code");
-    if (c->cell && c->keep_fds)
-        return report_error(ret, -EINVAL, "config",
-                            "--cell and --keep-fds exclude each other (a cell's outputs channel "
-                            "is the payload's fd 4, which --keep-fds leaves to the caller)");
-    if (c->cell && c->outputs_limit > (1ULL << 30))
-        return report_error(ret, -EINVAL, "config", "--outputs-limit must be at most 1 GiB");
-
-    /* --code FILE [ARGS...] runs python3 /work/main.py ARGS...; with --cell, python3 -c
-     * CELL-DRIVER LIMIT /work/main.py ARGS... (cell.py and cell-run.py). */
-    sb->argv = calloc(n_args + 6, sizeof(char *));
-    if (!sb->argv)
-        return report_error(ret, -ENOMEM, "config", "out of memory");
-    /* Owned copies: the sandbox's init wipes the memory of nsbox's own argv. */
-    if (c->cell) {
-        char limit[24];
-        (void)snprintf(limit, sizeof(limit), "%llu",
-                       (unsigned long long)(c->outputs_limit ? c->outputs_limit
-                                                             : OUTPUTS_LIMIT_DEFAULT));
-        const char *head[] = {"python3", "-c", cell_run, limit, "/work/main.py"};
-        for (size_t i = 0; i < ELEMENTSOF(head); i++)
-            if (!(sb->argv[i] = strdup(head[i])))
-                return report_error(ret, -ENOMEM, "config", "out of memory");
-        for (size_t j = 0; j < n_args; j++)
-            if (!(sb->argv[ELEMENTSOF(head) + j] = strdup(c->argv[j])))
-                return report_error(ret, -ENOMEM, "config", "out of memory");
-        sb->outputs_fd = memfd_create("nsbox-outputs", MFD_CLOEXEC);
-        if (sb->outputs_fd < 0)
-            return report_error(ret, negative_errno(), "outputs", "memfd_create: %m");
-    } else
-        for (size_t i = 0, j = 0; i < n_args + (c->code ? 2 : 0); i++) {
-            const char *arg = !c->code ? c->argv[i]
-                              : i == 0 ? "python3"
-                              : i == 1 ? "/work/main.py"
-                                       : c->argv[j++];
-            sb->argv[i] = strdup(arg);
-            if (!sb->argv[i])
-                return report_error(ret, -ENOMEM, "config", "out of memory");
-        }
+    /* --code FILE [ARGS...] runs python3 /work/main.py ARGS...; --cell, nsbox's cell driver. */
+    r = cell_plan_payload(c, n_args, &sb->argv, &sb->outputs_fd, &why);
+    if (r < 0)
+        return r == -EINVAL ? report_error(ret, r, "config", "%s", why)
+                            : report_error(ret, r, "config", "the payload's argv: %m");
 
     r = plan_env(sb, ret);
     if (r < 0)

@@ -247,6 +247,11 @@ static void format_size(char *buf, size_t size, uint64_t bytes)
     (void)snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
 }
 
+void result_format_size(char *buf, size_t size, uint64_t bytes)
+{
+    format_size(buf, size, bytes);
+}
+
 /* "SIGSEGV (signal 11)", or "signal 70" for a number without a name. */
 static void format_signal(char *buf, size_t size, int sig)
 {
@@ -345,36 +350,6 @@ static int stderr_mentions_failed_fork(const struct nsbox_result *r)
         if (stderr_mentions(r, creators[i]))
             return 2;
     return 1;
-}
-
-/* A cell's outputs that the result lacks, and why (outputs.h). */
-static void cell_notes(const struct nsbox_result *r, void (*note)(const char *, void *),
-                       void *userdata, size_t *count)
-{
-    struct outputs_stats st = {0};
-    char limit[32];
-
-    if (!r->cell ||
-        outputs_parse(r->outputs ? r->outputs : "", r->outputs_size, NULL, NULL, &st) < 0)
-        return;
-    format_size(limit, sizeof(limit), r->outputs_limit);
-    if (st.n_dropped)
-        emit(note, userdata, count,
-             "%zu part%s of the cell's outputs (%s first, %llu bytes in all) %s left out: over "
-             "the outputs' budget of %s (--outputs-limit; a figure is drawn smaller first): "
-             "show fewer or smaller images, or save them to files",
-             st.n_dropped, st.n_dropped == 1 ? "" : "s", st.dropped_mime,
-             (unsigned long long)st.dropped_bytes, st.n_dropped == 1 ? "was" : "were", limit);
-    if (r->outputs_total > r->outputs_size)
-        emit(note, userdata, count,
-             "the cell's outputs were cut at %s (--outputs-limit): %llu of %llu bytes kept, the "
-             "later outputs are lost",
-             limit, (unsigned long long)r->outputs_size, (unsigned long long)r->outputs_total);
-    if (st.n_invalid)
-        emit(note, userdata, count,
-             "%zu line%s on the cell's outputs channel (fd 4) %s not an output and left out "
-             "(something in the cell wrote to that descriptor)",
-             st.n_invalid, st.n_invalid == 1 ? "" : "s", st.n_invalid == 1 ? "was" : "were");
 }
 
 size_t nsbox_result_notes(const struct nsbox_result *r,
@@ -526,7 +501,7 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
         emit(note, userdata, &count,
              "the network proxy cut the connections at --network-max-bytes (%llu bytes relayed)",
              (unsigned long long)(r->network.bytes_sent + r->network.bytes_received));
-    cell_notes(r, note, userdata, &count);
+    outputs_notes(r, note, userdata, &count);
     if (r->refused_throttled)
         emit(note, userdata, &count,
              "the program made refused system calls faster than nsbox "
@@ -987,19 +962,7 @@ json_t *result_to_json_object(const struct nsbox_result *r)
                      "limits_note", r->limits_note[0] ? r->limits_note : NULL);
     if (!root)
         return NULL;
-    if (r->cell) {
-        /* A cell's outputs, and its uncaught exception as "error" (nsbox's own failure is
-         * "error" only with status "error", when the cell did not run). */
-        json_t *outputs = NULL, *exc = NULL;
-        if (outputs_parse(r->outputs ? r->outputs : "", r->outputs_size, &outputs, &exc, NULL) ==
-            0) {
-            (void)json_object_set_new(root, "outputs", outputs);
-            if (exc && r->status != NSBOX_STATUS_ERROR)
-                (void)json_object_set_new(root, "error", exc);
-            else
-                json_decref(exc);
-        }
-    }
+    outputs_json(r, root);
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
     result_output_json(r, root);
     (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));
