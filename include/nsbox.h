@@ -50,6 +50,19 @@ enum nsbox_landlock_mode {
     NSBOX_LANDLOCK_OFF,      /* an opt-out: not applied, and a warning says so */
 };
 
+/* Which tiers of isolation a run may take (README, "Isolation tiers"): tier 1 is the full
+ * sandbox; tier 2 the full sandbox without what a container denies that is not a wall (the user
+ * namespace's user.max_* sysctls where /proc/sys is read-only); nsbox_result.isolation_tier
+ * and .isolation_missing say which a run got. */
+enum nsbox_isolation_mode {
+    NSBOX_ISOLATION_AUTO = 0, /* tier 1, or tier 2 with a warning */
+    NSBOX_ISOLATION_FULL,     /* tier 1, or fail (NSBOX_STATUS_ERROR, step "isolation") */
+};
+
+/* What a run's tier left out (nsbox_result.isolation_missing). */
+#define NSBOX_MISSING_USERNS_LIMITS (1U << 0) /* user.max_* of the sandbox's user namespace */
+#define NSBOX_MISSING_SHM_LIMITS (1U << 1)    /* kernel.shm* (System V IPC refused instead) */
+
 /* What Landlock restricted in a run (nsbox_result.landlock_restricts). */
 #define NSBOX_LANDLOCK_FS (1U << 0)    /* files: only the sandbox's own tree, as its mounts say */
 #define NSBOX_LANDLOCK_NET (1U << 1)   /* TCP bind and connect (ABI 4) */
@@ -160,6 +173,9 @@ struct nsbox_config {
      * sockets it may reach, restricted once more by the kernel's Landlock LSM, as the mounts
      * and namespaces already do. NSBOX_LANDLOCK_OFF is an opt-out. */
     enum nsbox_landlock_mode landlock;
+
+    /* The tiers of isolation the run may take (default NSBOX_ISOLATION_AUTO). */
+    enum nsbox_isolation_mode isolation;
 
     /* Where the limits are enforced (default NSBOX_CGROUP_AUTO). */
     enum nsbox_cgroup_mode cgroup;
@@ -468,6 +484,10 @@ struct nsbox_result {
     int landlock_abi;
     unsigned landlock_restricts;
     int landlock_missing;
+    /* The tier of isolation the run got (1 or 2; 0 when it failed before the plan said) and
+     * what that tier left out (NSBOX_MISSING_*; 0 in tier 1). */
+    int isolation_tier;
+    unsigned isolation_missing;
     /* Why limits were not enforced by a cgroup, or "". */
     char limits_note[1024];
     struct nsbox_cgroup_stats cgroup;

@@ -726,11 +726,16 @@ def _collect_files(result: Result) -> Result:
 
 
 def _file_args(extra_args: Sequence[str], stdout_file: Optional[str],
-               stderr_file: Optional[str]) -> List[str]:
-    """extra_args with --stdout-file and --stderr-file (absolute: nsbox opens them as given)."""
+               stderr_file: Optional[str], isolation: Optional[str] = None) -> List[str]:
+    """extra_args with --stdout-file and --stderr-file (absolute: nsbox opens them as given),
+    and --isolation."""
     if isinstance(extra_args, (str, bytes)):
         raise TypeError("extra_args must be a sequence of strings, not a string")
     args = [str(a) for a in extra_args]
+    if isolation is not None:
+        if isolation not in ("auto", "full"):
+            raise ValueError(f"isolation must be 'auto' or 'full', not {isolation!r}")
+        args += ["--isolation", isolation]
     for option, path in (("--stdout-file", stdout_file), ("--stderr-file", stderr_file)):
         if path is not None:
             if not os.fspath(path):
@@ -767,7 +772,8 @@ def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
         on_stdout: Optional[_Chunk] = None, on_stderr: Optional[_Chunk] = None,
         copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None,
         workspace: Optional[str] = None,
-        stdout_file: Optional[str] = None, stderr_file: Optional[str] = None) -> Result:
+        stdout_file: Optional[str] = None, stderr_file: Optional[str] = None,
+        isolation: Optional[str] = None) -> Result:
     """Run a program in a fresh nsbox sandbox and return its :class:`Result`.
 
     ``argv[0]`` is looked up in the sandbox's PATH inside the rootfs (``/usr/bin/python3``
@@ -779,8 +785,8 @@ def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
     """
     return _run(_program(argv), None, timeout, memory, cpus, pids_limit, files, stdin, env,
                 nsbox, rootfs, output_limit, network,
-                _file_args(extra_args, stdout_file, stderr_file), log, on_stdout, on_stderr,
-                copy_out, copy_out_dir, workspace)
+                _file_args(extra_args, stdout_file, stderr_file, isolation), log, on_stdout,
+                on_stderr, copy_out, copy_out_dir, workspace)
 
 
 def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m",
@@ -795,7 +801,7 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
                     copy_out_dir: Optional[str] = None,
                     workspace: Optional[str] = None,
         stdout_file: Optional[str] = None, stderr_file: Optional[str] = None,
-        cell: bool = True) -> Result:
+        isolation: Optional[str] = None, cell: bool = True) -> Result:
     """Run Python source in a fresh nsbox sandbox and return its :class:`Result`.
 
     The code runs as a notebook cell (``cell=True``, nsbox's ``--cell``) or as the script
@@ -835,6 +841,9 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
             below a domain, ``":PORT"`` for another port). The Result's ``network`` lists
             the connections.
         extra_args: further ``nsbox run`` options, e.g. ``["--cgroup", "required"]``.
+        isolation: ``"auto"`` (nsbox's default: the full sandbox, or tier 2 with a warning)
+            or ``"full"`` (``--isolation full``: refuse tier 2, NsboxError); the Result's
+            ``isolation`` says the tier the run got.
         log: the audit log nsbox appends a record to before and after the run (``--log``);
             default ``$NSBOX_LOG``; ``""`` for none. A run that cannot be logged does not
             start (NsboxError).
@@ -878,8 +887,8 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
     """
     return _run([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files, stdin,
                 env, nsbox, rootfs, output_limit, network,
-                _cell_args(cell, _file_args(extra_args, stdout_file, stderr_file)), log,
-                on_stdout, on_stderr, copy_out, copy_out_dir, workspace)
+                _cell_args(cell, _file_args(extra_args, stdout_file, stderr_file, isolation)),
+                log, on_stdout, on_stderr, copy_out, copy_out_dir, workspace)
 
 
 async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
@@ -892,7 +901,8 @@ async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "25
                on_stdout: Optional[_Chunk] = None,
                on_stderr: Optional[_Chunk] = None, copy_out: _CopyOut = None,
                copy_out_dir: Optional[str] = None, workspace: Optional[str] = None,
-        stdout_file: Optional[str] = None, stderr_file: Optional[str] = None) -> Result:
+        stdout_file: Optional[str] = None, stderr_file: Optional[str] = None,
+        isolation: Optional[str] = None) -> Result:
     """:func:`run` for asyncio: ``result = await nsbox.arun([...])``.
 
     nsbox's pipes and its exit (a pidfd) are watched by the running event loop (no threads);
@@ -902,7 +912,7 @@ async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "25
     """
     return await _arun(_program(argv), None, timeout, memory, cpus, pids_limit, files, stdin,
                        env, nsbox, rootfs, output_limit, network,
-                       _file_args(extra_args, stdout_file, stderr_file), log, on_stdout,
+                       _file_args(extra_args, stdout_file, stderr_file, isolation), log, on_stdout,
                        on_stderr, copy_out, copy_out_dir, workspace)
 
 
@@ -919,12 +929,13 @@ async def arun_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit =
                            copy_out_dir: Optional[str] = None,
                            workspace: Optional[str] = None,
         stdout_file: Optional[str] = None, stderr_file: Optional[str] = None,
-        cell: bool = True) -> Result:
+        isolation: Optional[str] = None, cell: bool = True) -> Result:
     """:func:`run_python_code` for asyncio: ``result = await nsbox.arun_python_code(code)``.
 
     As :func:`arun`; arguments, result and errors are those of :func:`run_python_code`.
     """
     return await _arun([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files,
                        stdin, env, nsbox, rootfs, output_limit, network,
-                       _cell_args(cell, _file_args(extra_args, stdout_file, stderr_file)), log,
+                       _cell_args(cell, _file_args(extra_args, stdout_file, stderr_file,
+                                                   isolation)), log,
                        on_stdout, on_stderr, copy_out, copy_out_dir, workspace)

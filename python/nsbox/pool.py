@@ -18,8 +18,8 @@ import subprocess
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._runner import (_Limit, _Timeout, _env_fd, _env_records, _nsbox_env, _option_args,
-                      _start_error, find_nsbox)
+from ._runner import (_Limit, _Timeout, _env_fd, _env_records, _file_args, _nsbox_env,
+                      _option_args, _start_error, find_nsbox)
 from .errors import NsboxError
 from .result import Result
 from .session import _MARGIN, _answer, _request
@@ -58,7 +58,9 @@ class Pool:
                  env: Optional[Mapping[str, str]] = None, rootfs: Optional[str] = None,
                  output_limit: Optional[int] = None, network: str = "none",
                  name: Optional[str] = None, nsbox: Optional[str] = None,
-                 extra_args: Sequence[str] = ()):
+                 extra_args: Sequence[str] = (), isolation: Optional[str] = None):
+        # isolation: as run_python_code's (--isolation).
+        extra_args = _file_args(extra_args, None, None, isolation)
         if isinstance(preload, str):
             preload = [m for m in preload.split(",") if m]
         if not isinstance(size, int) or size < 1:

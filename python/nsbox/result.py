@@ -114,6 +114,9 @@ class Result:
             "bytes_limit_hit", "connections_limit_hit", ...}``; None otherwise.
         landlock: what Landlock restricted, ``{"abi": N, "restricts": ["fs", "net",
             "scope"]}``, or None where it was not applied (the notes say why).
+        isolation: the tier of isolation the run got, ``{"tier": 1 or 2, "missing": [...]}``
+            (tier 2: the full sandbox without what ``missing`` names, e.g. ``"user.max_*
+            limits"`` where /proc/sys is read-only; a warning says what bounds it instead).
         files: ``{sandbox path: bytes}`` of the files copied out (``copy_out=``), else empty.
         copy_out: nsbox's ``copy_out`` object (``copied`` with path, size and sha256 of
             each file, ``skipped`` with path and reason, ``complete``), or None.
@@ -151,6 +154,7 @@ class Result:
     notes: List[str] = field(default_factory=list)
     network: Optional[Dict[str, Any]] = None
     landlock: Optional[Dict[str, Any]] = None
+    isolation: Optional[Dict[str, Any]] = None
     files: Dict[str, bytes] = field(default_factory=dict, repr=False)
     copy_out: Optional[Dict[str, Any]] = field(default=None, repr=False)
     stdout_cut: Optional[Dict[str, int]] = None
@@ -203,6 +207,7 @@ class Result:
             outputs=outputs,
             error=error,
             landlock=raw.get("landlock"),
+            isolation=raw.get("isolation"),
             raw=raw,
             nsbox_stderr=nsbox_stderr,
             stdout_cut=_cut(raw, "stdout"),

@@ -22,7 +22,7 @@ import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._runner import (FILES_DIR, _CopyOut, _Data, _Limit, _Timeout, _as_bytes,
-                      _check_file_name, _collect_files, _default_rootfs_args, _env_fd,
+                      _check_file_name, _collect_files, _default_rootfs_args, _env_fd, _file_args,
                       _env_records, _nsbox_env, _number, _option_args, _result_from,
                       _start_error, _write_file, _write_files, find_nsbox)
 from .errors import NsboxError
@@ -96,8 +96,10 @@ class Session:
                  lifetime: Optional[float] = None, name: Optional[str] = None,
                  workspace: Optional[str] = None,
                  nsbox: Optional[str] = None, extra_args: Sequence[str] = (),
-                 files: Optional[Mapping[str, _Data]] = None):
+                 files: Optional[Mapping[str, _Data]] = None, isolation: Optional[str] = None):
         self._binary = find_nsbox(nsbox)
+        # isolation: as run_python_code's (--isolation).
+        extra_args = _file_args(extra_args, None, None, isolation)
         args = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
                             network, extra_args)
         args += _default_rootfs_args(self._binary, rootfs, extra_args)

@@ -74,6 +74,19 @@ class TestRun(SandboxTestCase):
         self.assertIsNone(r.landlock)
         self.assertTrue(any(w.startswith("--landlock off") for w in r.warnings), r.warnings)
 
+    def test_isolation(self):
+        # The tier the run got, as the JSON says; isolation= is --isolation.
+        r = self.code("pass", isolation="full")
+        self.assertEqual(r.isolation, r.raw["isolation"])
+        self.assertEqual(r.isolation, {"tier": 1, "missing": []})
+        with self.assertRaises(ValueError):
+            self.code("pass", isolation="landlock")
+        # Sessions and pools take it too, checked before anything starts.
+        with self.assertRaises(ValueError):
+            nsbox.Session(isolation="landlock")
+        with self.assertRaises(ValueError):
+            nsbox.Pool(isolation="landlock")
+
     def test_exit_code_and_stderr(self):
         r = self.code("import sys\nprint('out')\nsys.stderr.write('boom')\nsys.exit(3)")
         self.assertEqual(r.status, "exited")

@@ -104,7 +104,7 @@ static const char *container_name(void)
 
 /* Mounts over files and directories of /proc, which make a fresh procfs "too revealing" for a
  * user namespace (mnt_already_visible() in fs/namespace.c: every mount on a procfs must sit on
- * an empty directory), and whether /proc/sys is read-only, which stops the sandbox's sysctls.
+ * an empty directory), and whether /proc/sys is read-only (such a mount too: isolation.h).
  * Runtimes do both by default (OCI maskedPaths, readonlyPaths). Read from
  * /proc/self/mountinfo (proc(5): field 5 is the mount point, field 6 its options). */
 static void check_proc_masks(struct doctor *d)
@@ -234,9 +234,10 @@ static void check_userns(struct doctor *d)
     v = proc_value("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", buf, sizeof(buf));
     if (v && strcmp(v, "1") == 0)
         line(d, "fix",
-             "  Ubuntu's AppArmor restricts user namespaces: allow nsbox with an AppArmor "
-             "profile granting 'userns,', or sysctl "
-             "kernel.apparmor_restrict_unprivileged_userns=0");
+             "  Ubuntu's AppArmor restricts user namespaces: load the profile nsbox ships, which "
+             "grants the userns permission to the nsbox binary alone: apparmor_parser -r "
+             "/etc/apparmor.d/nsbox (meson install puts it there; dist/apparmor/nsbox.in in the "
+             "source, its path line set to where nsbox is installed)");
 }
 
 /* Where a run would get its cgroup leaf, and why, from cgroup_placement(): nothing is made,
@@ -405,9 +406,11 @@ static void check_run(struct doctor *d, const struct nsbox_config *base)
         line(d, "ok", "nsbox run: a Python program ran in a sandbox in %.1f ms",
              (double)r.wall_time / 1000.0);
         line(d, "info",
-             "isolation here: user, pid, net, mount, ipc, uts and cgroup namespaces; "
-             "read-only rootfs; no capabilities; no_new_privs; seccomp default "
+             "isolation here: tier %d%s: user, pid, net, mount, ipc, uts and cgroup "
+             "namespaces; read-only rootfs; no capabilities; no_new_privs; seccomp default "
              "policy; limits by %s",
+             r.isolation_tier,
+             r.isolation_tier == 1 ? " (the full sandbox)" : " (without user.max_* limits)",
              nsbox_enforcer_to_string(r.memory.enforced_by));
     } else
         line(d, "FAIL", "nsbox run: %s",

@@ -229,6 +229,17 @@ static int start_main(int argc, char *argv[])
                                   : "--name: the pool's name is its NAME argument");
         return EXIT_NSBOX_FAILURE;
     }
+    /* A writable bind is shared by every sandbox of the pool, one after another: what run N
+     * writes there (a json.py beside the code, a .pth) is imported by later runs and by their
+     * trusted preload, so no sandbox would be one "no earlier code has touched". */
+    for (size_t i = 0; i < mc.n_binds; i++)
+        if (mc.binds[i].writable) {
+            log_error("'nsbox pool start' does not take the writable bind -v %s:%s:rw: every "
+                      "run of the pool would see what earlier runs wrote there; bind it :ro, or "
+                      "take files out of each run with 'nsbox run --pool NAME --copy-out'",
+                      mc.binds[i].source, mc.binds[i].target);
+            return EXIT_NSBOX_FAILURE;
+        }
     while (mc.labels && mc.labels[n])
         n++;
     pool_labels = calloc(n + 2, sizeof(char *));

@@ -83,6 +83,9 @@ static void usage_run(FILE *f)
           "  --cgroup-parent PATH   make the leaf below this cgroup (default: nsbox's own)\n"
           "  --landlock MODE        Landlock behind the namespaces: auto (where the kernel has\n"
           "                         it, else a note), required (else fail) (default auto)\n"
+          "  --isolation MODE       auto: the full sandbox, or without the user namespace's\n"
+          "                         user.max_* limits where /proc/sys is read-only (tier 2,\n"
+          "                         with a warning); full: refuse tier 2 (default auto)\n"
           "  --network none         no network (the default; 'host' is an opt-out)\n"
           "  --network loopback     only lo, up: the program can reach itself over TCP and UDP on\n"
           "                         127.0.0.1 and ::1, nothing else (policy: network.policy)\n"
@@ -213,6 +216,7 @@ enum {
     ARG_CGROUP,
     ARG_CGROUP_PARENT,
     ARG_LANDLOCK,
+    ARG_ISOLATION,
     ARG_LOG,
     ARG_STDOUT_FILE,
     ARG_STDERR_FILE,
@@ -644,6 +648,7 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"cgroup", required_argument, NULL, ARG_CGROUP},
         {"cgroup-parent", required_argument, NULL, ARG_CGROUP_PARENT},
         {"landlock", required_argument, NULL, ARG_LANDLOCK},
+        {"isolation", required_argument, NULL, ARG_ISOLATION},
         {"log", required_argument, NULL, ARG_LOG},
         {"stdout-file", required_argument, NULL, ARG_STDOUT_FILE},
         {"stderr-file", required_argument, NULL, ARG_STDERR_FILE},
@@ -899,6 +904,14 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
                 c->landlock = NSBOX_LANDLOCK_OFF;
             } else
                 return BAD_VALUE("--landlock", optarg, "expected auto, required or off");
+            break;
+        case ARG_ISOLATION:
+            if (strcmp(optarg, "auto") == 0)
+                c->isolation = NSBOX_ISOLATION_AUTO;
+            else if (strcmp(optarg, "full") == 0)
+                c->isolation = NSBOX_ISOLATION_FULL;
+            else
+                return BAD_VALUE("--isolation", optarg, "expected auto or full");
             break;
         case ARG_LOG:
             a->log_path = optarg;

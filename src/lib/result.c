@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "isolation.h"
 #include "macro.h"
 #include "nsbox.h"
 #include "outputs.h"
@@ -1015,6 +1016,7 @@ json_t *result_to_json_object(const struct nsbox_result *r)
     }
     (void)json_object_set_new(root, "network", network_json(&r->network));
     (void)json_object_set_new(root, "landlock", result_landlock_json(r));
+    (void)json_object_set_new(root, "isolation", isolation_json(r));
     (void)json_object_set_new(root, "host_uid",
                               r->host_uid ? json_integer((json_int_t)r->host_uid) : json_null());
     (void)json_object_set_new(root, "host_gid",

@@ -5,7 +5,8 @@
  * Supervisor (the caller's process, outside):
  *   validate and plan (plan.c: argv, environment, mounts, the copy-in stream packed, the
  *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled; the
- *   Landlock ABI probed, landlock.c) -> the proxy (--network allow=) -> the cgroup leaf or
+ *   Landlock ABI probed, landlock.c; the tier of isolation, isolation.c: tier 2 where /proc/sys
+ *   is read-only) -> the proxy (--network allow=) -> the cgroup leaf or
  *   rlimits (plan.c) -> pipes and the sync socket -> clone3(new user, pid, net, mount, ipc, uts
  *   and cgroup namespaces) -> write uid_map/gid_map and release the child (root's runs, and
  *   runs in a cgroup; an ordinary user's run outside one writes its own maps:
@@ -14,14 +15,14 @@
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
  *   wait for the id maps (or write them) -> clone host mount sources -> sysctls of its own
- * namespaces (user.max_*, vm.memfd_noexec, kernel.shm*) -> bind the rootfs read-only, mount /proc
- * (with Docker's masks; mount points the rootfs lacks in a skeleton) and pivot_root -> switch to
- * the sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and /etc/group with the --user's
- *   entry when the rootfs lacks it -> copy-in (copy.c) -> -w -> hostname -> pin to ceil(--cpus)
- *   CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the proxy's listening socket, handed
- *   to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command line from memory ->
- *   parent-death signal -> Landlock (landlock.c: the files, TCP ports, signals and abstract
- *   sockets the mounts and namespaces allow, once more) -> drop every capability ->
+ * namespaces (user.max_*, vm.memfd_noexec, kernel.shm*; none in tier 2) -> bind the rootfs
+ * read-only, mount /proc (with Docker's masks; mount points the rootfs lacks in a skeleton) and
+ * pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and
+ * /etc/group with the --user's entry when the rootfs lacks it -> copy-in (copy.c) -> -w -> hostname
+ * -> pin to ceil(--cpus) CPUs (cpus.c) -> lo up (--network loopback, allow=) -> the proxy's
+ * listening socket, handed to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command
+ * line from memory -> parent-death signal -> Landlock (landlock.c: the files, TCP ports, signals
+ * and abstract sockets the mounts and namespaces allow, once more) -> drop every capability ->
  *   no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets' rlimits -> seccomp
  *   filters (where vm.memfd_noexec was not set: memfd.c's; then the policy's, the listener of
  *   refusals sent to the supervisor over the sync socket, init's copy closed) -> non-dumpable
@@ -60,6 +61,7 @@
 #include "filter.h"
 #include "idmap.h"
 #include "init.h"
+#include "isolation.h"
 #include "landlock.h"
 #include "macro.h"
 #include "memfd.h"
@@ -820,6 +822,9 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     if (r < 0)
         goto out;
     r = landlock_plan(c, &sb, ret);
+    if (r < 0)
+        goto out;
+    r = isolation_plan(c, &sb, ret);
     if (r < 0)
         goto out;
     if (sandbox_network_allow(c)) {

@@ -52,12 +52,13 @@ struct sandbox {
     int host_ids_lock; /* holds host_uid's slot of the pool (uidpool.h) for the run, or -EBADF */
     struct sandbox_mount *mounts; /* sorted parents-first */
     size_t n_mounts;
-    size_t n_missing;      /* mounts whose target the rootfs lacks (.missing) */
-    unsigned rootfs_lacks; /* bit i: the rootfs lacks mount_base_points[i] (mount.h) */
-    char *passwd;          /* the rootfs's /etc/passwd plus the --user's line, or NULL */
-    char *group;           /* the rootfs's /etc/group plus the --user's group, or NULL */
-    struct filter filter;  /* empty when seccomp is disabled */
-    bool in_cgroup;        /* the sandbox is born in a cgroup leaf that holds its limits */
+    size_t n_missing;       /* mounts whose target the rootfs lacks (.missing) */
+    unsigned rootfs_lacks;  /* bit i: the rootfs lacks mount_base_points[i] (mount.h) */
+    char *passwd;           /* the rootfs's /etc/passwd plus the --user's line, or NULL */
+    char *group;            /* the rootfs's /etc/group plus the --user's group, or NULL */
+    struct filter filter;   /* empty when seccomp is disabled */
+    bool in_cgroup;         /* the sandbox is born in a cgroup leaf that holds its limits */
+    bool sysctls_read_only; /* /proc/sys is read-only: isolation tier 2 (isolation.h) */
     /* Landlock (landlock.h): the ABI version whose rights init applies (0: none) and what it
      * restricts (NSBOX_LANDLOCK_*), planned by the supervisor. */
     int landlock_abi;

@@ -19,6 +19,20 @@ class TestDoctor(NsboxTestCase):
                             f"no ok line for {check!r}: {p.stdout}")
         self.assertTrue(any(l.startswith(("ok", "warn")) and "cgroup v2:" in l for l in lines))
         self.assertEqual(lines[-1], "nsbox run works here")
+        self.assertIn("info  isolation here: tier 1 (the full sandbox):", p.stdout)
+
+    def test_read_only_proc_sys_is_a_wall(self):
+        # A container's read-only /proc/sys (a bind over itself, as runtimes make it): the
+        # run fails at once, with the mount /proc step and the fix (test_isolation.py).
+        if os.geteuid() != 0:
+            self.skipTest("needs root to make a read-only /proc/sys (the root suite runs it)")
+        script = ("mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && "
+                  "exec \"$0\" doctor")
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                            NSBOX], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("and /proc/sys is read-only", p.stdout)
+        self.assertIn("FAIL  nsbox run: /proc/sys is read-only here", p.stdout)
 
     def test_missing_rootfs(self):
         p = nsbox("doctor", "--rootfs", "/nonexistent")

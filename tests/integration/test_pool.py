@@ -255,7 +255,11 @@ class TestPool(PoolTestCase):
                             (["--size", "2", "--preload", "a..b"], "invalid --preload"),
                             (["--preload", "json"], "needs --size"),
                             (["--size", "1", "--workspace", "w"], "--workspace"),
-                            (["--size", "1", "--pid", "host"], "--pid host")):
+                            (["--size", "1", "--pid", "host"], "--pid host"),
+                            # A writable bind would carry what one run wrote (a json.py the
+                            # next run's imports find) into every later run of the pool.
+                            (["--size", "1", "-v", "/tmp:/work/shared:rw"],
+                             "does not take the writable bind -v /tmp:/work/shared:rw")):
             p = nsbox("pool", "start", "p" + secrets.token_hex(4), *args, *self.extra)
             self.assertOneLineError(p, contains=words)
 

@@ -382,6 +382,35 @@ Test(explain, refusals_say_why_and_what_works_instead)
     }
 }
 
+Test(explain, isolation_in_json)
+{
+    struct nsbox_result r = {.status = NSBOX_STATUS_EXITED, .isolation_tier = 1};
+    json_t *j = encode(&r), *want = json_pack("{s:i, s:[]}", "tier", 1, "missing");
+
+    cr_assert(j);
+    cr_expect(json_equal(json_object_get(j, "isolation"), want), "got %s",
+              json_dumps(json_object_get(j, "isolation"), 0));
+    json_decref(j);
+    json_decref(want);
+
+    /* Tier 2: what it left out, by name. */
+    r.isolation_tier = 2;
+    r.isolation_missing = NSBOX_MISSING_USERNS_LIMITS | NSBOX_MISSING_SHM_LIMITS;
+    j = encode(&r);
+    want = json_pack("{s:i, s:[s, s]}", "tier", 2, "missing", "user.max_* limits",
+                     "kernel.shm* limits");
+    cr_expect(json_equal(json_object_get(j, "isolation"), want), "got %s",
+              json_dumps(json_object_get(j, "isolation"), 0));
+    json_decref(j);
+    json_decref(want);
+
+    /* A run that failed before its tier was decided: null. */
+    r = (struct nsbox_result){.status = NSBOX_STATUS_ERROR};
+    j = encode(&r);
+    cr_expect(json_is_null(json_object_get(j, "isolation")));
+    json_decref(j);
+}
+
 Test(explain, landlock_in_json_and_notes)
 {
     struct nsbox_result r = {

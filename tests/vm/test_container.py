@@ -27,6 +27,31 @@ PODMAN = ["podman", "--root", "/tmp/podman", "--runroot", "/run/podman", "--stor
           "--log-level", "error"]
 SHIPPED = ["--security-opt", f"seccomp={PROFILE}"]
 UNMASK = ["--security-opt", "unmask=ALL"]
+# Docker's default profile (containerd's too) as it treats a container without CAP_SYS_ADMIN:
+# clone(2) only without namespace flags, unshare(2) and setns(2) refused (EPERM, the default
+# action), clone3(2) ENOSYS so that callers fall back to clone. Made from the shipped
+# allowlist by taking those calls out of it.
+DOCKERLIKE = "/run/nsbox-seccomp-dockerlike.json"
+CLONE_NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS | CLONE_NEWCGROUP ... CLONE_NEWNET
+
+
+def write_dockerlike_profile():
+    with open(PROFILE) as f:
+        profile = json.load(f)
+    for rule in profile["syscalls"]:
+        rule["names"] = [n for n in rule["names"]
+                         if n not in ("clone", "clone3", "unshare", "setns")]
+    profile["syscalls"] = [r for r in profile["syscalls"] if r["names"]]
+    profile["syscalls"] += [
+        {"names": ["clone"], "action": "SCMP_ACT_ALLOW",
+         "args": [{"index": 0, "value": CLONE_NAMESPACE_FLAGS, "valueTwo": 0,
+                   "op": "SCMP_CMP_MASKED_EQ"}]},
+        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
+    ]
+    with open(DOCKERLIKE, "w") as f:
+        json.dump(profile, f)
+
+
 # Emulated CPUs are slow.
 FAST = ["--cpus", "unlimited", "--timeout", "120"]
 # The container's first line of output, which podman_run() takes off again: without it the
@@ -121,8 +146,57 @@ class TestPodman(unittest.TestCase):
         self.assertEqual(p.returncode, 125, p.stdout + p.stderr)
         lines = p.stderr.strip().splitlines()
         self.assertEqual(len(lines), 1, p.stderr)
-        self.assertIn("sandbox setup failed at sysctl: Read-only file system", lines[0])
+        # A read-only /proc/sys bind refuses the sandbox a fresh /proc (a wall, not tier 2):
+        # said before the sandbox is made (isolation.c).
+        self.assertIn("nsbox: /proc/sys is read-only here", lines[0])
         self.assertIn("'nsbox doctor' names the container setting", lines[0])
+
+    def test_default_profile_pid_host_runs_tier_2(self):
+        # --pid host binds the container's /proc: the run goes on without user.max_* (tier 2).
+        p, r = nsbox_in(args=["--cgroup", "off", "--pid", "host", "--", "/bin/sh", "-c",
+                              "'echo INSIDE-OK'"])
+        self.assertEqual(r["status"], "exited", r)
+        self.assertEqual(r["stdout"], "INSIDE-OK\n", r)
+        self.assertEqual(r["isolation"]["tier"], 2, r)
+        self.assertIn("user.max_* limits", r["isolation"]["missing"])
+        self.assertTrue([w for w in r["warnings"] if w.startswith("isolation tier 2:")],
+                        r["warnings"])
+        p, r = nsbox_in(args=["--cgroup", "off", "--pid", "host", "--isolation", "full", "--",
+                              "/bin/true"])
+        self.assertEqual(r["status"], "error", r)
+        self.assertEqual(r["error"]["step"], "isolation", r)
+
+    def test_masked_proc_with_writable_proc_sys_is_a_wall(self):
+        # Only /proc/sys unmasked: the other masks still cover parts of /proc, and the kernel
+        # refuses the sandbox its own (the mount step), with the fix.
+        p = podman_run("--security-opt", "unmask=/proc/sys",
+                       cmd=f"{NSBOX} run --cgroup off -- /bin/true")
+        self.assertEqual(p.returncode, 125, p.stdout + p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("sandbox setup failed at mount /proc", lines[0])
+        self.assertIn("'nsbox doctor' names the container setting", lines[0])
+
+    def test_dockerlike_profile_refuses_with_the_fix(self):
+        # No user namespace at all: nsbox refuses in one line naming the filter; doctor names
+        # the flags. The control: the shipped profile runs in the same container otherwise.
+        write_dockerlike_profile()
+        dockerlike = ["--security-opt", f"seccomp={DOCKERLIKE}"]
+        p = podman_run(*dockerlike, *UNMASK, cmd=f"{NSBOX} run --cgroup off -- /bin/true")
+        self.assertEqual(p.returncode, 125, p.stdout + p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("creating the sandbox's namespaces failed: Operation not permitted",
+                      lines[0])
+        self.assertIn("seccomp", lines[0])
+        p = podman_run(*dockerlike, *UNMASK, cmd=f"{NSBOX} doctor")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("FAIL  user namespaces: unshare(CLONE_NEWUSER) failed: Operation not "
+                      "permitted", p.stdout)
+        self.assertIn("--security-opt seccomp=seccomp-nsbox.json", p.stdout)
+        p, r = nsbox_in(*SHIPPED, *UNMASK, args=["--cgroup", "off", "--", "/bin/true"])
+        self.assertEqual(r["status"], "exited", r)
+        self.assertEqual(r["isolation"], {"tier": 1, "missing": []}, r)
 
     def test_doctor_explains_the_default_profile(self):
         p = podman_run(cmd=f"{NSBOX} doctor")
