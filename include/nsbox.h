@@ -120,6 +120,13 @@ struct nsbox_config {
      * or NULL. Not copied: it must stay valid during nsbox_run(). */
     const char *code;
     size_t code_size; /* bytes */
+    /* true: the code runs as a notebook cell (`nsbox run --cell`; cell.py): the value of its
+     * last expression and what it display()s or plots become the result's outputs, written by
+     * nsbox's cell driver to a channel (a memfd at the payload's fd 4) that the supervisor
+     * reads when the run has ended, at most outputs_limit bytes (0: 4 MiB), and an uncaught
+     * exception becomes the result's error object. Needs code. */
+    bool cell;
+    uint64_t outputs_limit;
 
     /* Environment additions, "KEY=VALUE" strings, NULL-terminated or NULL. The payload's
      * environment is PATH, HOME=/tmp, LANG=C.UTF-8 and PYTHONUNBUFFERED=1 plus these (a KEY
@@ -544,6 +551,15 @@ struct nsbox_result {
     /* The workspace used, or "", and whether it was saved. */
     char workspace[NSBOX_NAME_MAX + 1];
     bool workspace_saved;
+
+    /* A notebook cell's outputs (config.cell, a session's code step): cell is true and outputs
+     * holds the lines the cell driver wrote (JSON, one object a line, NUL-terminated), at most
+     * outputs_limit bytes up to a whole line; outputs_total is how many it wrote. Owned
+     * (nsbox_result_free()); NULL when the cell wrote none. */
+    bool cell;
+    char *outputs;
+    size_t outputs_size;
+    uint64_t outputs_total, outputs_limit;
 };
 
 /* A limit a run can end by or run into (see nsbox_result_limit()). */

@@ -753,6 +753,15 @@ def _program(argv: Sequence[str]) -> List[str]:
     return program
 
 
+def _cell_args(cell: bool, extra_args: Sequence[str]) -> List[str]:
+    """nsbox's options for run_python_code(cell=...): --cell runs the code as a notebook cell."""
+    if not isinstance(cell, bool):
+        raise TypeError("cell must be True (a notebook cell) or False (a plain script)")
+    if isinstance(extra_args, (str, bytes)):
+        raise TypeError("extra_args must be a sequence of strings, not a string")
+    return (["--cell"] if cell else []) + list(extra_args)
+
+
 def run(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
         cpus: _Limit = 0.5, pids_limit: _Limit = 64,
         files: Optional[Mapping[str, _Data]] = None, *,
@@ -792,11 +801,12 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
                     copy_out_dir: Optional[str] = None,
                     workspace: Optional[str] = None,
         stdout_file: Optional[str] = None, stderr_file: Optional[str] = None,
-        isolation: Optional[str] = None) -> Result:
+        isolation: Optional[str] = None, cell: bool = True) -> Result:
     """Run Python source in a fresh nsbox sandbox and return its :class:`Result`.
 
-    The code runs as ``python3 /work/main.py`` with ``/work`` as its working directory, as an
-    unprivileged user, with no network, no host files, and an environment of ``PATH``,
+    The code runs as a notebook cell (``cell=True``, nsbox's ``--cell``) or as the script
+    ``python3 /work/main.py`` (``cell=False``), with ``/work`` as its working directory (the
+    code is ``/work/main.py`` either way), as an unprivileged user, with no network, no host files, and an environment of ``PATH``,
     ``HOME=/tmp``, ``LANG=C.UTF-8``, ``PYTHONUNBUFFERED=1`` (so that what it printed before a
     timeout is kept) and ``env`` only.
 
@@ -858,6 +868,11 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
             the last run on it left there and is saved back when the program ends by itself,
             so the steps of an agent share files without any host directory given to the
             sandbox. One run at a time per workspace (NsboxError otherwise).
+        cell: True (the default): a notebook cell, as Jupyter runs one: the value of a last
+            expression is displayed, ``display()`` works, matplotlib's figures are shown
+            (on ``plt.show()`` and when the cell ends), top-level ``await`` works; they are
+            in ``Result.outputs`` (``Result.images`` the PNGs) and an uncaught exception in
+            ``Result.error``. False: a plain script (no outputs; ``Result.error`` is None).
 
     Returns:
         a :class:`Result`; the payload's own failures (exception, exit status, signal,
@@ -872,8 +887,8 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
     """
     return _run([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files, stdin,
                 env, nsbox, rootfs, output_limit, network,
-                _file_args(extra_args, stdout_file, stderr_file, isolation), log, on_stdout,
-                on_stderr, copy_out, copy_out_dir, workspace)
+                _cell_args(cell, _file_args(extra_args, stdout_file, stderr_file, isolation)),
+                log, on_stdout, on_stderr, copy_out, copy_out_dir, workspace)
 
 
 async def arun(argv: Sequence[str], timeout: _Timeout = 10, memory: _Limit = "256m",
@@ -914,12 +929,13 @@ async def arun_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit =
                            copy_out_dir: Optional[str] = None,
                            workspace: Optional[str] = None,
         stdout_file: Optional[str] = None, stderr_file: Optional[str] = None,
-        isolation: Optional[str] = None) -> Result:
+        isolation: Optional[str] = None, cell: bool = True) -> Result:
     """:func:`run_python_code` for asyncio: ``result = await nsbox.arun_python_code(code)``.
 
     As :func:`arun`; arguments, result and errors are those of :func:`run_python_code`.
     """
     return await _arun([], _as_bytes(code, "code"), timeout, memory, cpus, pids_limit, files,
                        stdin, env, nsbox, rootfs, output_limit, network,
-                       _file_args(extra_args, stdout_file, stderr_file, isolation), log,
+                       _cell_args(cell, _file_args(extra_args, stdout_file, stderr_file,
+                                                   isolation)), log,
                        on_stdout, on_stderr, copy_out, copy_out_dir, workspace)

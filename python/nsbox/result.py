@@ -5,6 +5,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Union
 
+from . import _outputs
+
 __all__ = ["Result", "TOOL_OUTPUT_LIMIT", "tool_text", "collapse_cr", "cut_marker"]
 
 #: How many characters of each stream :meth:`Result.as_tool_output` shows at most (nsbox itself
@@ -118,6 +120,14 @@ class Result:
         files: ``{sandbox path: bytes}`` of the files copied out (``copy_out=``), else empty.
         copy_out: nsbox's ``copy_out`` object (``copied`` with path, size and sha256 of
             each file, ``skipped`` with path and reason, ``complete``), or None.
+        outputs: a notebook cell's outputs (``run_python_code()``, a session's code steps), in
+            order: ``{"type": "execute_result"|"display_data", "data": {MIME: value}}``, with
+            ``text/plain`` always and ``text/html``, ``text/markdown``, ``image/png`` and
+            ``image/jpeg`` (base64), ``image/svg+xml``, ``application/json`` when the object
+            offers them; ``"dropped": {MIME: bytes}`` for what the outputs' budget left out.
+            Empty for a plain script.
+        error: a cell's uncaught exception, ``{"name": "ValueError", "value": "bad",
+            "traceback": [lines]}`` (the traceback without nsbox's frames), or None.
         raw: the whole parsed JSON object.
         nsbox_stderr: nsbox's own stderr (e.g. its warning that limits fell back to rlimits);
             empty for runs with ``on_stdout``/``on_stderr``, where everything nsbox says is in
@@ -150,6 +160,8 @@ class Result:
     stdout_cut: Optional[Dict[str, int]] = None
     stderr_cut: Optional[Dict[str, int]] = None
     files_written: Optional[List[Dict[str, Any]]] = None
+    outputs: List[Dict[str, Any]] = field(default_factory=list, repr=False)
+    error: Optional[Dict[str, Any]] = None
 
     @classmethod
     def from_json(cls, raw: Dict[str, Any], nsbox_stderr: str = "") -> "Result":
@@ -161,6 +173,13 @@ class Result:
         limit = raw.get("limit")
         if limit is not None and not isinstance(limit, dict):
             raise TypeError("limit is not an object")
+        outputs = raw.get("outputs") or []
+        if not isinstance(outputs, list):
+            raise TypeError("outputs is not a list")
+        # "error" is nsbox's own failure when the status is "error", else a cell's exception.
+        error = raw.get("error") if raw.get("status") != "error" else None
+        if error is not None and not isinstance(error, dict):
+            raise TypeError("error is not an object")
         return cls(
             status=str(raw["status"]),
             exit_code=int(raw["exit_code"]),
@@ -185,6 +204,8 @@ class Result:
             limit=limit,
             notes=[str(n) for n in raw.get("notes") or []],
             network=raw.get("network"),
+            outputs=outputs,
+            error=error,
             landlock=raw.get("landlock"),
             isolation=raw.get("isolation"),
             raw=raw,
@@ -193,6 +214,33 @@ class Result:
             stderr_cut=_cut(raw, "stderr"),
             files_written=raw.get("files_written"),
         )
+
+    @property
+    def images(self) -> List[bytes]:
+        """The PNG images among the outputs (plots, ``display(Image(...))``), decoded, in
+        order."""
+        return _outputs.images(self.outputs)
+
+    def as_content(self, api: str, image_budget: int = _outputs.IMAGE_BUDGET,
+                   max_images: int = _outputs.MAX_IMAGES) -> List[Dict[str, Any]]:
+        """The result as content parts of a model API that takes images: the text of
+        :meth:`as_tool_output` (images as placeholders), then the PNG and JPEG images of the
+        outputs, in order, while they fit ``image_budget`` bytes of base64 and ``max_images``;
+        the rest are named in a last text part.
+
+        Args:
+            api: ``"openai"``: ``{"type": "text"}`` and ``{"type": "image_url", "image_url":
+                {"url": "data:image/png;base64,..."}}`` parts, for the user message that
+                follows the tool message (Chat Completions takes images only there);
+                ``"anthropic"``: ``text`` and ``image`` blocks (``source`` base64), the
+                ``content`` of a ``tool_result`` block; ``"mcp"``: ``text`` and ``image``
+                items (``data``, ``mimeType``) of a tool call's result.
+
+        Raises:
+            ValueError: an unknown api.
+        """
+        return _outputs.content(api, self.as_tool_output(), self.outputs, image_budget,
+                                max_images)
 
     @property
     def ok(self) -> bool:
@@ -221,6 +269,12 @@ class Result:
             [the seccomp policy refused: socket (1)]
             [hint: the sandbox has no network: ...]
 
+        A notebook cell's outputs (:attr:`outputs`) follow stdout, each as its ``text/plain``
+        or, for an image, a placeholder such as ``[image/png 640x480, 23 KB]`` (the images
+        themselves: :meth:`as_content`); in the labelled form under ``[outputs]``. When the
+        cell raised and the stderr shown lacks the exception's last line (``ValueError:
+        bad``), a note gives it.
+
         The reason names the exit status or signal, and a limit that stopped the program with
         its value (``"stopped: out of memory (limit 256 MiB, after 0.41 s); ..."``). Empty
         streams are left out. Where nsbox kept a stream's start and end (over
@@ -234,7 +288,8 @@ class Result:
         Args:
             format: None for the text above; a ``str.format`` template with the fields
                 ``{reason}``, ``{stdout}``, ``{stderr}`` (escaped and cut as above),
-                ``{notes}`` (one line per note), ``{status}``, ``{exit_code}``, ``{signal}``
+                ``{outputs}`` (the cell's outputs as text), ``{notes}`` (one line per
+                note), ``{status}``, ``{exit_code}``, ``{signal}``
                 and ``{wall_time}`` (seconds); or a function of the Result that returns the
                 text, for anything else (a subclass may also override this method).
             max_chars: characters shown of each stream (default :data:`TOOL_OUTPUT_LIMIT`).
@@ -252,19 +307,25 @@ class Result:
         notes = ([n for n in self.notes if not (hints and n.startswith("an internet socket"))] +
                  hints + [n for n in (stdout[1], stderr[1]) if n] + self._copy_notes() +
                  self._outcome_warnings())
+        shown = self._stream("outputs", _outputs.outputs_text(self.outputs), None, max_chars)
+        notes += self._error_notes(stderr[0]) + ([shown[1]] if shown[1] else [])
         if format is not None:
             return format.format(reason=self.reason, stdout=stdout[0], stderr=stderr[0],
+                                 outputs=shown[0],
                                  notes="\n".join(notes), status=self.status,
                                  exit_code=self.exit_code, signal=self.signal,
                                  wall_time=self.wall_time)
         if self.ok and not stderr[0] and not notes:
+            if shown[0]:
+                return "\n".join(t[:-1] if t.endswith("\n") else t
+                                 for t in (stdout[0], shown[0]) if t)
             return stdout[0] or "(no output)"
         parts = [self.reason or f"status {self.status}, exit status {self.exit_code}"]
-        for label, (text, _) in (("stdout", stdout), ("stderr", stderr)):
+        for label, (text, _) in (("stdout", stdout), ("outputs", shown), ("stderr", stderr)):
             if text:
                 parts.append(f"[{label}]")
                 parts.append(text[:-1] if text.endswith("\n") else text)
-        if not stdout[0] and not stderr[0]:
+        if not stdout[0] and not stderr[0] and not shown[0]:
             parts.append("[no output]")
         parts += [f"[{n}]" for n in notes]
         return "\n".join(parts)
@@ -312,6 +373,18 @@ class Result:
             note = (f"{name} cut for this output: its first {spans[0][1]} and last "
                     f"{spans[1][1] - spans[1][0]} characters are shown")
         return "".join(out), note
+
+    def _error_notes(self, stderr_shown: str) -> List[str]:
+        """A cell's exception in one line when the stderr shown lacks it (cut, or lost): what
+        the model reads always ends with the exception that ended the cell."""
+        line = tool_text(_outputs.error_line(self.error))
+        name = str((self.error or {}).get("name", ""))
+        # Python's last line of a traceback is "Name: value" (a SyntaxError's without the
+        # position that str() of it adds).
+        if not line or any(l == name or l.startswith(name + ":")
+                           for l in stderr_shown.splitlines()):
+            return []
+        return [f"the cell raised {line}"]
 
     def _outcome_warnings(self) -> List[str]:
         """nsbox's warnings that explain this run's outcome and name what to change (a full

@@ -346,8 +346,10 @@ class Session:
                  output_limit: Optional[int] = None,
                  stdin: Union[bytes, str, None] = None, copy_out: _CopyOut = None,
                  copy_out_dir: Optional[str] = None) -> Result:
-        """Run Python code in the session's interpreter: variables, imports and open files of
-        earlier steps are there. A timeout raises KeyboardInterrupt in the code; an interpreter
+        """Run Python code in the session's interpreter as a notebook cell in its ``__main__``:
+        variables, imports and open files of earlier steps are there, and the value of a last
+        expression, ``display()`` and figures are in Result.outputs (see
+        :func:`nsbox.run_python_code`'s ``cell``). A timeout raises KeyboardInterrupt in the code; an interpreter
         that ignores it is restarted (the result's raw["interpreter"] says "restarted").
         stdin: what sys.stdin reads during the step (else nothing). copy_out: sandbox paths
         (one or a list) copied out when the step has ended by itself, as for

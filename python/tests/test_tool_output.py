@@ -108,7 +108,8 @@ class TestToolOutput(SandboxTestCase):
         self.assertEqual(r.as_tool_output(), want)
 
     def test_not_utf8(self):
-        r = self.code("import sys; sys.stdout.buffer.write(b'ok \\xff\\xfe end\\n')")
+        # (";": the value of write() at a cell's end is not displayed.)
+        r = self.code("import sys; sys.stdout.buffer.write(b'ok \\xff\\xfe end\\n');")
         self.assertEqual(r.as_tool_output(), "ok \ufffd\ufffd end\n")
 
     def test_setup_error(self):
@@ -135,7 +136,7 @@ class TestBadOutput(SandboxTestCase):
         return text
 
     def test_nul(self):
-        r = self.code("import sys; print('a\\0b'); sys.stderr.write('\\0' * 10)")
+        r = self.code("import sys; print('a\\0b'); sys.stderr.write('\\0' * 10);")
         self.assertEqual(r.stdout, "a\0b\n")
         self.assertEqual(self.check(r), "exited with status 0\n[stdout]\na\\x00b\n[stderr]\n" +
                          "\\x00" * 10)

@@ -285,12 +285,37 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
     return append(a, record);
 }
 
+/* A cell's outputs in the log: each one's text/plain, and the names of the MIME types left out
+ * (base64 images would make each record up to --outputs-limit long). */
+static void outputs_text_only(json_t *result)
+{
+    json_t *o;
+    size_t i;
+
+    json_array_foreach(json_object_get(result, "outputs"), i, o) {
+        json_t *data = json_object_get(o, "data"), *omitted = json_array(), *v;
+        const char *k;
+        void *tmp;
+
+        json_object_foreach_safe(data, tmp, k, v)
+            if (strcmp(k, "text/plain") != 0) {
+                (void)json_array_append_new(omitted, json_string(k));
+                (void)json_object_del(data, k);
+            }
+        if (json_array_size(omitted))
+            (void)json_object_set_new(o, "omitted", omitted);
+        else
+            json_decref(omitted);
+    }
+}
+
 int audit_end(struct audit *a, const struct nsbox_result *r)
 {
     json_t *result = result_to_json_object(r);
 
     if (!result)
         return -ENOMEM;
+    outputs_text_only(result);
     return append(a, json_pack("{s:s, s:o, s:s, s:o}", "event", "end", "time", now_utc(), "run_id",
                                a->run_id, "result", result));
 }

@@ -74,6 +74,10 @@ static void usage_run(FILE *f)
           "                         10; 'unlimited')\n"
           "  --output-limit BYTES   output kept per stream (default 4000): over it, its first\n"
           "                         half and its last half, with what was cut between counted\n"
+          "  --cell                 with --code: run the code as a notebook cell (the value of a\n"
+          "                         last expression, display() and plots become the result's\n"
+          "                         outputs; an uncaught exception its error object)\n"
+          "  --outputs-limit BYTES  a cell's outputs kept (default 4m)\n"
           "  --cgroup MODE          limits in a cgroup v2 leaf: auto (else rlimits, with a\n"
           "                         warning), required (else fail), off (rlimits) (default auto)\n"
           "  --cgroup-parent PATH   make the leaf below this cgroup (default: nsbox's own)\n"
@@ -204,6 +208,8 @@ enum {
     ARG_CPUS,
     ARG_TIMEOUT,
     ARG_OUTPUT_LIMIT,
+    ARG_CELL,
+    ARG_OUTPUTS_LIMIT,
     ARG_NETWORK,
     ARG_SECCOMP,
     ARG_NO_SECCOMP,
@@ -634,6 +640,8 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
         {"cpus", required_argument, NULL, ARG_CPUS},
         {"timeout", required_argument, NULL, ARG_TIMEOUT},
         {"output-limit", required_argument, NULL, ARG_OUTPUT_LIMIT},
+        {"cell", no_argument, NULL, ARG_CELL},
+        {"outputs-limit", required_argument, NULL, ARG_OUTPUTS_LIMIT},
         {"network", required_argument, NULL, ARG_NETWORK},
         {"seccomp", required_argument, NULL, ARG_SECCOMP},
         {"no-seccomp", no_argument, NULL, ARG_NO_SECCOMP},
@@ -818,6 +826,14 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
         case ARG_OUTPUT_LIMIT:
             if (parse_size(optarg, &c->output_limit) < 0 || c->output_limit > (1U << 30))
                 return BAD_VALUE("--output-limit", optarg, "expected bytes, at most 1g");
+            break;
+        case ARG_CELL:
+            c->cell = true;
+            break;
+        case ARG_OUTPUTS_LIMIT:
+            if (parse_size(optarg, &c->outputs_limit) < 0 || c->outputs_limit == 0 ||
+                c->outputs_limit > (1U << 30))
+                return BAD_VALUE("--outputs-limit", optarg, "expected bytes, above 0, at most 1g");
             break;
         case ARG_NETWORK:
             if (strncmp(optarg, "allow=", 6) == 0 || strncmp(optarg, "allow-file=", 11) == 0) {
@@ -1068,6 +1084,9 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
     }
 
     c->argv = argv + optind;
+    if (c->cell && !a->code_path)
+        return log_error_errno(-EINVAL, "--cell runs Python code as a notebook cell: give it "
+                                        "with --code FILE (or --code - for stdin)");
     if (a->code_path) {
         if (strcmp(a->code_path, "-") == 0 && c->pass_stdin)
             return log_error_errno(-EINVAL, "--code - reads the code from stdin; it cannot be "

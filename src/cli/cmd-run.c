@@ -16,8 +16,10 @@
 #include "log.h"
 #include "macro.h"
 #include "nsbox.h"
+#include "outputs.h"
 #include "registry.h"
 #include "result.h"
+#include "termsafe.h"
 
 /* Write all of text and a newline to fd. Returns 0 or -errno. */
 static int write_result(int fd, const char *text)
@@ -60,6 +62,38 @@ static void start_own_line(const struct nsbox_result *r)
         last = &r->out;
     if (last->captured > 0 && last->data && last->data[last->captured - 1] != '\n')
         (void)fputc('\n', stderr);
+}
+
+/* --cell without --json or --result-fd: each output's text/plain after the program's output, as a
+ * notebook shows it (the images are in the JSON result only), escaped as the output was. */
+static void print_cell_outputs(const struct nsbox_result *r, bool escape)
+{
+    json_t *outputs = NULL, *o;
+    size_t i;
+
+    if (!r->cell || !r->outputs_size ||
+        outputs_parse(r->outputs, r->outputs_size, &outputs, NULL, NULL) < 0)
+        return;
+    (void)fflush(stdout);
+    json_array_foreach(outputs, i, o) {
+        json_t *text = json_object_get(json_object_get(o, "data"), "text/plain");
+        const char *p = json_string_value(text);
+        size_t n = json_string_length(text);
+        _cleanup_free_ char *escaped = NULL;
+
+        if (escape) {
+            struct termsafe t = {0};
+            escaped = malloc(TERMSAFE_MAX_OUT(n) + TERMSAFE_MAX_OUT(0));
+            if (!escaped)
+                log_oom();
+            n = termsafe_escape(&t, p, n, escaped);
+            n += termsafe_finish(&t, escaped + n);
+            p = escaped;
+        }
+        (void)fwrite(p, 1, n, stdout);
+        (void)putchar('\n');
+    }
+    json_decref(outputs);
 }
 
 static void explain_on_stderr(const struct nsbox_result *r)
@@ -286,6 +320,9 @@ int run_main(int argc, char *argv[])
         json_decref(root);
     }
     if (!a.json) {
+        /* With --result-fd the outputs are in the result, and stdout stays the program's. */
+        if (json_fd < 0)
+            print_cell_outputs(&result, a.config.stdout_escape);
         explain_on_stderr(&result);
         if (result.out.incomplete || result.err.incomplete)
             log_warning("%s%s%s %s still held open after the sandbox ended (by a process outside "

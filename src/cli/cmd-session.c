@@ -758,11 +758,19 @@ static int exec_main(int argc, char *argv[])
     if (json) {
         (void)fputs(line, stdout);
     } else {
-        write_stream(STDOUT_FILENO, ans, "stdout", raw);
-        write_stream(STDERR_FILENO, ans, "stderr", raw);
         const char *st = json_string_value(json_object_get(ans, "status"));
         size_t i;
         json_t *w;
+
+        write_stream(STDOUT_FILENO, ans, "stdout", raw);
+        /* A code step is a notebook cell: its outputs' text/plain after its output, as a
+         * notebook shows them (the images are in the JSON result only). */
+        json_array_foreach(json_object_get(ans, "outputs"), i, w) {
+            write_text(STDOUT_FILENO, json_object_get(json_object_get(w, "data"), "text/plain"),
+                       raw);
+            (void)!write(STDOUT_FILENO, "\n", 1);
+        }
+        write_stream(STDERR_FILENO, ans, "stderr", raw);
         json_array_foreach(json_object_get(ans, "warnings"), i, w)
             if (json_is_string(w))
                 log_warning("%s", json_string_value(w));

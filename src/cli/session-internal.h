@@ -107,7 +107,8 @@ struct step {
     bool ended, interrupted;
     bool hung_up; /* interrupted because its client hung up (interrupt_on_hangup) */
     struct session_msg end;
-    int copy_fd; /* the copy-out stream (a memfd), or -1 */
+    int copy_fd;    /* the copy-out stream (a memfd), or -1 */
+    int outputs_fd; /* a code step's outputs channel (a memfd, outputs.h), or -1 */
 };
 
 struct session_state {

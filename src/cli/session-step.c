@@ -21,6 +21,7 @@
 #include "fileio.h"
 #include "headtail.h"
 #include "macro.h"
+#include "outputs.h"
 #include "proxy.h"
 #include "registry.h"
 #include "result.h"
@@ -146,11 +147,16 @@ void step_clear(struct session_state *s)
     audit_close(&st->audit);
     if (st->copy_fd >= 0)
         (void)close(st->copy_fd);
+    if (st->outputs_fd >= 0)
+        (void)close(st->outputs_fd);
     free(st->q.payload);
     free(st->q.stdin_data);
     free(st->q.copy_paths);
     nsbox_result_free(&st->ret);
-    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}, .copy_fd = -1};
+    *st = (struct step){.audit = {.fd = -1},
+                        .streams = {{.fd = -1}, {.fd = -1}},
+                        .copy_fd = -1,
+                        .outputs_fd = -1};
 }
 
 /* Send the step's result to its client. */
@@ -191,6 +197,20 @@ static void step_answer(struct session_state *s, uint64_t now)
         } else
             add_warning(ret, "nothing was copied out: the step did not end by itself (its "
                              "timeout, or the session's end)");
+    }
+    /* A code step is a notebook cell: its outputs, as the driver wrote them (outputs.h). */
+    if (st->outputs_fd >= 0 && ret->status != NSBOX_STATUS_ERROR) {
+        int r;
+        ret->cell = true;
+        ret->outputs_limit = OUTPUTS_LIMIT_DEFAULT;
+        r = outputs_read(st->outputs_fd, ret->outputs_limit, ret);
+        if (r < 0) {
+            char text[200];
+            (void)snprintf(text, sizeof(text),
+                           "the cell's outputs could not be read: %s; they are missing",
+                           strerror(-r));
+            add_warning(ret, text);
+        }
     }
     /* Its status says timeout (the same interruption); the audit log must not take it for one. */
     if (st->hung_up)
@@ -284,7 +304,7 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
     struct step *st = &s->step;
     struct session_msg m;
     int out[2] = {-1, -1}, err[2] = {-1, -1}, payload_fd = -1, in_fd = -1, paths_fd = -1, r;
-    int fds[6], nfds = 3;
+    int fds[7], nfds = 3;
 
     step_clear(s);
     st->client = cl;
@@ -363,6 +383,13 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
                     strerror(-r));
         return 0;
     }
+    /* A code step's outputs channel: the interpreter's, for this step only (last). */
+    if (st->q.code) {
+        st->outputs_fd = memfd_create("nsbox-outputs", MFD_CLOEXEC);
+        if (st->outputs_fd < 0)
+            add_warning(&st->ret, "the cell's outputs channel could not be made: its outputs "
+                                  "are missing");
+    }
     fds[0] = payload_fd;
     fds[1] = out[1];
     fds[2] = err[1];
@@ -376,6 +403,11 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
         m.flags |= SESSION_STEP_COPY_OUT;
         m.copy_max_bytes = st->q.copy_max_bytes;
         m.copy_max_files = st->q.copy_max_files;
+    }
+    if (st->outputs_fd >= 0) {
+        fds[nfds++] = st->outputs_fd;
+        m.flags |= SESSION_STEP_OUTPUTS;
+        m.outputs_limit = OUTPUTS_LIMIT_DEFAULT;
     }
     r = control_send(s->control_fd, &m, fds, nfds);
     if (in_fd >= 0)

@@ -139,7 +139,7 @@ int session_socket_path(const char *id_or_name, char *buf, size_t size)
 int control_send(int fd, const struct session_msg *m, const int *fds, int nfds)
 {
     union {
-        char buf[CMSG_SPACE(6 * sizeof(int))];
+        char buf[CMSG_SPACE(7 * sizeof(int))];
         struct cmsghdr align;
     } u = {0};
     struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
@@ -447,7 +447,10 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     s->start = start;
     for (size_t i = 0; i < CLIENTS_MAX; i++)
         s->clients[i] = (struct client){.fd = -1, .pass_fd = -1};
-    *st = (struct step){.audit = {.fd = -1}, .streams = {{.fd = -1}, {.fd = -1}}, .copy_fd = -1};
+    *st = (struct step){.audit = {.fd = -1},
+                        .streams = {{.fd = -1}, {.fd = -1}},
+                        .copy_fd = -1,
+                        .outputs_fd = -1};
     s->chunk = malloc(READ_CHUNK);
     /* --watch-pid: opened now, while that process is alive (it waits for `session start`,
      * which waits for us), so that the pidfd is that process's and no later one's. */

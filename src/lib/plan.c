@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cell.h"
 #include "cgroup.h"
 #include "copy.h"
 #include "cpus.h"
@@ -56,6 +57,9 @@ void plan_free(struct sandbox *sb)
     if (sb->copy_out_fd >= 0)
         (void)close(sb->copy_out_fd);
     sb->copy_in_fd = sb->copy_out_fd = -EBADF;
+    if (sb->outputs_fd >= 0)
+        (void)close(sb->outputs_fd);
+    sb->outputs_fd = -EBADF;
     for (size_t i = 0; sb->out_fds && i < sb->n_out; i++)
         if (sb->out_fds[i] >= 0)
             (void)close(sb->out_fds[i]);
@@ -923,12 +927,14 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_
 {
     _cleanup_close_ int rootfd = -EBADF;
     size_t n_args = 0;
+    const char *why;
     int r;
 
     *sb = (struct sandbox){.config = c,
                            .host_ids_lock = -EBADF,
                            .copy_in_fd = -EBADF,
                            .copy_out_fd = -EBADF,
+                           .outputs_fd = -EBADF,
                            .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
     sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
     r = plan_identity(c, ret);
@@ -957,20 +963,11 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_
         return report_error(ret, -EINVAL, "config",
                             "--network-max-connections must be at most 1024");
 
-    /* --code FILE [ARGS...] runs python3 /work/main.py ARGS... */
-    sb->argv = calloc(n_args + 3, sizeof(char *));
-    if (!sb->argv)
-        return report_error(ret, -ENOMEM, "config", "out of memory");
-    /* Owned copies: the sandbox's init wipes the memory of nsbox's own argv. */
-    for (size_t i = 0, j = 0; i < n_args + (c->code ? 2 : 0); i++) {
-        const char *arg = !c->code ? c->argv[i]
-                          : i == 0 ? "python3"
-                          : i == 1 ? "/work/main.py"
-                                   : c->argv[j++];
-        sb->argv[i] = strdup(arg);
-        if (!sb->argv[i])
-            return report_error(ret, -ENOMEM, "config", "out of memory");
-    }
+    /* --code FILE [ARGS...] runs python3 /work/main.py ARGS...; --cell, nsbox's cell driver. */
+    r = cell_plan_payload(c, n_args, &sb->argv, &sb->outputs_fd, &why);
+    if (r < 0)
+        return r == -EINVAL ? report_error(ret, r, "config", "%s", why)
+                            : report_error(ret, r, "config", "the payload's argv: %m");
 
     r = plan_env(sb, ret);
     if (r < 0)

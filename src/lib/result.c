@@ -11,6 +11,7 @@
 #include "isolation.h"
 #include "macro.h"
 #include "nsbox.h"
+#include "outputs.h"
 #include "proxy.h"
 #include "result.h"
 #include "uidpool.h"
@@ -245,6 +246,11 @@ static void format_size(char *buf, size_t size, uint64_t bytes)
             return;
         }
     (void)snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+}
+
+void result_format_size(char *buf, size_t size, uint64_t bytes)
+{
+    format_size(buf, size, bytes);
 }
 
 /* "SIGSEGV (signal 11)", or "signal 70" for a number without a name. */
@@ -496,6 +502,7 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
         emit(note, userdata, &count,
              "the network proxy cut the connections at --network-max-bytes (%llu bytes relayed)",
              (unsigned long long)(r->network.bytes_sent + r->network.bytes_received));
+    outputs_notes(r, note, userdata, &count);
     if (r->refused_throttled)
         emit(note, userdata, &count,
              "the program made refused system calls faster than nsbox "
@@ -956,6 +963,7 @@ json_t *result_to_json_object(const struct nsbox_result *r)
                      "limits_note", r->limits_note[0] ? r->limits_note : NULL);
     if (!root)
         return NULL;
+    outputs_json(r, root);
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
     result_output_json(r, root);
     (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));

@@ -18,6 +18,10 @@ char *utf8_sanitize(const char *s, size_t n, size_t *ret_len);
  * memory. */
 json_t *json_text(const char *s, size_t n);
 
+/* bytes as nsbox's notes say a size: "4 MiB" when a whole number of KiB, MiB or GiB, else
+ * "1000 bytes". */
+void result_format_size(char *buf, size_t size, uint64_t bytes);
+
 /* The RLIMIT_CPU soft limit, in seconds, that stands for --cpus under rlimits: cpus x timeout
  * rounded up to whole seconds (RLIMIT_CPU's unit), except that a limit less than 1 s away from
  * the timeout is moved to 1 s past it. One thread uses at most one second of CPU per second of

@@ -66,6 +66,7 @@
 #include "macro.h"
 #include "memfd.h"
 #include "mount.h"
+#include "outputs.h"
 #include "plan.h"
 #include "proxy.h"
 #include "report.h"
@@ -172,6 +173,8 @@ void nsbox_result_free(struct nsbox_result *r)
     free(r->out.data);
     free(r->err.data);
     r->out.data = r->err.data = NULL;
+    free(r->outputs);
+    r->outputs = NULL;
     if (r->labels)
         for (char **l = r->labels; *l; l++)
             free(*l);
@@ -236,7 +239,8 @@ static int payload_main(void *userdata)
         (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != a->init_pid))
         _exit(125);
     (void)close(a->fds->sync);
-    sandbox_payload_exec(a->sb, a->fds->in, a->fds->out, a->fds->err, a->fds->report, -1);
+    sandbox_payload_exec(a->sb, a->fds->in, a->fds->out, a->fds->err, a->fds->report,
+                         a->sb->outputs_fd);
 }
 
 /* Whether the sandbox's init writes its own id maps, sparing a round trip to the supervisor
@@ -467,6 +471,15 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     if (work_fd < 0)
         report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "open /work"});
     (void)close(r);
+    if (sb->outputs_fd >= 0) {
+        /* The cell's outputs channel, for the payload (its fd 4); init does not keep it. */
+        r = fcntl(sb->outputs_fd, F_DUPFD_CLOEXEC, 7);
+        if (r < 0)
+            report_setup_failed(fds->report,
+                                &(struct report_step){.err = errno, .name = "outputs"});
+        (void)close(sb->outputs_fd);
+        sb->outputs_fd = r;
+    }
     if (sb->copy_out_fd >= 0) {
         r = fcntl(sb->copy_out_fd, F_DUPFD_CLOEXEC, 7);
         if (r < 0)
@@ -654,6 +667,24 @@ static void work_diagnose(const struct nsbox_config *c, struct nsbox_result *ret
                    "writes there failed with ENOSPC (No space left on device); raise "
                    "--workdir-size (now %.3g MiB)",
                    (double)ret->work_used / (1 << 20), (double)c->workdir_size / (1 << 20));
+}
+
+/* A cell's outputs (config->cell): what the driver wrote to the channel, read once the payload
+ * has ended (a process it left behind may still write; kill_leftovers() comes after, and what
+ * it adds later is not read). */
+static void outputs_finish(struct sandbox *sb, struct nsbox_result *ret)
+{
+    const struct nsbox_config *c = sb->config;
+    int r;
+
+    if (sb->outputs_fd < 0 || ret->status == NSBOX_STATUS_ERROR)
+        return;
+    ret->cell = true;
+    ret->outputs_limit = c->outputs_limit ? c->outputs_limit : OUTPUTS_LIMIT_DEFAULT;
+    r = outputs_read(sb->outputs_fd, ret->outputs_limit, ret);
+    if (r < 0)
+        report_warning(c, ret, "the cell's outputs could not be read: %s; they are missing",
+                       strerror(-r));
 }
 
 /* The host side of copy-out: unpack the stream init wrote into the host directories opened by
@@ -916,6 +947,7 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
     sandbox_describe_rootfs(sb.rootfs, ret);
     work_diagnose(c, ret);
     copy_out_finish(&sb, ret, hooks != NULL);
+    outputs_finish(&sb, ret);
     kill_leftovers(&sb, ret);
     if (sb.in_cgroup) {
         cgroup_leaf_stats(&leaf, &ret->cgroup);

@@ -68,6 +68,9 @@ struct sandbox {
      * -EBADF when not used. */
     int copy_in_fd;
     int copy_out_fd;
+    /* config->cell: the cell's outputs channel (outputs.h), a memfd made by the supervisor,
+     * the payload's fd 4; -EBADF otherwise. */
+    int outputs_fd;
     /* Where copy-out entry "i/..." goes: config->copy_out[i]'s host directory, then (last) the
      * workspace's staging directory. */
     int *out_fds;

@@ -39,8 +39,8 @@
 extern const char session_repl[]; /* session-repl.py, embedded at build time */
 
 #define STEP_FDS                                                                                   \
-    6 /* of a step: its argv or code, stdout, stderr, its stdin if it has one, and                 \
-       * the copy-out stream and paths if it copies out */
+    7                    /* of a step: its argv or code, stdout, stderr, its stdin if it has one,  \
+                          * the copy-out stream and paths if it copies out, and a cell's outputs channel */
 #define STEP_COPY_MAX 64 /* sources of one step's copy-out */
 
 struct runner {
@@ -337,13 +337,23 @@ static int repl_start(struct runner *rn)
     return 0;
 }
 
-static void run_code(struct runner *rn, const int *fds, int n)
+/* fds: the code, stdout, stderr, then (n > 3) the stdin if has_stdin, then the outputs
+ * channel if outputs_fd >= 0 (its descriptor is among fds, last). */
+static void run_code(struct runner *rn, const int *fds, int n, bool has_stdin, int outputs_fd,
+                     uint64_t outputs_limit)
 {
     union {
         char buf[CMSG_SPACE(STEP_FDS * sizeof(int))];
         struct cmsghdr align;
     } u = {0};
-    struct iovec iov = {.iov_base = (char *)"run", .iov_len = 3};
+    char text[64];
+    /* "run", the letters of the descriptors after the first three (session-repl.py), and the
+     * outputs' limit. */
+    struct iovec iov = {.iov_base = text,
+                        .iov_len = (size_t)snprintf(text, sizeof(text), "run%s%s %llu",
+                                                    has_stdin ? "i" : "",
+                                                    outputs_fd >= 0 ? "o" : "",
+                                                    (unsigned long long)outputs_limit)};
     struct msghdr msg = {.msg_iov = &iov,
                          .msg_iovlen = 1,
                          .msg_control = u.buf,
@@ -522,7 +532,10 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                      !rn.code_step) {
                 /* fds: argv or code, out, err, [stdin], [copy-out stream, its paths] */
                 int step_n = (m.flags & SESSION_STEP_STDIN) && n > 3 ? 4 : 3;
-                if ((m.flags & SESSION_STEP_COPY_OUT) && n >= step_n + 2) {
+                int outputs_fd = -1;
+                if (m.type == SESSION_CODE && (m.flags & SESSION_STEP_OUTPUTS) && n > step_n)
+                    outputs_fd = fds[n - 1];
+                if ((m.flags & SESSION_STEP_COPY_OUT) && n >= step_n + 2 + (outputs_fd >= 0)) {
                     rn.copy_paths = read_memfd(fds[step_n + 1], &rn.copy_size);
                     if (rn.copy_paths) {
                         rn.copy_fd = fds[step_n];
@@ -537,8 +550,14 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                     (void)written_snapshot_take(rn.work_fd, &rn.before);
                 if (m.type == SESSION_RUN)
                     run_program(&rn, fds, step_n, step_n > 3);
-                else
-                    run_code(&rn, fds, step_n);
+                else {
+                    int code_fds[STEP_FDS], k = 0;
+                    for (int i = 0; i < step_n; i++)
+                        code_fds[k++] = fds[i];
+                    if (outputs_fd >= 0)
+                        code_fds[k++] = outputs_fd;
+                    run_code(&rn, code_fds, k, step_n > 3, outputs_fd, m.outputs_limit);
+                }
             }
             close_fds(fds, n);
         }

@@ -1,48 +1,52 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# A session's Python interpreter (session-init.c starts it as `python3 -c` inside the sandbox).
-# Init sends each step on the socket at fd 4: the message "run" with three or four descriptors,
-# the code (a memfd), the step's stdout and stderr pipes, and its stdin (a memfd) if it has
-# one (else /dev/null is its stdin). The code runs in one globals dict
-# kept for the session, with the pipes at fds 1 and 2 for the step only; the answer is the
-# step's exit status in decimal ("1i": KeyboardInterrupt ended it, as a timeout does).
-import os
-import signal
-import socket
-import sys
-import traceback
-
-# SIGINT (init's word that the step's time is up) interrupts the step's code only: one that
-# comes after the code has ended must not end the interpreter itself.
-_running = False
+# A session's Python interpreter (session-init.c starts it as `python3 -c` inside the sandbox,
+# this file after cell.py). Init sends each step on the socket at fd 4: the message "run" with
+# the letters of what follows the code, stdout and stderr pipes ("i": the step's stdin, a memfd,
+# else /dev/null is its stdin; "o": the outputs channel, a memfd), then a space and the outputs'
+# limit in bytes; and those three to five descriptors. Each step is a notebook cell (cell.py) run
+# in the real __main__, kept for the session, with the pipes at fds 1 and 2 for the step only;
+# the answer is the step's exit status in decimal ("1i": KeyboardInterrupt ended it, as a
+# timeout does).
 
 
-def _on_sigint(signum, frame):
-    if _running:
-        raise KeyboardInterrupt
+def _nsbox_session(cells):
+    import os
+    import signal
+    import socket
+    import sys
 
+    main = sys.modules["__main__"]
+    for name in ("_nsbox_cells", "_nsbox_session"):
+        vars(main).pop(name, None)
+    run, own = cells
+    # SIGINT (init's word that the step's time is up) interrupts the step's code only: one that
+    # comes after the code has ended must not end the interpreter itself.
+    running = [False]
 
-def _print_exception(e):
-    # Without this file's own frame: the traceback starts in the step's code.
-    tb = e.__traceback__.tb_next if e.__traceback__ else None
-    traceback.print_exception(type(e), e, tb)
+    def on_sigint(signum, frame):
+        if running[0]:
+            raise KeyboardInterrupt
 
-
-def _serve():
-    global _running
-    signal.signal(signal.SIGINT, _on_sigint)
+    own(on_sigint.__code__)
+    own(sys._getframe().f_code)
+    signal.signal(signal.SIGINT, on_sigint)
     sock = socket.socket(fileno=4)
     os.set_inheritable(4, False)
     null = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
-    scope = {"__name__": "__main__", "__builtins__": __builtins__}
+    step = 0
     while True:
-        msg, fds, _, _ = socket.recv_fds(sock, 16, 4)
+        msg, fds, _, _ = socket.recv_fds(sock, 64, 5)
         if not msg:
             return
-        if len(fds) not in (3, 4):
+        kinds, _, limit = msg[3:].decode("ascii", "replace").partition(" ")
+        if not msg.startswith(b"run") or len(fds) != 3 + len(kinds):
             for fd in fds:
                 os.close(fd)
             continue
         code_fd, out, err = fds[:3]
+        extra = dict(zip(kinds, fds[3:]))
+        outputs = extra.get("o", -1)
+        step += 1
         answer = b"1"
         try:
             with os.fdopen(code_fd, "rb") as f:
@@ -51,34 +55,23 @@ def _serve():
             os.dup2(err, 2)
             os.close(out)
             os.close(err)
-            if len(fds) == 4:
-                os.dup2(fds[3], 0)
-                os.close(fds[3])
+            if "i" in extra:
+                os.dup2(extra["i"], 0)
+                os.close(extra["i"])
                 sys.stdin = open(0, "r", closefd=False)
-            status, interrupted = 0, False
-            try:
-                _running = True
-                exec(compile(code, "<step>", "exec"), scope)
-                _running = False
-            except SystemExit as e:
-                if e.code is None:
-                    status = 0
-                elif isinstance(e.code, int):
-                    status = e.code & 0xFF
-                else:
-                    print(e.code, file=sys.stderr)
-                    status = 1
-            except KeyboardInterrupt as e:
-                _print_exception(e)
-                status, interrupted = 1, True
-            except BaseException as e:
-                _print_exception(e)
-                status = 1
+
+            def start():
+                running[0] = True
+            status, interrupted = run(code, "<cell %d>" % step, outputs,
+                                      int(limit) if limit.isdigit() else 0, vars(main), start)
+            running[0] = False
             answer = b"%d%s" % (status, b"i" if interrupted else b"")
         except KeyboardInterrupt:
             answer = b"1i"
         finally:
-            _running = False
+            running[0] = False
+            if outputs >= 0:
+                os.close(outputs)
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()
@@ -93,4 +86,4 @@ def _serve():
         sock.send(answer)
 
 
-_serve()
+_nsbox_session(_nsbox_cells())

@@ -65,6 +65,9 @@ enum session_end {
 #define SESSION_STEP_COPY_OUT                                                                      \
     2u /* the step's end writes a copy-out stream (session exec                                    \
         * --copy-out), within copy_max_bytes and copy_max_files */
+#define SESSION_STEP_OUTPUTS                                                                       \
+    4u /* SESSION_CODE: the last descriptor is the cell's outputs channel (a memfd the             \
+        * supervisor reads when the step has ended), for at most outputs_limit bytes */
 /* ... and of SESSION_STEP_END */
 #define SESSION_COPY_TAKEN                                                                         \
     16u /* the copy-out stream was written (copy_err: 0 or the errno that                          \
@@ -82,6 +85,7 @@ struct session_msg {
     uint64_t unlisted;                       /* SESSION_SAVED, SESSION_STEP_END */
     uint64_t lost;                           /* SESSION_SAVED, SESSION_STEP_END */
     uint64_t copy_max_bytes, copy_max_files; /* SESSION_RUN, SESSION_CODE */
+    uint64_t outputs_limit;                  /* SESSION_CODE with SESSION_STEP_OUTPUTS */
 };
 
 struct session_options {

@@ -221,8 +221,10 @@ class TestPool(PoolTestCase):
         p = nsbox("run", "--json", *self.extra, "--", "python3", "-c", "print(1)")
         run = json.loads(p.stdout)
         self.assertEqual(set(run) - set(r), set())
-        # A pool run's own: the sandbox's id, its step (the preload was the first).
-        self.assertEqual(set(r) - set(run), {"session_id", "step", "interpreter"})
+        # A pool run's own: the sandbox's id, its step (the preload was the first); its code is
+        # a session's code step, so a notebook cell with outputs (test_cells.py).
+        self.assertEqual(set(r) - set(run), {"session_id", "step", "interpreter", "outputs"})
+        self.assertEqual(r["outputs"], [])
         self.assertEqual(r["step"], 2)
         self.assertEqual(r["limits"].keys(), run["limits"].keys())
         self.assertEqual(r["limits"]["workdir"], run["limits"]["workdir"])

@@ -24,6 +24,7 @@ static void setup(void)
                           .host_ids_lock = -EBADF,
                           .copy_in_fd = -EBADF,
                           .copy_out_fd = -EBADF,
+                          .outputs_fd = -EBADF,
                           .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
 }
 
@@ -343,4 +344,30 @@ Test(report, supervisor_error_keeps_its_errno_for_percent_m)
     cr_expect_str_eq(r.error, "rootfs '/x': No such file or directory");
     cr_expect_eq(r.error_errno, ENOENT);
     cr_expect_eq(r.exit_code, 125);
+}
+
+Test(plan, a_cell_needs_code_and_a_bounded_outputs_limit)
+{
+    static char *const args[] = {"python3", NULL};
+
+    config.cell = true;
+    config.argv = args;
+    cr_expect_eq(plan_sandbox(&config, &sb, &result), -EINVAL);
+    cr_expect_not_null(strstr(result.error, "--cell runs Python code: give --code"), "%s",
+                       result.error);
+    plan_free(&sb);
+    nsbox_result_free(&result);
+    memset(&result, 0, sizeof(result));
+    config.code = "1";
+    config.code_size = 1;
+    config.outputs_limit = 2ULL << 30;
+    cr_expect_eq(plan_sandbox(&config, &sb, &result), -EINVAL);
+    cr_expect_not_null(strstr(result.error, "--outputs-limit must be at most 1 GiB"));
+    plan_free(&sb);
+    nsbox_result_free(&result);
+    memset(&result, 0, sizeof(result));
+    config.outputs_limit = 0;
+    config.keep_fds = true;
+    cr_expect_eq(plan_sandbox(&config, &sb, &result), -EINVAL);
+    cr_expect_not_null(strstr(result.error, "--cell and --keep-fds exclude each other"));
 }
