@@ -181,7 +181,7 @@ static int start_main(int argc, char *argv[])
     char **pool_labels, **member_labels;
     size_t n = 0;
     int nargc;
-    char **args;
+    _cleanup_free_ char **args = NULL;
 
     if (argc < 2 || argv[1][0] == '-') {
         log_error("usage: nsbox pool start NAME --size N [--preload MODULE,...] [RUN OPTIONS]");

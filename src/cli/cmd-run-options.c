@@ -1122,15 +1122,16 @@ int run_options_parse(int argc, char *argv[], const struct nsbox_config **ret, b
                       const char **ret_log_path, uint64_t *ret_log_code_limit)
 {
     static struct run_args a = {.result_fd = -1};
-    char **args = calloc((size_t)argc + 3, sizeof(char *));
+    /* The config points into it (its argv), so it lives until nsbox exits, as a does. */
+    static char **args = NULL;
     int r;
 
+    args = calloc((size_t)argc + 3, sizeof(char *));
     if (!args)
         log_oom();
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--") == 0 || strcmp(argv[i], "--code") == 0 ||
             strncmp(argv[i], "--code=", 7) == 0 || strcmp(argv[i], "--result-fd") == 0) {
-            free(args);
             return log_error_errno(-EINVAL, "'nsbox session start' takes no program, --code or "
                                             "--result-fd: steps come with 'nsbox session exec'");
         }

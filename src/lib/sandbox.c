@@ -227,7 +227,17 @@ struct payload_args {
  * execve the payload runs only nsbox's code, on this stack, with descriptors, signal mask and
  * umask of its own (no CLONE_FILES, CLONE_FS or CLONE_SIGHAND); it touches none of init's
  * memory but what it reads. */
+#if defined(__SANITIZE_ADDRESS__)
+#define NSBOX_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NSBOX_ASAN 1
+#endif
+#endif
+#ifndef NSBOX_ASAN
+#define NSBOX_ASAN 0
 static char payload_stack[64 << 10] __attribute__((aligned(16)));
+#endif
 
 static int payload_main(void *userdata)
 {
@@ -508,9 +518,18 @@ _noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
     (void)written_snapshot_take(work_fd, &before);
 
     init_pid = getpid();
+#if NSBOX_ASAN
+    /* AddressSanitizer cannot follow a process onto a stack of its own in init's memory: it
+     * warns on the payload's stderr ("ignoring requested __asan_handle_no_return") and may
+     * report false errors. The sanitizer build forks. */
+    payload = fork();
+    if (payload == 0)
+        _exit(payload_main(&(struct payload_args){.sb = sb, .fds = fds, .init_pid = init_pid}));
+#else
     payload = clone(payload_main, payload_stack + sizeof(payload_stack),
                     CLONE_VM | CLONE_VFORK | SIGCHLD,
                     &(struct payload_args){.sb = sb, .fds = fds, .init_pid = init_pid});
+#endif
     if (payload < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "fork payload"});

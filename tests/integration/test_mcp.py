@@ -16,6 +16,13 @@ import unittest
 
 from nsboxtest import NSBOX, NsboxTestCase, nsbox, processes_with, wait_until
 
+# The server's resident memory stays below this while it skips a huge line or holds answers
+# a client does not read. Checked in the plain build only: AddressSanitizer (the sanitizer
+# stage, NSBOX_SANITIZERS=1) keeps freed memory in its quarantine (256 MiB by default), so a
+# server that frees as it should looks as big as one that keeps everything; the behaviour is
+# checked there all the same.
+RSS_BOUND_KB = None if os.environ.get("NSBOX_SANITIZERS") == "1" else 80 * 1024
+
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "test_mcp", "version": "1"}}
 
@@ -208,7 +215,8 @@ class TestProtocol(McpTestCase):
         self.assertEqual(s.request("ping")["result"], {})
         with open(f"/proc/{s.p.pid}/status") as f:
             peak = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
-        self.assertLess(peak, 80 * 1024, "kB: the server kept the line")
+        if RSS_BOUND_KB:
+            self.assertLess(peak, RSS_BOUND_KB, "kB: the server kept the line")
 
     def test_client_stops_reading(self):
         """Answers the client does not read wait in a bounded queue; the server stops reading
@@ -237,7 +245,8 @@ class TestProtocol(McpTestCase):
                                         "its answers")
         with open(f"/proc/{p.pid}/status") as f:
             rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
-        self.assertLess(rss, 80 * 1024, "kB: the queue of answers is not bounded")
+        if RSS_BOUND_KB:
+            self.assertLess(rss, RSS_BOUND_KB, "kB: the queue of answers is not bounded")
         # Reading again: the answers come, in order, and the rest of the requests are taken.
         got = 0
         for line in p.stdout:
