@@ -533,6 +533,9 @@ static void run_start(struct mcp_server *s, struct mcp_call *c)
         mcp_args_add(&a, spec);
     }
     if (c->tool == TOOL_RUN_PYTHON) {
+        /* A notebook cell, as python_session's steps are: the last expression's value,
+         * display() and figures come back as outputs (images among them). */
+        mcp_args_add(&a, "--cell");
         mcp_args_add(&a, "--code");
         mcp_args_add(&a, "-");
         c->in_size = json_string_length(code);
