@@ -49,6 +49,7 @@ struct runner {
     pid_t step;           /* the running program step, or 0 */
     bool code_step;       /* a Python step is running in the interpreter */
     pid_t repl;           /* the interpreter, or 0 */
+    int repl_status;      /* how it ended (wait(2)'s status), once reaped */
     int repl_fd;          /* init's end of its socket, or -1 */
     uint32_t flags;       /* of the running step */
     uint64_t grace_until; /* a Python step interrupted: killed if it has not ended by then */
@@ -199,6 +200,7 @@ static void reap(struct runner *rn, int *ret_step_status, bool *ret_step_done, b
             *ret_step_status = status;
             *ret_step_done = true;
         } else if (p == rn->repl) {
+            rn->repl_status = status;
             *ret_repl_died = true;
         }
     }
@@ -381,6 +383,17 @@ static void run_code(struct runner *rn, const int *fds, int n, bool has_stdin, i
     }
 }
 
+/* A code step whose interpreter died ends as the interpreter did: os._exit(3) is "exited with
+ * status 3", a crash its signal (SIGSEGV), a kill SIGKILL; never a SIGKILL it did not get. */
+static void step_end_interpreter_died(struct runner *rn, int status)
+{
+    rn->flags |= SESSION_INTERPRETER_CRASHED;
+    if (WIFEXITED(status))
+        step_end(rn, SESSION_END_EXITED, WEXITSTATUS(status));
+    else
+        step_end(rn, SESSION_END_SIGNALED, WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL);
+}
+
 /* The interpreter's answer: the step's exit status as decimal digits, or EOF. */
 static void repl_answer(struct runner *rn)
 {
@@ -392,14 +405,14 @@ static void repl_answer(struct runner *rn)
     if (n < 0 && errno == EAGAIN)
         return;
     if (n <= 0) {
-        /* The interpreter is gone (or closed its socket): kill it, the step crashed. */
+        /* The interpreter is gone (or closed its socket): kill it, the step crashed. One
+         * that is exiting already keeps its own status (the kill does not change it). */
+        int status = W_EXITCODE(0, SIGKILL);
         (void)kill(rn->repl, SIGKILL);
-        (void)waitpid(rn->repl, NULL, 0);
+        (void)waitpid(rn->repl, &status, 0);
         repl_forget(rn);
-        if (rn->code_step) {
-            rn->flags |= SESSION_INTERPRETER_CRASHED;
-            step_end(rn, SESSION_END_SIGNALED, SIGKILL);
-        }
+        if (rn->code_step)
+            step_end_interpreter_died(rn, status);
         return;
     }
     if (!rn->code_step)
@@ -496,10 +509,8 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
             reap(&rn, &status, &done, &died);
             if (died) {
                 repl_forget(&rn);
-                if (rn.code_step) {
-                    rn.flags |= SESSION_INTERPRETER_CRASHED;
-                    step_end(&rn, SESSION_END_SIGNALED, SIGKILL);
-                }
+                if (rn.code_step)
+                    step_end_interpreter_died(&rn, rn.repl_status);
             }
             if (done)
                 step_end(&rn, WIFSIGNALED(status) ? SESSION_END_SIGNALED : SESSION_END_EXITED,

@@ -246,6 +246,18 @@ class TestSessionSteps(SessionTestCase):
         p, r = self.code(sid, "print('x' in dir())")
         self.assertEqual((r["stdout"], r["interpreter"]), ("False\n", "started"))
 
+    def test_a_dead_interpreter_s_step_ends_as_the_interpreter_did(self):
+        # os._exit(3) is an exit with status 3 and a crash its own signal: a model told
+        # "SIGKILL" would look for a memory limit or an outside kill.
+        sid, _ = self.start()
+        for code, want in (("import os\nos._exit(3)\n", ("exited", 3, None)),
+                           ("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n",
+                            ("signaled", 143, 15)),
+                           ("import ctypes\nctypes.string_at(0)\n", ("signaled", 139, 11))):
+            p, r = self.code(sid, code)
+            self.assertEqual((r["status"], r["exit_code"], r["signal"], r["interpreter"]),
+                             want + ("crashed",), r)
+
     def test_interpreter_out_of_cpu_time_under_rlimits_says_so(self):
         # Under rlimits --cpus x --timeout is the interpreter's RLIMIT_CPU (0.5 x 2 = 1 s): its
         # CPU time adds up over the steps, and the step that crosses it says why the
@@ -256,9 +268,10 @@ class TestSessionSteps(SessionTestCase):
             p = nsbox("session", "exec", sid, "--code", "-", input=busy)
             if p.returncode != 0:
                 break
-        self.assertEqual(p.returncode, 137, p.stderr)
+        # The interpreter's own end (SIGXCPU at RLIMIT_CPU), worded as a run's CPU limit.
+        self.assertEqual(p.returncode, 152, p.stderr)
         self.assertIn("RLIMIT_CPU, and its CPU time adds up over every step", p.stderr)
-        self.assertIn("nsbox: the step ended: killed by SIGKILL (signal 9)", p.stderr)
+        self.assertIn("nsbox: the step ended: stopped: CPU time limit", p.stderr)
 
     def test_api_text_says_the_interpreter_died(self):
         # The model reading as_tool_output() learns why its variables are gone.
