@@ -397,9 +397,31 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
         json_array_foreach(json_object_get(r, "warnings"), k, w)
             if (json_is_string(w) && outcome_warning(json_string_value(w)))
                 (void)json_array_append(text_notes, w);
-        if (ok && !se[0] && json_array_size(text_notes) == 0)
-            put(&text, so[0] ? so : "(no output)");
-        else {
+        /* The outputs' text (a last expression's value, display()), as as_tool_output() shows
+         * it after stdout; their images come as image items below. */
+        struct mcp_buf outs = {0};
+        json_array_foreach(json_object_get(r, "outputs"), k, w) {
+            json_t *data = json_object_get(w, "data");
+            json_t *plain = json_object_get(data, "text/plain");
+            if (json_object_get(data, "image/png") || json_object_get(data, "image/jpeg") ||
+                !json_is_string(plain) || json_string_length(plain) == 0)
+                continue;
+            if (outs.have)
+                put(&outs, "\n");
+            put(&outs, json_string_value(plain));
+        }
+        if (ok && !se[0] && json_array_size(text_notes) == 0) {
+            size_t n = strlen(so);
+            if (n && outs.have) {
+                (void)buf_append(&text, so, so[n - 1] == '\n' ? n - 1 : n, TEXT_CAP);
+                put(&text, "\n");
+            } else if (n)
+                put(&text, so);
+            if (outs.have)
+                (void)buf_append(&text, outs.data, outs.have, TEXT_CAP);
+            if (!n && !outs.have)
+                put(&text, "(no output)");
+        } else {
             if (reason && reason[0])
                 put(&text, reason);
             else {
@@ -407,15 +429,15 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
                                status ? status : "error", (long long)code);
                 put(&text, line);
             }
-            for (int t = 0; t < 2; t++) {
-                const char *st = t == 0 ? so : se;
-                size_t n = strlen(st);
+            for (int t = 0; t < 3; t++) {
+                const char *st = t == 0 ? so : t == 1 ? (outs.data ? outs.data : "") : se;
+                size_t n = t == 1 ? outs.have : strlen(st);
                 if (!n)
                     continue;
-                put(&text, t == 0 ? "\n[stdout]\n" : "\n[stderr]\n");
+                put(&text, t == 0 ? "\n[stdout]\n" : t == 1 ? "\n[outputs]\n" : "\n[stderr]\n");
                 (void)buf_append(&text, st, st[n - 1] == '\n' ? n - 1 : n, TEXT_CAP);
             }
-            if (!so[0] && !se[0])
+            if (!so[0] && !se[0] && !outs.have)
                 put(&text, "\n[no output]");
             json_array_foreach(text_notes, k, w) {
                 put(&text, "\n[");
@@ -424,6 +446,7 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
             }
         }
         json_decref(text_notes);
+        buf_free(&outs);
         free(so);
         free(se);
         free(so_note);
@@ -440,8 +463,6 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
     json_array_foreach(json_object_get(r, "outputs"), i, v) {
         json_t *data = json_object_get(v, "data");
         json_t *png = json_object_get(data, "image/png");
-        json_t *plain = json_object_get(data, "text/plain");
-        const char *type = json_string_value(json_object_get(v, "type"));
         if (json_is_string(png)) {
             if (image_bytes + json_string_length(png) > MCP_IMAGE_BUDGET) {
                 images_left_out++;
@@ -450,9 +471,7 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
             image_bytes += json_string_length(png);
             (void)json_array_append_new(content, json_pack("{s:s,s:O,s:s}", "type", "image", "data",
                                                            png, "mimeType", "image/png"));
-        } else if (json_is_string(plain) && type && strcmp(type, "execute_result") == 0)
-            (void)json_array_append_new(content,
-                                        json_pack("{s:s,s:O}", "type", "text", "text", plain));
+        }
     }
     if (images_left_out) {
         (void)snprintf(line, sizeof(line),

@@ -136,15 +136,17 @@ Test(mcp_tools, images_within_a_budget_and_results_text)
                                     png));
     res = mcp_run_result(&call, r);
     content = json_object_get(res, "content");
-    cr_assert_eq(json_array_size(content), 4, "%s", json_dumps(content, 0));
+    cr_assert_eq(json_array_size(content), 3, "%s", json_dumps(content, 0));
+    /* The value is the text (no "(no output)" before it): the first item, as the Python API's
+     * as_tool_output() shows it; the figure's text/plain is its image. */
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(content, 0), "text")), "42");
     cr_assert_str_eq(json_string_value(json_object_get(json_array_get(content, 1), "type")),
                      "image");
     cr_assert_str_eq(json_string_value(json_object_get(json_array_get(content, 1), "mimeType")),
                      "image/png");
     cr_assert_str_eq(json_string_value(json_object_get(json_array_get(content, 1), "data")),
                      "iVBORw0KGgo=");
-    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(content, 2), "text")), "42");
-    cr_assert(strstr(json_string_value(json_object_get(json_array_get(content, 3), "text")),
+    cr_assert(strstr(json_string_value(json_object_get(json_array_get(content, 2), "text")),
                      "1 image(s) left out"));
     free(png);
     json_decref(res);
