@@ -191,7 +191,9 @@ class TestMissingModule(SandboxTestCase):
                          '  File "/work/main.py", line 1, in <module>\n    import pandas\n'
                          "ModuleNotFoundError: No module named 'pandas'\n"
                          "[the program's stderr mentions ModuleNotFoundError (pandas): the rootfs "
-                         f"{tree} (profile minimal) does not have it. The science profile has "
+                         f"{tree} (profile minimal) does not have it. If it is a module of "
+                         "your own, put its file beside the code in the working directory "
+                         "(--copy-in, files= in Python). The science profile has "
                          "numpy, pandas, matplotlib, seaborn, scipy, scikit-learn, openpyxl and "
                          "requests: `nsbox rootfs build --profile science DIR`; any Debian "
                          "package: `nsbox rootfs build --packages python3-NAME DIR` (with "

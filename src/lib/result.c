@@ -388,7 +388,9 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
         result_module_not_found(r, module, sizeof(module));
         emit(note, userdata, &count,
              "the program's stderr mentions ModuleNotFoundError%s%s%s: the rootfs %s%s%s%s does "
-             "not have it. The science profile has numpy, pandas, matplotlib, seaborn, scipy, "
+             "not have it. If it is a module of your own, put its file beside the code in the "
+             "working directory (--copy-in, files= in Python). The science profile has numpy, "
+             "pandas, matplotlib, seaborn, scipy, "
              "scikit-learn, openpyxl and requests: `nsbox rootfs build --profile science DIR`; "
              "any Debian package: `nsbox rootfs build --packages python3-NAME DIR` (with "
              "--profile to start from); then --rootfs DIR",

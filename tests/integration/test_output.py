@@ -363,7 +363,9 @@ def stat_mode(path):
 
 
 class TestMissingModule(NsboxTestCase):
-    WORDS = ("does not have it. The science profile has numpy, pandas, matplotlib, seaborn, "
+    WORDS = ("does not have it. If it is a module of your own, put its file beside the code in "
+             "the working directory (--copy-in, files= in Python). "
+             "The science profile has numpy, pandas, matplotlib, seaborn, "
              "scipy, scikit-learn, openpyxl and requests: `nsbox rootfs build --profile science "
              "DIR`; any Debian package: `nsbox rootfs build --packages python3-NAME DIR` (with "
              "--profile to start from); then --rootfs DIR")

@@ -965,7 +965,9 @@ Test(explain, a_missing_module_names_the_rootfs_and_the_way_to_get_it)
     cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
     want = json_pack("[s]",
                      "the program's stderr mentions ModuleNotFoundError (pandas): the rootfs "
-                     "/usr/share/nsbox/rootfs (profile minimal) does not have it. The "
+                     "/usr/share/nsbox/rootfs (profile minimal) does not have it. If it is a "
+                     "module of your own, put its file beside the code in the working "
+                     "directory (--copy-in, files= in Python). The "
                      "science profile has numpy, pandas, matplotlib, seaborn, scipy, "
                      "scikit-learn, openpyxl and requests: `nsbox rootfs build --profile "
                      "science DIR`; any Debian package: `nsbox rootfs build --packages "
