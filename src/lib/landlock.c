@@ -338,8 +338,10 @@ int landlock_apply(const struct sandbox *sb, int report_fd, struct report_step *
         return report_step_failed(e, negative_errno(), "landlock", "create the ruleset (ABI %d)",
                                   sb->landlock_abi);
     r = add_fs_rules(sb, &b);
-    if (r >= 0 && sandbox_network_allow(c)) {
-        /* Under --network allow= the proxy is the only way out: its port on lo. */
+    if (r >= 0 && (sb->landlock_restricts & NSBOX_LANDLOCK_NET) && sandbox_network_allow(c)) {
+        /* Under --network allow= the proxy is the only way out: its port on lo (a rule only
+         * where TCP is handled at all: ABI 4 and later; an older ABI refuses a port rule with
+         * EINVAL, as Debian 12's 6.1 did to every --network allow= run). */
         struct nsbox_landlock_net_port_attr port =
             {.allowed_access = NSBOX_LANDLOCK_ACCESS_NET_CONNECT_TCP, .port = PROXY_PORT};
         if (sys_landlock_add_rule(b.ruleset, NSBOX_LANDLOCK_RULE_NET_PORT, &port, 0) < 0)
