@@ -44,34 +44,11 @@ static bool owned_and_closed(const char *path, uid_t uid)
     return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid && !(st.st_mode & 022);
 }
 
-/* Whether this user namespace maps uid (a line of /proc/self/uid_map covers it). Unreadable or
- * longer than buf: true, so that the caller trusts nothing on that ground. */
-static bool uid_mapped(uid_t uid)
-{
-    char buf[4096];
-    ssize_t n = read_file_at(AT_FDCWD, "/proc/self/uid_map", buf, sizeof(buf));
-    const char *p = buf;
-
-    if (n <= 0 || (size_t)n >= sizeof(buf) - 1)
-        return true;
-    for (;;) {
-        unsigned long inside, outside, count;
-        int used = 0;
-        if (sscanf(p, "%lu %lu %lu%n", &inside, &outside, &count, &used) != 3)
-            return false;
-        if (uid >= inside && uid - inside < count)
-            return true;
-        p += used;
-    }
-}
-
 /* Whether a directory owned by owner can hold the registry's path for uid: root's, the
- * caller's, and in a user namespace other than the initial one also the overflow uid's where
- * the namespace does not map it: there a file of an id the namespace does not map (the host's
- * root's /tmp, seen from a container's root) shows as kernel.overflowuid (user_namespaces(7),
- * "Unmapped user and group IDs"), and which host id it is cannot be known from inside. Where
- * the overflow uid is mapped (a container's nobody, 65534, mapped to a host id of its own), it
- * is that user's, another user's. */
+ * caller's, and in a user namespace other than the initial one also the overflow uid's: there
+ * a file of an id the namespace does not map (the host's root's /tmp, seen from a container's
+ * root) shows as kernel.overflowuid (user_namespaces(7), "Unmapped user and group IDs"), and
+ * which host id it is cannot be known from inside. */
 static bool owner_trusted(uid_t owner, uid_t uid)
 {
     char buf[32] = "";
@@ -83,7 +60,7 @@ static bool owner_trusted(uid_t owner, uid_t uid)
     if (stat("/proc/self/ns/user", &ns) < 0 || ns.st_ino == 0xEFFFFFFDU)
         return false;
     return read_file_at(AT_FDCWD, "/proc/sys/kernel/overflowuid", buf, sizeof(buf)) > 0 &&
-           (uid_t)strtoul(buf, NULL, 10) == owner && !uid_mapped(owner);
+           (uid_t)strtoul(buf, NULL, 10) == owner;
 }
 
 /* The whole path of the registry directory dir (the directory itself checked already): every
