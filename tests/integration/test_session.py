@@ -628,7 +628,10 @@ class TestSessionRefusals(SessionTestCase):
             cpu = cpu_seconds(pid) - before
         finally:
             out = proc.communicate(timeout=30)[0]
-        self.assertLess(cpu, 0.3, f"the session's supervisor used {cpu} s of CPU in 3 s")
+        # Paced: 0.2-0.3 s here; one fresh-clone CI run measured 0.73 s, the machine busy
+        # with what an earlier, stopped run had left going. Unpaced, the supervisor answers all
+        # the time (about 3 s of CPU in 3 s): 1 s tells them apart; the count below is exact.
+        self.assertLess(cpu, 1.0, f"the session's supervisor used {cpu} s of CPU in 3 s")
         # The pace itself, whatever the machine's load: at most the burst and 1000 a second
         # were answered (unpaced, tens of thousands in 4 s).
         r = json.loads(out)
@@ -656,7 +659,8 @@ class TestSessionRefusals(SessionTestCase):
         before = cpu_seconds(pid)
         time.sleep(3)
         cpu = cpu_seconds(pid) - before
-        self.assertLess(cpu, 0.3, f"the session's supervisor used {cpu} s of CPU in 3 s")
+        # As above: paced 0.2-0.34 s; unpaced, the whole 3 s.
+        self.assertLess(cpu, 1.0, f"the session's supervisor used {cpu} s of CPU in 3 s")
         # In 2 s the threads got about 2000 answers (unpaced: tens of thousands).
         self.assertLess(int(r["stdout"]), 3000, r)
         p, r = self.run_step(sid, "echo", "next")
