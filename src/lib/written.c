@@ -195,7 +195,10 @@ void written_report(int work_fd, const struct written_snapshot *before, int repo
         return;
     for (size_t i = 0; i < after.n; i++) {
         const struct written_entry *a = &after.v[i];
-        const struct written_entry *b = bsearch(a, before->v, before->n, sizeof(*a), by_path);
+        /* An empty snapshot has no array: bsearch(3) takes none (UBSan: a null base). */
+        const struct written_entry *b = before->n
+                                            ? bsearch(a, before->v, before->n, sizeof(*a), by_path)
+                                            : NULL;
         struct report w = {.type = REPORT_WRITTEN};
 
         if (b && b->size == a->size && b->ino == a->ino && b->mtime_sec == a->mtime_sec &&
