@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 
-from nsboxtest import NSBOX, NsboxTestCase, nsbox_json, without_fallback_warning
+from nsboxtest import NSBOX, NsboxTestCase, nsbox_json, root_only, without_fallback_warning
 
 # Runs as CALLER (root, or uid 65534 through setpriv) inside a mount namespace whose /proc/sys
 # is read-only; the registry goes to a private runtime directory (the caller's own).
@@ -61,13 +61,6 @@ class TestTier1(NsboxTestCase):
 
 
 class TestReadOnlyProcSys(NsboxTestCase):
-    def setUp(self):
-        if os.geteuid() != 0:
-            # Making the read-only /proc/sys takes root (a mount namespace of the test's own);
-            # the root suite runs every test here as uid 65534 too (CALLERS).
-            self.skipTest("needs root to make a read-only /proc/sys; the root suite runs these "
-                          "as uid 65534 too")
-
     def test_wall_without_pid_host(self):
         # Docker's, Podman's and a Kubernetes pod's default: the fresh /proc the sandbox needs
         # is refused under a read-only /proc/sys bind, before anything is made.
@@ -136,3 +129,8 @@ class TestReadOnlyProcSys(NsboxTestCase):
                 p.stderr = "".join(l for l in p.stderr.splitlines(True)
                                    if not l.startswith("nsbox: warning: --pid host:"))
                 self.assertOneLineError(p, contains="--isolation full: /proc/sys is read-only")
+
+
+# Making a read-only /proc/sys takes root (a mount namespace of the test's own): as uid 65534
+# these are not collected; the root suite runs them (as uid 65534 too, where that matters).
+load_tests = root_only(("TestReadOnlyProcSys",))
