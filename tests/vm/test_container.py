@@ -253,7 +253,8 @@ class TestPodman(unittest.TestCase):
         # Docker's --read-only and Kubernetes' readOnlyRootFilesystem leave no writable /tmp
         # or /run: the registry goes to /dev/shm, the tmpfs every container has, so ps and
         # kill work with no setting at all. The control: with /dev/shm read-only too, the run
-        # says that ps and kill will not see it (and still runs).
+        # does not start (issue 24: a run 'nsbox ps' and 'nsbox kill' cannot see must not), one
+        # nsbox: line and status 125.
         script = (f"{NSBOX} run --name long {' '.join(FAST)} --cgroup off -- sleep 100 & "
                   "sleep 5; "
                   f"echo ps=$({NSBOX} ps | grep -c long); {NSBOX} kill long; echo kill=$?; wait $!; "
@@ -268,8 +269,10 @@ class TestPodman(unittest.TestCase):
         control = f"{NSBOX} run {' '.join(FAST)} --cgroup off -- true; echo run=$?"
         p = podman_run(*SHIPPED, *UNMASK, "--tmpfs", "/tmp:ro", "--tmpfs", "/dev/shm:ro",
                        cmd=control)
-        self.assertEqual(p.stderr.count("will not see this run"), 1, p.stdout + p.stderr)
-        self.assertIn("run=0", p.stdout)
+        self.assertEqual(p.stderr.count("cannot add the run to the registry"), 1,
+                         p.stdout + p.stderr)
+        self.assertIn("the run does not start", p.stderr)
+        self.assertIn("run=125", p.stdout)
 
 
 if __name__ == "__main__":
