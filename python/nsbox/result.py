@@ -21,6 +21,19 @@ _REFUSAL_HINTS = {
               "sockets on 127.0.0.1 and ::1 only)",
 }
 
+# nsbox's notes name the command's options; shown through this API they name its keywords
+# (``--memory 256m`` -> ``memory="256m"``), the ones a caller of run() or Session() can pass.
+_CLI_OPTIONS = re.compile(r"--(memory|timeout|cpus|pids-limit|output-limit)(?![\w-])"
+                          r"(?: (\d+(?:\.\d+)?)([kmgKMG]?)\b)?")
+
+
+def _api_option(m: "re.Match[str]") -> str:
+    name = m.group(1).replace("-", "_")
+    if not m.group(2):
+        return f"{name}="
+    return f'{name}="{m.group(2)}{m.group(3)}"' if m.group(3) else f"{name}={m.group(2)}"
+
+
 # C0 controls but tab and newline, DEL and C1 controls: terminal escapes (ESC [ ...), NUL and
 # the like, which a model would only be confused by and some model APIs refuse.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -304,7 +317,8 @@ class Result:
         hints = self._hints()
         # nsbox's own note for a refused internet socket names the CLI's option; the hint
         # names the API's (network="loopback"): one of them.
-        notes = ([n for n in self.notes if not (hints and n.startswith("an internet socket"))] +
+        notes = ([_CLI_OPTIONS.sub(_api_option, n) for n in self.notes
+                  if not (hints and n.startswith("an internet socket"))] +
                  hints + [n for n in (stdout[1], stderr[1]) if n] + self._copy_notes() +
                  self._outcome_warnings())
         shown = self._stream("outputs", _outputs.outputs_text(self.outputs), None, max_chars)

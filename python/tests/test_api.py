@@ -121,7 +121,11 @@ class TestRun(SandboxTestCase):
         self.assertEqual(r.status, "timeout")
         self.assertFalse(r.ok)
         self.assertEqual(r.as_tool_output(),
-                         "timed out after 1 s; the sandbox was killed\n[no output]")
+                         "timed out after 1 s; the sandbox was killed\n[no output]\n"
+                         "[the program ran until its time limit (timeout=1 s) and was killed: "
+                         "if it needs longer, raise timeout=; if it should have ended sooner, "
+                         "look for an endless loop or a read that waits for input (stdin is "
+                         "empty unless given) or for the network (none unless allowed)]")
 
     def test_fractional_timeout(self):
         r = self.code("import time; time.sleep(5)", timeout=0.5)
@@ -139,7 +143,7 @@ class TestRun(SandboxTestCase):
         self.assertEqual(r.as_tool_output(), "exited with status 0\n[stdout]\n" + "x" * 2000 +
                          "\n[... 96,001 bytes, 0 lines cut ...]\n" + "x" * 1999 +
                          "\n[stdout cut: kept its first 2000 and last 2000 of 100001 bytes; "
-                         "96001 bytes (0 lines) between them were cut (--output-limit)]")
+                         "96001 bytes (0 lines) between them were cut (output_limit=)]")
 
     def test_output_limit(self):
         r = self.code("import sys; print('y' * 50); sys.stderr.write('z' * 50)", output_limit=10)

@@ -259,7 +259,7 @@ echo 'not json'
             notes=["the process limit (--pids-limit 4) refused 1 forks"]))
         self.assertEqual(r.as_tool_output(),
                          "exited with status 1\n[stderr]\nBlockingIOError: [Errno 11]\n"
-                         "[the process limit (--pids-limit 4) refused 1 forks]")
+                         "[the process limit (pids_limit=4) refused 1 forks]")
 
     def test_bad_output_never_breaks_the_tool_text(self):
         # Whatever the JSON holds (nsbox already made it valid UTF-8): controls are visible,

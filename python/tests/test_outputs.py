@@ -57,7 +57,8 @@ class TestModelText(SandboxTestCase):
                          "exited with status 1\n[stderr]\n" + head +
                          ("" if head.endswith("\n") else "\n") +
                          f"[... {cut['bytes']:,} bytes, {cut['lines']:,} lines cut ...]\n" +
-                         tail.removesuffix("\n") + f"\n[{note}]")
+                         tail.removesuffix("\n") + "\n[" +
+                         note.replace("(--output-limit)", "(output_limit=)") + "]")
 
     def test_a_progress_bar_shows_its_last_state(self):
         r = self.code(r"""
@@ -77,8 +78,8 @@ class TestModelText(SandboxTestCase):
             r = s.run_code(textwrap.dedent(LOGGING_THEN_ERROR))
         text = r.as_tool_output()
         self.assertIsNotNone(r.stderr_cut)
-        self.assertTrue(text.endswith("ValueError: bad row 17\n"
-                                      f"[{r.notes[0]}]"), text[-400:])
+        note = r.notes[0].replace("(--output-limit)", "(output_limit=)")
+        self.assertTrue(text.endswith(f"ValueError: bad row 17\n[{note}]"), text[-400:])
         self.assertIn("\n[... ", text)
         self.assertLess(len(text), 1600)
 

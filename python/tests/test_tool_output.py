@@ -6,6 +6,12 @@ import unittest
 from tests.support import SandboxTestCase  # noqa: E402
 import nsbox  # noqa: E402
 
+# What the API says of a timeout of N seconds, after the streams.
+TIMEOUT_NOTE = ("\n[the program ran until its time limit (timeout=%g s) and was killed: if it "
+                "needs longer, raise timeout=; if it should have ended sooner, look for an "
+                "endless loop or a read that waits for input (stdin is empty unless given) or "
+                "for the network (none unless allowed)]")
+
 
 class TestToolOutput(SandboxTestCase):
     """The text a model gets, exactly, for each row of issue 14's table and a few more."""
@@ -22,7 +28,7 @@ class TestToolOutput(SandboxTestCase):
         want = "killed by SIGSEGV (signal 11)\n[no output]"
         if self.rlimits(r):
             want += ("\n[the payload died of SIGSEGV; if it ran out of memory: under rlimits, "
-                     "--memory 256m caps its writable mappings (RLIMIT_DATA), not its use, and a "
+                     'memory="256m" caps its writable mappings (RLIMIT_DATA), not its use, and a '
                      "program denied a mapping may crash instead of failing cleanly]")
         self.assertEqual(r.as_tool_output(), want)
 
@@ -37,9 +43,11 @@ class TestToolOutput(SandboxTestCase):
             want = ("stopped: CPU time limit: the payload used up its 3 s of CPU time (--cpus "
                     "0.5 x --timeout 5 s, RLIMIT_CPU under rlimits) and was killed by SIGXCPU")
             self.assertEqual(r.limit["name"], "cpu")
+        if r.status == "timeout":
+            want = "timed out after 5 s; the sandbox was killed\n[no output]" + TIMEOUT_NOTE % 5
         else:
-            want = "timed out after 5 s; the sandbox was killed"
-        self.assertEqual(r.as_tool_output(), want + "\n[no output]")
+            want += "\n[no output]"
+        self.assertEqual(r.as_tool_output(), want)
 
     def test_both_streams(self):
         r = self.code("print('partial 42')\nraise ValueError('x')")
@@ -70,13 +78,13 @@ class TestToolOutput(SandboxTestCase):
                          f"\n[... {cut:,} bytes, 99,140 lines cut ...]\n" + tail.removesuffix("\n") +
                          f"\n[stdout cut: kept its first 2000 and last 1998 of {len(printed)} "
                          f"bytes; {cut} bytes (99140 lines) between them were cut "
-                         "(--output-limit)]")
+                         "(output_limit=)]")
 
     def test_output_before_a_timeout(self):
         r = self.code("print('line 1'); print('partial: 42')\nwhile True: pass", timeout=1)
         self.assertEqual(r.as_tool_output(),
                          "timed out after 1 s; the sandbox was killed\n"
-                         "[stdout]\nline 1\npartial: 42")
+                         "[stdout]\nline 1\npartial: 42" + TIMEOUT_NOTE % 1)
 
     def test_pids_limit(self):
         r = self.code("import os, time\nfor i in range(10):\n    pid = os.fork()\n"
@@ -88,12 +96,12 @@ class TestToolOutput(SandboxTestCase):
                 "          ^^^^^^^^^\n"
                 "BlockingIOError: [Errno 11] Resource temporarily unavailable")
         if not self.rlimits(r):  # a cgroup counts the forks pids.max refused
-            want += "\n[the process limit (--pids-limit 4) refused 1 forks]"
+            want += "\n[the process limit (pids_limit=4) refused 1 forks]"
         else:  # under rlimits the program's own error is the witness
             want += ("\n[the program's stderr mentions a fork or thread start that failed with "
-                     "EAGAIN (Resource temporarily unavailable): under rlimits, --pids-limit 4 "
+                     "EAGAIN (Resource temporarily unavailable): under rlimits, pids_limit=4 "
                      "is RLIMIT_NPROC, the processes and threads of the sandbox's user together; "
-                     "raise --pids-limit if the program needs more]")
+                     "raise pids_limit= if the program needs more]")
         self.assertEqual(r.as_tool_output(), want)
 
     def test_network(self):

@@ -183,6 +183,9 @@ void buf_free(struct mcp_buf *b);
  * returns collapsed, at most max_chars characters (its first and last halves beyond, and then
  * *ret_note says so), control characters as \xNN. Returns a new string. */
 char *mcp_stream_text(json_t *r, const char *name, size_t max_chars, char **ret_note);
+/* mcp-text.c: note s as the model reads it (the Python API's as_tool_output()): the command's
+ * option names given as keywords ("--memory 256m" -> memory="256m"). Returns a new string. */
+char *mcp_api_words(const char *s);
 
 /* A CallToolResult (a new reference) ... */
 /* ... saying text, with isError (an argument refused, a session gone, nsbox failed); */

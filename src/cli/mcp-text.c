@@ -8,11 +8,14 @@
  * the first and the last half of them are shown, with a marker between. Control characters
  * but tab and newline are shown as \xNN. Lengths count characters (code points), as Python's.
  */
+#include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
+#include "macro.h"
 #include "mcp-internal.h"
 
 #define TEXT_CAP (1U << 30) /* no cap of its own: what goes in is bounded */
@@ -219,4 +222,60 @@ char *mcp_stream_text(json_t *r, const char *name, size_t max_chars, char **ret_
     if (!p.out.data)
         (void)buf_append(&p.out, "", 0, TEXT_CAP);
     return p.out.data;
+}
+
+/* The option names Result.as_tool_output() gives the Python API's keywords (result.py's
+ * _CLI_OPTIONS): "--memory 256m" -> memory="256m", "--timeout 1" -> timeout=1, a bare
+ * "--memory" -> memory=. */
+static const char *const api_options[] = {"memory", "timeout", "cpus", "pids-limit",
+                                          "output-limit"};
+
+char *mcp_api_words(const char *s)
+{
+    struct mcp_buf out = {0};
+
+    while (*s) {
+        const char *name = NULL;
+        size_t len = 0;
+
+        if (s[0] == '-' && s[1] == '-')
+            for (size_t i = 0; i < ELEMENTSOF(api_options); i++) {
+                len = strlen(api_options[i]);
+                if (strncmp(s + 2, api_options[i], len) == 0 &&
+                    !isalnum((unsigned char)s[2 + len]) && s[2 + len] != '-') {
+                    name = api_options[i];
+                    break;
+                }
+            }
+        if (!name) {
+            (void)buf_append(&out, s, 1, SIZE_MAX);
+            s++;
+            continue;
+        }
+        for (size_t i = 0; i < len; i++)
+            (void)buf_append(&out, name[i] == '-' ? "_" : &name[i], 1, SIZE_MAX);
+        (void)buf_append(&out, "=", 1, SIZE_MAX);
+        s += 2 + len;
+        /* A value: " " digits ["." digits] [kmgKMG], ending at a word's end. */
+        const char *v = s + 1, *e;
+        if (*s != ' ' || !isdigit((unsigned char)*v))
+            continue;
+        for (e = v; isdigit((unsigned char)*e); e++)
+            ;
+        if (*e == '.' && isdigit((unsigned char)e[1]))
+            for (e++; isdigit((unsigned char)*e); e++)
+                ;
+        bool unit = *e && strchr("kmgKMG", *e);
+        if (isalnum((unsigned char)e[unit]) || e[unit] == '_')
+            continue;
+        if (unit)
+            (void)buf_append(&out, "\"", 1, SIZE_MAX);
+        (void)buf_append(&out, v, (size_t)(e - v) + unit, SIZE_MAX);
+        if (unit)
+            (void)buf_append(&out, "\"", 1, SIZE_MAX);
+        s = e + unit;
+    }
+    if (!out.data)
+        (void)buf_append(&out, "", 0, SIZE_MAX);
+    return out.data;
 }

@@ -388,8 +388,10 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
         if (c->clamp_note[0])
             (void)json_array_append_new(text_notes, json_string(c->clamp_note));
         json_array_foreach(json_object_get(r, "notes"), k, w)
-            if (json_is_string(w))
-                (void)json_array_append(text_notes, w);
+            if (json_is_string(w)) {
+                _cleanup_free_ char *words = mcp_api_words(json_string_value(w));
+                (void)json_array_append_new(text_notes, json_string(words));
+            }
         if (so_note)
             (void)json_array_append_new(text_notes, json_string(so_note));
         if (se_note)

@@ -361,6 +361,14 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
     size_t count = 0;
     int fork_failed;
 
+    /* A timeout says what ended the run; what to do next depends on the program: both ways. */
+    if (r->status == NSBOX_STATUS_TIMEOUT)
+        emit(note, userdata, &count,
+             "the program ran until its time limit (--timeout %.3g s) and was killed: if it "
+             "needs longer, raise --timeout; if it should have ended sooner, look for an endless "
+             "loop or a read that waits for input (stdin is empty unless given) or for the "
+             "network (none unless allowed)",
+             (double)r->timeout.value / 1e6);
     /* RLIMIT_DATA caps private writable mappings, reserved or used (setrlimit(2)): a program
      * denied one it did not check for (the dynamic loader, a thread stack) dies of SIGSEGV
      * instead of raising MemoryError. */

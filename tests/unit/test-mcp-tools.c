@@ -226,3 +226,28 @@ Test(mcp_tools, buf_keeps_its_cap)
     cr_assert_str_eq(b.data, "abcd");
     buf_free(&b);
 }
+
+/* A note names the options as the Python API's keywords, as Result.as_tool_output() does. */
+Test(mcp_tools, notes_name_the_api_keywords)
+{
+    static const char *const cases[][2] = {
+        {"raise --memory if it needs more, within --memory 256m (x)",
+         "raise memory= if it needs more, within memory=\"256m\" (x)"},
+        {"the process limit (--pids-limit 64) refused 1 forks",
+         "the process limit (pids_limit=64) refused 1 forks"},
+        {"its time limit (--timeout 2.5 s): raise --timeout;",
+         "its time limit (timeout=2.5 s): raise timeout=;"},
+        {"were cut (--output-limit)", "were cut (output_limit=)"},
+        /* Not an option of the API, or not a whole name: unchanged. */
+        {"--copy-in, --memoryless, --network none, --timeouts 3",
+         "--copy-in, --memoryless, --network none, --timeouts 3"},
+        {"--memory 64mb --cpus 2x --", "memory= 64mb cpus= 2x --"},
+        {"", ""},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *got = mcp_api_words(cases[i][0]);
+        cr_expect_str_eq(got, cases[i][1]);
+        free(got);
+    }
+}
