@@ -241,11 +241,28 @@ static int skip(struct copy_packer *p, const char *name, const char *reason, boo
 {
     p->stats.skipped++;
     p->stats.lost += lost;
+    if (p->stats.n_named < COPY_NAMED_MAX && copy_name_is_valid(name))
+        (void)snprintf(p->stats.named[p->stats.n_named++], sizeof(p->stats.named[0]), "/%s: %s",
+                       name, reason);
     if (!p->list_skipped || p->stats.skipped_listed >= NSBOX_SKIPPED_MAX ||
         !copy_name_is_valid(name))
         return 0;
     p->stats.skipped_listed++;
     return put_header(p, name, AE_IFREG, 0644, 0, reason, why, why_size);
+}
+
+void copy_stats_named(const struct copy_stats *stats, char *buf, size_t size)
+{
+    size_t at = 0;
+
+    if (size == 0)
+        return;
+    buf[0] = '\0';
+    for (size_t i = 0; i < stats->n_named && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s", i ? "; " : "", stats->named[i]);
+    if (at < size && stats->skipped > stats->n_named)
+        (void)snprintf(buf + at, size - at, ", and %llu more",
+                       (unsigned long long)(stats->skipped - stats->n_named));
 }
 
 static int pack_file(struct copy_packer *p, int fd, const struct stat *st, const char *name,

@@ -38,6 +38,8 @@ struct copy_caps {
 };
 
 /* What a packing walk saw. */
+#define COPY_NAMED_MAX 3
+
 struct copy_stats {
     uint64_t bytes, files;   /* copied */
     uint64_t dirs;           /* copied (each at most max_files too: a stream of empty
@@ -48,7 +50,14 @@ struct copy_stats {
      * side could not take): content that is missing, where a symlink, FIFO, socket, device or
      * other mount never crosses anyway. A workspace is not saved with any (sandbox.c). */
     uint64_t lost;
+    /* The first COPY_NAMED_MAX skipped entries, "/NAME: reason" (a name with hidden
+     * characters is counted, never shown): what a warning names. */
+    char named[COPY_NAMED_MAX][192];
+    size_t n_named;
 };
+
+/* named, joined with "; " (and ", and N more"), into buf (size bytes; cut to fit). */
+void copy_stats_named(const struct copy_stats *stats, char *buf, size_t size);
 
 /* One thing to pack: the open file or directory src_fd (O_PATH is enough), whose entries are
  * named prefix/... in the stream (a file: prefix itself; a directory: prefix and its contents

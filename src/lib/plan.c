@@ -847,13 +847,15 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
         p = NULL;
         if (r < 0)
             return report_error(ret, r, "copy-in", "%s", why);
-        if (stats.skipped)
+        if (stats.skipped) {
+            copy_stats_named(&stats, why, sizeof(why));
             report_warning(c, ret,
                            "copy-in: %llu entr%s not copied (only regular files and directories "
                            "are: symlinks, devices, FIFOs and sockets are left out, and so are "
-                           "files past the room of the sandbox's tmpfs mounts)",
+                           "files past the room of the sandbox's tmpfs mounts): %s",
                            (unsigned long long)stats.skipped,
-                           stats.skipped == 1 ? "y was" : "ies were");
+                           stats.skipped == 1 ? "y was" : "ies were", why);
+        }
     }
 
     if (c->n_copy_out || c->workspace) {

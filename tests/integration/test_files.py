@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -108,6 +109,24 @@ class TestCopy(NsboxTestCase):
         p = nsbox("run", "--copy-in", f"{link}:/work/x", "--", "true")
         self.assertEqual(p.returncode, 125)
         self.assertIn("symlink", p.stderr)
+
+    def test_copy_in_names_what_it_left_out(self):
+        """Entries of a copied directory that are not copied are named, the first three, and
+        the rest counted: the caller sees which files the program will not find."""
+        src = os.path.join(self.tmp.name, "src")
+        os.mkdir(src)
+        with open(os.path.join(src, "kept.txt"), "w") as f:
+            f.write("x")
+        os.symlink("/etc/passwd", os.path.join(src, "link"))
+        for name in ("fifo1", "fifo2", "fifo3"):
+            os.mkfifo(os.path.join(src, name))
+        p, r = nsbox_json("--copy-in", f"{src}/.:/work/in/", "--", "ls", "/work/in")
+        self.assertEqual((p.returncode, r["stdout"]), (0, "kept.txt\n"))
+        [w] = [w for w in r["warnings"] if w.startswith("copy-in:")]
+        self.assertIn("copy-in: 4 entries were not copied", w)
+        named = re.findall(r"/work/in/(\w+): (FIFO|symlink \(never followed\))", w)
+        self.assertEqual(len(named), 3, w)
+        self.assertTrue(w.endswith(", and 1 more"), w)
 
     def test_copy_out_hostile_tree(self):
         """A symlink to /etc/shadow, a FIFO (made without the filter: the policy refuses
