@@ -372,8 +372,12 @@ static bool per_run_option(const char *arg, bool *takes_value)
                                              "--code",
                                              "--copy-out",
                                              "--copy-out-max-bytes",
-                                             "--copy-out-max-files"};
-    static const char *const flags[] = {"--json", "--raw-output", "-i", "--stdin", "--interactive"};
+                                             "--copy-out-max-files",
+                                             "--memory",
+                                             "-m",
+                                             "--copy-in"};
+    static const char *const flags[] = {"--json",  "--raw-output",  "-i",
+                                        "--stdin", "--interactive", "--cell"};
 
     for (size_t i = 0; i < ELEMENTSOF(with_value); i++) {
         size_t len = strlen(with_value[i]);
@@ -441,8 +445,7 @@ int run_pool_main(int argc, char *argv[])
     const char *id;
     json_t *ans;
     int n = 0, i, status;
-
-    bool json = false;
+    bool json = false, cell = false, code = false;
 
     if (!args)
         log_oom();
@@ -462,11 +465,18 @@ int run_pool_main(int argc, char *argv[])
             return run_pool_fail(json, "arguments",
                                  "'nsbox run --pool' does not take %s: it would need another "
                                  "sandbox than the pool's (give it to 'nsbox pool start'); a pool "
-                                 "run takes --timeout, --output-limit, -i, --copy-out, --code, "
+                                 "run takes --timeout, --memory (at most the pool's), "
+                                 "--output-limit, -i, --copy-in, --copy-out, --code, --cell, "
                                  "--json and --raw-output",
                                  argv[i]);
         if (strcmp(argv[i], "--pool") == 0 || strncmp(argv[i], "--pool=", 7) == 0) {
             i += takes_value;
+            continue;
+        }
+        code |= strcmp(argv[i], "--code") == 0 || strncmp(argv[i], "--code=", 7) == 0;
+        /* A pool's code step is a notebook cell already (its outputs in the result). */
+        if (strcmp(argv[i], "--cell") == 0) {
+            cell = true;
             continue;
         }
         args[n++] = argv[i];
@@ -475,6 +485,10 @@ int run_pool_main(int argc, char *argv[])
     }
     for (; i < argc; i++)
         args[n++] = argv[i];
+    if (cell && !code)
+        return run_pool_fail(json, "arguments",
+                             "--cell runs Python code as a notebook cell: give it with --code "
+                             "FILE (or --code - for stdin)");
 
     (void)signal(SIGPIPE, SIG_IGN);
     for (int attempt = 0;; attempt++) {
