@@ -372,6 +372,17 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
         .workdir_size = s->run->workdir_size,
     };
     memcpy(st->ret.limits_note, s->run->limits_note, sizeof(st->ret.limits_note));
+    if (st->q.memory && (!s->c->memory || st->q.memory < s->c->memory) &&
+        s->run->memory.enforced_by == NSBOX_ENFORCER_RLIMIT) {
+        /* What a lower --memory of a step changes under rlimits, and what it cannot: the
+         * System V budget (kernel.shmall) is the IPC namespace's, set once at the start. */
+        size_t len = strlen(st->ret.limits_note);
+        (void)snprintf(st->ret.limits_note + len, sizeof(st->ret.limits_note) - len,
+                       "%sthis step's --memory %" PRIu64 "m lowers RLIMIT_DATA and RLIMIT_FSIZE "
+                       "of its processes (or of the interpreter); System V shared memory stays "
+                       "within the sandbox's own --memory (%" PRIu64 " MiB, 0: unlimited)",
+                       len ? "; " : "", st->q.memory >> 20, s->c->memory >> 20);
+    }
     memcpy(st->ret.name, s->run->name, sizeof(st->ret.name));
     s->steps++;
     r = audit_step_start(s, &st->q, &st->audit);

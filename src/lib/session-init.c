@@ -347,8 +347,16 @@ static pid_t spawn(struct runner *rn, char **argv, int in, int out, int err, int
          * under rlimits (soft and hard, in this child only: the interpreter is spawned with
          * rn->memory 0). With a cgroup the supervisor wrote the leaf's memory.max. */
         if (rn->memory) {
+            struct rlimit fsize;
             config.memory = rn->memory;
             step.config = &config;
+            /* ... and RLIMIT_FSIZE (a memfd's size too) as a run with that --memory has it. */
+            if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && sandbox_fsize(&step) < fsize.rlim_max)
+                fsize.rlim_max = sandbox_fsize(&step);
+            fsize.rlim_cur = fsize.rlim_max;
+            if (setrlimit(RLIMIT_FSIZE, &fsize) < 0)
+                report_setup_failed(rn->report_fd,
+                                    &(struct report_step){.err = errno, .name = "setrlimit"});
         }
         (void)close(rn->control_fd);
         if (rn->repl_fd >= 0 && rn->repl_fd != extra_fd)
@@ -451,11 +459,28 @@ static void run_code(struct runner *rn, const int *fds, int n, bool has_stdin, i
      * good, and step_end() ends this interpreter unless the step is the sandbox's last. Set by
      * init (same uid, prlimit(2)) before the code is sent: the session's preload and earlier
      * steps ran before it, never this step's code. */
-    if (memory && prlimit(rn->repl, RLIMIT_DATA, &(struct rlimit){memory, memory}, NULL) < 0) {
-        /* Not run above the limit it asked for (fail closed); the interpreter is untouched. */
-        step_failed(rn, -errno, "setrlimit",
-                    "RLIMIT_DATA of the session's interpreter for the step's memory limit");
-        return;
+    if (memory) {
+        struct sandbox step = *rn->sb;
+        struct nsbox_config config = *rn->sb->config;
+        uint64_t fsize;
+
+        config.memory = memory;
+        step.config = &config;
+        fsize = sandbox_fsize(&step); /* as a run with that --memory has it (init_budgets()) */
+        {
+            struct rlimit now;
+            if (prlimit(rn->repl, RLIMIT_FSIZE, NULL, &now) == 0 && now.rlim_max < fsize)
+                fsize = now.rlim_max; /* lowered only, never raised */
+        }
+        rn->repl_lowered = true; /* from here on, maybe: ended after the step */
+        if (prlimit(rn->repl, RLIMIT_DATA, &(struct rlimit){memory, memory}, NULL) < 0 ||
+            prlimit(rn->repl, RLIMIT_FSIZE, &(struct rlimit){fsize, fsize}, NULL) < 0) {
+            /* Not run above the limit it asked for (fail closed). */
+            step_failed(rn, -errno, "setrlimit",
+                        "RLIMIT_DATA and RLIMIT_FSIZE of the session's interpreter for the "
+                        "step's memory limit");
+            return;
+        }
     }
     rn->repl_lowered |= memory != 0;
     c->cmsg_level = SOL_SOCKET;
