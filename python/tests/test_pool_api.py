@@ -176,6 +176,21 @@ class TestPool(unittest.TestCase):
             self.assertEqual(rs[0].stdout, "x\n", rs[0].raw)
             self.assertEqual(rs[1].raw["limits"]["memory"]["bytes"], 64 << 20, rs[1].raw)
 
+    def test_session_step_memory(self):
+        # The same per-step memory, in a Session (it goes through the same session exec).
+        alloc = "b = bytearray(100 << 20)\nprint('allocated')\n"
+        with nsbox.Session(nsbox=NSBOX, memory="256m", extra_args=["--cgroup", "off"]) as s:
+            r = s.run_code(alloc, memory="64m")
+            self.assertNotIn("allocated", r.stdout, r.raw)
+            self.assertEqual(r.raw["limits"]["memory"]["bytes"], 64 << 20, r.raw)
+            self.assertTrue(any("fresh one" in w for w in r.raw["warnings"]), r.raw)
+            r = s.run(["python3", "-c", alloc], memory="64m")
+            self.assertNotIn("allocated", r.stdout, r.raw)
+            self.assertEqual(s.run_code(alloc).stdout, "allocated\n")
+            with self.assertRaises(nsbox.NsboxError) as cm:
+                s.run_code("1", memory="1g")
+            self.assertIn("above the session's --memory 256m", str(cm.exception))
+
     def test_async(self):
         async def main():
             async with nsbox.Pool(nsbox=NSBOX, size=2, preload=["json"]) as pool:
