@@ -127,6 +127,8 @@ static int audit_step_start(struct session_state *s, const struct step_request *
         c.argv = argv;
     }
     c.timeout = q->timeout;
+    if (q->memory)
+        c.memory = q->memory; /* the step's own, lower limit */
     r = audit_open(s->log_path, id, &c, ret, why, sizeof(why));
     if (r >= 0)
         r = audit_start(ret, 6, nsbox_argv, &c, s->o->log_code_limit);
