@@ -13,18 +13,22 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._runner import (_Limit, _Timeout, _env_fd, _env_records, _file_args, _nsbox_env,
-                      _option_args, _start_error, find_nsbox)
+from ._runner import (FILES_DIR, _Data, _Limit, _Timeout, _env_fd, _env_records, _file_args,
+                      _limit, _nsbox_env, _number, _option_args, _start_error, _write_file,
+                      _write_files, find_nsbox)
 from .errors import NsboxError
 from .result import Result
-from .session import _MARGIN, _answer, _request
+from .session import _ANSWER_SECONDS, _MARGIN, _answer, _request
 
 _Stdin = Union[bytes, str, None]
+_Files = Optional[Mapping[str, _Data]]
 # Takes per run: a sandbox that died (killed from outside) between its hand-out and the run's
 # connection has run nothing, and another is taken.
 _TAKES = 3
@@ -211,19 +215,96 @@ class Pool:
                     return _answer(line)
         raise AssertionError("unreachable")
 
+    def _cli_step(self, code: Optional[str], argv: Optional[List[str]], timeout: _Timeout,
+                  output_limit: Optional[int], stdin: _Stdin, memory: _Limit,
+                  files: _Files) -> Result:
+        """A run with memory= or files=: through ``nsbox session exec MEMBER --memory
+        --copy-in`` while this side holds the lease, as ``nsbox run --pool`` does. That process
+        (the caller's) reads --memory with nsbox run's parser and floor, and opens and packs the
+        files as a run's --copy-in does (never through a symlink); the sandbox lowers its
+        limit for this run only (never above the pool's: refused) and unpacks the files in
+        /work before the code runs."""
+        if files is not None and not isinstance(files, Mapping):
+            raise TypeError("files must be a dict {relative_name: str | bytes}")
+        tmp = tempfile.mkdtemp(prefix="nsbox-")  # 0700: ours alone
+        try:
+            opts: List[str] = []
+            if memory is not None:
+                opts += ["--memory", _limit(memory, "memory")]
+            if files is not None:
+                _write_files(os.path.join(tmp, "files"), files)
+                opts += ["--copy-in", f"{os.path.join(tmp, 'files')}/.:{FILES_DIR}/"]
+            if timeout is not None:
+                opts += ["--timeout", _number(timeout, "timeout")]
+            if output_limit is not None:
+                opts += ["--output-limit", str(int(_number(output_limit, "output_limit")))]
+            data = b"" if stdin is None else \
+                (stdin.encode() if isinstance(stdin, str) else bytes(stdin))
+            if code is not None:
+                main = os.path.join(tmp, "main.py")
+                _write_file(main, code.encode())
+                opts += ["--code", main] + (["--stdin"] if stdin is not None else [])
+            else:
+                opts += (["--stdin"] if stdin is not None else []) + ["--", *(argv or [])]
+            wait = self._wait(timeout)
+            for attempt in range(_TAKES):
+                with self._connect() as lease:
+                    lease.settimeout(wait)
+                    lease.sendall(b'{"op":"take"}\n')
+                    try:
+                        member_id, path = self._taken(_recv_line(lease))
+                    except socket.timeout as e:
+                        raise NsboxError(f"no sandbox from pool {self.name} within {wait:g} s",
+                                         step="pool") from e
+                    if not os.path.exists(path) and attempt + 1 < _TAKES:
+                        continue  # it died after it was handed out: nothing ran; another
+                    cmd = [self._binary, "session", "exec", member_id, "--json", *opts]
+                    try:
+                        p = subprocess.run(cmd, input=data, capture_output=True, env=self._env,
+                                           timeout=None if wait is None
+                                           else wait + _ANSWER_SECONDS)
+                    except OSError as e:
+                        raise _start_error(cmd, e) from e
+                    except subprocess.TimeoutExpired as e:
+                        raise NsboxError(f"no answer from the pool's sandbox {member_id} within "
+                                         f"{wait:g} s (the run's timeout and {_MARGIN:g} s "
+                                         "more)", step="pool") from e
+                    if not p.stdout.strip():
+                        message = p.stderr.decode(errors="replace").strip() or \
+                            f"nsbox session exec ended with exit status {p.returncode}"
+                        raise NsboxError(message.removeprefix("nsbox: "), step="pool",
+                                         exit_code=p.returncode,
+                                         stderr=p.stderr.decode(errors="replace"))
+                    return _answer(p.stdout)
+            raise AssertionError("unreachable")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def run_python_code(self, code: str, timeout: _Timeout = None,
-                        output_limit: Optional[int] = None, stdin: _Stdin = None) -> Result:
+                        output_limit: Optional[int] = None, stdin: _Stdin = None, *,
+                        memory: _Limit = None, files: _Files = None) -> Result:
         """Run Python code in a fresh sandbox of the pool, in its interpreter (the preload's
         modules imported, no name of them bound). stdin: what sys.stdin reads (else nothing).
-        The sandbox is destroyed afterwards."""
+        memory: a lower limit for this run (``"128m"``; default the pool's; one above the
+        pool's raises NsboxError); files: ``{relative_name: str | bytes}`` copied into /work
+        before the code runs, as for :func:`nsbox.run_python_code` (these two go through
+        ``nsbox session exec``, a few milliseconds more). The sandbox is destroyed
+        afterwards."""
+        if memory is not None or files is not None:
+            return self._cli_step(code, None, timeout, output_limit, stdin, memory, files)
         return self._call(_request("code", {"code": code}, timeout, output_limit, stdin),
                           timeout)
 
     def run(self, argv: Sequence[str], timeout: _Timeout = None,
-            output_limit: Optional[int] = None, stdin: _Stdin = None) -> Result:
-        """Run a program in a fresh sandbox of the pool (stdin: else /dev/null)."""
+            output_limit: Optional[int] = None, stdin: _Stdin = None, *,
+            memory: _Limit = None, files: _Files = None) -> Result:
+        """Run a program in a fresh sandbox of the pool (stdin: else /dev/null); memory and
+        files as for :meth:`run_python_code`."""
         if isinstance(argv, (str, bytes)) or not argv:
             raise TypeError("argv must be a non-empty sequence of strings")
+        if memory is not None or files is not None:
+            return self._cli_step(None, [str(a) for a in argv], timeout, output_limit, stdin,
+                                  memory, files)
         return self._call(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
                                    output_limit, stdin), timeout)
 
@@ -304,15 +385,25 @@ class Pool:
 
     async def arun_python_code(self, code: str, timeout: _Timeout = None,
                                output_limit: Optional[int] = None,
-                               stdin: _Stdin = None) -> Result:
+                               stdin: _Stdin = None, *, memory: _Limit = None,
+                               files: _Files = None) -> Result:
         """As :meth:`run_python_code`, for asyncio."""
+        if memory is not None or files is not None:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, lambda: self._cli_step(code, None, timeout, output_limit, stdin, memory,
+                                             files))
         return await self._acall(_request("code", {"code": code}, timeout, output_limit,
                                               stdin), timeout)
 
     async def arun(self, argv: Sequence[str], timeout: _Timeout = None,
-                   output_limit: Optional[int] = None, stdin: _Stdin = None) -> Result:
+                   output_limit: Optional[int] = None, stdin: _Stdin = None, *,
+                   memory: _Limit = None, files: _Files = None) -> Result:
         """As :meth:`run`, for asyncio."""
         if isinstance(argv, (str, bytes)) or not argv:
             raise TypeError("argv must be a non-empty sequence of strings")
+        if memory is not None or files is not None:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, lambda: self._cli_step(None, [str(a) for a in argv], timeout,
+                                             output_limit, stdin, memory, files))
         return await self._acall(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
                                           output_limit, stdin), timeout)

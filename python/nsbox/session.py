@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._runner import (FILES_DIR, _CopyOut, _Data, _Limit, _Timeout, _as_bytes,
                       _check_file_name, _collect_files, _default_rootfs_args, _env_fd, _file_args,
-                      _env_records, _nsbox_env, _number, _option_args, _result_from,
+                      _env_records, _limit, _nsbox_env, _number, _option_args, _result_from,
                       _start_error, _write_file, _write_files, find_nsbox)
 from .errors import NsboxError
 from .result import Result
@@ -286,8 +286,9 @@ class Session:
 
     def _copy_out_step(self, code: Optional[str], argv: Optional[List[str]], timeout: _Timeout,
                        output_limit: Optional[int], stdin: Union[bytes, str, None],
-                       copy_out: _CopyOut, copy_out_dir: Optional[str]) -> Result:
-        """A step with copy_out: through ``nsbox session exec --copy-out``, whose process (the
+                       copy_out: _CopyOut, copy_out_dir: Optional[str],
+                       memory: _Limit = None) -> Result:
+        """A step with copy_out (or its own lower memory): through ``nsbox session exec --copy-out``, whose process (the
         caller's) opens the host directory and unpacks the files, never through a symlink, as
         for a run; Result.files then holds their bytes."""
         if not self.socket_path:
@@ -303,6 +304,8 @@ class Session:
             out_dir = os.path.abspath(os.fspath(copy_out_dir)) if copy_out_dir is not None \
                 else os.path.join(tmp, "out")
             cmd = [self._binary, "session", "exec", str(self.id), "--json"]
+            if memory is not None:
+                cmd += ["--memory", _limit(memory, "memory")]
             for path in paths:
                 cmd += ["--copy-out", f"{path}:{out_dir}"]
             if timeout is not None:
@@ -345,7 +348,7 @@ class Session:
     def run_code(self, code: str, timeout: _Timeout = None,
                  output_limit: Optional[int] = None,
                  stdin: Union[bytes, str, None] = None, copy_out: _CopyOut = None,
-                 copy_out_dir: Optional[str] = None) -> Result:
+                 copy_out_dir: Optional[str] = None, *, memory: _Limit = None) -> Result:
         """Run Python code in the session's interpreter as a notebook cell in its ``__main__``:
         variables, imports and open files of earlier steps are there, and the value of a last
         expression, ``display()`` and figures are in Result.outputs (see
@@ -354,24 +357,28 @@ class Session:
         stdin: what sys.stdin reads during the step (else nothing). copy_out: sandbox paths
         (one or a list) copied out when the step has ended by itself, as for
         :func:`nsbox.run`: Result.files maps each file's sandbox path to its bytes, and
-        copy_out_dir keeps the copies in a directory of yours too."""
-        if copy_out or copy_out_dir is not None:
+        copy_out_dir keeps the copies in a directory of yours too. memory: a lower limit for
+        this step only (``--memory``; one above the session's raises NsboxError); under
+        rlimits the interpreter keeps it for good, so it is ended after the step and the next
+        one starts fresh (a warning says so)."""
+        if copy_out or copy_out_dir is not None or memory is not None:
             return self._copy_out_step(code, None, timeout, output_limit, stdin, copy_out,
-                                       copy_out_dir)
+                                       copy_out_dir, memory)
         return self._call(_request("code", {"code": code}, timeout, output_limit, stdin),
                           timeout)
 
     def run(self, argv: Sequence[str], timeout: _Timeout = None,
             output_limit: Optional[int] = None, stdin: Union[bytes, str, None] = None,
-            copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None) -> Result:
+            copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None, *,
+            memory: _Limit = None) -> Result:
         """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``).
         stdin: what the program reads on its stdin (else /dev/null). copy_out, copy_out_dir:
         as for :meth:`run_code`."""
         if isinstance(argv, (str, bytes)) or not argv:
             raise TypeError("argv must be a non-empty sequence of strings")
-        if copy_out or copy_out_dir is not None:
+        if copy_out or copy_out_dir is not None or memory is not None:
             return self._copy_out_step(None, [str(a) for a in argv], timeout, output_limit,
-                                       stdin, copy_out, copy_out_dir)
+                                       stdin, copy_out, copy_out_dir, memory)
         return self._call(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
                                    output_limit, stdin), timeout)
 
@@ -511,25 +518,25 @@ class Session:
     async def arun_code(self, code: str, timeout: _Timeout = None,
                         output_limit: Optional[int] = None,
                         stdin: Union[bytes, str, None] = None, copy_out: _CopyOut = None,
-                        copy_out_dir: Optional[str] = None) -> Result:
+                        copy_out_dir: Optional[str] = None, *, memory: _Limit = None) -> Result:
         """As :meth:`run_code`, for asyncio."""
-        if copy_out or copy_out_dir is not None:
+        if copy_out or copy_out_dir is not None or memory is not None:
             return await asyncio.get_running_loop().run_in_executor(None, functools.partial(
                 self._copy_out_step, code, None, timeout, output_limit, stdin, copy_out,
-                copy_out_dir))
+                copy_out_dir, memory))
         return await self._acall(_request("code", {"code": code}, timeout, output_limit,
                                           stdin), timeout)
 
     async def arun(self, argv: Sequence[str], timeout: _Timeout = None,
                    output_limit: Optional[int] = None,
                    stdin: Union[bytes, str, None] = None, copy_out: _CopyOut = None,
-                   copy_out_dir: Optional[str] = None) -> Result:
+                   copy_out_dir: Optional[str] = None, *, memory: _Limit = None) -> Result:
         """As :meth:`run`, for asyncio."""
         if isinstance(argv, (str, bytes)) or not argv:
             raise TypeError("argv must be a non-empty sequence of strings")
-        if copy_out or copy_out_dir is not None:
+        if copy_out or copy_out_dir is not None or memory is not None:
             return await asyncio.get_running_loop().run_in_executor(None, functools.partial(
                 self._copy_out_step, None, [str(a) for a in argv], timeout, output_limit,
-                stdin, copy_out, copy_out_dir))
+                stdin, copy_out, copy_out_dir, memory))
         return await self._acall(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
                                           output_limit, stdin), timeout)

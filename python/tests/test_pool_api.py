@@ -140,6 +140,57 @@ class TestPool(unittest.TestCase):
                     timeout=60).stdout, range(3)))
             self.assertEqual(len(set(out)), 3, out)
 
+    def test_run_memory_and_files(self):
+        alloc = ("try:\n    b = bytearray(100 << 20)\n    print('allocated')\n"
+                 "except MemoryError:\n    print('MemoryError')\n    raise\n")
+        with self.pool(size=1, memory="256m") as pool:
+            r = pool.run_python_code(alloc, memory="64m")
+            self.assertNotIn("allocated", r.stdout, r.raw)
+            self.assertFalse(r.ok, r.raw)
+            self.assertEqual(r.raw["limits"]["memory"]["bytes"], 64 << 20, r.raw)
+            self.assertTrue(any("64m" in n for n in r.notes), r.raw)
+            # The next run from the same pool has the pool's whole limit.
+            r = pool.run_python_code(alloc)
+            self.assertEqual(r.stdout, "allocated\n", r.raw)
+            with self.assertRaises(nsbox.NsboxError) as cm:
+                pool.run_python_code("print(1)", memory="1g")
+            self.assertIn("above the pool's --memory 256m", str(cm.exception))
+            r = pool.run_python_code(
+                "import os\nprint(sorted(os.listdir('/work')), open('/work/d/b.txt').read())",
+                files={"a.txt": "A", "d/b.txt": b"B"})
+            self.assertEqual(r.stdout, "['a.txt', 'd'] B\n", r.raw)
+            r = pool.run_python_code("import os\nprint(os.listdir('/work'))")
+            self.assertEqual(r.stdout, "[]\n", r.raw)
+            r = pool.run(["cat", "/work/a.txt"], files={"a.txt": "hello"}, memory="64m",
+                         stdin="unused")
+            self.assertEqual((r.stdout, r.raw["limits"]["memory"]["bytes"]),
+                             ("hello", 64 << 20), r.raw)
+            with self.assertRaises(ValueError):
+                pool.run_python_code("print(1)", files={"../x": "no"})
+
+            async def main():
+                return await asyncio.gather(
+                    pool.arun_python_code("print(open('/work/f').read())", files={"f": "x"}),
+                    pool.arun(["true"], memory="64m"))
+            rs = asyncio.run(main())
+            self.assertEqual(rs[0].stdout, "x\n", rs[0].raw)
+            self.assertEqual(rs[1].raw["limits"]["memory"]["bytes"], 64 << 20, rs[1].raw)
+
+    def test_session_step_memory(self):
+        # The same per-step memory, in a Session (it goes through the same session exec).
+        alloc = "b = bytearray(100 << 20)\nprint('allocated')\n"
+        with nsbox.Session(nsbox=NSBOX, memory="256m", extra_args=["--cgroup", "off"]) as s:
+            r = s.run_code(alloc, memory="64m")
+            self.assertNotIn("allocated", r.stdout, r.raw)
+            self.assertEqual(r.raw["limits"]["memory"]["bytes"], 64 << 20, r.raw)
+            self.assertTrue(any("fresh one" in w for w in r.raw["warnings"]), r.raw)
+            r = s.run(["python3", "-c", alloc], memory="64m")
+            self.assertNotIn("allocated", r.stdout, r.raw)
+            self.assertEqual(s.run_code(alloc).stdout, "allocated\n")
+            with self.assertRaises(nsbox.NsboxError) as cm:
+                s.run_code("1", memory="1g")
+            self.assertIn("above the session's --memory 256m", str(cm.exception))
+
     def test_async(self):
         async def main():
             async with nsbox.Pool(nsbox=NSBOX, size=2, preload=["json"]) as pool:

@@ -37,10 +37,13 @@ static void usage(FILE *f)
           "      print the pool's id once all are up (a preload that fails is an error here).\n"
           "      Each sandbox serves one run and is destroyed; the pool starts the next in the\n"
           "      background. The pool is in 'nsbox ps'; 'nsbox kill NAME' ends it.\n"
-          "  nsbox run --pool NAME [--timeout S] [--output-limit N] [-i] [--json] [--raw-output]\n"
-          "            [--copy-out SANDBOXPATH:HOSTDIR]... (--code FILE|- | [--] PROGRAM ...)\n"
-          "      run in a fresh sandbox of the pool; other run options belong to the pool\n"
-          "      ('nsbox pool start') and are refused here\n"
+          "  nsbox run --pool NAME [--timeout S] [--memory SIZE] [--output-limit N] [-i]\n"
+          "            [--json] [--raw-output] [--copy-in HOSTPATH:SANDBOXPATH]...\n"
+          "            [--copy-out SANDBOXPATH:HOSTDIR]... (--code FILE|- [--cell] |\n"
+          "            [--] PROGRAM ...)\n"
+          "      run in a fresh sandbox of the pool; --memory lowers the pool's limit for this\n"
+          "      run (never above it), --copy-in files land before the run starts; other run\n"
+          "      options belong to the pool ('nsbox pool start') and are refused here\n"
           "  nsbox pool ls [--json]         list this user's pools\n"
           "  nsbox pool status NAME         its counts, as JSON (ready, starting, served, ...)\n"
           "  nsbox pool stop NAME           end the pool and every sandbox of it\n",
@@ -372,8 +375,12 @@ static bool per_run_option(const char *arg, bool *takes_value)
                                              "--code",
                                              "--copy-out",
                                              "--copy-out-max-bytes",
-                                             "--copy-out-max-files"};
-    static const char *const flags[] = {"--json", "--raw-output", "-i", "--stdin", "--interactive"};
+                                             "--copy-out-max-files",
+                                             "--memory",
+                                             "-m",
+                                             "--copy-in"};
+    static const char *const flags[] = {"--json",  "--raw-output",  "-i",
+                                        "--stdin", "--interactive", "--cell"};
 
     for (size_t i = 0; i < ELEMENTSOF(with_value); i++) {
         size_t len = strlen(with_value[i]);
@@ -441,8 +448,7 @@ int run_pool_main(int argc, char *argv[])
     const char *id;
     json_t *ans;
     int n = 0, i, status;
-
-    bool json = false;
+    bool json = false, cell = false, code = false;
 
     if (!args)
         log_oom();
@@ -462,11 +468,18 @@ int run_pool_main(int argc, char *argv[])
             return run_pool_fail(json, "arguments",
                                  "'nsbox run --pool' does not take %s: it would need another "
                                  "sandbox than the pool's (give it to 'nsbox pool start'); a pool "
-                                 "run takes --timeout, --output-limit, -i, --copy-out, --code, "
+                                 "run takes --timeout, --memory (at most the pool's), "
+                                 "--output-limit, -i, --copy-in, --copy-out, --code, --cell, "
                                  "--json and --raw-output",
                                  argv[i]);
         if (strcmp(argv[i], "--pool") == 0 || strncmp(argv[i], "--pool=", 7) == 0) {
             i += takes_value;
+            continue;
+        }
+        code |= strcmp(argv[i], "--code") == 0 || strncmp(argv[i], "--code=", 7) == 0;
+        /* A pool's code step is a notebook cell already (its outputs in the result). */
+        if (strcmp(argv[i], "--cell") == 0) {
+            cell = true;
             continue;
         }
         args[n++] = argv[i];
@@ -475,6 +488,10 @@ int run_pool_main(int argc, char *argv[])
     }
     for (; i < argc; i++)
         args[n++] = argv[i];
+    if (cell && !code)
+        return run_pool_fail(json, "arguments",
+                             "--cell runs Python code as a notebook cell: give it with --code "
+                             "FILE (or --code - for stdin)");
 
     (void)signal(SIGPIPE, SIG_IGN);
     for (int attempt = 0;; attempt++) {

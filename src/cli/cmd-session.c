@@ -23,6 +23,7 @@
 #include "registry.h"
 #include "result.h"
 #include "session.h"
+#include "step-in.h"
 #include "termsafe.h"
 
 #define EXIT_NSBOX_FAILURE 125
@@ -46,6 +47,7 @@ static void usage(FILE *f)
           "  nsbox session exec ID|NAME [--timeout S] [--output-limit N] [--json]\n"
           "                     [--raw-output] [-i] [--copy-out SANDBOXPATH:HOSTDIR]...\n"
           "                     [--copy-out-max-bytes SIZE] [--copy-out-max-files N]\n"
+          "                     [--memory SIZE] [--copy-in HOSTPATH:SANDBOXPATH]...\n"
           "                     (--code FILE|- | [--] PROGRAM [ARGS...])\n"
           "      run one step in the session: a program, or Python code in the session's\n"
           "      interpreter, whose variables, imports and open files live on between steps.\n"
@@ -54,7 +56,10 @@ static void usage(FILE *f)
           "      characters are shown escaped, as by 'nsbox run' (--raw-output: not).\n"
           "      -i, --stdin: the step reads nsbox's stdin (read whole first, up to 15 MiB);\n"
           "      without it, /dev/null. --copy-out: copy SANDBOXPATH into HOSTDIR when the\n"
-          "      step has ended by itself, as 'nsbox run --copy-out' does.\n"
+          "      step has ended by itself, as 'nsbox run --copy-out' does. --copy-in: copy a\n"
+          "      host file or directory in before the step, as 'nsbox run --copy-in' does.\n"
+          "      --memory: a lower memory limit for this step only (never above the\n"
+          "      session's); a code step under rlimits then ends the interpreter after it.\n"
           "  nsbox session stop [--json] ID|NAME\n"
           "      end the session and wait until its sandbox is gone (and its --workspace\n"
           "      saved, when it ends between steps); --json: how it ended, whether it was saved\n"
@@ -222,6 +227,32 @@ static int send_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* send_all() of line, its first byte carrying pass_fd when it is >= 0 (SCM_RIGHTS: a step's
+ * copy-in stream, which the session takes with the request's first bytes). */
+static int send_line(int fd, const char *line, int pass_fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u = {0};
+    struct iovec iov = {.iov_base = (char *)line, .iov_len = 1};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+    if (pass_fd < 0)
+        return send_all(fd, line, strlen(line));
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    if (RETRY_EINTR(sendmsg(fd, &msg, MSG_NOSIGNAL)) != 1)
+        return -EIO;
+    return send_all(fd, line + 1, strlen(line) - 1);
+}
+
 /* recv(2) that takes descriptors passed with the bytes: the first into *fd (if it is still -1),
  * the others closed. */
 static ssize_t recv_with_fd(int sock, char *buf, size_t size, int *fd)
@@ -294,7 +325,7 @@ static ssize_t read_line(int fd, size_t max, char **ret, int *ret_fd)
 /* Send request (a JSON object) and data (its stdin_bytes, or none), and read the answer's
  * line. Returns the parsed answer, NULL
  * when the connection ended without one. */
-static json_t *transact(int fd, json_t *request, const char *data, size_t data_size,
+static json_t *transact(int fd, json_t *request, const char *data, size_t data_size, int pass_fd,
                         char **ret_line, int *ret_fd)
 {
     char *text = json_dumps(request, JSON_COMPACT), *line = NULL;
@@ -310,7 +341,7 @@ static json_t *transact(int fd, json_t *request, const char *data, size_t data_s
     free(text);
     /* A request the session did not take (it refused the connection: too many open) still
      * has its answer to read. */
-    if (send_all(fd, line, strlen(line)) >= 0 && data_size)
+    if (send_line(fd, line, pass_fd) >= 0 && data_size)
         (void)send_all(fd, data, data_size); /* the step's stdin, after the line */
     free(line);
     n = read_line(fd, 256U << 20, &buf, ret_fd);
@@ -560,6 +591,25 @@ static void step_copy_finish(struct step_copy *sc, json_t *ans, int stream_fd)
     nsbox_result_free(&res);
 }
 
+/* With --json, a step that did not run still prints a result, as `nsbox run --json` does for
+ * its own failures: status "error", exit_code 125, the step, and what was said on stderr. */
+static int exec_fail(bool json, const char *step)
+{
+    struct nsbox_result r = {.status = NSBOX_STATUS_ERROR, .exit_code = EXIT_NSBOX_FAILURE};
+    char *text;
+
+    if (json) {
+        (void)snprintf(r.error_step, sizeof(r.error_step), "%s", step);
+        (void)snprintf(r.error, sizeof(r.error), "%s", log_last_error());
+        text = nsbox_result_to_json(&r);
+        if (text)
+            (void)printf("%s\n", text);
+        free(text);
+        (void)fflush(stdout);
+    }
+    return EXIT_NSBOX_FAILURE;
+}
+
 static int exec_main(int argc, char *argv[])
 {
     static const struct option options[] = {
@@ -573,9 +623,17 @@ static int exec_main(int argc, char *argv[])
         {"copy-out", required_argument, NULL, 'O'},
         {"copy-out-max-bytes", required_argument, NULL, 'B'},
         {"copy-out-max-files", required_argument, NULL, 'F'},
+        {"memory", required_argument, NULL, 'm'},
+        {"copy-in", required_argument, NULL, 'I'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
+    /* --memory and --copy-in, as given, for nsbox run's parser (step_in_prepare()) */
+    _cleanup_free_ char **in_args = calloc((size_t)argc * 2 + 1, sizeof(char *));
+    size_t n_in_args = 0;
+    bool have_memory = false;
+    uint64_t memory = 0;
+    _cleanup_close_ int copy_in_fd = -EBADF;
     struct step_copy sc = {.caps = {.max_bytes = 64ULL << 20, .max_files = 1000}};
     const char *id, *code_path = NULL;
     bool json = false, raw = false, have_timeout = false, have_limit = false, pass_in = false;
@@ -595,8 +653,15 @@ static int exec_main(int argc, char *argv[])
     argc--;
     argv++;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+i", options, NULL)) != -1) {
+    if (!in_args)
+        log_oom();
+    while ((opt = getopt_long(argc, argv, "+im:", options, NULL)) != -1) {
         switch (opt) {
+        case 'm':
+        case 'I':
+            in_args[n_in_args++] = opt == 'm' ? (char *)"--memory" : (char *)"--copy-in";
+            in_args[n_in_args++] = optarg;
+            break;
         case 't':
             if (parse_duration(optarg, &timeout) < 0) {
                 log_error("invalid --timeout '%s'", optarg);
@@ -663,6 +728,12 @@ static int exec_main(int argc, char *argv[])
                   "file");
         return EXIT_NSBOX_FAILURE;
     }
+    if (n_in_args) {
+        int fd_in = -1;
+        if (step_in_prepare((int)n_in_args, in_args, &have_memory, &memory, &fd_in) < 0)
+            return exec_fail(json, "arguments");
+        copy_in_fd = fd_in;
+    }
     if (pass_in) {
         /* Read whole, before the step: it gets it as a file it reads to its end. */
         int r = read_fd_all(STDIN_FILENO, STDIN_MAX, &in, &in_size);
@@ -698,6 +769,10 @@ static int exec_main(int argc, char *argv[])
         (void)json_object_set_new(req, "output_limit", json_integer((json_int_t)limit));
     if (pass_in)
         (void)json_object_set_new(req, "stdin_bytes", json_integer((json_int_t)in_size));
+    if (have_memory)
+        (void)json_object_set_new(req, "memory", json_integer((json_int_t)memory));
+    if (copy_in_fd >= 0)
+        (void)json_object_set_new(req, "copy_in", json_true());
     if (sc.n) {
         json_t *a = json_array();
         for (size_t i = 0; a && i < sc.n; i++)
@@ -716,7 +791,7 @@ static int exec_main(int argc, char *argv[])
         json_decref(req);
         return EXIT_NSBOX_FAILURE;
     }
-    ans = transact(fd, req, in, in_size, &line, &stream_fd);
+    ans = transact(fd, req, in, in_size, copy_in_fd, &line, &stream_fd);
     json_decref(req);
     if (!ans && line && line[0] && line[strlen(line) - 1] != '\n') {
         log_error("session '%s': the step's answer was cut off after %zu bytes (the session "
@@ -737,7 +812,7 @@ static int exec_main(int argc, char *argv[])
                 (void)rmdir(sc.host[i]);
         step_copy_free(&sc);
         json_decref(ans);
-        return EXIT_NSBOX_FAILURE;
+        return exec_fail(json, "session");
     }
     v = json_object_get(ans, "exit_code");
     status = json_is_integer(v) ? (int)json_integer_value(v) : EXIT_NSBOX_FAILURE;
@@ -812,7 +887,7 @@ static int stop_main(int argc, char *argv[])
     /* The answer comes once the sandbox is gone, {"stopped": true, "workspace": ...,
      * "warnings": [...]}, and the supervisor then exits (EOF); {"error": ...} is a refusal (the
      * session did not take the request). */
-    ans = transact(fd, req, NULL, 0, &line, &stream_fd);
+    ans = transact(fd, req, NULL, 0, -1, &line, &stream_fd);
     json_decref(req);
     if (ans && json_is_string(json_object_get(ans, "error"))) {
         log_error("session '%s': %s", id, json_string_value(json_object_get(ans, "error")));

@@ -3,6 +3,8 @@
  * only from its user namespace), its request read and parsed, its answer written, and the
  * deadlines of both. */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,6 +67,17 @@ static int check_copy_dirs(const struct session_state *s, json_t *dirs, size_t n
     return 0;
 }
 
+/* bytes as --memory takes them: "unlimited" (0), "NNNm" when whole MiB, else bytes. */
+static void size_words(uint64_t bytes, char *buf, size_t size)
+{
+    if (bytes == 0)
+        (void)snprintf(buf, size, "unlimited");
+    else if (bytes % (1ULL << 20) == 0)
+        (void)snprintf(buf, size, "%" PRIu64 "m", bytes >> 20);
+    else
+        (void)snprintf(buf, size, "%" PRIu64, bytes);
+}
+
 /* A client's request (j) as a step to run: its argv or code, timeout, output limit, stdin and
  * copy-out. Returns 0, or -errno with *why saying what is wrong, in words for the client. */
 static int parse_request(const struct session_state *s, json_t *j, struct step_request *q,
@@ -78,6 +91,7 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
     json_t *max_bytes = json_object_get(j, "copy_out_max_bytes");
     json_t *max_files = json_object_get(j, "copy_out_max_files");
     json_t *hangup = json_object_get(j, "interrupt_on_hangup");
+    json_t *memory = json_object_get(j, "memory"), *copy_in = json_object_get(j, "copy_in");
     json_t *stream = json_object_get(j, "stream");
     int r;
 
@@ -134,6 +148,32 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
         r = check_copy_dirs(s, json_object_get(j, "copy_out_dirs"), q->n_copy, why);
         if (r < 0)
             return r;
+    }
+    if (memory) {
+        /* A step can only lower the sandbox's limit: the rest of the sandbox (its tmpfs, its
+         * System V budget, a pool's preload) was sized for that one, and a cgroup's memory.max
+         * or a hard RLIMIT_DATA above it would be a limit the sandbox was never given. */
+        static char text[400];
+        char asked[32], own[32];
+        if (!json_is_integer(memory) || json_integer_value(memory) < 0)
+            return *why = "\"memory\" must be a number of bytes (0: unlimited)", -EINVAL;
+        q->memory = (uint64_t)json_integer_value(memory);
+        if (s->c->memory && (q->memory == 0 || q->memory > s->c->memory)) {
+            const char *what = s->o->max_steps ? "pool" : "session";
+            size_words(q->memory, asked, sizeof(asked));
+            size_words(s->c->memory, own, sizeof(own));
+            (void)snprintf(text, sizeof(text),
+                           "--memory %s is above the %s's --memory %s: a run or step can only "
+                           "lower its sandbox's memory limit; start the %s with a higher one "
+                           "('nsbox %s start ... --memory SIZE')",
+                           asked, what, own, what, what);
+            return *why = text, -EINVAL;
+        }
+    }
+    if (copy_in) {
+        if (!json_is_boolean(copy_in))
+            return *why = "\"copy_in\" must be true or false", -EINVAL;
+        q->copy_in = json_is_true(copy_in);
     }
     if (timeout) {
         /* Above 0: a step's timeout cannot be switched off (nor rounded down to nothing). */
@@ -198,6 +238,16 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
            -EINVAL;
 }
 
+/* The copy-in stream a client sent must be a memfd sealed against every change: init reads it
+ * whole and never waits on it (a pipe or socket could hold init, and so the session, for as
+ * long as the client liked), and what it unpacks is what the client packed. */
+static bool copy_in_fd_ok(int fd)
+{
+    const int need = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
+    int seals = fcntl(fd, F_GET_SEALS);
+    return seals >= 0 && (seals & need) == need;
+}
+
 /* ---- clients ------------------------------------------------------------------------------ */
 
 void client_free(struct client *cl)
@@ -207,11 +257,13 @@ void client_free(struct client *cl)
     free(cl->buf);
     if (cl->pass_fd >= 0)
         (void)close(cl->pass_fd);
+    if (cl->in_fd >= 0)
+        (void)close(cl->in_fd);
     free(cl->q.payload);
     free(cl->q.stdin_data);
     free(cl->q.copy_paths);
     free(cl->pending);
-    *cl = (struct client){.fd = -1, .pass_fd = -1};
+    *cl = (struct client){.fd = -1, .pass_fd = -1, .in_fd = -1};
 }
 
 /* Send what the socket takes of p[0..n) now, never waiting. Returns the bytes sent (0: none,
@@ -395,6 +447,15 @@ static void client_request(struct session_state *s, struct client *cl, size_t le
     }
     r = parse_request(s, j, &cl->q, &why);
     json_decref(j);
+    if (r >= 0 && cl->q.copy_in && (cl->in_fd < 0 || !copy_in_fd_ok(cl->in_fd))) {
+        why = "\"copy_in\": the request's first bytes must bring the copy-in stream, a memfd "
+              "sealed against writes, shrinking and growing (SCM_RIGHTS)";
+        r = -EBADMSG;
+    }
+    if (r >= 0 && !cl->q.copy_in && cl->in_fd >= 0) {
+        (void)close(cl->in_fd); /* not asked for */
+        cl->in_fd = -1;
+    }
     if (r >= 0 && cl->q.has_stdin && len + 1 + cl->q.stdin_size > REQUEST_MAX) {
         why = "the request and its stdin are larger than 16 MiB: the session does not take them";
         r = -EFBIG;
@@ -432,6 +493,38 @@ static void client_queue(struct session_state *s, struct client *cl)
     cl->seq = ++s->seq;
 }
 
+/* recv(2) of the request's bytes, taking a descriptor that comes with them (SCM_RIGHTS: a
+ * step's copy-in stream) into cl->in_fd; any other is closed. */
+static ssize_t recv_request(struct client *cl, char *buf, size_t size)
+{
+    union {
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = buf, .iov_len = size};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    ssize_t n = RETRY_EINTR(recvmsg(cl->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC));
+
+    if (n < 0)
+        return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < k; i++) {
+                int got;
+                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                if (cl->in_fd < 0)
+                    cl->in_fd = got;
+                else
+                    (void)close(got);
+            }
+        }
+    return n;
+}
+
 /* Read what the client sent; a whole line is its request. */
 void client_read(struct session_state *s, struct client *cl, uint64_t now)
 {
@@ -452,7 +545,7 @@ void client_read(struct session_state *s, struct client *cl, uint64_t now)
             cl->buf = b;
             cl->size = size;
         }
-        n = RETRY_EINTR(recv(cl->fd, cl->buf + cl->have, cl->size - cl->have, MSG_DONTWAIT));
+        n = recv_request(cl, cl->buf + cl->have, cl->size - cl->have);
         if (n < 0 && errno == EAGAIN)
             return;
         if (n <= 0) {
@@ -562,6 +655,7 @@ void client_accept(struct session_state *s, uint64_t now)
         *cl = (struct client){.state = CLIENT_READING,
                               .fd = fd,
                               .pass_fd = -1,
+                              .in_fd = -1,
                               .deadline = now + REQUEST_DEADLINE_USEC};
         /* The request is most often there already: read it now, not a poll later. */
         client_read(s, cl, now);

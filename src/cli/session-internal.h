@@ -62,6 +62,8 @@ struct step_request {
     char *copy_paths;      /* "copy_out": sandbox paths, NUL-separated, or NULL */
     size_t copy_size, n_copy;
     uint64_t copy_max_bytes, copy_max_files;
+    uint64_t memory; /* "memory": the step's lower limit in bytes; 0: the sandbox's */
+    bool copy_in;    /* "copy_in": a copy-in stream came with the request (client.in_fd) */
 };
 
 enum client_state {
@@ -85,6 +87,7 @@ struct client {
     uint64_t seq; /* the order of complete requests */
     struct step_request q;
     int pass_fd;   /* sent with the answer's first bytes (SCM_RIGHTS): a step's copy-out stream */
+    int in_fd;     /* came with the request (SCM_RIGHTS): the step's copy-in stream, or -1 */
     char *pending; /* the rest of a streamed line the socket did not take whole: written first */
     size_t pending_len;
 };
@@ -107,8 +110,10 @@ struct step {
     bool ended, interrupted;
     bool hung_up; /* interrupted because its client hung up (interrupt_on_hangup) */
     struct session_msg end;
-    int copy_fd;    /* the copy-out stream (a memfd), or -1 */
-    int outputs_fd; /* a code step's outputs channel (a memfd, outputs.h), or -1 */
+    int copy_fd;         /* the copy-out stream (a memfd), or -1 */
+    int outputs_fd;      /* a code step's outputs channel (a memfd, outputs.h), or -1 */
+    int in_fd;           /* the copy-in stream its client sent, or -1 */
+    bool memory_lowered; /* the leaf's memory.max was lowered for it: put back at its end */
 };
 
 struct session_state {

@@ -20,6 +20,7 @@
 #include "cgroup.h"
 #include "fileio.h"
 #include "headtail.h"
+#include "log.h"
 #include "macro.h"
 #include "outputs.h"
 #include "proxy.h"
@@ -126,6 +127,8 @@ static int audit_step_start(struct session_state *s, const struct step_request *
         c.argv = argv;
     }
     c.timeout = q->timeout;
+    if (q->memory)
+        c.memory = q->memory; /* the step's own, lower limit */
     r = audit_open(s->log_path, id, &c, ret, why, sizeof(why));
     if (r >= 0)
         r = audit_start(ret, 6, nsbox_argv, &c, s->o->log_code_limit);
@@ -133,6 +136,45 @@ static int audit_step_start(struct session_state *s, const struct step_request *
 }
 
 /* ---- one step ---------------------------------------------------------------------------- */
+
+/* The leaf's memory.max for a step's lower limit, and memory.swap.max 0, as a run's leaf has
+ * them (cgroup_leaf_create()): the kernel reclaims down to the new value at once, or its OOM
+ * killer ends what holds more (memory.max in the kernel's cgroup-v2.rst). Returns 0 or -errno. */
+static int leaf_memory(const struct session_state *s, uint64_t bytes)
+{
+    char value[32] = "max";
+    int r;
+
+    if (bytes)
+        (void)snprintf(value, sizeof(value), "%" PRIu64, bytes);
+    r = write_file_at(s->leaf->dir_fd, "memory.max", value);
+    if (r >= 0 && bytes && !s->c->memory) {
+        /* Without the sandbox's own limit, swap was not limited either. */
+        r = write_file_at(s->leaf->dir_fd, "memory.swap.max", "0");
+        if (r == -ENOENT)
+            r = 0; /* no swap accounting: no swap to limit */
+    }
+    return r;
+}
+
+/* After a step that lowered it: the sandbox's own memory.max again, for the next step. A
+ * failure leaves the lower limit (the safe side) and is said on nsbox's stderr. */
+static void step_memory_restore(struct session_state *s)
+{
+    int r = leaf_memory(s, s->c->memory);
+
+    if (r >= 0 && !s->c->memory) {
+        r = write_file_at(s->leaf->dir_fd, "memory.swap.max", "max");
+        if (r == -ENOENT)
+            r = 0;
+    }
+    if (r < 0)
+        log_error_errno(r,
+                        "session %s: cannot put back the cgroup's memory.max after a step "
+                        "with a lower --memory (%m): the next steps keep the lower limit",
+                        s->id);
+    s->step.memory_lowered = false;
+}
 
 /* Close the step's pipes and free what it holds; the step is over. */
 void step_clear(struct session_state *s)
@@ -152,11 +194,16 @@ void step_clear(struct session_state *s)
     free(st->q.payload);
     free(st->q.stdin_data);
     free(st->q.copy_paths);
+    if (st->in_fd >= 0)
+        (void)close(st->in_fd);
+    if (st->memory_lowered)
+        step_memory_restore(s);
     nsbox_result_free(&st->ret);
     *st = (struct step){.audit = {.fd = -1},
                         .streams = {{.fd = -1}, {.fd = -1}},
                         .copy_fd = -1,
-                        .outputs_fd = -1};
+                        .outputs_fd = -1,
+                        .in_fd = -1};
 }
 
 /* Send the step's result to its client. */
@@ -304,17 +351,19 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
     struct step *st = &s->step;
     struct session_msg m;
     int out[2] = {-1, -1}, err[2] = {-1, -1}, payload_fd = -1, in_fd = -1, paths_fd = -1, r;
-    int fds[7], nfds = 3;
+    int fds[8], nfds = 3;
 
     step_clear(s);
     st->client = cl;
     st->q = cl->q;
     cl->q = (struct step_request){0};
+    st->in_fd = cl->in_fd;
+    cl->in_fd = -1;
     cl->state = CLIENT_RUNNING;
     m = (struct session_msg){.type = st->q.code ? SESSION_CODE : SESSION_RUN};
     /* The sandbox's limits, as its setup placed them; the step's own clock and output. */
     st->ret = (struct nsbox_result){
-        .memory = s->run->memory,
+        .memory = {st->q.memory ? st->q.memory : s->run->memory.value, s->run->memory.enforced_by},
         .pids_limit = s->run->pids_limit,
         .cpus = s->run->cpus,
         .timeout = {st->q.timeout, NSBOX_ENFORCER_NONE},
@@ -325,6 +374,17 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
         .workdir_size = s->run->workdir_size,
     };
     memcpy(st->ret.limits_note, s->run->limits_note, sizeof(st->ret.limits_note));
+    if (st->q.memory && (!s->c->memory || st->q.memory < s->c->memory) &&
+        s->run->memory.enforced_by == NSBOX_ENFORCER_RLIMIT) {
+        /* What a lower --memory of a step changes under rlimits, and what it cannot: the
+         * System V budget (kernel.shmall) is the IPC namespace's, set once at the start. */
+        size_t len = strlen(st->ret.limits_note);
+        (void)snprintf(st->ret.limits_note + len, sizeof(st->ret.limits_note) - len,
+                       "%sthis step's --memory %" PRIu64 "m lowers RLIMIT_DATA and RLIMIT_FSIZE "
+                       "of its processes (or of the interpreter); System V shared memory stays "
+                       "within the sandbox's own --memory (%" PRIu64 " MiB, 0: unlimited)",
+                       len ? "; " : "", st->q.memory >> 20, s->c->memory >> 20);
+    }
     memcpy(st->ret.name, s->run->name, sizeof(st->ret.name));
     s->steps++;
     r = audit_step_start(s, &st->q, &st->audit);
@@ -333,6 +393,19 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
         step_refuse(s, now, "cannot write the audit log '%s': %s; the step does not run",
                     s->log_path, strerror(-r));
         return 0;
+    }
+    /* A lower memory limit for this step: the leaf's, written before the step exists (fail
+     * closed: not run above the limit it asked for); under rlimits init sets it. */
+    if (s->leaf && st->q.memory && (!s->c->memory || st->q.memory < s->c->memory)) {
+        r = leaf_memory(s, st->q.memory);
+        st->memory_lowered = true; /* also half-written: put back */
+        if (r < 0) {
+            step_refuse(s, now,
+                        "cannot write the cgroup's memory.max for the step's --memory: %s; the "
+                        "step does not run",
+                        strerror(-r));
+            return 0;
+        }
     }
     if (s->leaf)
         cgroup_leaf_stats(s->leaf, &st->before);
@@ -403,6 +476,17 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
         m.flags |= SESSION_STEP_COPY_OUT;
         m.copy_max_bytes = st->q.copy_max_bytes;
         m.copy_max_files = st->q.copy_max_files;
+    }
+    /* The copy-in stream its client packed (session-client.c checked it is a sealed memfd). */
+    if (st->in_fd >= 0) {
+        fds[nfds++] = st->in_fd;
+        m.flags |= SESSION_STEP_COPY_IN;
+    }
+    m.memory = st->q.memory;
+    /* A pool's member ends after this step: a limit lowered for it needs no undoing. */
+    if (s->o->max_steps && s->steps >= s->o->max_steps) {
+        m.flags |= SESSION_STEP_LAST;
+        st->memory_lowered = false;
     }
     if (st->outputs_fd >= 0) {
         fds[nfds++] = st->outputs_fd;
@@ -477,6 +561,11 @@ void step_finish(struct session_state *s, uint64_t now)
         add_warning(ret, "the step's time was up and the Python interpreter did not stop on "
                          "KeyboardInterrupt within 2 s: it was killed; the next step starts a "
                          "fresh interpreter (variables, imports and open files are lost)");
+    if (st->end.flags & SESSION_INTERPRETER_LOWERED)
+        add_warning(ret, "the step's --memory was below the session's: the Python interpreter "
+                         "ran it under that lower limit, which it could not get rid of again, so "
+                         "it was ended; the next code step starts a fresh one (variables, "
+                         "imports and open files are lost)");
     if (st->end.flags & SESSION_INTERPRETER_CRASHED)
         add_warning(ret,
                     ret->cpus.enforced_by == NSBOX_ENFORCER_RLIMIT

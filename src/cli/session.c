@@ -446,7 +446,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     s->listen_fd = -1;
     s->start = start;
     for (size_t i = 0; i < CLIENTS_MAX; i++)
-        s->clients[i] = (struct client){.fd = -1, .pass_fd = -1};
+        s->clients[i] = (struct client){.fd = -1, .pass_fd = -1, .in_fd = -1};
     *st = (struct step){.audit = {.fd = -1},
                         .streams = {{.fd = -1}, {.fd = -1}},
                         .copy_fd = -1,

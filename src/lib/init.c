@@ -235,7 +235,7 @@ int init_sysctls(const struct sandbox *sb, struct report_step *e)
  * it on write, ftruncate and fallocate): the largest of --memory and the sizes of its tmpfs
  * mounts, a file bigger than anything the sandbox could hold. Without it one file in a :rw
  * bind could take the host's disk. Unlimited with --memory unlimited. */
-static uint64_t sandbox_fsize(const struct sandbox *sb)
+uint64_t sandbox_fsize(const struct sandbox *sb)
 {
     const struct nsbox_config *c = sb->config;
     uint64_t max = c->shm_size;

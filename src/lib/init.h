@@ -53,6 +53,11 @@ int init_set_rlimit(int resource, uint64_t value);
  * limit where that is lower. Returns 0 or -errno. */
 int init_budgets(const struct sandbox *sb, struct report_step *e);
 
+/* The RLIMIT_FSIZE init_budgets() sets: the largest of sb's --memory, --shm-size, /work and
+ * tmpfs sizes (a session step with a lower --memory gets it from a config with that memory);
+ * RLIM_INFINITY with --memory unlimited. */
+uint64_t sandbox_fsize(const struct sandbox *sb);
+
 /* The copy-out (--copy-out, a workspace's /work) once the payload has ended, or a session
  * ends: kill and reap every other process of the pid namespace, then pack sb->out_shown's
  * sources into the memfd out_fd within the caps. rep gets copy_taken, copy_err (0 or the errno

@@ -23,10 +23,12 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "fileio.h"
 #include "init.h"
 #include "macro.h"
@@ -39,8 +41,9 @@
 extern const char session_repl[]; /* session-repl.py, embedded at build time */
 
 #define STEP_FDS                                                                                   \
-    7                    /* of a step: its argv or code, stdout, stderr, its stdin if it has one,  \
-                          * the copy-out stream and paths if it copies out, and a cell's outputs channel */
+    8                    /* of a step: its argv or code, stdout, stderr, its stdin if it has one,  \
+                          * the copy-out stream and paths if it copies out, its copy-in stream,    \
+                          * and a cell's outputs channel */
 #define STEP_COPY_MAX 64 /* sources of one step's copy-out */
 
 struct runner {
@@ -58,7 +61,10 @@ struct runner {
     char *copy_paths;     /* its sources, NUL-separated */
     size_t copy_size;
     struct copy_caps copy_caps;
-    int work_fd;                    /* /work (O_PATH), or -1: files_written unknown */
+    uint64_t memory;   /* the running program step's lower memory limit, or 0 (spawn()) */
+    bool repl_lowered; /* the interpreter's RLIMIT_DATA was lowered for the running step */
+    bool last;         /* the running step is the sandbox's last (SESSION_STEP_LAST) */
+    int work_fd;       /* /work (O_PATH), or -1: files_written unknown */
     struct written_snapshot before; /* /work before the running step (written.h) */
 };
 
@@ -255,6 +261,19 @@ static void step_end(struct runner *rn, int end, int code)
     reap(rn, &status, &done, &died);
     if (died)
         repl_forget(rn);
+    /* An interpreter whose hard RLIMIT_DATA was lowered for this step cannot have it back
+     * (raising a hard limit needs CAP_SYS_RESOURCE, setrlimit(2)): it goes, and the next code
+     * step starts a fresh one with the session's limit. Not after the sandbox's last step:
+     * nothing runs in it any more. */
+    if (rn->repl_lowered && rn->repl && !rn->last) {
+        (void)kill(rn->repl, SIGKILL);
+        (void)waitpid(rn->repl, NULL, 0);
+        repl_forget(rn);
+        m.flags |= SESSION_INTERPRETER_LOWERED;
+    }
+    rn->repl_lowered = false;
+    rn->last = false;
+    rn->memory = 0;
     step_copy_out(rn, &m);
     /* The files the step wrote in /work, reported before its end (written.h). */
     if (rn->work_fd >= 0)
@@ -266,6 +285,46 @@ static void step_end(struct runner *rn, int end, int code)
     rn->flags = 0;
     rn->grace_until = 0;
     control_send(rn, &m);
+}
+
+/* The step cannot run: its error (a setup report, as a run's failed step: the supervisor puts
+ * it in the step's result), and its end with status 125. */
+static void step_failed(struct runner *rn, int r, const char *name, const char *detail)
+{
+    struct report rep = {.type = REPORT_SETUP_FAILED};
+
+    (void)report_step_failed(&rep.step, r, name, "%s", detail);
+    report_send(rn->report_fd, &rep);
+    step_end(rn, SESSION_END_EXITED, 125);
+}
+
+/* The step's copy-in stream (a memfd its client packed), unpacked below "/" as a run's init
+ * does (init_copy_in()): as the sandbox's uid, only where the sandbox can write, never through
+ * a symlink (an earlier step's included). Returns 0, or -errno after step_failed(). */
+static int step_copy_in(struct runner *rn, int fd)
+{
+    struct copy_caps caps = {0};
+    _cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int root_fds[1] = {root};
+    char why[256] = "", detail[400];
+    int r;
+
+    if (root < 0) {
+        r = -errno;
+        step_failed(rn, r, "copy-in", "open /");
+        return r;
+    }
+    r = copy_unpack(fd,
+                    &(struct copy_target){.root_fds = root_fds, .n_roots = 1, .shown_prefix = "/"},
+                    &caps, NULL, why, sizeof(why));
+    if (r < 0) {
+        (void)snprintf(detail, sizeof(detail), "%s%s", why,
+                       r == -ENOSPC  ? "; the sandbox's --workdir-size or --tmpfs is full"
+                       : r == -EROFS ? "; copy below /work, /tmp or another writable mount"
+                                     : "");
+        step_failed(rn, r, "copy-in", detail);
+    }
+    return r;
 }
 
 static void close_fds(int *fds, int n)
@@ -283,6 +342,22 @@ static pid_t spawn(struct runner *rn, char **argv, int in, int out, int err, int
 
     if (pid == 0) {
         struct sandbox step = *rn->sb;
+        struct nsbox_config config = *rn->sb->config;
+        /* A step's lower --memory: sandbox_payload_exec() sets RLIMIT_DATA from the config
+         * under rlimits (soft and hard, in this child only: the interpreter is spawned with
+         * rn->memory 0). With a cgroup the supervisor wrote the leaf's memory.max. */
+        if (rn->memory) {
+            struct rlimit fsize;
+            config.memory = rn->memory;
+            step.config = &config;
+            /* ... and RLIMIT_FSIZE (a memfd's size too) as a run with that --memory has it. */
+            if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && sandbox_fsize(&step) < fsize.rlim_max)
+                fsize.rlim_max = sandbox_fsize(&step);
+            fsize.rlim_cur = fsize.rlim_max;
+            if (setrlimit(RLIMIT_FSIZE, &fsize) < 0)
+                report_setup_failed(rn->report_fd,
+                                    &(struct report_step){.err = errno, .name = "setrlimit"});
+        }
         (void)close(rn->control_fd);
         if (rn->repl_fd >= 0 && rn->repl_fd != extra_fd)
             (void)close(rn->repl_fd);
@@ -342,7 +417,7 @@ static int repl_start(struct runner *rn)
 /* fds: the code, stdout, stderr, then (n > 3) the stdin if has_stdin, then the outputs
  * channel if outputs_fd >= 0 (its descriptor is among fds, last). */
 static void run_code(struct runner *rn, const int *fds, int n, bool has_stdin, int outputs_fd,
-                     uint64_t outputs_limit)
+                     uint64_t outputs_limit, uint64_t memory)
 {
     union {
         char buf[CMSG_SPACE(STEP_FDS * sizeof(int))];
@@ -363,12 +438,51 @@ static void run_code(struct runner *rn, const int *fds, int n, bool has_stdin, i
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 
     if (!rn->repl) {
-        if (repl_start(rn) < 0) {
+        /* A fresh one sets its own limits from the config as it starts (spawn()): with the
+         * step's lower memory it is born under it, and no prlimit() from here can race with
+         * its own setrlimit() (sandbox_payload_exec() sets the hard limit too). */
+        rn->memory = memory;
+        int r = repl_start(rn);
+        rn->memory = 0;
+        if (r < 0) {
             step_end(rn, SESSION_END_EXITED, 125);
             return;
         }
         rn->flags |= SESSION_INTERPRETER_NEW;
+        rn->repl_lowered = memory != 0;
+        memory = 0;
     }
+    /* The step's lower memory limit, under rlimits: the interpreter's RLIMIT_DATA, soft and
+     * hard. Only the soft one would be undone by the step's own code (resource.setrlimit() may
+     * raise a soft limit up to the hard one, setrlimit(2)); a lowered hard limit cannot be
+     * raised by anyone in the sandbox (no CAP_SYS_RESOURCE), so the code runs under it for
+     * good, and step_end() ends this interpreter unless the step is the sandbox's last. Set by
+     * init (same uid, prlimit(2)) before the code is sent: the session's preload and earlier
+     * steps ran before it, never this step's code. */
+    if (memory) {
+        struct sandbox step = *rn->sb;
+        struct nsbox_config config = *rn->sb->config;
+        uint64_t fsize;
+
+        config.memory = memory;
+        step.config = &config;
+        fsize = sandbox_fsize(&step); /* as a run with that --memory has it (init_budgets()) */
+        {
+            struct rlimit now;
+            if (prlimit(rn->repl, RLIMIT_FSIZE, NULL, &now) == 0 && now.rlim_max < fsize)
+                fsize = now.rlim_max; /* lowered only, never raised */
+        }
+        rn->repl_lowered = true; /* from here on, maybe: ended after the step */
+        if (prlimit(rn->repl, RLIMIT_DATA, &(struct rlimit){memory, memory}, NULL) < 0 ||
+            prlimit(rn->repl, RLIMIT_FSIZE, &(struct rlimit){fsize, fsize}, NULL) < 0) {
+            /* Not run above the limit it asked for (fail closed). */
+            step_failed(rn, -errno, "setrlimit",
+                        "RLIMIT_DATA and RLIMIT_FSIZE of the session's interpreter for the "
+                        "step's memory limit");
+            return;
+        }
+    }
+    rn->repl_lowered |= memory != 0;
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
@@ -543,7 +657,7 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                      !rn.code_step) {
                 /* fds: argv or code, out, err, [stdin], [copy-out stream, its paths] */
                 int step_n = (m.flags & SESSION_STEP_STDIN) && n > 3 ? 4 : 3;
-                int outputs_fd = -1;
+                int outputs_fd = -1, in_at = step_n + ((m.flags & SESSION_STEP_COPY_OUT) ? 2 : 0);
                 if (m.type == SESSION_CODE && (m.flags & SESSION_STEP_OUTPUTS) && n > step_n)
                     outputs_fd = fds[n - 1];
                 if ((m.flags & SESSION_STEP_COPY_OUT) && n >= step_n + 2 + (outputs_fd >= 0)) {
@@ -555,19 +669,43 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                                                           .max_files = m.copy_max_files};
                     }
                 }
-                /* /work as the step finds it (written.h; best effort). */
+                uint64_t memory = 0;
+                rn.last = (m.flags & SESSION_STEP_LAST) != 0;
+                /* /work as the step finds it (written.h; best effort): taken again after its
+                 * copy-in, whose files are not what it wrote. */
                 written_snapshot_free(&rn.before);
                 if (rn.work_fd >= 0)
                     (void)written_snapshot_take(rn.work_fd, &rn.before);
-                if (m.type == SESSION_RUN)
+                if (m.flags & SESSION_STEP_COPY_IN) {
+                    /* Asked for and not come whole, or not unpacked: the step's error. */
+                    if (in_at >= n - (outputs_fd >= 0)) {
+                        step_failed(&rn, -EBADMSG, "copy-in", "the stream did not come");
+                        close_fds(fds, n);
+                        continue;
+                    }
+                    if (step_copy_in(&rn, fds[in_at]) < 0) {
+                        close_fds(fds, n);
+                        continue;
+                    }
+                    written_snapshot_free(&rn.before);
+                    if (rn.work_fd >= 0)
+                        (void)written_snapshot_take(rn.work_fd, &rn.before);
+                }
+                /* A lower memory limit than the sandbox's, under rlimits (with a cgroup the
+                 * supervisor lowered the leaf's memory.max). */
+                if (m.memory && !rn.sb->in_cgroup &&
+                    (!rn.sb->config->memory || m.memory < rn.sb->config->memory))
+                    memory = m.memory;
+                if (m.type == SESSION_RUN) {
+                    rn.memory = memory;
                     run_program(&rn, fds, step_n, step_n > 3);
-                else {
+                } else {
                     int code_fds[STEP_FDS], k = 0;
                     for (int i = 0; i < step_n; i++)
                         code_fds[k++] = fds[i];
                     if (outputs_fd >= 0)
                         code_fds[k++] = outputs_fd;
-                    run_code(&rn, code_fds, k, step_n > 3, outputs_fd, m.outputs_limit);
+                    run_code(&rn, code_fds, k, step_n > 3, outputs_fd, m.outputs_limit, memory);
                 }
             }
             close_fds(fds, n);

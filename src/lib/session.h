@@ -12,8 +12,12 @@
  *
  * Client protocol (one request per connection): the client sends one JSON object and a
  * newline, {"op": "exec", "argv": [...]} or {"op": "code", "code": "..."} with optional
- * "timeout" (seconds), "output_limit" (bytes) and "stdin_bytes" (N: the line is followed by N
- * bytes, the step's stdin, as they are), or {"op": "stop"}; the supervisor answers
+ * "timeout" (seconds), "output_limit" (bytes), "stdin_bytes" (N: the line is followed by N
+ * bytes, the step's stdin, as they are), "memory" (bytes: a lower limit for this step only;
+ * 0: none, allowed only where the sandbox has none) and "copy_in": true (a sealed memfd, a
+ * copy-in stream (copy.h) the client packed, rides on the request's first bytes with
+ * SCM_RIGHTS; init unpacks it below "/" before the step), or {"op": "stop"}; the supervisor
+ * answers
  * with one line of JSON: the result as `nsbox run --json` prints it, plus "session_id" and
  * "step", or {"error": "..."}. After "stop" it closes the connection when the sandbox is gone.
  * The supervisor serves every connection in its one poll loop without blocking (session.c): a
@@ -59,6 +63,9 @@ enum session_end {
 #define SESSION_INTERPRETER_INTERRUPTED 2u /* KeyboardInterrupt ended the step; state kept */
 #define SESSION_INTERPRETER_RESTARTED 4u   /* it did not stop within the grace: killed */
 #define SESSION_INTERPRETER_CRASHED 8u     /* it died during the step */
+#define SESSION_INTERPRETER_LOWERED                                                                \
+    32u /* it ran the step under a lower RLIMIT_DATA (the step's "memory"), which a hard limit     \
+         * keeps for good: it was ended after the step, the next code step starts a fresh one */
 
 /* flags of SESSION_RUN and SESSION_CODE */
 #define SESSION_STEP_STDIN 1u /* the step has a stdin memfd */
@@ -68,6 +75,12 @@ enum session_end {
 #define SESSION_STEP_OUTPUTS                                                                       \
     4u /* SESSION_CODE: the last descriptor is the cell's outputs channel (a memfd the             \
         * supervisor reads when the step has ended), for at most outputs_limit bytes */
+#define SESSION_STEP_COPY_IN                                                                       \
+    8u /* a copy-in stream (a memfd) follows the copy-out descriptors: init unpacks it below       \
+        * "/" before the step runs; a failure is the step's error (a setup report, code 125) */
+#define SESSION_STEP_LAST                                                                          \
+    64u /* the sandbox's last step (a pool's member): nothing runs in it afterwards, so a          \
+         * lowered limit needs no undoing */
 /* ... and of SESSION_STEP_END */
 #define SESSION_COPY_TAKEN                                                                         \
     16u /* the copy-out stream was written (copy_err: 0 or the errno that                          \
@@ -86,6 +99,9 @@ struct session_msg {
     uint64_t lost;                           /* SESSION_SAVED, SESSION_STEP_END */
     uint64_t copy_max_bytes, copy_max_files; /* SESSION_RUN, SESSION_CODE */
     uint64_t outputs_limit;                  /* SESSION_CODE with SESSION_STEP_OUTPUTS */
+    uint64_t memory; /* SESSION_RUN, SESSION_CODE: the step's lower memory limit in bytes, or 0
+                      * (the sandbox's); enforced here under rlimits (the cgroup leaf's
+                      * memory.max is the supervisor's to write) */
 };
 
 struct session_options {
