@@ -144,22 +144,6 @@ static void usage_run(FILE *f)
           f);
 }
 
-/* Docker's floor for --memory: below it not even a shell starts. */
-#define MEMORY_MIN (6ULL << 20)
-
-/* The CPUs this process may run on (sched_getaffinity(2)), which is what the sandbox can use:
- * --cpus above it would be a limit that never binds, so it is refused, as Docker does. */
-static int usable_cpus(void)
-{
-    cpu_set_t set;
-    long n;
-
-    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 /* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`; supervise.h says which and why);
  * see block_run_signals(). */
 void run_signals(sigset_t *set)
@@ -328,13 +312,13 @@ const char *shown(const char *value, char *buf, size_t size)
     log_error_errno(-EINVAL, "invalid value '%s' for %s: %s", value, opt, what)
 
 /* --network allow=PATTERNS or allow-file=FILE: check the patterns here, for a message that
- * names the file's line, and keep them for the config. Returns 0 or -EINVAL after a message. */
+ * names the option (and the file's line), and keep them for the config; nsbox_run() checks
+ * them again, for every caller. Returns 0 or -EINVAL after a message. */
 static int add_allow(struct run_args *a, const char *value)
 {
     struct netallow check = {0};
     _cleanup_free_ char *text = NULL;
     char show[256];
-    size_t len = 0;
     unsigned line = 0;
     int r;
 
@@ -348,43 +332,25 @@ static int add_allow(struct run_args *a, const char *value)
                              "optional :PORT");
         text = strdup(value + 6);
     } else {
+        /* The file's format is the library's (nsbox_network_allow_file()). */
         const char *path = value + 11;
-        r = read_regular_file(path, 1 << 20, &text, &len);
-        if (r < 0)
-            return log_error_errno(r, "--network allow-file=%s: reading it failed: %m",
-                                   shown(path, show, sizeof(show)));
-        r = netallow_add_text(&check, text, len, &line);
-        netallow_free(&check);
-        if (r < 0)
+        r = nsbox_network_allow_file(path, &text, &line);
+        if (r == -EBADMSG && line > 0)
             return log_error_errno(-EINVAL,
                                    "--network allow-file=%s:%u: not a host name, "
                                    "*.domain, IPv4 or [IPv6] address with an optional :PORT",
                                    shown(path, show, sizeof(show)), line);
-        /* One pattern list: lines and spaces become commas, comments go. */
-        {
-            size_t n = 0;
-            bool comment = false;
-            for (size_t i = 0; i < len; i++) {
-                char ch = text[i];
-                if (ch == '#')
-                    comment = true;
-                if (ch == '\n')
-                    comment = false;
-                if (comment || ch == '\r')
-                    continue;
-                if (ch == '\n' || ch == ' ' || ch == '\t')
-                    ch = ',';
-                if (ch == ',' && (n == 0 || text[n - 1] == ','))
-                    continue;
-                text[n++] = ch;
-            }
-            while (n > 0 && text[n - 1] == ',')
-                n--;
-            text[n] = '\0';
-            if (n == 0)
-                return log_error_errno(-EINVAL, "--network allow-file=%s: no pattern in it",
-                                       shown(path, show, sizeof(show)));
-        }
+        if (r == -EBADMSG)
+            return log_error_errno(-EINVAL, "--network allow-file=%s: no pattern in it",
+                                   shown(path, show, sizeof(show)));
+        if (r == -ENOMEM)
+            log_oom();
+        if (r == -EINVAL)
+            return log_error_errno(r, "--network allow-file=%s: not a regular file",
+                                   shown(path, show, sizeof(show)));
+        if (r < 0)
+            return log_error_errno(r, "--network allow-file=%s: reading it failed: %m",
+                                   shown(path, show, sizeof(show)));
     }
     if (!text)
         log_oom();
@@ -793,7 +759,7 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
         case 'm':
             if (is_unlimited(optarg))
                 c->memory = 0;
-            else if (parse_size(optarg, &c->memory) < 0 || c->memory < MEMORY_MIN)
+            else if (parse_size(optarg, &c->memory) < 0) /* its floor: config_check() */
                 return BAD_VALUE("--memory", optarg, "expected a size of at least 6m, e.g. 256m");
             break;
         case ARG_PIDS_LIMIT:
@@ -807,14 +773,7 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
                 c->cpus_milli = 0;
             else if (parse_cpus(optarg, &c->cpus_milli) < 0)
                 return BAD_VALUE("--cpus", optarg, "expected a number from 0.001, e.g. 0.5");
-            else if (c->cpus_milli > 1000ULL * (unsigned)usable_cpus()) {
-                char why[96];
-                (void)snprintf(why, sizeof(why),
-                               "expected at most %d, the number of CPUs nsbox may run on here",
-                               usable_cpus());
-                return BAD_VALUE("--cpus", optarg, why);
-            }
-            break;
+            break; /* its ceiling, the CPUs nsbox may run on: config_check() */
         case ARG_TIMEOUT:
             if (strcmp(optarg, "unlimited") == 0) /* not -1: a negative time is a mistake */
                 c->timeout = 0;
