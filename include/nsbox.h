@@ -152,9 +152,10 @@ struct nsbox_config {
     uid_t host_uid;
     gid_t host_gid;
 
-    uint64_t memory;       /* bytes; 0 = unlimited (default 256 MiB) */
+    uint64_t memory;       /* bytes; 0 = unlimited (default 256 MiB); at least 6 MiB (-EINVAL) */
     uint64_t pids_limit;   /* processes; 0 = unlimited (default 64) */
-    uint64_t cpus_milli;   /* thousandths of a CPU; 0 = unlimited (default 500) */
+    uint64_t cpus_milli;   /* thousandths of a CPU; 0 = unlimited (default 500); at most the
+                            * CPUs the caller may run on (sched_getaffinity(2); -EINVAL) */
     uint64_t timeout;      /* wall clock, microseconds; 0 = none (default 10 s) */
     uint64_t output_limit; /* bytes captured per stream (default 4000); fewer when their JSON
                             * string would pass twice this (control characters, bytes that are
@@ -579,6 +580,17 @@ NSBOX_EXPORT void nsbox_config_init(struct nsbox_config *config);
  * rootfs when running from the build tree and it exists, else the installed data directory.
  * Returns a static string; never NULL. */
 NSBOX_EXPORT const char *nsbox_default_rootfs(void);
+
+/* Read a network allowlist file (the command's --network allow-file=FILE) into one string for
+ * nsbox_config.network_allow: one or more patterns a line as there (separated by spaces or
+ * commas), blank lines and '#' comments skipped; at most 1 MiB. On success *ret_patterns is a
+ * malloc()ed string of the patterns separated by commas (free(3) it). Returns 0; -EBADMSG when
+ * a line is not a list of patterns (*ret_line is that line, 1-based) or the file holds none
+ * (*ret_line 0); -EINVAL when path is not a regular file; -EFBIG above 1 MiB; -ENOMEM; or
+ * open(2)'s and read(2)'s -errno. nsbox_run() checks the patterns once more, as any in
+ * network_allow. */
+NSBOX_EXPORT int nsbox_network_allow_file(const char *path, char **ret_patterns,
+                                          unsigned *ret_line);
 
 /*
  * Run the configured payload in a fresh sandbox and wait for it to end.

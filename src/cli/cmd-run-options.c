@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* `nsbox run`'s options (cmd-run-options.h): argv -> config (getopt_long), for nsbox run and
- * `nsbox session start` (run_options_parse()). */
+ * `nsbox session start` (run_options_parse()); the --help text is cmd-run-usage.c, -e,
+ * --env-file and --env-fd are cmd-run-env.c. Ranges and combinations of the config are the
+ * library's to check (config_check(), src/lib/config-check.c): here, argv's syntax only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,144 +26,6 @@
 
 /* Largest --code file: the code lives in a tmpfs of its own size inside the sandbox. */
 #define CODE_MAX (16U << 20)
-
-static void usage_run(FILE *f)
-{
-    fputs("Usage: nsbox run [OPTIONS] [--] PROGRAM [ARGS...]\n"
-          "       nsbox run [OPTIONS] --code FILE|- [--] [ARGS...]\n"
-          "\n"
-          "Run PROGRAM (looked up in the sandbox's PATH) or Python code in a fresh sandbox:\n"
-          "new user, pid, net, mount, ipc, uts and cgroup namespaces, a read-only Python rootfs,\n"
-          "no capabilities, no_new_privs and a seccomp filter.\n"
-          "\n"
-          "Options:\n"
-          "  --code FILE|-          run FILE (or stdin) as /work/main.py with python3\n"
-          "  --pool NAME            run in a fresh sandbox of pool NAME ('nsbox pool --help'),\n"
-          "                         with only the run's own --timeout, --memory (at most the\n"
-          "                         pool's), --output-limit, -i, --copy-in, --copy-out, --code,\n"
-          "                         --cell, --json, --raw-output\n"
-          "  --rootfs DIR           root filesystem (default: $NSBOX_ROOTFS, else the built one)\n"
-          "  -v, --volume SRC:DST[:ro|rw]\n"
-          "                         bind SRC at DST, read-only unless :rw\n"
-          "  --mount type=bind,source=SRC,target=DST[,readonly=false]\n"
-          "  --mount type=tmpfs,target=DST[,tmpfs-size=SIZE,tmpfs-mode=OCTAL]\n"
-          "                         Docker's long form of -v and --tmpfs: SRC may hold ':', a\n"
-          "                         field in double quotes ','; read-only unless readonly=false\n"
-          "  --tmpfs DST[:size=SIZE,mode=OCTAL,exec]\n"
-          "                         a tmpfs at DST (default /tmp:size=16m), noexec unless exec\n"
-          "  --shm-size SIZE        size of /dev/shm (default 16m)\n"
-          "  -w, --workdir DIR      the payload's working directory (default /work), made if\n"
-          "                         missing where the sandbox can write\n"
-          "  --workdir-size SIZE    size of the writable /work tmpfs (default 64m)\n"
-          "  --copy-in HOST:SANDBOX copy a host file or directory in before the payload starts\n"
-          "                         (repeatable; regular files and directories only)\n"
-          "  --copy-out SANDBOX:HOSTDIR\n"
-          "                         copy a file or directory out into HOSTDIR when the payload\n"
-          "                         has ended (repeatable; listed in the JSON result)\n"
-          "  --copy-out-max-bytes SIZE, --copy-out-max-files N\n"
-          "                         caps of what is copied out (default 64m and 1000)\n"
-          "  --workspace NAME       keep /work between runs in the workspace NAME (copied in at\n"
-          "                         the start, back at the end; see 'nsbox workspace')\n"
-          "  -e, --env KEY=VALUE    add to the environment (KEY alone: take it from nsbox's)\n"
-          "  --env-file FILE        add the KEY=VALUE lines of FILE (# comments, KEY alone as -e)\n"
-          "  --env-fd N             add the KEY=VALUE records read from descriptor N, each ended\n"
-          "                         by a NUL byte (values may hold newlines; nothing on disk)\n"
-          "  -u, --user UID[:GID]   ids inside the sandbox (default 65534:65534)\n"
-          "  --host-user UID[:GID]  root only: the host ids the sandbox maps to (default: ids of\n"
-          "                         the run's own from nsbox's range; see the result's host_uid)\n"
-          "  -m, --memory SIZE      memory limit, e.g. 256m (default 256m; 'unlimited')\n"
-          "  --pids-limit N         process limit (default 64; 'unlimited')\n"
-          "  --cpus N               CPU limit, e.g. 0.5 (default 0.5; 'unlimited')\n"
-          "  --timeout SECONDS      wall-clock limit, fractions allowed, or 250ms, 10m, 1h "
-          "(default\n"
-          "                         10; 'unlimited')\n"
-          "  --output-limit BYTES   output kept per stream (default 4000): over it, its first\n"
-          "                         half and its last half, with what was cut between counted\n"
-          "  --cell                 with --code: run the code as a notebook cell (the value of a\n"
-          "                         last expression, display() and plots become the result's\n"
-          "                         outputs; an uncaught exception its error object)\n"
-          "  --outputs-limit BYTES  a cell's outputs kept (default 4m)\n"
-          "  --cgroup MODE          limits in a cgroup v2 leaf: auto (else rlimits, with a\n"
-          "                         warning), required (else fail), off (rlimits) (default auto)\n"
-          "  --cgroup-parent PATH   make the leaf below this cgroup (default: nsbox's own)\n"
-          "  --landlock MODE        Landlock behind the namespaces: auto (where the kernel has\n"
-          "                         it, else a note), required (else fail) (default auto)\n"
-          "  --isolation MODE       auto: the full sandbox, or without the user namespace's\n"
-          "                         user.max_* limits where /proc/sys is read-only (tier 2,\n"
-          "                         with a warning); full: refuse tier 2 (default auto)\n"
-          "  --network none         no network (the default; 'host' is an opt-out)\n"
-          "  --network loopback     only lo, up: the program can reach itself over TCP and UDP on\n"
-          "                         127.0.0.1 and ::1, nothing else (policy: network.policy)\n"
-          "  --network allow=HOST[,HOST...]\n"
-          "                         only lo, and an HTTP proxy there (HTTP_PROXY and friends\n"
-          "                         set) that reaches only these hosts: 'pypi.org',\n"
-          "                         '*.example.com', an address, each with an optional :PORT\n"
-          "                         (default 80 and 443); repeatable\n"
-          "  --network allow-file=FILE\n"
-          "                         the same, patterns read from FILE (one or more a line, #)\n"
-          "  --add-host NAME:ADDRESS\n"
-          "                         the proxy resolves NAME to ADDRESS (any range)\n"
-          "  --network-max-connections N\n"
-          "                         connections the proxy holds at once (default 32)\n"
-          "  --network-max-bytes SIZE\n"
-          "                         bytes the proxy relays in all (default 1g)\n"
-          "  --pid private, --ipc private\n"
-          "                         own pid and IPC namespaces (the default; 'host': opt-outs)\n"
-          "  --seccomp FILE         seccomp policy (default: the built-in default.policy)\n"
-          "  -i, --stdin            copy nsbox's stdin to the program (default: /dev/null)\n"
-          "  --json                 print one JSON result object instead of the output\n"
-          "  --result-fd N          write the JSON result to descriptor N (above 2); the output\n"
-          "                         streams as without --json, and nsbox's own messages go\n"
-          "                         only into the result\n"
-          "  --raw-output           copy the output to a terminal byte for byte (default: its\n"
-          "                         control characters are shown escaped, as \\x1b)\n"
-          "  --stdout-file FILE     also write the whole stdout to FILE (made 0600, or emptied),\n"
-          "                         whatever --output-limit keeps; never through a symlink, never\n"
-          "                         inside a :rw bind\n"
-          "  --stderr-file FILE     the same for stderr\n"
-          "  --log FILE             append an audit record before and after the run (JSON lines;\n"
-          "                         default $NSBOX_LOG); a run that cannot be logged does not "
-          "start\n"
-          "  --log-code-limit BYTES code kept in the audit log (default 64k; the SHA-256 covers "
-          "all)\n"
-          "  --name NAME            name the run: unique among your running sandboxes, for\n"
-          "                         'nsbox ps' and 'nsbox kill NAME' ([a-zA-Z0-9][a-zA-Z0-9_.-]*)\n"
-          "  --label KEY[=VALUE]    label the run (repeatable), to select it in 'nsbox ps' and\n"
-          "                         'nsbox kill'\n"
-          "  -h, --help             show this help\n"
-          "\n"
-          "Opt-outs: each removes one protection, with a warning; 'nsbox selftest --ablate' shows\n"
-          "what each lets through. Never for untrusted code.\n"
-          "  --network host         share the host's network (built-in policy: network.policy)\n"
-          "  --pid host             share the host's pid namespace and /proc\n"
-          "  --ipc host             share the host's System V IPC and POSIX message queues\n"
-          "  --env-inherit          start from nsbox's whole environment\n"
-          "  --keep-fds             pass descriptors nsbox inherited (above 2)\n"
-          "  --no-seccomp           no seccomp filter\n"
-          "  --landlock off         no Landlock wall behind the namespaces\n"
-          "(Each written out in full. A limit set to 'unlimited' is no opt-out: the JSON result's\n"
-          "limits show it as null.)\n"
-          "\n"
-          "Exit status: the program's; 128+N if signal N killed it; 124 on timeout;\n"
-          "125 if nsbox failed; 126 if PROGRAM cannot be executed; 127 if it is not found.\n",
-          f);
-}
-
-/* Docker's floor for --memory: below it not even a shell starts. */
-#define MEMORY_MIN (6ULL << 20)
-
-/* The CPUs this process may run on (sched_getaffinity(2)), which is what the sandbox can use:
- * --cpus above it would be a limit that never binds, so it is refused, as Docker does. */
-static int usable_cpus(void)
-{
-    cpu_set_t set;
-    long n;
-
-    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
 
 /* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`; supervise.h says which and why);
  * see block_run_signals(). */
@@ -332,13 +195,13 @@ const char *shown(const char *value, char *buf, size_t size)
     log_error_errno(-EINVAL, "invalid value '%s' for %s: %s", value, opt, what)
 
 /* --network allow=PATTERNS or allow-file=FILE: check the patterns here, for a message that
- * names the file's line, and keep them for the config. Returns 0 or -EINVAL after a message. */
+ * names the option (and the file's line), and keep them for the config; nsbox_run() checks
+ * them again, for every caller. Returns 0 or -EINVAL after a message. */
 static int add_allow(struct run_args *a, const char *value)
 {
     struct netallow check = {0};
     _cleanup_free_ char *text = NULL;
     char show[256];
-    size_t len = 0;
     unsigned line = 0;
     int r;
 
@@ -352,43 +215,25 @@ static int add_allow(struct run_args *a, const char *value)
                              "optional :PORT");
         text = strdup(value + 6);
     } else {
+        /* The file's format is the library's (nsbox_network_allow_file()). */
         const char *path = value + 11;
-        r = read_regular_file(path, 1 << 20, &text, &len);
-        if (r < 0)
-            return log_error_errno(r, "--network allow-file=%s: reading it failed: %m",
-                                   shown(path, show, sizeof(show)));
-        r = netallow_add_text(&check, text, len, &line);
-        netallow_free(&check);
-        if (r < 0)
+        r = nsbox_network_allow_file(path, &text, &line);
+        if (r == -EBADMSG && line > 0)
             return log_error_errno(-EINVAL,
                                    "--network allow-file=%s:%u: not a host name, "
                                    "*.domain, IPv4 or [IPv6] address with an optional :PORT",
                                    shown(path, show, sizeof(show)), line);
-        /* One pattern list: lines and spaces become commas, comments go. */
-        {
-            size_t n = 0;
-            bool comment = false;
-            for (size_t i = 0; i < len; i++) {
-                char ch = text[i];
-                if (ch == '#')
-                    comment = true;
-                if (ch == '\n')
-                    comment = false;
-                if (comment || ch == '\r')
-                    continue;
-                if (ch == '\n' || ch == ' ' || ch == '\t')
-                    ch = ',';
-                if (ch == ',' && (n == 0 || text[n - 1] == ','))
-                    continue;
-                text[n++] = ch;
-            }
-            while (n > 0 && text[n - 1] == ',')
-                n--;
-            text[n] = '\0';
-            if (n == 0)
-                return log_error_errno(-EINVAL, "--network allow-file=%s: no pattern in it",
-                                       shown(path, show, sizeof(show)));
-        }
+        if (r == -EBADMSG)
+            return log_error_errno(-EINVAL, "--network allow-file=%s: no pattern in it",
+                                   shown(path, show, sizeof(show)));
+        if (r == -ENOMEM)
+            log_oom();
+        if (r == -EINVAL)
+            return log_error_errno(r, "--network allow-file=%s: not a regular file",
+                                   shown(path, show, sizeof(show)));
+        if (r < 0)
+            return log_error_errno(r, "--network allow-file=%s: reading it failed: %m",
+                                   shown(path, show, sizeof(show)));
     }
     if (!text)
         log_oom();
@@ -431,127 +276,6 @@ static int parse_result_fd(const char *value)
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
         return log_error_errno(negative_errno(), "--result-fd %d: %m", fd);
     return fd;
-}
-
-/* Append one KEY=VALUE entry (malloc()ed; owned by a from now on) to the payload's
- * environment. */
-static void env_append(struct run_args *a, char *entry)
-{
-    a->env = realloc(a->env, (a->n_env + 2) * sizeof(char *));
-    if (!a->env)
-        log_oom();
-    a->env[a->n_env++] = entry;
-    a->env[a->n_env] = NULL;
-}
-
-/* -e's value, or a line of --env-file: KEY=VALUE, or KEY alone, which takes KEY's value from
- * nsbox's environment (Docker's -e KEY; nothing when it is unset). Returns 0 or -EINVAL. */
-static int env_add(struct run_args *a, const char *spec)
-{
-    const char *eq = strchr(spec, '=');
-    const char *v = NULL;
-    char *entry = NULL;
-
-    if (!env_name_is_valid(spec, eq ? (size_t)(eq - spec) : strlen(spec)))
-        return -EINVAL;
-    if (eq)
-        entry = xstrdup(spec);
-    else {
-        v = getenv(spec);
-        if (!v)
-            return 0;
-        entry = xmalloc(strlen(spec) + strlen(v) + 2);
-        (void)sprintf(entry, "%s=%s", spec, v);
-    }
-    env_append(a, entry);
-    return 0;
-}
-
-/* Most bytes --env-file and --env-fd read: more than execve(2) takes in an environment on a
- * default 8 MiB stack (a quarter of it), so no working environment is refused. */
-#define ENV_INPUT_MAX (2U << 20)
-
-/*
- * --env-file FILE: Docker's format. Lines of KEY=VALUE, the value taken as it is (no quotes,
- * no escapes, to the end of the line); KEY alone passes nsbox's own as -e KEY does; blank
- * lines and lines starting with '#' are skipped, as is white space before KEY. A value cannot
- * hold a newline: --env-fd can. Returns 0, or -errno after a one-line error with file:line.
- */
-static int parse_env_file(struct run_args *a, const char *path)
-{
-    _cleanup_free_ char *buf = NULL;
-    size_t len = 0, line = 0;
-    char shown_buf[64];
-    int r;
-
-    r = read_regular_file(path, ENV_INPUT_MAX, &buf, &len);
-    if (r == -EFBIG)
-        return log_error_errno(r, "--env-file %s: larger than %u bytes",
-                               shown(path, shown_buf, sizeof(shown_buf)), ENV_INPUT_MAX);
-    if (r < 0)
-        return log_error_errno(r, "--env-file %s: %m", shown(path, shown_buf, sizeof(shown_buf)));
-    if (memchr(buf, '\0', len))
-        return log_error_errno(-EINVAL,
-                               "--env-file %s: contains a NUL byte (for values with "
-                               "any bytes, use --env-fd)",
-                               shown(path, shown_buf, sizeof(shown_buf)));
-    for (char *p = buf, *next = NULL; p < buf + len; p = next) {
-        char *nl = memchr(p, '\n', (size_t)(buf + len - p));
-
-        next = nl ? nl + 1 : buf + len;
-        if (nl)
-            *nl = '\0';
-        line++;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '\0' || *p == '#')
-            continue;
-        if (strcspn(p, " \t=") < strcspn(p, "=") || env_add(a, p) < 0)
-            return log_error_errno(-EINVAL, "--env-file %s:%zu: expected KEY=VALUE or KEY",
-                                   shown(path, shown_buf, sizeof(shown_buf)), line);
-    }
-    return 0;
-}
-
-/*
- * --env-fd N: KEY=VALUE records each ended by a NUL byte, read to the end of descriptor N (a
- * pipe or a memfd), which is then closed. The value is any bytes but NUL, newlines included,
- * and never touches a disk or a command line: the Python API passes its env= this way, so that
- * variables meant for the program never become nsbox's own environment (LD_PRELOAD in nsbox's
- * environment would run code in nsbox, on the host). Returns 0, or -errno after a one-line
- * error.
- */
-static int parse_env_fd(struct run_args *a, const char *value)
-{
-    _cleanup_free_ char *buf = NULL;
-    size_t len = 0, record = 0;
-    char *end = NULL;
-    long fd;
-    int r;
-
-    errno = 0;
-    fd = strtol(value, &end, 10);
-    if (errno || end == value || *end || fd < 3 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0)
-        return BAD_VALUE("--env-fd", value, "expected an open descriptor above 2, e.g. 3");
-    r = read_fd_all((int)fd, ENV_INPUT_MAX, &buf, &len);
-    (void)close((int)fd); /* read once; never handed on (not even by --keep-fds) */
-    if (r == -EFBIG)
-        return log_error_errno(r, "--env-fd %ld: more than %u bytes", fd, ENV_INPUT_MAX);
-    if (r < 0)
-        return log_error_errno(r, "--env-fd %ld: %m", fd);
-    for (char *p = buf; p < buf + len; p += strlen(p) + 1) {
-        const char *eq = strchr(p, '=');
-
-        record++;
-        if (p + strlen(p) == buf + len)
-            return log_error_errno(-EINVAL, "--env-fd %ld: record %zu is not ended by a NUL byte",
-                                   fd, record);
-        if (!eq || !env_name_is_valid(p, (size_t)(eq - p)))
-            return log_error_errno(-EINVAL, "--env-fd %ld: record %zu: expected KEY=VALUE", fd,
-                                   record);
-        env_append(a, xstrdup(p));
-    }
-    return 0;
 }
 
 /* Add a bind from -v or --mount: source as given (relative to the current directory, as in
@@ -797,7 +521,7 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
         case 'm':
             if (is_unlimited(optarg))
                 c->memory = 0;
-            else if (parse_size(optarg, &c->memory) < 0 || c->memory < MEMORY_MIN)
+            else if (parse_size(optarg, &c->memory) < 0) /* its floor: config_check() */
                 return BAD_VALUE("--memory", optarg, "expected a size of at least 6m, e.g. 256m");
             break;
         case ARG_PIDS_LIMIT:
@@ -811,14 +535,7 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
                 c->cpus_milli = 0;
             else if (parse_cpus(optarg, &c->cpus_milli) < 0)
                 return BAD_VALUE("--cpus", optarg, "expected a number from 0.001, e.g. 0.5");
-            else if (c->cpus_milli > 1000ULL * (unsigned)usable_cpus()) {
-                char why[96];
-                (void)snprintf(why, sizeof(why),
-                               "expected at most %d, the number of CPUs nsbox may run on here",
-                               usable_cpus());
-                return BAD_VALUE("--cpus", optarg, why);
-            }
-            break;
+            break; /* its ceiling, the CPUs nsbox may run on: config_check() */
         case ARG_TIMEOUT:
             if (strcmp(optarg, "unlimited") == 0) /* not -1: a negative time is a mistake */
                 c->timeout = 0;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* `nsbox run`'s options (cmd-run-options.c): argv -> config (getopt_long), for nsbox run
+/* `nsbox run`'s options (cmd-run-options.c, with its --help text in cmd-run-usage.c and the
+ * environment's options in cmd-run-env.c): argv -> config (getopt_long), for nsbox run
  * (cmd-run.c) and `nsbox session start` (run_options_parse(), cmd-session.h). */
 #pragma once
 
@@ -7,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "nsbox.h"
 
@@ -42,6 +44,15 @@ void run_args_free(struct run_args *a);
 int result_fd_check(const char *value);
 /* value for a one-line message: control characters shown as '?', cut at size. Returns buf. */
 const char *shown(const char *value, char *buf, size_t size);
+/* `nsbox run --help`'s text (cmd-run-usage.c). */
+void usage_run(FILE *f);
+/* -e's value, or a line of --env-file: KEY=VALUE, or KEY alone, which takes KEY's value from
+ * nsbox's environment (cmd-run-env.c). Returns 0 or -EINVAL (nothing said). */
+int env_add(struct run_args *a, const char *spec);
+/* --env-file FILE and --env-fd N into a's environment (cmd-run-env.c). Return 0, or -errno after
+ * a one-line error. */
+int parse_env_file(struct run_args *a, const char *path);
+int parse_env_fd(struct run_args *a, const char *value);
 /* `nsbox run`'s argv (argv[0] is the command's name) into a, whose config was
  * nsbox_config_init()ed: a program or --code is required. --help prints the usage and exits.
  * Returns 0 or -EINVAL (said on stderr); what a holds is freed by run_args_free() either way. */

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include "cpus.h"
 #include "macro.h"
@@ -26,6 +27,17 @@ unsigned cpus_count(uint64_t cpus_milli)
     if (have < 1)
         have = 1;
     return want < (uint64_t)have ? (unsigned)want : (unsigned)have;
+}
+
+unsigned cpus_usable(void)
+{
+    cpu_set_t set;
+    long n;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
+    n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
 }
 
 unsigned cpus_choose(const cpu_set_t *allowed, int here, unsigned n, cpu_set_t *ret)

@@ -11,6 +11,10 @@
  * be read). */
 unsigned cpus_count(uint64_t cpus_milli);
 
+/* The number of CPUs this process may run on (sched_getaffinity(2); the CPUs online when it
+ * cannot be read), at least 1: the most CPUs a limit can give. */
+unsigned cpus_usable(void);
+
 /* Pure: the n CPUs of allowed to pin to, from here (the CPU the caller runs on) upwards,
  * wrapping around; from the first allowed CPU when here is not in allowed (or negative). Fewer
  * when allowed has fewer. Returns how many were put into *ret. */

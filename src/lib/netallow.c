@@ -258,6 +258,43 @@ int netallow_add_text(struct netallow *list, const char *text, size_t len, unsig
     return 0;
 }
 
+int netallow_file_patterns(char *text, size_t len, unsigned *ret_line)
+{
+    struct netallow check = {0};
+    size_t n = 0;
+    bool comment = false;
+    int r;
+
+    *ret_line = 0;
+    r = netallow_add_text(&check, text, len, ret_line);
+    netallow_free(&check);
+    if (r < 0)
+        return r;
+    /* One pattern list: lines and spaces become commas, comments go. */
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (ch == '#')
+            comment = true;
+        if (ch == '\n')
+            comment = false;
+        if (comment || ch == '\r')
+            continue;
+        if (ch == '\n' || ch == ' ' || ch == '\t')
+            ch = ',';
+        if (ch == ',' && (n == 0 || text[n - 1] == ','))
+            continue;
+        text[n++] = ch;
+    }
+    while (n > 0 && text[n - 1] == ',')
+        n--;
+    text[n] = '\0';
+    if (n == 0) {
+        *ret_line = 0;
+        return -EINVAL;
+    }
+    return 0;
+}
+
 void netallow_free(struct netallow *list)
 {
     free(list->rules);

@@ -38,6 +38,13 @@ int netallow_add(struct netallow *list, const char *spec);
  * and '#' comments skipped. On -EINVAL, *ret_line is the 1-based line at fault. */
 int netallow_add_text(struct netallow *list, const char *text, size_t len, unsigned *ret_line);
 
+/* An allowlist file's text (netallow_add_text()'s format) made into one pattern list for
+ * nsbox_config.network_allow, in place: the patterns separated by single commas, comments,
+ * blank lines and spaces gone, NUL-terminated (text must have room for len + 1 bytes, as
+ * read_fd_all() leaves). Returns 0, -EINVAL with *ret_line the line at fault (0: no pattern in
+ * the text), -ENOMEM. */
+int netallow_file_patterns(char *text, size_t len, unsigned *ret_line);
+
 void netallow_free(struct netallow *list);
 
 /* Normalise a host as a client names it (CONNECT target, absolute URI, Host header) into

@@ -19,6 +19,7 @@
 
 #include "cell.h"
 #include "cgroup.h"
+#include "config-check.h"
 #include "copy.h"
 #include "cpus.h"
 #include "fileio.h"
@@ -946,24 +947,9 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_
     if (c->argv)
         while (c->argv[n_args])
             n_args++;
-    if (!c->code && n_args == 0)
-        return report_error(ret, -EINVAL, "config", "no program to run (give PROGRAM or --code)");
-    if (c->uid == (uid_t)-1 || c->gid == (gid_t)-1)
-        return report_error(ret, -EINVAL, "config", "uid and gid must not be -1");
-    if (c->tmp_size == 0 || c->shm_size == 0)
-        return report_error(ret, -EINVAL, "config", "tmpfs sizes must be above 0");
-    if (c->output_limit > (1ULL << 30))
-        return report_error(ret, -EINVAL, "config", "the output limit must be at most 1 GiB");
-    if (c->network_host && c->network_allow && c->network_allow[0])
-        return report_error(ret, -EINVAL, "config",
-                            "--network host and --network allow= exclude each other");
-    if (c->network_hosts && c->network_hosts[0] && !sandbox_network_allow(c))
-        return report_error(ret, -EINVAL, "config",
-                            "--add-host names hosts for the proxy of --network allow=, which is "
-                            "not on");
-    if (c->network_max_connections > 1024)
-        return report_error(ret, -EINVAL, "config",
-                            "--network-max-connections must be at most 1024");
+    r = config_check(c, ret);
+    if (r < 0)
+        return r;
 
     /* --code FILE [ARGS...] runs python3 /work/main.py ARGS...; --cell, nsbox's cell driver. */
     r = cell_plan_payload(c, n_args, &sb->argv, &sb->outputs_fd, &why);

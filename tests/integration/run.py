@@ -2,13 +2,15 @@
 """Run a unittest suite verbosely and count its cases: the integration tests (by default), or
 the Python API's (--start python/tests --top python).
 
-    run.py [--counts FILE] [--start DIR --top DIR] [NAME...]
+    run.py [--counts FILE] [--start DIR --top DIR] [--module MODULE] [NAME...]
 
-NAME is a module (test_run) or a test (test_run.TestRun.test_exit_code); without one, every
-test_*.py below --start runs. --counts FILE gets "PASSED FAILED" (test cases), which
+NAME is a module (test_run) or a test (test_run.TestRun.test_exit_code); without one, the
+--module runs (as meson's integration/MODULE tests do), or without that every test_*.py below
+--start. --counts FILE gets "PASSED FAILED" (test cases), which
 scripts/test adds up; it is emptied first, so a run that dies leaves no stale counts.
 Exit status 0 only if every test passed (a skip fails under NSBOX_TESTS_MUST_WORK=1).
-Registered with meson (tests/integration/meson.build): meson test -C build --suite integration.
+Registered with meson (tests/integration/meson.build, one test per module, and
+tests/meson.build): meson test -C build --suite integration.
 """
 import argparse
 import atexit
@@ -23,6 +25,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--counts")
 ap.add_argument("--start", default=here)
 ap.add_argument("--top")
+ap.add_argument("--module")
 ap.add_argument("names", nargs="*")
 a = ap.parse_args()
 if a.counts:
@@ -37,8 +40,8 @@ start = os.path.abspath(a.start)
 top = os.path.abspath(a.top or start)
 sys.path.insert(0, top)
 loader = unittest.defaultTestLoader
-if a.names:
-    suite = loader.loadTestsFromNames(a.names)
+if a.names or a.module:
+    suite = loader.loadTestsFromNames(a.names or [a.module])
 else:
     suite = loader.discover(start, pattern="test_*.py", top_level_dir=top)
 result = unittest.TextTestRunner(verbosity=2).run(suite)

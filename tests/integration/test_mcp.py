@@ -322,6 +322,10 @@ class TestTools(McpTestCase):
         r = s.call("run_command", {"argv": ["true"], "memory": "lots"})
         self.assertTrue(r["isError"])
         self.assertIn("\"memory\"", r["content"][0]["text"])
+        # Below the floor of 6 MiB (config_check()): refused, and said.
+        r = s.call("run_command", {"argv": ["true"], "memory": "1m"})
+        self.assertTrue(r["isError"], r)
+        self.assertIn("at least 6m", r["content"][0]["text"])
 
     def test_run_command(self):
         s = self.server()

@@ -685,6 +685,13 @@ print(ok)
             f.flush()
             self.assertOneLineError(nsbox("run", "--network", "allow-file=" + f.name, "--",
                                           "true"), contains=f"{f.name}:4:")
+        with tempfile.NamedTemporaryFile("w", suffix=".allow") as f:
+            f.write("# only a comment\n\n  \n")
+            f.flush()
+            self.assertOneLineError(nsbox("run", "--network", "allow-file=" + f.name, "--",
+                                          "true"), contains="no pattern in it")
+        self.assertOneLineError(nsbox("run", "--network", "allow-file=/tmp", "--", "true"),
+                                contains="allow-file=/tmp: not a regular file")
         self.assertOneLineError(nsbox("run", "--add-host", "a.test:127.0.0.1", "--", "true"),
                                 contains="--add-host")
         for host in ("a.test:not-an-address", "1.2.3.4:1.2.3.4", "a.test"):
