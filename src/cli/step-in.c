@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cmd-run-options.h"
+#include "config-check.h"
 #include "copy.h"
 #include "syscalls.h"
 #include "fileio.h"
@@ -136,6 +137,15 @@ int step_in_prepare(int n, char **args, bool *ret_has_memory, uint64_t *ret_memo
     }
     if (r < 0)
         return r;
+    {
+        /* The library's checks of a run's values (the --memory floor): a step's are a run's. */
+        struct nsbox_result res = {0};
+        r = config_check(&a.config, &res);
+        if (r < 0) {
+            log_error("%s", res.error);
+            return r;
+        }
+    }
     *ret_memory = a.config.memory;
     if (a.config.n_copy_in) {
         r = pack(&a.config);

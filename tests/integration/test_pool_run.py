@@ -91,9 +91,10 @@ class TestPoolRunMemory(PoolTestCase):
         self.assertEqual((r["status"], r["exit_code"]), ("error", 125), r)
         self.assertIn("above the pool's --memory 128m", r["reason"])
         # The floor and the format of nsbox run's --memory.
-        for bad in ("3m", "12Q"):
-            p = nsbox("run", "--pool", name, "--memory", bad, "--", "true")
-            self.assertOneLineError(p, contains=f"invalid value '{bad}' for --memory")
+        p = nsbox("run", "--pool", name, "--memory", "12Q", "--", "true")
+        self.assertOneLineError(p, contains="invalid value '12Q' for --memory")
+        p = nsbox("run", "--pool", name, "--memory", "3m", "--", "true")
+        self.assertOneLineError(p, contains="--memory must be at least 6m (6 MiB)")
         # The pool is not harmed: the next run has the pool's limit.
         p = nsbox("run", "--pool", name, "--json", "--", "true")
         self.assertEqual(json.loads(p.stdout)["limits"]["memory"]["bytes"], 128 << 20)
