@@ -35,6 +35,7 @@ struct copy_packer {
     bool list_skipped;
     dev_t dev; /* the filesystem of the source being packed: other mounts are skipped */
     const char *exclude;
+    const struct copy_source *src; /* the source being packed (its same_*) */
 };
 
 /* libarchive is loaded with dlopen() when a run copies files, and only then: linked at build
@@ -311,6 +312,31 @@ static int pack_file(struct copy_packer *p, int fd, const struct stat *st, const
 static int pack_dir(struct copy_packer *p, int dfd, char *name, size_t name_size, const char *shown,
                     int depth, char *why, size_t why_size);
 
+/* Whether fd (a regular file, st) is src's same_name with src's same_data, read from offset 0;
+ * fd's offset is back at 0 afterwards. */
+static bool is_same_file(const struct copy_source *src, const char *name, int fd,
+                         const struct stat *st)
+{
+    const char *want = src ? src->same_data : NULL;
+    char buf[65536];
+    size_t at = 0;
+    bool same = true;
+
+    if (!want || strcmp(name, src->same_name) != 0 || (uint64_t)st->st_size != src->same_size)
+        return false;
+    while (same && at < src->same_size) {
+        size_t want_n = src->same_size - at < sizeof(buf) ? src->same_size - at : sizeof(buf);
+        ssize_t n = pread(fd, buf, want_n, (off_t)at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        same = memcmp(buf, want + at, (size_t)n) == 0;
+        at += (size_t)n;
+    }
+    return same;
+}
+
 /* One entry of a directory: dfd/entry, named name in the stream. */
 static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *name,
                       size_t name_size, const char *shown, int depth, char *why, size_t why_size)
@@ -384,6 +410,10 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
                      true, why, why_size);
             goto out;
         }
+        if (is_same_file(p->src, name, fd, &st2)) {
+            r = 0;
+            goto out;
+        }
         r = pack_file(p, fd, &st2, name, why, why_size);
     }
 out:
@@ -431,9 +461,11 @@ int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_sk
     _cleanup_close_ int fd = -EBADF;
     char name[PATH_MAX + 1];
     struct stat st;
+    int r;
 
     p->list_skipped = list_skipped;
     p->exclude = src->exclude;
+    p->src = src;
     if (fstat(src->src_fd, &st) < 0)
         return why_fail(why, why_size, -errno, "%s: %m", src->shown);
     p->dev = st.st_dev;
@@ -453,13 +485,14 @@ int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_sk
             return why_fail(why, why_size, -errno, "%s: %m", src->shown);
     }
     if (S_ISREG(st.st_mode))
-        return pack_file(p, fd, &st, name, why, why_size);
-    if (name[0]) {
-        int r = put_header(p, name, AE_IFDIR, 0755, 0, NULL, why, why_size);
-        if (r < 0)
-            return r;
+        r = is_same_file(src, name, fd, &st) ? 0 : pack_file(p, fd, &st, name, why, why_size);
+    else {
+        r = name[0] ? put_header(p, name, AE_IFDIR, 0755, 0, NULL, why, why_size) : 0;
+        if (r >= 0)
+            r = pack_dir(p, fd, name, sizeof(name), src->shown, 0, why, why_size);
     }
-    return pack_dir(p, fd, name, sizeof(name), src->shown, 0, why, why_size);
+    p->src = NULL; /* src is the caller's, for this call */
+    return r;
 }
 
 int copy_packer_finish(struct copy_packer *p, struct copy_stats *stats, char *why, size_t why_size)

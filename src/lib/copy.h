@@ -67,6 +67,11 @@ struct copy_source {
     const char *prefix;
     const char *shown;
     const char *exclude; /* a path below shown not to copy (a workspace's main.py), or NULL */
+    /* An entry named same_name in the stream whose bytes are same_data (same_size bytes) is
+     * left out, not counted: that very file is there already (--code's /work/main.py). */
+    const char *same_name;
+    const void *same_data;
+    size_t same_size;
 };
 
 /* A tar stream being written to fd (from its current offset). */

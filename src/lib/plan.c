@@ -840,6 +840,13 @@ static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
                 goto in_fail_reported;
             }
             src = (struct copy_source){.src_fd = fd, .prefix = cp->sandbox + 1, .shown = cp->host};
+            if (c->code) /* the project's own main.py, run with --code: there already */
+                src = (struct copy_source){.src_fd = fd,
+                                           .prefix = cp->sandbox + 1,
+                                           .shown = cp->host,
+                                           .same_name = "work/main.py",
+                                           .same_data = c->code,
+                                           .same_size = c->code_size};
             r = copy_pack(p, &src, false, why, sizeof(why));
             if (r < 0)
                 goto in_fail;

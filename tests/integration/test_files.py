@@ -110,6 +110,29 @@ class TestCopy(NsboxTestCase):
         self.assertEqual(p.returncode, 125)
         self.assertIn("symlink", p.stderr)
 
+    def test_copy_in_of_the_project_with_code_main_py(self):
+        """`--copy-in .:/work --code main.py`: the project's own main.py is --code's file,
+        there already (read-only), so it is left out of the copy; another main.py in the
+        copied tree cannot take --code's place and is refused, saying why."""
+        proj = os.path.join(self.tmp.name, "proj")
+        os.mkdir(proj)
+        main = os.path.join(proj, "main.py")
+        with open(main, "w") as f:
+            f.write("import helper\nprint(helper.X)\n")
+        with open(os.path.join(proj, "helper.py"), "w") as f:
+            f.write("X = 42\n")
+        for spec in (f"{proj}/.:/work", f"{proj}/:/work/", f"{main}:/work/main.py"):
+            p, r = nsbox_json("--copy-in", spec, "--copy-in", f"{proj}/helper.py:/work/",
+                              "--code", main)
+            self.assertEqual((p.returncode, r["stdout"]), (0, "42\n"), (spec, r))
+            self.assertFalse([w for w in r["warnings"] if w.startswith("copy-in")], r)
+        other = os.path.join(self.tmp.name, "other.py")
+        with open(other, "w") as f:
+            f.write("print('other')\n")
+        p = nsbox("run", "--copy-in", f"{proj}/.:/work", "--code", other)
+        self.assertEqual(p.returncode, 125, p.stderr)
+        self.assertIn("--code's /work/main.py", p.stderr)
+
     def test_copy_in_names_what_it_left_out(self):
         """Entries of a copied directory that are not copied are named, the first three, and
         the rest counted: the caller sees which files the program will not find."""
