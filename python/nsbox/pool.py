@@ -20,9 +20,10 @@ import tempfile
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._runner import (FILES_DIR, _Data, _Limit, _Timeout, _env_fd, _env_records, _file_args,
-                      _limit, _nsbox_env, _number, _option_args, _start_error, _write_file,
-                      _write_files, find_nsbox)
+from ._files import FILES_DIR, _Data, _write_file, _write_files
+from ._options import (RUN_OPTIONS, Option, _Limit, _Timeout, _env_records, _file_args, _limit,
+                       _number, _option_args, keyword_options)
+from ._process import _env_fd, _nsbox_env, _start_error, find_nsbox
 from .errors import NsboxError
 from .result import Result
 from .session import _ANSWER_SECONDS, _MARGIN, _answer, _request

@@ -21,10 +21,11 @@ import tempfile
 import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-from ._runner import (FILES_DIR, _CopyOut, _Data, _Limit, _Timeout, _as_bytes,
-                      _check_file_name, _collect_files, _default_rootfs_args, _env_fd, _file_args,
-                      _env_records, _limit, _nsbox_env, _number, _option_args, _result_from,
-                      _start_error, _write_file, _write_files, find_nsbox)
+from ._files import (FILES_DIR, _Data, _as_bytes, _check_file_name, _collect_files,
+                     _write_file, _write_files)
+from ._options import (RUN_OPTIONS, Option, _CopyOut, _Limit, _Timeout, _default_rootfs_args,
+                       _env_records, _file_args, _limit, _number, _option_args, keyword_options)
+from ._process import _Streams, _env_fd, _nsbox_env, _result_from, _start_error, find_nsbox
 from .errors import NsboxError
 from .result import Result
 
