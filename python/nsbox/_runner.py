@@ -10,8 +10,9 @@ from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ._files import FILES_DIR, _Data, _as_bytes, _collect_files, _write_file, _write_files
 from ._options import (CODE_OPTIONS, RUN_OPTIONS, _cell_args, _default_rootfs_args,
-                       _env_records, _file_args, _number, _option_args, _program,
-                       default_rootfs, keyword_options)
+                       _env_records, _file_args, _option_args, _program, default_rootfs,
+                       keyword_options)
+from ._options import _number  # noqa: F401 (its old place: tests use _runner._number)
 from ._process import _Streams, _aexecute, _env_fd, _execute, find_nsbox
 from .result import Result
 

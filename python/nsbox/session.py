@@ -23,8 +23,9 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from ._files import (FILES_DIR, _Data, _as_bytes, _check_file_name, _collect_files,
                      _write_file, _write_files)
-from ._options import (RUN_OPTIONS, STEP_OPTIONS, Option, _CopyOut, _Limit, _Timeout, _default_rootfs_args,
-                       _env_records, _file_args, _limit, _number, _option_args, keyword_options)
+from ._options import (RUN_OPTIONS, STEP_OPTIONS, Option, _CopyOut, _Timeout,
+                       _default_rootfs_args, _env_records, _file_args, _limit, _number,
+                       _option_args, keyword_options)
 from ._process import _Streams, _env_fd, _nsbox_env, _result_from, _start_error, find_nsbox
 from .errors import NsboxError
 from .result import Result
@@ -158,8 +159,12 @@ class _Lines:
 class Session:
     """A live sandbox (``nsbox session start``) for many steps.
 
-    The options are those of :func:`nsbox.run`; ``timeout`` is each step's default, and a step
-    may give its own. ``idle_timeout`` (default 600 s, so that a forgotten session ends; None:
+    The options are those of :func:`nsbox.run`, keyword-only, with its defaults: those of the
+    sandbox (memory, cpus, files, env, network, workspace, log, ...) hold for the session;
+    timeout, output_limit, stdin, on_stdout, on_stderr, copy_out and copy_out_dir are each
+    step's defaults, and a step may give its own (see :meth:`run_code`); stdout_file and
+    stderr_file are refused (ValueError: ``nsbox session start`` takes no --stdout-file).
+    ``idle_timeout`` (default 600 s, so that a forgotten session ends; None:
     never) and ``lifetime`` (seconds) end the session by themselves.
     Files the steps write (in /work, /tmp, or a ``--tmpfs`` given in ``extra_args``) persist
     between steps; everything a step starts is killed when the step ends. ``workspace`` names a
