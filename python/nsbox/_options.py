@@ -6,7 +6,7 @@ import inspect
 import math
 import os
 from typing import (Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
-                    Union)
+                    TypedDict, TypeVar, Union, cast)
 
 from ._files import _Data
 
@@ -56,6 +56,50 @@ RUN_OPTIONS: Tuple[Option, ...] = (
     Option("isolation", None, Optional[str], "sandbox"),
 )
 
+class RunOptions(TypedDict, total=False):
+    """RUN_OPTIONS for type checkers and editors (``**options: Unpack[RunOptions]``): the same
+    names and types, kept equal to the table by test_options."""
+    timeout: _Timeout
+    memory: _Limit
+    cpus: _Limit
+    pids_limit: _Limit
+    files: Optional[Mapping[str, _Data]]
+    stdin: Optional[_Data]
+    env: Optional[Mapping[str, str]]
+    nsbox: Optional[str]
+    rootfs: Optional[str]
+    output_limit: Optional[int]
+    network: _Network
+    extra_args: Sequence[str]
+    log: Optional[str]
+    on_stdout: Optional[_Chunk]
+    on_stderr: Optional[_Chunk]
+    copy_out: _CopyOut
+    copy_out_dir: Optional[str]
+    workspace: Optional[str]
+    stdout_file: Optional[str]
+    stderr_file: Optional[str]
+    isolation: Optional[str]
+
+
+class CodeOptions(RunOptions, total=False):
+    """RunOptions and CODE_OPTIONS (run_python_code(), arun_python_code())."""
+    cell: bool
+
+
+class StepOptions(TypedDict, total=False):
+    """The options of a Session's step (STEP_OPTIONS); None is the Session's value."""
+    timeout: _Timeout
+    memory: _Limit
+    files: Optional[Mapping[str, _Data]]
+    stdin: Optional[_Data]
+    output_limit: Optional[int]
+    on_stdout: Optional[_Chunk]
+    on_stderr: Optional[_Chunk]
+    copy_out: _CopyOut
+    copy_out_dir: Optional[str]
+
+
 #: Python code's own option (run_python_code(), arun_python_code()).
 CODE_OPTIONS: Tuple[Option, ...] = (Option("cell", True, bool, "step"),)
 
@@ -70,12 +114,15 @@ STEP_OPTIONS: Tuple[str, ...] = tuple(o.name for o in RUN_OPTIONS if o.applies =
 RUN_DEFAULTS: Dict[str, Any] = {o.name: o.default for o in RUN_OPTIONS + CODE_OPTIONS}
 
 
-def keyword_options(options: Sequence[Option], step: bool = False) -> Callable[[Any], Any]:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def keyword_options(options: Sequence[Option], step: bool = False) -> Callable[[_F], _F]:
     """Give a function ``def f(self_or_code, **options)`` the keyword-only parameters of
     options (each defaulting to None with step=True: the Session's value), as its signature
     says (help(), inspect). An option passed by position, or a name that is not one, is a
     TypeError, as in Python. The function gets every option, its default filled in."""
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(fn: _F) -> _F:
         sig = inspect.signature(fn)
         own = [p for p in sig.parameters.values() if p.kind != p.VAR_KEYWORD]
         params = own + [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY,
@@ -113,7 +160,7 @@ def keyword_options(options: Sequence[Option], step: bool = False) -> Callable[[
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
             setattr(wrapper, attr, getattr(fn, attr))
         wrapper.__signature__ = full  # type: ignore[attr-defined]
-        return wrapper
+        return cast(_F, wrapper)  # the same signature, as type checkers see fn's
     return wrap
 
 

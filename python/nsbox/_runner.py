@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """run(), run_python_code() and their asyncio forms: one ``nsbox run`` each."""
 
+from __future__ import annotations  # Unpack[...] below: for type checkers (Python >= 3.11)
+
 import contextlib
 import os
 import shutil
 import tempfile
 from collections.abc import Mapping as _MappingABC
-from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ._files import FILES_DIR, _Data, _as_bytes, _collect_files, _write_file, _write_files
 from ._options import (CODE_OPTIONS, RUN_OPTIONS, _cell_args, _default_rootfs_args,
@@ -15,6 +17,11 @@ from ._options import (CODE_OPTIONS, RUN_OPTIONS, _cell_args, _default_rootfs_ar
 from ._options import _number  # noqa: F401 (its old place: tests use _runner._number)
 from ._process import _Streams, _aexecute, _env_fd, _execute, find_nsbox
 from .result import Result
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._options import CodeOptions, RunOptions
 
 __all__ = ["run", "run_python_code", "arun", "arun_python_code", "find_nsbox", "FILES_DIR",
            "default_rootfs"]
@@ -120,7 +127,7 @@ async def _arun(program: List[str], code: Optional[bytes], o: Mapping[str, Any])
 
 
 @keyword_options(RUN_OPTIONS)
-def run(argv: Sequence[str], **o: Any) -> Result:
+def run(argv: Sequence[str], **o: Unpack[RunOptions]) -> Result:
     """Run a program in a fresh nsbox sandbox and return its :class:`Result`.
 
     ``argv[0]`` is looked up in the sandbox's PATH inside the rootfs (``/usr/bin/python3``
@@ -134,7 +141,7 @@ def run(argv: Sequence[str], **o: Any) -> Result:
 
 
 @keyword_options(RUN_OPTIONS + CODE_OPTIONS)
-def run_python_code(code: _Data, **o: Any) -> Result:
+def run_python_code(code: _Data, **o: Unpack[CodeOptions]) -> Result:
     """Run Python source in a fresh nsbox sandbox and return its :class:`Result`.
 
     The code runs as a notebook cell (``cell=True``, nsbox's ``--cell``) or as the script
@@ -222,7 +229,7 @@ def run_python_code(code: _Data, **o: Any) -> Result:
 
 
 @keyword_options(RUN_OPTIONS)
-async def arun(argv: Sequence[str], **o: Any) -> Result:
+async def arun(argv: Sequence[str], **o: Unpack[RunOptions]) -> Result:
     """:func:`run` for asyncio: ``result = await nsbox.arun([...])``.
 
     nsbox's pipes and its exit (a pidfd) are watched by the running event loop (no threads);
@@ -234,7 +241,7 @@ async def arun(argv: Sequence[str], **o: Any) -> Result:
 
 
 @keyword_options(RUN_OPTIONS + CODE_OPTIONS)
-async def arun_python_code(code: _Data, **o: Any) -> Result:
+async def arun_python_code(code: _Data, **o: Unpack[CodeOptions]) -> Result:
     """:func:`run_python_code` for asyncio: ``result = await nsbox.arun_python_code(code)``.
 
     As :func:`arun`; arguments, result and errors are those of :func:`run_python_code`.

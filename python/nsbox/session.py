@@ -9,6 +9,8 @@
 session's socket (one JSON line each way, no process started on this side), which is what makes
 a step cheaper than starting ``python3`` at all.
 """
+from __future__ import annotations  # Unpack[...] below: for type checkers (Python >= 3.11)
+
 import asyncio
 import contextlib
 import functools
@@ -19,7 +21,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence,
+                    Union)
 
 from ._files import (FILES_DIR, _Data, _as_bytes, _check_file_name, _collect_files,
                      _write_file, _write_files)
@@ -29,6 +32,17 @@ from ._options import (RUN_OPTIONS, STEP_OPTIONS, Option, _CopyOut, _Timeout,
 from ._process import _Streams, _env_fd, _nsbox_env, _result_from, _start_error, find_nsbox
 from .errors import NsboxError
 from .result import Result
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._options import RunOptions, StepOptions
+
+    class SessionOptions(RunOptions, total=False):
+        """RunOptions and SESSION_OPTIONS (Session())."""
+        idle_timeout: Optional[float]
+        lifetime: Optional[float]
+        name: Optional[str]
 
 # Session.upload()'s step: stdin into /work/NAME, its directories made.
 _UPLOAD = ("import os, sys\n"
@@ -176,7 +190,7 @@ class Session:
     """
 
     @keyword_options(RUN_OPTIONS + SESSION_OPTIONS)
-    def __init__(self, **o: Any):
+    def __init__(self, **o: Unpack[SessionOptions]):
         self._binary = find_nsbox(o["nsbox"])
         for option in ("stdout_file", "stderr_file"):
             if o[option] is not None:
@@ -461,7 +475,7 @@ class Session:
             shutil.rmtree(tmp, ignore_errors=True)
 
     @keyword_options(_STEP, step=True)
-    def run_code(self, code: str, **o: Any) -> Result:
+    def run_code(self, code: str, **o: Unpack[StepOptions]) -> Result:
         """Run Python code in the session's interpreter as a notebook cell in its ``__main__``:
         variables, imports and open files of earlier steps are there, and the value of a last
         expression, ``display()`` and figures are in Result.outputs (see
@@ -489,7 +503,7 @@ class Session:
                                    o["stdin"], streams is not None), o["timeout"], streams)
 
     @keyword_options(_STEP, step=True)
-    def run(self, argv: Sequence[str], **o: Any) -> Result:
+    def run(self, argv: Sequence[str], **o: Unpack[StepOptions]) -> Result:
         """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``).
         stdin: what the program reads on its stdin (else /dev/null). The other options as for
         :meth:`run_code`."""
@@ -638,7 +652,7 @@ class Session:
         return _answer(line)
 
     @keyword_options(_STEP, step=True)
-    async def arun_code(self, code: str, **o: Any) -> Result:
+    async def arun_code(self, code: str, **o: Unpack[StepOptions]) -> Result:
         """As :meth:`run_code`, for asyncio; the callbacks are called from the event loop."""
         o = self._step_options(o)
         streams = self._streams(o)
@@ -650,7 +664,7 @@ class Session:
                                  o["timeout"], streams)
 
     @keyword_options(_STEP, step=True)
-    async def arun(self, argv: Sequence[str], **o: Any) -> Result:
+    async def arun(self, argv: Sequence[str], **o: Unpack[StepOptions]) -> Result:
         """As :meth:`run`, for asyncio."""
         argv = _argv(argv)
         o = self._step_options(o)

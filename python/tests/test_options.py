@@ -50,6 +50,19 @@ class TestOneOptionSet(unittest.TestCase):
         self.assertEqual((want["timeout"], want["memory"], want["cpus"], want["pids_limit"],
                           want["network"]), (10, "256m", 0.5, 64, "none"))
 
+    def test_the_typed_dicts_are_the_table(self):
+        """What type checkers and editors see (RunOptions, CodeOptions, StepOptions for
+        ``**options: Unpack[...]``) names the table's options with the table's types."""
+        import typing
+        from nsbox import _options
+        run = typing.get_type_hints(_options.RunOptions)
+        self.assertEqual(run, {o.name: o.annotation for o in RUN_OPTIONS})
+        code = typing.get_type_hints(_options.CodeOptions)
+        self.assertEqual(code, {o.name: o.annotation for o in RUN_OPTIONS + CODE_OPTIONS})
+        step = typing.get_type_hints(_options.StepOptions)
+        self.assertEqual(set(step), set(_options.STEP_OPTIONS))
+        self.assertEqual(step, {name: run[name] for name in step})
+
     def test_session_takes_every_run_option(self):
         opts, positional = options_of(nsbox.Session)
         self.assertEqual(positional, [])
