@@ -85,7 +85,10 @@ static void usage_run(FILE *f)
           "                         it, else a note), required (else fail) (default auto)\n"
           "  --isolation MODE       auto: the full sandbox, or without the user namespace's\n"
           "                         user.max_* limits where /proc/sys is read-only (tier 2,\n"
-          "                         with a warning); full: refuse tier 2 (default auto)\n"
+          "                         with a warning); full: refuse tier 2; landlock: as auto,\n"
+          "                         and where no user namespace can be made, tier 3 (no\n"
+          "                         namespaces: Landlock, seccomp, rlimits; much weaker)\n"
+          "                         (default auto)\n"
           "  --network none         no network (the default; 'host' is an opt-out)\n"
           "  --network loopback     only lo, up: the program can reach itself over TCP and UDP on\n"
           "                         127.0.0.1 and ::1, nothing else (policy: network.policy)\n"
@@ -910,8 +913,10 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
                 c->isolation = NSBOX_ISOLATION_AUTO;
             else if (strcmp(optarg, "full") == 0)
                 c->isolation = NSBOX_ISOLATION_FULL;
+            else if (strcmp(optarg, "landlock") == 0)
+                c->isolation = NSBOX_ISOLATION_LANDLOCK;
             else
-                return BAD_VALUE("--isolation", optarg, "expected auto or full");
+                return BAD_VALUE("--isolation", optarg, "expected auto, full or landlock");
             break;
         case ARG_LOG:
             a->log_path = optarg;
