@@ -733,8 +733,8 @@ def _file_args(extra_args: Sequence[str], stdout_file: Optional[str],
         raise TypeError("extra_args must be a sequence of strings, not a string")
     args = [str(a) for a in extra_args]
     if isolation is not None:
-        if isolation not in ("auto", "full"):
-            raise ValueError(f"isolation must be 'auto' or 'full', not {isolation!r}")
+        if isolation not in ("auto", "full", "landlock"):
+            raise ValueError(f"isolation must be 'auto', 'full' or 'landlock', not {isolation!r}")
         args += ["--isolation", isolation]
     for option, path in (("--stdout-file", stdout_file), ("--stderr-file", stderr_file)):
         if path is not None:
@@ -841,9 +841,11 @@ def run_python_code(code: _Data, timeout: _Timeout = 10, memory: _Limit = "256m"
             below a domain, ``":PORT"`` for another port). The Result's ``network`` lists
             the connections.
         extra_args: further ``nsbox run`` options, e.g. ``["--cgroup", "required"]``.
-        isolation: ``"auto"`` (nsbox's default: the full sandbox, or tier 2 with a warning)
-            or ``"full"`` (``--isolation full``: refuse tier 2, NsboxError); the Result's
-            ``isolation`` says the tier the run got.
+        isolation: ``"auto"`` (nsbox's default: the full sandbox, or tier 2 with a warning),
+            ``"full"`` (``--isolation full``: refuse tier 2, NsboxError) or ``"landlock"``
+            (``--isolation landlock``: as auto, and where no user namespace can be made, tier 3:
+            no namespaces, the host's programs behind Landlock and seccomp, much weaker); the
+            Result's ``isolation`` says the tier the run got.
         log: the audit log nsbox appends a record to before and after the run (``--log``);
             default ``$NSBOX_LOG``; ``""`` for none. A run that cannot be logged does not
             start (NsboxError).

@@ -98,6 +98,13 @@ class TestTier3(NsboxTestCase):
             # Root's program is not root: a host id of the pool.
             self.assertNotEqual(r["host_uid"], 0)
 
+    def test_doctor_names_what_tier_3_would_give(self):
+        p = no_userns(NSBOX, "doctor")
+        self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+        self.assertIn("FAIL  nsbox run: creating the sandbox's namespaces failed", p.stdout)
+        self.assertIn("info  isolation here: none of the sandbox's tiers; tier 3 (--isolation "
+                      "landlock) ran a Python program without namespaces", p.stdout)
+
     def test_where_namespaces_work_the_opt_in_is_tier_1(self):
         p = subprocess.run([NSBOX, "run", "--json", "--isolation", "landlock", "--", "true"],
                            capture_output=True, text=True, timeout=60)
