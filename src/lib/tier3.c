@@ -33,7 +33,6 @@
 #include "syscalls.h"
 #include "tier3.h"
 #include "uidpool.h"
-#include "written.h"
 
 /* ---- is it needed? ----------------------------------------------------------------------- */
 
@@ -394,9 +393,43 @@ static int verify_no_caps(bool bounding, struct report_step *e)
     return 0;
 }
 
+/* init_loop() without a pid namespace: reap, forward SIGINT, SIGTERM and SIGHUP to the
+ * payload, report how it ended and leave (supervise() then kills the group). Where nsbox itself
+ * died (the parent-death signal, SIGUSR2, with init reparented), kill the whole group, init
+ * included: nothing else would. A SIGUSR2 the program sends is ignored. */
+_noreturn_ static void tier3_loop(const struct tier3 *t, pid_t payload, const sigset_t *mask,
+                                  int report_fd)
+{
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(mask, &si), status;
+        pid_t p;
+
+        if (sig < 0)
+            continue;
+        if (sig == SIGUSR2) {
+            if (getppid() != t->supervisor)
+                (void)kill(0, SIGKILL);
+            continue;
+        }
+        if (sig != SIGCHLD) {
+            (void)kill(payload, sig);
+            continue;
+        }
+        while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+            if (p != payload)
+                continue;
+            struct report rep = {.type = WIFSIGNALED(status) ? REPORT_SIGNALED : REPORT_EXITED,
+                                 .code = WIFSIGNALED(status) ? WTERMSIG(status)
+                                                             : WEXITSTATUS(status)};
+            report_send(report_fd, &rep);
+            _exit(0);
+        }
+    }
+}
+
 _noreturn_ static void tier3_init(struct tier3 *t, struct child_fds3 *fds)
 {
-    struct written_snapshot before = {0};
     struct report_step e = {0};
     sigset_t mask;
     pid_t payload, init_pid;
@@ -407,8 +440,6 @@ _noreturn_ static void tier3_init(struct tier3 *t, struct child_fds3 *fds)
      * terminal either (TIOCSTI). */
     if (setsid() < 0)
         report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "setsid"});
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != t->supervisor)
-        _exit(125);
     init_default_signals();
 
     /* Root's run becomes the pool's id: without a user namespace, uid 0 without capabilities
@@ -425,6 +456,11 @@ _noreturn_ static void tier3_init(struct tier3 *t, struct child_fds3 *fds)
         if (r < 0)
             report_setup_failed(fds->report, &e);
     }
+    /* SIGUSR2, not SIGKILL, when nsbox dies: init then kills its whole group (tier3_loop()),
+     * which no pid namespace would. Set after the id switch, which clears it (prctl(2)); then
+     * check that nsbox did not die before. */
+    if (prctl(PR_SET_PDEATHSIG, SIGUSR2, 0, 0, 0) < 0 || getppid() != t->supervisor)
+        _exit(125);
     capng_clear(CAPNG_SELECT_CAPS);
     (void)capng_apply(CAPNG_SELECT_CAPS);
     (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
@@ -450,6 +486,7 @@ _noreturn_ static void tier3_init(struct tier3 *t, struct child_fds3 *fds)
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
+    sigaddset(&mask, SIGUSR2);
     if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "sigprocmask"});
@@ -490,7 +527,7 @@ _noreturn_ static void tier3_init(struct tier3 *t, struct child_fds3 *fds)
         _exit(125);
     (void)sys_close_range(0, 2, 0);
     (void)sys_close_range(4, ~0U, 0);
-    init_loop(&t->sb, payload, &mask, 3, -1, -1, -1, &before);
+    tier3_loop(t, payload, &mask, 3);
 }
 
 /* ---- the supervisor ---------------------------------------------------------------------- */

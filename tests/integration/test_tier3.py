@@ -230,6 +230,27 @@ class TestTier3(NsboxTestCase):
         pid = int(r["stdout"])
         self.assertTrue(wait_until(lambda: not alive(pid)), f"{pid} outlived the run")
 
+    def test_nsbox_killed_leaves_nothing_behind(self):
+        # SIGKILL to nsbox itself: init gets its parent-death signal and kills its group (the
+        # control of test_timeout_kills_everything_it_started shows an orphan lives on bare).
+        p = subprocess.Popen([HOST_PYTHON, NO_USERNS, "--", NSBOX, "run", "--isolation",
+                              "landlock", "--", "sh", "-c",
+                              "sleep 60 >/dev/null 2>&1 & echo $!; sleep 60"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            pid = int(p.stdout.readline())
+            with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+                nsbox_pid = int(f.read().split()[0])  # no_userns.py's child, nsbox
+            with open(f"/proc/{nsbox_pid}/comm") as f:
+                self.assertEqual(f.read().strip(), "nsbox")
+            os.kill(nsbox_pid, signal.SIGKILL)
+            p.wait(timeout=30)
+            self.assertTrue(wait_until(lambda: not alive(pid)), f"{pid} outlived nsbox")
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+
     def test_cannot_leave_the_process_group(self):
         code = ("import os\ntry: os.setsid(); print('LEFT')\n"
                 "except PermissionError: print('refused')")

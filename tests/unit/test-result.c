@@ -410,9 +410,9 @@ Test(explain, isolation_in_json)
                           NSBOX_MISSING_MOUNT_NS | NSBOX_MISSING_IPC_NS | NSBOX_MISSING_UTS_NS |
                           NSBOX_MISSING_CGROUP_NS | NSBOX_MISSING_ROOTFS | NSBOX_MISSING_CGROUP;
     j = encode(&r);
-    want = json_pack("{s:i, s:[s, s, s, s, s, s, s, s, s]}", "tier", 3, "missing",
-                     "user namespace", "pid namespace", "network namespace", "mount namespace",
-                     "ipc namespace", "uts namespace", "cgroup namespace", "rootfs", "cgroup");
+    want = json_pack("{s:i, s:[s, s, s, s, s, s, s, s, s]}", "tier", 3, "missing", "user namespace",
+                     "pid namespace", "network namespace", "mount namespace", "ipc namespace",
+                     "uts namespace", "cgroup namespace", "rootfs", "cgroup");
     cr_expect(json_equal(json_object_get(j, "isolation"), want), "got %s",
               json_dumps(json_object_get(j, "isolation"), 0));
     json_decref(j);
