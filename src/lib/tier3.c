@@ -107,14 +107,13 @@ struct tier3 {
     pid_t supervisor;
 };
 
-/* What tier 3 cannot honour: everything that takes a namespace, nsbox's rootfs, a cgroup, or
- * an opt-out of a protection tier 3 is made of. pid_host and ipc_host are honoured as they
- * are: there is no pid or IPC namespace to leave. */
+/* What tier 3 cannot honour: everything that takes a namespace, a cgroup, or an opt-out of a
+ * protection tier 3 is made of. pid_host and ipc_host are honoured as they are: there is no
+ * pid or IPC namespace to leave. A rootfs is not refused but left out with a warning
+ * (tier3_run()): the Python API names its science tree by default, and leaving it out takes
+ * nothing from the walls. */
 static const char *refusal(const struct nsbox_config *c)
 {
-    if (c->rootfs)
-        return "--rootfs (tier 3 runs the host's own programs: there is no mount namespace to "
-               "show another tree)";
     if (c->n_binds)
         return "-v (binds need a mount namespace)";
     if (c->n_tmpfs)
@@ -681,6 +680,12 @@ int tier3_run(const struct nsbox_config *c, int sigfd, struct nsbox_result *ret)
                                 : "the caller's, with their other "
                                   "processes");
     warn_tier3(&t, ret);
+    if (c->rootfs)
+        report_warning(c, ret,
+                       "--rootfs %s is not used at isolation tier 3: there is no mount namespace "
+                       "to show it, so the host's own programs run (python3 from /usr/bin, with "
+                       "the host's packages)",
+                       c->rootfs);
 
     if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0 ||
         (c->pass_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)) {

@@ -22,10 +22,10 @@ OUTER = os.path.join(HERE, "outer_seccomp.py")
 PROFILE = os.path.join(HERE, "..", "..", "examples", "seccomp-nsbox.json")
 
 
-def no_userns(*argv, timeout=60):
+def no_userns(*argv, timeout=60, env=None):
     """argv where no user namespace can be made."""
     return subprocess.run([HOST_PYTHON, NO_USERNS, "--", *argv], capture_output=True, text=True,
-                          timeout=timeout, input="")
+                          timeout=timeout, input="", env=env)
 
 
 def tier3(*args, timeout=60):
@@ -274,6 +274,26 @@ class TestTier3(NsboxTestCase):
             p = no_userns(NSBOX, "run", "--isolation", "landlock", *args, "--", "true")
             self.assertOneLineError(p, contains=word)
             self.assertIn("tier 3", p.stderr)
+
+    def test_python_api(self):
+        # isolation="landlock" through the Python API (a cell, with its default --rootfs).
+        env = dict(os.environ, NSBOX=NSBOX,
+                   PYTHONPATH=os.path.join(HERE, "..", "..", "python"))
+        p = no_userns(HOST_PYTHON, "-c",
+                      "import nsbox\n"
+                      "r = nsbox.run_python_code('print(1)\\n6 * 7', isolation='landlock')\n"
+                      "print(r.status, r.isolation['tier'], repr(r.stdout), r.outputs)",
+                      env=env)
+        self.assertEqual(p.stdout, "exited 3 '1\\n' [{'type': 'execute_result', 'data': "
+                                   "{'text/plain': '42'}}]\n", p.stderr)
+
+    def test_a_rootfs_is_left_out_with_a_warning(self):
+        # The Python API names its science tree by default: tier 3 runs the host's programs.
+        p, r = tier3("--rootfs", self.tmp, "--", "python3", "-c", "import sys; print(sys.prefix)")
+        self.assertEqual((r["status"], r["stdout"]), ("exited", "/usr\n"), p.stderr)
+        self.assertTrue([w for w in r["warnings"] if w.startswith(f"--rootfs {self.tmp} is not "
+                                                                  "used at isolation tier 3")],
+                        r["warnings"])
 
     def test_without_landlock_it_fails_closed(self):
         # The shipped container profile without Landlock's calls, where no user namespace can
