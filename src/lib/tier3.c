@@ -316,7 +316,9 @@ static int plan_scratch(struct tier3 *t, struct nsbox_result *ret)
     const char *base = getenv("TMPDIR");
     _cleanup_close_ int dir = -EBADF, fd = -EBADF;
 
-    if (!base || base[0] != '/' || strlen(base) > PATH_MAX - 32)
+    /* Root's program runs as another id, which must reach the directory: /tmp, whatever
+     * root's TMPDIR is. */
+    if (!base || base[0] != '/' || strlen(base) > PATH_MAX - 32 || t->switch_ids)
         base = "/tmp";
     (void)snprintf(t->scratch, sizeof(t->scratch), "%s/nsbox-tier3-XXXXXX", base);
     if (!mkdtemp(t->scratch)) {
@@ -749,7 +751,7 @@ out:
     /* Whatever of the pool's id is left (the group was killed; a process that left it by a
      * way nsbox did not foresee is not). A --host-user id is shared: not swept. */
     if (t.pool_lock >= 0) {
-        if (ret->isolation_tier == 3 && uidpool_kill_all(t.uid) >= 0)
+        if (uidpool_kill_all(t.uid) >= 0)
             (void)uidpool_mark(t.pool_lock, t.uid, false);
         close_fd(&t.pool_lock);
     }
