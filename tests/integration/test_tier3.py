@@ -93,6 +93,9 @@ class TestTier3(NsboxTestCase):
         self.assertEqual(len(w), 1, r["warnings"])
         self.assertIn("much weaker than the full sandbox", w[0])
         self.assertIn("nsbox: warning: isolation tier 3", p.stderr)
+        # And a note, for a model reading the result: why a file is refused.
+        self.assertTrue([n for n in r["notes"] if n.startswith("this ran at isolation tier 3")],
+                        r["notes"])
         self.assertEqual(r["limits"]["memory"]["enforced_by"], "rlimit")
         if os.geteuid() == 0:
             # Root's program is not root: a host id of the pool.
