@@ -667,9 +667,9 @@ NSBOX_EXPORT void nsbox_result_reason(const struct nsbox_result *result, char *b
  * in a fixed order: the rlimit memory hint for a SIGSEGV/SIGBUS, a MemoryError on the captured
  * stderr, forks refused by pids.max (or, under rlimits, a failed fork that stderr shows), an
  * ENOSPC on stderr, the system calls the seccomp policy refused, the network proxy's
- * refusals, what a tier-3 run was given (isolation_tier 3), each truncated stream. The same sentences are
- * `nsbox run`'s warnings on stderr and the JSON result's "notes". sentence is valid only
- * during the call. Returns the number of notes. Cannot fail.
+ * refusals, what a tier-3 run was given (isolation_tier 3), each truncated stream. The same
+ * sentences are `nsbox run`'s warnings on stderr and the JSON result's "notes". sentence is valid
+ * only during the call. Returns the number of notes. Cannot fail.
  */
 NSBOX_EXPORT size_t nsbox_result_notes(const struct nsbox_result *result,
                                        void (*note)(const char *sentence, void *userdata),

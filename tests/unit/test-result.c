@@ -422,8 +422,8 @@ Test(explain, isolation_in_json)
     {
         json_t *notes = json_array();
         cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
-        cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "isolation tier 3"),
-                  "got %s", json_dumps(notes, 0));
+        cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "isolation tier 3"), "got %s",
+                  json_dumps(notes, 0));
         r.status = NSBOX_STATUS_ERROR; /* a refusal says it in its error */
         cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
         json_decref(notes);
