@@ -669,6 +669,9 @@ int tier3_run(const struct nsbox_config *c, int sigfd, struct nsbox_result *ret)
         goto out;
     }
 
+    /* No /work tmpfs: the scratch directory is on the host's filesystem, each file bounded
+     * by RLIMIT_FSIZE only (limits.workdir says none). */
+    ret->workdir_size = 0;
     ret->memory.enforced_by = c->memory ? NSBOX_ENFORCER_RLIMIT : NSBOX_ENFORCER_NONE;
     ret->pids_limit.enforced_by = c->pids_limit ? NSBOX_ENFORCER_RLIMIT : NSBOX_ENFORCER_NONE;
     ret->cpus.enforced_by = c->cpus_milli && c->timeout ? NSBOX_ENFORCER_RLIMIT
@@ -676,8 +679,8 @@ int tier3_run(const struct nsbox_config *c, int sigfd, struct nsbox_result *ret)
     (void)snprintf(ret->limits_note, sizeof(ret->limits_note),
                    "isolation tier 3 has no cgroup: memory is RLIMIT_DATA per process, pids is "
                    "RLIMIT_NPROC of the program's uid (%s), cpus is RLIMIT_CPU of cpus x "
-                   "timeout seconds per process; shared memory is not bounded but by "
-                   "RLIMIT_FSIZE per file",
+                   "timeout seconds per process; the scratch directory and shared memory are "
+                   "not bounded but by RLIMIT_FSIZE per file",
                    t.switch_ids ? "a host id of its own"
                                 : "the caller's, with their other "
                                   "processes");

@@ -97,6 +97,7 @@ class TestTier3(NsboxTestCase):
         self.assertTrue([n for n in r["notes"] if n.startswith("this ran at isolation tier 3")],
                         r["notes"])
         self.assertEqual(r["limits"]["memory"]["enforced_by"], "rlimit")
+        self.assertEqual(r["limits"]["workdir"], {"bytes": None, "enforced_by": "none"})
         if os.geteuid() == 0:
             # Root's program is not root: a host id of the pool.
             self.assertNotEqual(r["host_uid"], 0)
