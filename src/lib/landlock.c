@@ -395,12 +395,14 @@ int landlock_apply_paths(int abi, const struct landlock_path *paths, size_t n,
         return report_step_failed(e, negative_errno(), "landlock", "create the ruleset (ABI %d)",
                                   abi);
     for (size_t i = 0; r >= 0 && i < n; i++) {
-        uint64_t rights = (paths[i].write ? FS_READ | FS_WRITE : FS_READ) |
-                          (paths[i].exec ? FS_EXEC : 0) |
-                          (paths[i].device ? NSBOX_LANDLOCK_ACCESS_FS_WRITE_FILE |
-                                                 NSBOX_LANDLOCK_ACCESS_FS_TRUNCATE |
-                                                 NSBOX_LANDLOCK_ACCESS_FS_IOCTL_DEV
-                                           : 0);
+        uint64_t rights = paths[i].remove_dir
+                              ? NSBOX_LANDLOCK_ACCESS_FS_REMOVE_DIR
+                              : (paths[i].write ? FS_READ | FS_WRITE : FS_READ) |
+                                    (paths[i].exec ? FS_EXEC : 0) |
+                                    (paths[i].device ? NSBOX_LANDLOCK_ACCESS_FS_WRITE_FILE |
+                                                           NSBOX_LANDLOCK_ACCESS_FS_TRUNCATE |
+                                                           NSBOX_LANDLOCK_ACCESS_FS_IOCTL_DEV
+                                                     : 0);
         /* Following symlinks: /lib is one on a merged-/usr system, and the rule then lands on
          * its target, which is what the program reaches through it. A path this host lacks
          * is left out (tier3.c lists candidates). */

@@ -41,10 +41,11 @@ int landlock_apply(const struct sandbox *sb, int report_fd, struct report_step *
 int landlock_tier3_abi(void);
 
 /* A host path tier 3 grants: read (files and directories below it), and write, execute, or
- * the rights of a device node (write, truncate, ioctl) where set. */
+ * the rights of a device node (write, truncate, ioctl) where set; or, with remove_dir, only
+ * the removal of directories right below it. */
 struct landlock_path {
     const char *path;
-    bool write, exec, device;
+    bool write, exec, device, remove_dir;
 };
 
 /* Restrict the calling process (no_new_privs set, or CAP_SYS_ADMIN) to paths[0..n) and, at ABI

@@ -105,6 +105,8 @@ struct tier3 {
     size_t n_etc_python;
     struct filter extra;
     pid_t supervisor;
+    pid_t supervisor_pgid;
+    char scratch_parent[PATH_MAX];
 };
 
 /* What tier 3 cannot honour: everything that takes a namespace, a cgroup, or an opt-out of a
@@ -148,7 +150,7 @@ static int add_path(struct tier3 *t, const char *path, bool write, bool exec, bo
     if (!p)
         return -ENOMEM;
     t->paths = p;
-    t->paths[t->n_paths++] = (struct landlock_path){path, write, exec, device};
+    t->paths[t->n_paths++] = (struct landlock_path){path, write, exec, device, false};
     return 0;
 }
 
@@ -196,6 +198,16 @@ static int plan_paths(struct tier3 *t)
     }
     if (d)
         (void)closedir(d);
+    /* Last, for init alone (the program's own layer leaves it out, tier3_init()): removing
+     * the scratch directory from its parent, which init does when nsbox died. */
+    if (r >= 0) {
+        const char *slash = strrchr(t->scratch, '/');
+        (void)snprintf(t->scratch_parent, sizeof(t->scratch_parent), "%.*s",
+                       slash == t->scratch ? 1 : (int)(slash - t->scratch), t->scratch);
+        r = add_path(t, t->scratch_parent, false, false, false);
+        if (r >= 0)
+            t->paths[t->n_paths - 1].remove_dir = true;
+    }
     return r;
 }
 
@@ -346,10 +358,16 @@ static int remove_tree(int parent, const char *name, int depth)
     DIR *d;
     int r = 0;
 
-    if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR || depth > 256)
-        return negative_errno();
+    struct stat st;
+
+    /* The type first: Landlock answers unlinkat() before the kernel says EISDIR, and init
+     * (tier3_orphaned()) may remove directories from the parent, not files. */
+    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : negative_errno();
+    if (!S_ISDIR(st.st_mode))
+        return unlinkat(parent, name, 0) == 0 || errno == ENOENT ? 0 : negative_errno();
+    if (depth > 256)
+        return -ELOOP;
     if (fchmodat(parent, name, 0700, 0) < 0 && errno != EPERM)
         return negative_errno();
     fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -394,10 +412,33 @@ static int verify_no_caps(bool bounding, struct report_step *e)
     return 0;
 }
 
+/* When nsbox died: kill the program's group (init is not in it), wait (at most 2 s) until
+ * nothing of it is left to write, and remove the scratch directory, which the supervisor
+ * would have; then leave. Init's own Landlock layer lets it remove that one directory from
+ * its parent (plan_paths()). */
+_noreturn_ static void tier3_orphaned(const struct tier3 *t)
+{
+    const char *name = strrchr(t->scratch, '/') + 1;
+    _cleanup_close_ int parent = -EBADF;
+
+    (void)kill(-getpid(), SIGKILL);
+    for (int i = 0; i < 2000 && kill(-getpid(), 0) == 0; i++) {
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        (void)usleep(1000);
+    }
+    /* O_PATH: not checked by Landlock, and no path the program could have changed (the parent
+     * is not writable to it). */
+    parent = open(t->scratch_parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (parent >= 0 && chdir("/") == 0)
+        (void)remove_tree(parent, name, 0);
+    _exit(125);
+}
+
 /* init_loop() without a pid namespace: reap, forward SIGINT, SIGTERM and SIGHUP to the
- * payload, report how it ended and leave (supervise() then kills the group). Where nsbox itself
- * died (the parent-death signal, SIGUSR2, with init reparented), kill the whole group, init
- * included: nothing else would. A SIGUSR2 the program sends is ignored. */
+ * payload, report how it ended and leave (supervise() then kills the program's group). Where
+ * nsbox itself died (the parent-death signal, SIGUSR2, with init reparented), what nsbox would
+ * have done: tier3_orphaned(). A SIGUSR2 the program sends is ignored. */
 _noreturn_ static void tier3_loop(const struct tier3 *t, pid_t payload, const sigset_t *mask,
                                   int report_fd)
 {
@@ -410,7 +451,7 @@ _noreturn_ static void tier3_loop(const struct tier3 *t, pid_t payload, const si
             continue;
         if (sig == SIGUSR2) {
             if (getppid() != t->supervisor)
-                (void)kill(0, SIGKILL);
+                tier3_orphaned(t);
             continue;
         }
         if (sig != SIGCHLD) {
@@ -436,11 +477,14 @@ _noreturn_ static void tier3_init(struct tier3 *t, struct child_fds3 *fds)
     pid_t payload, init_pid;
     int listener = -1, r;
 
-    /* A session and process group of its own, led by init: the group nsbox kills at the end
-     * (supervise.h, kill_group); the filter below keeps everything in it. No controlling
-     * terminal either (TIOCSTI). */
-    if (setsid() < 0)
-        report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "setsid"});
+    /* A process group whose id is init's pid: the payload is born in it, and init leaves it
+     * once the payload exists, so that the group is the program's alone (init can then kill
+     * it and live on: tier3_orphaned()). nsbox kills it at the end (supervise.h, kill_group);
+     * the program's filter keeps everything in it. Init's pid, held by init until reaped,
+     * cannot name another group meanwhile. The controlling terminal stays the caller's: the
+     * program has no descriptor of it, and Landlock refuses opening /dev/tty. */
+    if (setpgid(0, 0) < 0)
+        report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "setpgid"});
     init_default_signals();
 
     /* Root's run becomes the pool's id: without a user namespace, uid 0 without capabilities
@@ -498,12 +542,6 @@ _noreturn_ static void tier3_init(struct tier3 *t, struct child_fds3 *fds)
     r = init_budgets(&t->sb, &e);
     if (r < 0)
         report_setup_failed(fds->report, &e);
-    r = filter_load(&filter_default, &listener);
-    if (r >= 0)
-        r = filter_load(&t->extra, &listener);
-    if (r < 0)
-        report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
-
     /* The cell's channel above what sandbox_payload_exec() moves (dup2() onto its own number
      * would keep O_CLOEXEC), as sandbox.c does. */
     if (t->sb.outputs_fd >= 0) {
@@ -521,9 +559,25 @@ _noreturn_ static void tier3_init(struct tier3 *t, struct child_fds3 *fds)
     if (payload == 0) {
         if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != init_pid)
             _exit(125);
-        /* Its setpgid(0, 0) is refused: it stays in init's group. */
+        /* A Landlock layer of its own without the parent's rule (the last path), then the
+         * filters: only nsbox's code runs until sandbox_payload_exec()'s execve. Its
+         * setpgid(0, 0) is then refused: it stays in the group. */
+        r = landlock_apply_paths(t->abi, t->paths, t->n_paths - 1, &e);
+        if (r < 0)
+            report_setup_failed(fds->report, &e);
+        r = filter_load(&filter_default, &listener);
+        if (r >= 0)
+            r = filter_load(&t->extra, &listener);
+        if (r < 0)
+            report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
         sandbox_payload_exec(&t->sb, fds->in, fds->out, fds->err, fds->report, t->sb.outputs_fd);
     }
+    /* Init back in nsbox's group (the same session), and under the default policy. */
+    if (setpgid(0, t->supervisor_pgid) < 0)
+        report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "setpgid"});
+    r = filter_load(&filter_default, &listener);
+    if (r < 0)
+        report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
     if (fds->report != 3 && dup3(fds->report, 3, O_CLOEXEC) < 0)
         _exit(125);
     (void)sys_close_range(0, 2, 0);
@@ -574,7 +628,10 @@ static void close_fd(int *fd)
 
 int tier3_run(const struct nsbox_config *c, int sigfd, struct nsbox_result *ret)
 {
-    struct tier3 t = {.c = c, .pool_lock = -EBADF, .supervisor = getpid()};
+    struct tier3 t = {.c = c,
+                      .pool_lock = -EBADF,
+                      .supervisor = getpid(),
+                      .supervisor_pgid = getpgrp()};
     int out[2] = {-EBADF, -EBADF}, err[2] = {-EBADF, -EBADF}, rep[2] = {-EBADF, -EBADF},
         in[2] = {-EBADF, -EBADF};
     _cleanup_close_ int pidfd = -EBADF;

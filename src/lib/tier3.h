@@ -17,11 +17,12 @@
  * Its steps: supervisor: refuse what needs a namespace -> Landlock ABI (else fail) -> root: a
  * pool id -> scratch directory (and main.py) -> argv, environment, Landlock paths, the extra
  * filter -> pipes -> clone3 (no namespace) -> supervise(kill_group) -> cell outputs -> sweep
- * the pool id, remove the scratch directory. Init: setsid -> root: empty the bounding set,
- * switch ids -> parent-death signal (SIGUSR2) -> drop capabilities, verify -> non-dumpable,
- * no_new_privs -> chdir scratch -> Landlock -> block signals -> RLIMIT_CORE, budgets ->
- * seccomp (default policy, then the extra filter) -> fork the payload
- * (sandbox_payload_exec()) -> tier3_loop().
+ * the pool id, remove the scratch directory. Init: a process group of its own -> root:
+ * empty the bounding set, switch ids -> parent-death signal (SIGUSR2) -> drop capabilities,
+ * verify -> non-dumpable, no_new_privs -> chdir scratch -> Landlock (with the removal of the
+ * scratch directory from its parent) -> block signals -> RLIMIT_CORE, budgets -> fork the
+ * payload (a Landlock layer without that removal, the default policy and the extra filter,
+ * sandbox_payload_exec()) -> back to nsbox's group, the default policy -> tier3_loop().
  * The scratch directory (0700, below $TMPDIR or /tmp) is the program's cwd, HOME and TMPDIR,
  * holds --code's main.py, and is removed after the run. Options that need a namespace are
  * refused (tier3_run() says which).

@@ -235,8 +235,9 @@ class TestTier3(NsboxTestCase):
         self.assertTrue(wait_until(lambda: not alive(pid)), f"{pid} outlived the run")
 
     def test_nsbox_killed_leaves_nothing_behind(self):
-        # SIGKILL to nsbox itself: init gets its parent-death signal and kills its group (the
-        # control of test_timeout_kills_everything_it_started shows an orphan lives on bare).
+        # SIGKILL to nsbox itself: init gets its parent-death signal, kills the program's group
+        # and removes the scratch directory (the control of
+        # test_timeout_kills_everything_it_started shows an orphan lives on bare).
         p = subprocess.Popen([HOST_PYTHON, NO_USERNS, "--", NSBOX, "run", "--isolation",
                               "landlock", "--", "sh", "-c",
                               "pwd; sleep 60 >/dev/null 2>&1 & echo $!; sleep 60"],
@@ -253,11 +254,12 @@ class TestTier3(NsboxTestCase):
             os.kill(nsbox_pid, signal.SIGKILL)
             p.wait(timeout=30)
             self.assertTrue(wait_until(lambda: not alive(pid)), f"{pid} outlived nsbox")
+            # Init removes the scratch directory, as nsbox would have.
+            self.assertTrue(wait_until(lambda: not os.path.exists(scratch)), scratch)
         finally:
             p.kill()
             p.wait()
             p.stdout.close()
-            # A known gap: with nsbox killed, nobody removes the scratch directory.
             if scratch and "/nsbox-tier3-" in scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
 
