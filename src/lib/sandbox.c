@@ -3,7 +3,7 @@
  * The one file that knows the order of the steps.
  *
  * Supervisor (the caller's process, outside):
- *   [--isolation landlock where a child cannot make the namespaces (tier3_needed()): tier 3,
+ *   [--isolation landlock where a child cannot make a user namespace (tier3_needed()): tier 3,
  *   tier3.c, instead of everything below; its steps are in tier3.h]
  *   validate and plan (plan.c: argv, environment, mounts, the copy-in stream packed, the
  *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled; the

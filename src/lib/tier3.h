@@ -34,9 +34,9 @@
 #include "nsbox.h"
 
 /* Whether a run with config c must take tier 3: 1 where c->isolation is
- * NSBOX_ISOLATION_LANDLOCK and a child process cannot make the namespaces a sandbox needs (and,
- * unprivileged, map its own id in the new user namespace, which Ubuntu's AppArmor restriction
- * refuses), 0 otherwise (at once for any other mode: nothing on an ordinary run's path). */
+ * NSBOX_ISOLATION_LANDLOCK and a child process cannot make a user namespace (or, unprivileged,
+ * map its own id in it, which Ubuntu's AppArmor restriction refuses), 0 otherwise (at once for any
+ * other mode: nothing on an ordinary run's path). */
 int tier3_needed(const struct nsbox_config *c);
 
 /* Run c at tier 3, filling *ret as nsbox_run() does (isolation_tier 3 and what is missing,
