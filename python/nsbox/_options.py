@@ -104,7 +104,7 @@ class StepOptions(TypedDict, total=False):
 CODE_OPTIONS: Tuple[Option, ...] = (Option("cell", True, bool, "step"),)
 
 #: What ``isolation=`` takes: --isolation's values.
-ISOLATION_VALUES: Tuple[str, ...] = ("auto", "full")
+ISOLATION_VALUES: Tuple[str, ...] = ("auto", "full", "landlock")
 
 #: The options a Session's step (run_code(), run()) and a Pool's run take for themselves; None
 #: (their default) is the Session's or the Pool's value.

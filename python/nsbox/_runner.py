@@ -181,9 +181,11 @@ def run_python_code(code: _Data, **o: Unpack[CodeOptions]) -> Result:
             below a domain, ``":PORT"`` for another port). The Result's ``network`` lists
             the connections.
         extra_args: further ``nsbox run`` options, e.g. ``["--cgroup", "required"]``.
-        isolation: ``"auto"`` (nsbox's default: the full sandbox, or tier 2 with a warning)
-            or ``"full"`` (``--isolation full``: refuse tier 2, NsboxError); the Result's
-            ``isolation`` says the tier the run got.
+        isolation: ``"auto"`` (nsbox's default: the full sandbox, or tier 2 with a warning),
+            ``"full"`` (``--isolation full``: refuse tier 2, NsboxError) or ``"landlock"``
+            (``--isolation landlock``: as auto, and where no user namespace can be made, tier 3:
+            no namespaces, the host's programs behind Landlock and seccomp, much weaker); the
+            Result's ``isolation`` says the tier the run got.
         log: the audit log nsbox appends a record to before and after the run (``--log``);
             default ``$NSBOX_LOG``; ``""`` for none. A run that cannot be logged does not
             start (NsboxError).
