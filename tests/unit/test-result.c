@@ -418,17 +418,6 @@ Test(explain, isolation_in_json)
     json_decref(j);
     json_decref(want);
 
-    /* Tier 3 also says, in a note, what the program was given. */
-    {
-        json_t *notes = json_array();
-        cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
-        cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "isolation tier 3"), "got %s",
-                  json_dumps(notes, 0));
-        r.status = NSBOX_STATUS_ERROR; /* a refusal says it in its error */
-        cr_expect_eq(nsbox_result_notes(&r, NULL, NULL), 0);
-        json_decref(notes);
-    }
-
     /* A run that failed before its tier was decided: null. */
     r = (struct nsbox_result){.status = NSBOX_STATUS_ERROR};
     j = encode(&r);
@@ -473,24 +462,6 @@ Test(explain, landlock_in_json_and_notes)
     json_decref(notes);
     json_decref(want);
     json_decref(j);
-}
-
-Test(explain, refused_memfd_says_how_to_ask_for_one)
-{
-    char err[] = "  File \"/work/main.py\", line 2, in <module>\n"
-                 "    fd = os.memfd_create('m')\n"
-                 "PermissionError: [Errno 13] Permission denied\n";
-    struct nsbox_result r = {
-        .status = NSBOX_STATUS_EXITED,
-        .exit_code = 1,
-        .err = {.data = err, .captured = sizeof(err) - 1, .total = sizeof(err) - 1},
-    };
-    json_t *notes = json_array();
-
-    cr_expect_eq(nsbox_result_notes(&r, collect_note, notes), 1);
-    cr_expect(strstr(json_string_value(json_array_get(notes, 0)), "MFD_NOEXEC_SEAL"), "got %s",
-              json_dumps(notes, 0));
-    json_decref(notes);
 }
 
 Test(explain, cgroup_oom_and_pids_in_json)
