@@ -214,8 +214,10 @@ bool handle_report(struct session_state *s, struct nsbox_result *ret)
         (void)!write(s->fds->sync, "x", 1);
         return true;
     }
-    /* A setup failure ends the session; a program that could not be run is its step's result. */
-    if (rep.type == REPORT_SETUP_FAILED || rep.type == REPORT_EXEC_FAILED)
+    /* A setup failure ends the session; a program that could not be run, or a step that could
+     * not start (REPORT_STEP_FAILED: its copy-in, say), is its step's result. */
+    if (rep.type == REPORT_SETUP_FAILED || rep.type == REPORT_EXEC_FAILED ||
+        rep.type == REPORT_STEP_FAILED)
         report_to_result(&rep, ret);
     return rep.type != REPORT_SETUP_FAILED;
 }

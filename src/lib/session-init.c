@@ -287,11 +287,13 @@ static void step_end(struct runner *rn, int end, int code)
     control_send(rn, &m);
 }
 
-/* The step cannot run: its error (a setup report, as a run's failed step: the supervisor puts
- * it in the step's result), and its end with status 125. */
+/* The step cannot run: its error (worded as a run's failed setup step: the supervisor puts it
+ * in the step's result), and its end with status 125. REPORT_STEP_FAILED, not
+ * REPORT_SETUP_FAILED, which would end the session: a copy-in that an earlier step's symlink
+ * or a read-only target refuses is this step's error only. */
 static void step_failed(struct runner *rn, int r, const char *name, const char *detail)
 {
-    struct report rep = {.type = REPORT_SETUP_FAILED};
+    struct report rep = {.type = REPORT_STEP_FAILED};
 
     (void)report_step_failed(&rep.step, r, name, "%s", detail);
     report_send(rn->report_fd, &rep);
