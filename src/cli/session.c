@@ -452,7 +452,8 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     *st = (struct step){.audit = {.fd = -1},
                         .streams = {{.fd = -1}, {.fd = -1}},
                         .copy_fd = -1,
-                        .outputs_fd = -1};
+                        .outputs_fd = -1,
+                        .in_fd = -1};
     s->chunk = malloc(READ_CHUNK);
     /* --watch-pid: opened now, while that process is alive (it waits for `session start`,
      * which waits for us), so that the pidfd is that process's and no later one's. */
