@@ -13,7 +13,8 @@
 - A pool member whose run's copy-in failed serves no second run.
 - A step's lowered RLIMIT_DATA is hard: the step cannot raise it (control: lowered soft only,
   the same code raises it).
-- Bad --memory values and --copy-in targets: one line, status 125, and the session goes on.
+- Bad --memory values and --copy-in targets: one line, status 125, and the session goes on; a
+  client's own request below nsbox run's 6m floor is refused by the supervisor too.
 
 Uses test_pool's private registry and pool helpers."""
 import array
@@ -253,7 +254,7 @@ class TestStepMemory(StepAttackCase):
         self.assertEqual(r["stdout"], "raised\n", r)
 
     def test_bad_memory_and_targets_are_one_line(self):
-        sid, _ = self.session("--memory", "256m")
+        sid, sock = self.session("--memory", "256m")
         self.step(sid, code="x = 7\n")
         for bad, says in (("0", "invalid value '0' for --memory"),
                           ("-5m", "invalid value '-5m' for --memory"),
@@ -265,6 +266,13 @@ class TestStepMemory(StepAttackCase):
                           ("1e3", "invalid value '1e3' for --memory")):
             p = nsbox("session", "exec", sid, "--memory", bad, "--", "true")
             self.assertOneLineError(p, contains=says)
+        # The supervisor's own floor, for a client that skips nsbox's parser.
+        for raw in (1, 4096, (6 << 20) - 1):
+            for req in ({"op": "exec", "argv": ["true"]}, {"op": "code", "code": "x = 8\n"}):
+                r = request(sock, dict(req, memory=raw))
+                self.assertIn('"memory" must be at least 6m', r.get("error", ""), (raw, r))
+        r = request(sock, {"op": "exec", "argv": ["true"], "memory": 6 << 20})
+        self.assertEqual(r["status"], "exited", r)
         for target in ("//proc/x", "/proc", "/work/../etc/x", "/work/./x", "/work//x",
                        "/dev/shm/x", "/"):
             p = nsbox("session", "exec", sid, "--copy-in", f"{self.file}:{target}", "--",
