@@ -336,6 +336,26 @@ static void close_fds(int *fds, int n)
             (void)close(fds[i]);
 }
 
+/* Whether the supervisor's interrupt (the step's time is up) came while init unpacked the
+ * step's copy-in: it waits on the control channel, taken here. Sent on to the interpreter just
+ * after the code, it would come before the code runs, when session-repl.py ignores SIGINT (one
+ * between steps must not end it), and the code would run on past its time until the grace's
+ * SIGKILL took the interpreter and its variables. */
+static bool time_up_meanwhile(int control_fd)
+{
+    struct session_msg m;
+    int fds[STEP_FDS];
+    int n;
+
+    if (recv(control_fd, &m, sizeof(m), MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof(m) ||
+        m.type != SESSION_INTERRUPT)
+        return false;
+    n = control_recv(control_fd, &m, fds);
+    if (n > 0)
+        close_fds(fds, n);
+    return true;
+}
+
 /* Fork a child of init that becomes argv: its own session (and so process group), without the
  * control channel or the interpreter's socket. */
 static pid_t spawn(struct runner *rn, char **argv, int in, int out, int err, int extra_fd)
@@ -692,6 +712,18 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                     written_snapshot_free(&rn.before);
                     if (rn.work_fd >= 0)
                         (void)written_snapshot_take(rn.work_fd, &rn.before);
+                    if (time_up_meanwhile(control_fd)) {
+                        /* Ended as an interrupted step of its kind ends: the interpreter, which
+                         * never saw the code, keeps its variables. */
+                        rn.interrupted = true;
+                        if (m.type == SESSION_CODE) {
+                            rn.flags |= SESSION_INTERPRETER_INTERRUPTED;
+                            step_end(&rn, SESSION_END_EXITED, 1);
+                        } else
+                            step_end(&rn, SESSION_END_SIGNALED, SIGKILL);
+                        close_fds(fds, n);
+                        continue;
+                    }
                 }
                 /* A lower memory limit than the sandbox's, under rlimits (with a cgroup the
                  * supervisor lowered the leaf's memory.max). */

@@ -10,6 +10,8 @@
   no descriptor is kept. Controls: the same stream in a sealed memfd is unpacked.
 - A huge stream (1 TiB sparse, or one file said to be 1 TiB long) is bounded by the sandbox's
   /work, unpacked by its init under its limits; the session goes on.
+- A step whose time runs out while its files are unpacked ends before it starts; the
+  interpreter keeps its variables.
 - A pool member whose run's copy-in failed serves no second run.
 - A step's lowered RLIMIT_DATA is hard: the step cannot raise it (control: lowered soft only,
   the same code raises it).
@@ -149,6 +151,27 @@ class TestEarlierStepAgainstCopyIn(StepAttackCase):
         self.assertSessionGoesOn(sid)
         p, r = self.step(sid, "--copy-in", f"{self.file}:/work/ok", code="print(x)\n")
         self.assertEqual((r["status"], r["stdout"]), ("exited", "7\n"), r)
+
+    def test_time_up_during_the_copy_in_costs_no_variables(self):
+        """The step's clock runs while init unpacks its files: an interrupt that came then
+        ends the step before it starts. It used to reach the interpreter just before the code,
+        which ignored it (between steps), ran on past its time, and was killed with its
+        variables 2 s later ("ignored KeyboardInterrupt")."""
+        sid, _ = self.session("--workdir-size", "512m", "--memory", "1g")
+        big = os.path.join(self.src, "big.bin")
+        with open(big, "wb") as f:
+            f.write(os.urandom(1 << 20) * 200)  # unpacked in well over 10 ms
+        os.chmod(big, 0o644)
+        self.step(sid, code="x = 7\n")
+        for i, args in enumerate((("--code", "-"), ("--", "sh", "-c", "echo ran"))):
+            p = nsbox("session", "exec", sid, "--json", "--timeout", "0.01", "--copy-in",
+                      f"{big}:/work/big{i}", *args,
+                      input="import time\ntime.sleep(5)\nprint('ran')\n")
+            r = json.loads(p.stdout)
+            self.assertEqual((r["status"], r["exit_code"], r["stdout"]), ("timeout", 124, ""), r)
+            self.assertLess(r["wall_time_ms"], 2000, r)
+            self.assertEqual(r["warnings"], [], r)
+            self.assertSessionGoesOn(sid)
 
     def test_a_pool_member_whose_copy_in_failed_serves_no_second_run(self):
         name = self.start_pool(size=1)
