@@ -193,10 +193,19 @@ class TestCopyInStream(StepAttackCase):
         sid, sock = self.session()
         stream = tar_of([("work/x", b"packed")])
         req = {"op": "exec", "argv": ["cat", "/work/x"], "copy_in": True}
-        before = self.fds_of(sid)
         # Control: the stream in a sealed memfd is unpacked, and the step sees it.
         r = request(sock, req, [memfd_of(stream)])
         self.assertEqual((r["status"], r["stdout"]), ("exited", "packed"), r)
+        # The supervisor's descriptors between steps, once what its start and that step held
+        # is closed.
+        before = [None]
+
+        def settled():
+            now, before[0] = before[0], self.fds_of(sid)
+            return now == before[0]
+        self.assertTrue(wait_until(settled, step=0.2))
+        before = before[0]
+        self.assertIn("0", before)  # its /dev/null: the first step used to close it
         host = os.path.join(self.src, "stream.tar")  # the same valid stream, in a host file
         with open(host, "wb") as f:
             f.write(stream)
