@@ -290,7 +290,8 @@ class TestStepMemory(StepAttackCase):
     def test_bad_memory_and_targets_are_one_line(self):
         sid, sock = self.session("--memory", "256m")
         self.step(sid, code="x = 7\n")
-        for bad, says in (("0", "invalid value '0' for --memory"),
+        for bad, says in (("0", "--memory unlimited is above the session's --memory 256m"),
+                          ("3m", "--memory must be at least 6m"),
                           ("-5m", "invalid value '-5m' for --memory"),
                           ("99999999999999999999", "invalid value"),
                           ("18446744073709551615", "invalid value"),
