@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config-check.h"
 #include "fileio.h"
 #include "macro.h"
 #include "parse.h"
@@ -158,6 +159,12 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
         if (!json_is_integer(memory) || json_integer_value(memory) < 0)
             return *why = "\"memory\" must be a number of bytes (0: unlimited)", -EINVAL;
         q->memory = (uint64_t)json_integer_value(memory);
+        /* nsbox run's floor, which a client's own request could skip: below it a step dies of
+         * SIGSEGV as it starts, and a cgroup's memory.max that low (the whole sandbox's) lets
+         * the OOM killer end any of its processes, init's too. */
+        if (q->memory && q->memory < NSBOX_MEMORY_MIN)
+            return *why = "\"memory\" must be at least 6m (6291456 bytes), or 0: unlimited",
+                   -EINVAL;
         if (s->c->memory && (q->memory == 0 || q->memory > s->c->memory)) {
             const char *what = s->o->max_steps ? "pool" : "session";
             size_words(q->memory, asked, sizeof(asked));

@@ -214,8 +214,10 @@ bool handle_report(struct session_state *s, struct nsbox_result *ret)
         (void)!write(s->fds->sync, "x", 1);
         return true;
     }
-    /* A setup failure ends the session; a program that could not be run is its step's result. */
-    if (rep.type == REPORT_SETUP_FAILED || rep.type == REPORT_EXEC_FAILED)
+    /* A setup failure ends the session; a program that could not be run, or a step that could
+     * not start (REPORT_STEP_FAILED: its copy-in, say), is its step's result. */
+    if (rep.type == REPORT_SETUP_FAILED || rep.type == REPORT_EXEC_FAILED ||
+        rep.type == REPORT_STEP_FAILED)
         report_to_result(&rep, ret);
     return rep.type != REPORT_SETUP_FAILED;
 }
@@ -450,7 +452,8 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     *st = (struct step){.audit = {.fd = -1},
                         .streams = {{.fd = -1}, {.fd = -1}},
                         .copy_fd = -1,
-                        .outputs_fd = -1};
+                        .outputs_fd = -1,
+                        .in_fd = -1};
     s->chunk = malloc(READ_CHUNK);
     /* --watch-pid: opened now, while that process is alive (it waits for `session start`,
      * which waits for us), so that the pidfd is that process's and no later one's. */

@@ -44,6 +44,9 @@ enum report_type {
                               * run goes on and the result's warnings say so */
     REPORT_WRITTEN,          /* path, size, sha256: a file the payload wrote in /work
                               * (written.h), sent before REPORT_EXITED/REPORT_SIGNALED */
+    REPORT_STEP_FAILED,      /* step: a session step could not start (its copy-in, the
+                              * interpreter's lower limit): its error, status 125; init and the
+                              * session go on, where REPORT_SETUP_FAILED ends the session */
 };
 
 /* One message from the sandbox. Smaller than PIPE_BUF, so each write(2) is atomic. */
@@ -100,8 +103,8 @@ struct report_reader {
  */
 int report_read(int fd, struct report_reader *rd);
 
-/* Word a REPORT_SETUP_FAILED (exit status 125) or REPORT_EXEC_FAILED (rep->code, 126 or 127)
- * in ret: status, exit_code, error_step, error_errno and error. */
+/* Word a REPORT_SETUP_FAILED or REPORT_STEP_FAILED (exit status 125), or REPORT_EXEC_FAILED
+ * (rep->code, 126 or 127) in ret: status, exit_code, error_step, error_errno and error. */
 void report_to_result(const struct report *rep, struct nsbox_result *ret);
 
 /* Add a warning to ret->warnings (a line; cut when full) and pass it to c->warn at once. */

@@ -287,11 +287,13 @@ static void step_end(struct runner *rn, int end, int code)
     control_send(rn, &m);
 }
 
-/* The step cannot run: its error (a setup report, as a run's failed step: the supervisor puts
- * it in the step's result), and its end with status 125. */
+/* The step cannot run: its error (worded as a run's failed setup step: the supervisor puts it
+ * in the step's result), and its end with status 125. REPORT_STEP_FAILED, not
+ * REPORT_SETUP_FAILED, which would end the session: a copy-in that an earlier step's symlink
+ * or a read-only target refuses is this step's error only. */
 static void step_failed(struct runner *rn, int r, const char *name, const char *detail)
 {
-    struct report rep = {.type = REPORT_SETUP_FAILED};
+    struct report rep = {.type = REPORT_STEP_FAILED};
 
     (void)report_step_failed(&rep.step, r, name, "%s", detail);
     report_send(rn->report_fd, &rep);
@@ -332,6 +334,26 @@ static void close_fds(int *fds, int n)
     for (int i = 0; i < n; i++)
         if (fds[i] >= 0)
             (void)close(fds[i]);
+}
+
+/* Whether the supervisor's interrupt (the step's time is up) came while init unpacked the
+ * step's copy-in: it waits on the control channel, taken here. Sent on to the interpreter just
+ * after the code, it would come before the code runs, when session-repl.py ignores SIGINT (one
+ * between steps must not end it), and the code would run on past its time until the grace's
+ * SIGKILL took the interpreter and its variables. */
+static bool time_up_meanwhile(int control_fd)
+{
+    struct session_msg m;
+    int fds[STEP_FDS];
+    int n;
+
+    if (recv(control_fd, &m, sizeof(m), MSG_PEEK | MSG_DONTWAIT) != (ssize_t)sizeof(m) ||
+        m.type != SESSION_INTERRUPT)
+        return false;
+    n = control_recv(control_fd, &m, fds);
+    if (n > 0)
+        close_fds(fds, n);
+    return true;
 }
 
 /* Fork a child of init that becomes argv: its own session (and so process group), without the
@@ -690,6 +712,18 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
                     written_snapshot_free(&rn.before);
                     if (rn.work_fd >= 0)
                         (void)written_snapshot_take(rn.work_fd, &rn.before);
+                    if (time_up_meanwhile(control_fd)) {
+                        /* Ended as an interrupted step of its kind ends: the interpreter, which
+                         * never saw the code, keeps its variables. */
+                        rn.interrupted = true;
+                        if (m.type == SESSION_CODE) {
+                            rn.flags |= SESSION_INTERPRETER_INTERRUPTED;
+                            step_end(&rn, SESSION_END_EXITED, 1);
+                        } else
+                            step_end(&rn, SESSION_END_SIGNALED, SIGKILL);
+                        close_fds(fds, n);
+                        continue;
+                    }
                 }
                 /* A lower memory limit than the sandbox's, under rlimits (with a cgroup the
                  * supervisor lowered the leaf's memory.max). */

@@ -13,9 +13,9 @@
  * Client protocol (one request per connection): the client sends one JSON object and a
  * newline, {"op": "exec", "argv": [...]} or {"op": "code", "code": "..."} with optional
  * "timeout" (seconds), "output_limit" (bytes), "stdin_bytes" (N: the line is followed by N
- * bytes, the step's stdin, as they are), "memory" (bytes: a lower limit for this step only;
- * 0: none, allowed only where the sandbox has none) and "copy_in": true (a sealed memfd, a
- * copy-in stream (copy.h) the client packed, rides on the request's first bytes with
+ * bytes, the step's stdin, as they are), "memory" (bytes: a lower limit for this step only, at
+ * least 6 MiB; 0: none, allowed only where the sandbox has none) and "copy_in": true (a sealed
+ * memfd, a copy-in stream (copy.h) the client packed, rides on the request's first bytes with
  * SCM_RIGHTS; init unpacks it below "/" before the step), or {"op": "stop"}; the supervisor
  * answers
  * with one line of JSON: the result as `nsbox run --json` prints it, plus "session_id" and
