@@ -212,9 +212,14 @@ static int plan_paths(struct tier3 *t)
 
 /* The extra filter, stacked on the default policy's: setsid(2) and setpgid(2) refused, so that
  * the program and all it starts stay in init's process group, the one nsbox kills (there is
- * no pid namespace to do it); and socket(2) and socketpair(2) of any family but AF_UNIX,
- * as the default policy already does, stated here once more because tier 3 has no network
- * namespace behind it (and Landlock refuses TCP only from ABI 4). */
+ * no pid namespace to do it); socket(2) of every family, AF_UNIX too; and socketpair(2) of any
+ * family but AF_UNIX. The default policy allows AF_UNIX sockets, which in tier 1 reach only
+ * the sandbox's own; here there is no mount namespace, and Landlock (to ABI 7 at least) does
+ * not check connect(2) or sendmsg(2) to a named socket: the program could reach every socket
+ * of the host its uid may write to, the caller's D-Bus session bus (/run/user/UID/bus, whose
+ * systemd starts any command outside the sandbox), a rootless Docker's, an ssh or gpg agent.
+ * A stream or seqpacket socketpair is all it keeps (asyncio's wake-up, multiprocessing's
+ * Pipe; multiprocessing's locks need /dev/shm, refused anyway). */
 static int plan_filter(struct tier3 *t)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -226,11 +231,17 @@ static int plan_filter(struct tier3 *t)
     if (r >= 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpgid), 0);
     if (r >= 0)
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-                             SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 0);
     if (r >= 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 1,
                              SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+    /* A datagram pair sends to any named socket with sendto(2)/sendmsg(2)'s address, which
+     * unix_dgram_sendmsg() honours on a connected socket too; AF_UNIX's SOCK_RAW is made a
+     * SOCK_DGRAM (unix_create() in net/unix/af_unix.c). Stream and seqpacket pairs ignore or
+     * refuse an address. The type's low bits, SOCK_CLOEXEC and SOCK_NONBLOCK aside. */
+    for (int type = SOCK_DGRAM; r >= 0 && type <= SOCK_RAW; type++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 1,
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)type));
     if (r >= 0)
         r = filter_export_program(ctx, &t->extra.prog[0]);
     if (r >= 0)
