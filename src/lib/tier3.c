@@ -212,14 +212,15 @@ static int plan_paths(struct tier3 *t)
 
 /* The extra filter, stacked on the default policy's: setsid(2) and setpgid(2) refused, so that
  * the program and all it starts stay in init's process group, the one nsbox kills (there is
- * no pid namespace to do it); truncate(2) (below); socket(2) of every family, AF_UNIX too; and
- * socketpair(2) of any family but AF_UNIX. The default policy allows AF_UNIX sockets, which in tier
- * 1 reach only the sandbox's own; here there is no mount namespace, and Landlock (to ABI 7 at
- * least) does not check connect(2) or sendmsg(2) to a named socket: the program could reach every
- * socket of the host its uid may write to, the caller's D-Bus session bus (/run/user/UID/bus, whose
- * systemd starts any command outside the sandbox), a rootless Docker's, an ssh or gpg agent.
- * A stream or seqpacket socketpair is all it keeps (asyncio's wake-up, multiprocessing's
- * Pipe; multiprocessing's locks need /dev/shm, refused anyway). */
+ * no pid namespace to do it); System V IPC and truncate(2) (below); socket(2) of every family,
+ * AF_UNIX too; and socketpair(2) of any family but AF_UNIX. The default policy allows AF_UNIX
+ * sockets, which in tier 1 reach only the sandbox's own; here there is no mount namespace,
+ * and Landlock (to ABI 7 at least) does not check connect(2) or sendmsg(2) to a named socket:
+ * the program could reach every socket of the host its uid may write to, the caller's D-Bus
+ * session bus (/run/user/UID/bus, whose systemd starts any command outside the sandbox), a
+ * rootless Docker's, an ssh or gpg agent. A stream or seqpacket socketpair is all it keeps
+ * (asyncio's wake-up, multiprocessing's Pipe; multiprocessing's locks need /dev/shm, refused
+ * anyway). */
 static int plan_filter(struct tier3 *t)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -242,6 +243,18 @@ static int plan_filter(struct tier3 *t)
     for (int type = SOCK_DGRAM; r >= 0 && type <= SOCK_RAW; type++)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 1,
                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)type));
+    /* System V IPC: no IPC namespace, so shmget(2), msgget(2) and semget(2) name the host's
+     * objects, which Landlock does not cover: an ordinary user's program would read and write
+     * the caller's shared memory (an X server's MIT-SHM images of their screen) and semaphores,
+     * and any run's objects would outlive it in the host's IPC namespace, where nothing
+     * removes them. All of it refused; POSIX shared memory and message
+     * queues are files Landlock refuses already (/dev/shm, the mqueue mount). */
+    static const int sysv[] = {SCMP_SYS(shmget), SCMP_SYS(shmat),      SCMP_SYS(shmctl),
+                               SCMP_SYS(shmdt),  SCMP_SYS(msgget),     SCMP_SYS(msgsnd),
+                               SCMP_SYS(msgrcv), SCMP_SYS(msgctl),     SCMP_SYS(semget),
+                               SCMP_SYS(semop),  SCMP_SYS(semtimedop), SCMP_SYS(semctl)};
+    for (size_t i = 0; r >= 0 && i < ELEMENTSOF(sysv); i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sysv[i], 0);
     /* truncate(2) by path: Landlock checks it from ABI 3 only (LANDLOCK_ACCESS_FS_TRUNCATE);
      * on ABI 2 (Linux 5.19 to 6.1: Debian 12) the program, running as the caller, could empty
      * any file of theirs. Refused on every ABI, one behaviour everywhere: ftruncate(2) (what
