@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Attacks on isolation tier 3 (--isolation landlock) beyond test_tier3's: the host's unix
-sockets, datagram socketpairs, truncate(2) by path, io_uring, ptrace and process_vm_readv of a
-process of the program's uid, the x32 system call ABI, what the program inherits, and the gaps
-the README states (the dynamic loader, the caller's files' metadata). Each runs bare first
+sockets, datagram socketpairs, truncate(2) by path, the host's System V IPC, io_uring, ptrace
+and process_vm_readv of a process of the program's uid, the x32 system call ABI, what the
+program inherits, and the gaps the README states (the dynamic loader, the caller's files' metadata). Each runs bare first
 where that shows it working; "no user namespace" is made as test_tier3 makes it."""
 import ctypes
 import json
@@ -161,6 +161,33 @@ class TestTier3Attacks(NsboxTestCase):
                      "f = open('own', 'w+'); f.write('abc'); f.truncate(1); f.close()\n"
                      "print(open('own').read())")
         self.assertEqual(r["stdout"], "a\n", r)
+
+    def test_cannot_reach_the_hosts_system_v_ipc(self):
+        # No IPC namespace: the caller's segments (an X server's MIT-SHM images) and queues
+        # are the host's. 0666, so that for root's pool id only nsbox's walls stand between.
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmat.restype = ctypes.c_void_p
+        shm = libc.shmget(0, 4096, 0o1000 | 0o666)  # IPC_PRIVATE, IPC_CREAT
+        if shm < 0:
+            self.skip_or_fail(f"shmget: {os.strerror(ctypes.get_errno())}")
+        addr = libc.shmat(shm, None, 0)
+        ctypes.memmove(addr, b"SHM-SECRET", 10)
+        code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                "libc.shmat.restype = ctypes.c_void_p\n"
+                f"a = libc.shmat({shm}, None, 0)\n"
+                "ok = a not in (None, ctypes.c_void_p(-1).value)\n"
+                "print(ctypes.string_at(a, 10).decode() if ok else ctypes.get_errno())\n"
+                "q = libc.msgget(0, 0o1600)\n"
+                "print('QUEUE' if q >= 0 else ctypes.get_errno())\n"
+                "if q >= 0: libc.msgctl(q, 0, None)")  # IPC_RMID: the control leaves none
+        try:
+            p = bare(code)
+            self.assertEqual(p.stdout, "SHM-SECRET\nQUEUE\n", p.stderr)  # the control
+            p, r = tier3("--", "python3", "-c", code)
+            self.assertEqual(r["stdout"], "1\n1\n", r)
+        finally:
+            libc.shmdt(ctypes.c_void_p(addr))
+            libc.shmctl(shm, 0, None)  # IPC_RMID
 
     def test_io_uring_is_refused(self):
         # io_uring's IORING_OP_SOCKET/CONNECT/OPENAT would pass beside the seccomp rules.
