@@ -212,15 +212,15 @@ static int plan_paths(struct tier3 *t)
 
 /* The extra filter, stacked on the default policy's: setsid(2) and setpgid(2) refused, so that
  * the program and all it starts stay in init's process group, the one nsbox kills (there is
- * no pid namespace to do it); System V IPC and truncate(2) (below); socket(2) of every family,
- * AF_UNIX too; and socketpair(2) of any family but AF_UNIX. The default policy allows AF_UNIX
- * sockets, which in tier 1 reach only the sandbox's own; here there is no mount namespace,
- * and Landlock (to ABI 7 at least) does not check connect(2) or sendmsg(2) to a named socket:
- * the program could reach every socket of the host its uid may write to, the caller's D-Bus
- * session bus (/run/user/UID/bus, whose systemd starts any command outside the sandbox), a
- * rootless Docker's, an ssh or gpg agent. A stream or seqpacket socketpair is all it keeps
- * (asyncio's wake-up, multiprocessing's Pipe; multiprocessing's locks need /dev/shm, refused
- * anyway). */
+ * no pid namespace to do it); System V IPC, other processes' limits and scheduling, and
+ * truncate(2) (below); socket(2) of every family, AF_UNIX too; and socketpair(2) of any family
+ * but AF_UNIX. The default policy allows AF_UNIX sockets, which in tier 1 reach only the
+ * sandbox's own; here there is no mount namespace, and Landlock (to ABI 7 at least) does not check
+ * connect(2) or sendmsg(2) to a named socket: the program could reach every socket of the host its
+ * uid may write to, the caller's D-Bus session bus (/run/user/UID/bus, whose systemd starts any
+ * command outside the sandbox), a rootless Docker's, an ssh or gpg agent. A stream or seqpacket
+ * socketpair is all it keeps (asyncio's wake-up, multiprocessing's Pipe; multiprocessing's locks
+ * need /dev/shm, refused anyway). */
 static int plan_filter(struct tier3 *t)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -255,6 +255,33 @@ static int plan_filter(struct tier3 *t)
                                SCMP_SYS(semop),  SCMP_SYS(semtimedop), SCMP_SYS(semctl)};
     for (size_t i = 0; r >= 0 && i < ELEMENTSOF(sysv); i++)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sysv[i], 0);
+    /* Another process's limits and scheduling: prlimit(2), setpriority(2), ioprio_set(2) and
+     * the sched_set* calls check only that the target has the caller's uid (or CAP_SYS_NICE,
+     * CAP_SYS_RESOURCE), which Landlock's signal scope does not cover: an ordinary user's
+     * program could set RLIMIT_CPU or RLIMIT_NOFILE of every process of the caller, or renice
+     * them all (PRIO_USER), which the caller cannot undo without CAP_SYS_NICE. Only the
+     * calling thread (pid 0) is left: what glibc's setrlimit(2), nice(3) and Python's
+     * os.sched_setaffinity(0, ...) pass; a thread id other than 0 (pthread_setaffinity_np(3)
+     * with OMP_PROC_BIND) is refused too. */
+    static const int others[] = {SCMP_SYS(prlimit64), SCMP_SYS(sched_setaffinity),
+                                 SCMP_SYS(sched_setattr), SCMP_SYS(sched_setparam),
+                                 SCMP_SYS(sched_setscheduler)};
+    for (size_t i = 0; r >= 0 && i < ELEMENTSOF(others); i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), others[i], 1, SCMP_A0(SCMP_CMP_NE, 0));
+    /* setpriority(which, who, prio) and ioprio_set(which, who, ioprio): PRIO_PROCESS (0) and
+     * IOPRIO_WHO_PROCESS (1) of who 0 only. */
+    if (r >= 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                             SCMP_A0(SCMP_CMP_NE, PRIO_PROCESS));
+    if (r >= 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                             SCMP_A1(SCMP_CMP_NE, 0));
+    if (r >= 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
+                             SCMP_A0(SCMP_CMP_NE, 1));
+    if (r >= 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
+                             SCMP_A1(SCMP_CMP_NE, 0));
     /* truncate(2) by path: Landlock checks it from ABI 3 only (LANDLOCK_ACCESS_FS_TRUNCATE);
      * on ABI 2 (Linux 5.19 to 6.1: Debian 12) the program, running as the caller, could empty
      * any file of theirs. Refused on every ABI, one behaviour everywhere: ftruncate(2) (what
