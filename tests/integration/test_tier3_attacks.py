@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Attacks on isolation tier 3 (--isolation landlock) beyond test_tier3's: the host's unix
-sockets, datagram socketpairs, truncate(2) by path, the host's System V IPC, io_uring, ptrace
-and process_vm_readv of a process of the program's uid, the x32 system call ABI, what the
-program inherits, and the gaps the README states (the dynamic loader, the caller's files' metadata). Each runs bare first
-where that shows it working; "no user namespace" is made as test_tier3 makes it."""
+sockets, datagram socketpairs, truncate(2) by path, the host's System V IPC, io_uring; ptrace,
+process_vm_readv, prlimit and setpriority of a process of the program's uid; the x32 system
+call ABI, what the program inherits, and the gaps the README states (the dynamic loader, the
+caller's files' metadata). Each runs bare first where that shows it working; "no user
+namespace" is made as test_tier3 makes it."""
 import ctypes
 import json
 import os
@@ -238,6 +239,46 @@ class TestTier3Attacks(NsboxTestCase):
         self.assertNotIn("ATTACHED", r["stdout"], r)
         self.assertIn("vm_readv -1 1\n", r["stdout"], r)
         self.assertIn("ptrace refused 1\n", r["stdout"], r)
+
+    def test_cannot_set_the_limits_or_priority_of_a_process_of_its_uid(self):
+        # prlimit(2), setpriority(2) and sched_set* check the uid only, and no Landlock scope
+        # covers them: RLIMIT_NOFILE 3 breaks the caller's process, and a nice value raised
+        # (PRIO_USER: all of them at once; here PRIO_PGRP, the victim's group alone) cannot be
+        # lowered again without CAP_SYS_NICE.
+        code = ("import os, resource, sys\npid = int(sys.argv[1])\n"
+                "for f in (lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (3, 3)),\n"
+                "          lambda: os.setpriority(os.PRIO_PGRP, pid, 18),\n"
+                "          lambda: os.setpriority(os.PRIO_PROCESS, pid, 19),\n"
+                "          lambda: os.sched_setaffinity(pid, {0}),\n"
+                "          lambda: os.sched_setscheduler(pid, os.SCHED_IDLE, "
+                "os.sched_param(0))):\n"
+                "    try: f(); print('CHANGED')\n"
+                "    except OSError as e: print(e.errno)\n"
+                "resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32)); os.nice(1)\n"
+                "os.sched_setaffinity(0, os.sched_getaffinity(0)); print('own ok')")
+
+        def state(pid):
+            with open(f"/proc/{pid}/limits") as f:
+                nofile = [x for x in f if x.startswith("Max open files")][0].split()[3]
+            with open(f"/proc/{pid}/stat") as f:
+                nice = f.read().rsplit(")", 1)[1].split()[16]
+            return nofile, nice, os.sched_getscheduler(pid), os.sched_getaffinity(pid)
+
+        for control in (True, False):
+            victim = subprocess.Popen(["sleep", "30"], start_new_session=True)
+            try:
+                before = state(victim.pid)
+                if control:
+                    p = no_userns(HOST_PYTHON, "-c", code, str(victim.pid))
+                    self.assertEqual(p.stdout, "CHANGED\n" * 5 + "own ok\n", p.stderr)
+                    self.assertNotEqual(state(victim.pid), before)
+                else:
+                    p, r = tier3("--", "python3", "-c", code, str(victim.pid))
+                    self.assertEqual(r["stdout"], "1\n" * 5 + "own ok\n", r)
+                    self.assertEqual(state(victim.pid), before)
+            finally:
+                victim.kill()
+                victim.wait()
 
     def test_signal_to_a_process_of_its_uid_follows_the_abi(self):
         # README: without ABI 6 the program may signal the caller's processes of its uid.
