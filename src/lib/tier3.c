@@ -212,15 +212,15 @@ static int plan_paths(struct tier3 *t)
 
 /* The extra filter, stacked on the default policy's: setsid(2) and setpgid(2) refused, so that
  * the program and all it starts stay in init's process group, the one nsbox kills (there is
- * no pid namespace to do it); System V IPC, other processes' limits and scheduling, and
- * truncate(2) (below); socket(2) of every family, AF_UNIX too; and socketpair(2) of any family
- * but AF_UNIX. The default policy allows AF_UNIX sockets, which in tier 1 reach only the
- * sandbox's own; here there is no mount namespace, and Landlock (to ABI 7 at least) does not check
- * connect(2) or sendmsg(2) to a named socket: the program could reach every socket of the host its
- * uid may write to, the caller's D-Bus session bus (/run/user/UID/bus, whose systemd starts any
- * command outside the sandbox), a rootless Docker's, an ssh or gpg agent. A stream or seqpacket
- * socketpair is all it keeps (asyncio's wake-up, multiprocessing's Pipe; multiprocessing's locks
- * need /dev/shm, refused anyway). */
+ * no pid namespace to do it); System V IPC, other processes' limits and scheduling, chmod
+ * granting write to others, and truncate(2) (below); socket(2) of every family, AF_UNIX too; and
+ * socketpair(2) of any family but AF_UNIX. The default policy allows AF_UNIX sockets, which in tier
+ * 1 reach only the sandbox's own; here there is no mount namespace, and Landlock (to ABI 7 at
+ * least) does not check connect(2) or sendmsg(2) to a named socket: the program could reach every
+ * socket of the host its uid may write to, the caller's D-Bus session bus (/run/user/UID/bus, whose
+ * systemd starts any command outside the sandbox), a rootless Docker's, an ssh or gpg agent. A
+ * stream or seqpacket socketpair is all it keeps (asyncio's wake-up, multiprocessing's Pipe;
+ * multiprocessing's locks need /dev/shm, refused anyway). */
 static int plan_filter(struct tier3 *t)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -282,6 +282,22 @@ static int plan_filter(struct tier3 *t)
     if (r >= 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
                              SCMP_A1(SCMP_CMP_NE, 0));
+    /* chmod(2) and its kin granting group or others write: Landlock does not check a file's
+     * metadata, and an ordinary user's program runs as the caller, so it could make any file
+     * of theirs it reaches by path (~/.bashrc) writable to every local user, who would then run
+     * code as the caller. The set-id bits the default policy refuses already. Reading stays
+     * grantable (shutil.copy() copies 0644 and 0755): the README says so. */
+    static const struct {
+        int nr;
+        unsigned arg;
+    } modes[] = {{SCMP_SYS(chmod), 1}, {SCMP_SYS(fchmod), 1}, {SCMP_SYS(fchmodat), 2}};
+    static const scmp_datum_t write_bits[] = {S_IWGRP, S_IWOTH};
+    for (size_t i = 0; r >= 0 && i < ELEMENTSOF(modes); i++)
+        for (size_t b = 0; r >= 0 && b < ELEMENTSOF(write_bits); b++) {
+            struct scmp_arg_cmp cmp = {modes[i].arg, SCMP_CMP_MASKED_EQ, write_bits[b],
+                                       write_bits[b]};
+            r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), modes[i].nr, 1, &cmp);
+        }
     /* truncate(2) by path: Landlock checks it from ABI 3 only (LANDLOCK_ACCESS_FS_TRUNCATE);
      * on ABI 2 (Linux 5.19 to 6.1: Debian 12) the program, running as the caller, could empty
      * any file of theirs. Refused on every ABI, one behaviour everywhere: ftruncate(2) (what

@@ -362,9 +362,39 @@ class TestTier3Attacks(NsboxTestCase):
         p, r = tier3("--", "python3", "-c", code)
         self.assertEqual(r["stdout"], "execve refused\nloader 0\n", r)
 
+    def test_cannot_make_a_file_of_the_caller_writable_to_others(self):
+        # Landlock checks no metadata: an ordinary user's program, as the caller, could make
+        # their ~/.bashrc writable to every local user, who would then run code as them.
+        victim = os.path.join(self.tmp, "bashrc")
+        with open(victim, "w") as f:
+            f.write("x")
+        os.chmod(victim, 0o644)
+        code = ("import os\n"
+                "for mode in (0o666, 0o646, 0o664, 0o4755):\n"
+                f"    try: os.chmod({victim!r}, mode); print('CHANGED')\n"
+                "    except OSError as e: print(e.errno)\n"
+                f"    os.chmod({victim!r}, 0o644) if os.getuid() == {os.getuid()} else None\n")
+        if os.geteuid() != 0:
+            p = bare(code)
+            self.assertEqual(p.stdout, "CHANGED\n" * 4, p.stderr)  # the control
+        p, r = tier3("--", "python3", "-c", code)
+        self.assertEqual(r["stdout"], "1\n" * 4, r)
+        self.assertEqual(os.stat(victim).st_mode & 0o7777, 0o644)
+        # Its own files: 0644, 0755 and shutil.copy() work; writable to others and set-id not.
+        p, r = tier3("--", "python3", "-c",
+                     "import os, shutil\nopen('a', 'w').close()\n"
+                     "os.chmod('a', 0o755); shutil.copy('a', 'b')\n"
+                     "print(oct(os.stat('b').st_mode))\n"
+                     "fd = os.open('a', os.O_RDONLY)\n"
+                     "for f in (lambda: os.chmod('a', 0o777), lambda: os.fchmod(fd, 0o666),\n"
+                     "          lambda: os.chmod('a', 0o4755)):\n"
+                     "    try: f(); print('CHANGED')\n"
+                     "    except OSError as e: print(e.errno)")
+        self.assertEqual(r["stdout"], "0o100755\n1\n1\n1\n", r)
+
     def test_documented_gap_metadata_of_the_callers_files(self):
-        # README: an ordinary user's program may chmod, utime and set xattrs of the caller's
-        # files it reaches by path (Landlock checks no metadata); root's pool id owns none.
+        # README: an ordinary user's program may still make the caller's files readable to
+        # others and set their times (Landlock checks no metadata); root's pool id owns none.
         victim = os.path.join(self.tmp, "victim")
         with open(victim, "w") as f:
             f.write("x")
