@@ -212,9 +212,15 @@ static int plan_paths(struct tier3 *t)
 
 /* The extra filter, stacked on the default policy's: setsid(2) and setpgid(2) refused, so that
  * the program and all it starts stay in init's process group, the one nsbox kills (there is
- * no pid namespace to do it); and socket(2) and socketpair(2) of any family but AF_UNIX,
- * as the default policy already does, stated here once more because tier 3 has no network
- * namespace behind it (and Landlock refuses TCP only from ABI 4). */
+ * no pid namespace to do it); System V IPC, other processes' limits and scheduling, chmod
+ * granting write to others, and truncate(2) (below); socket(2) of every family, AF_UNIX too; and
+ * socketpair(2) of any family but AF_UNIX. The default policy allows AF_UNIX sockets, which in tier
+ * 1 reach only the sandbox's own; here there is no mount namespace, and Landlock (to ABI 7 at
+ * least) does not check connect(2) or sendmsg(2) to a named socket: the program could reach every
+ * socket of the host its uid may write to, the caller's D-Bus session bus (/run/user/UID/bus, whose
+ * systemd starts any command outside the sandbox), a rootless Docker's, an ssh or gpg agent. A
+ * stream or seqpacket socketpair is all it keeps (asyncio's wake-up, multiprocessing's Pipe;
+ * multiprocessing's locks need /dev/shm, refused anyway). */
 static int plan_filter(struct tier3 *t)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -226,11 +232,79 @@ static int plan_filter(struct tier3 *t)
     if (r >= 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpgid), 0);
     if (r >= 0)
-        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-                             SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 0);
     if (r >= 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 1,
                              SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+    /* A datagram pair sends to any named socket with sendto(2)/sendmsg(2)'s address, which
+     * unix_dgram_sendmsg() honours on a connected socket too; AF_UNIX's SOCK_RAW is made a
+     * SOCK_DGRAM (unix_create() in net/unix/af_unix.c). Stream and seqpacket pairs ignore or
+     * refuse an address. The type's low bits, SOCK_CLOEXEC and SOCK_NONBLOCK aside. */
+    for (int type = SOCK_DGRAM; r >= 0 && type <= SOCK_RAW; type++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 1,
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)type));
+    /* System V IPC: no IPC namespace, so shmget(2), msgget(2) and semget(2) name the host's
+     * objects, which Landlock does not cover: an ordinary user's program would read and write
+     * the caller's shared memory (an X server's MIT-SHM images of their screen) and semaphores,
+     * and any run's objects would outlive it in the host's IPC namespace, where nothing
+     * removes them. All of it refused; POSIX shared memory and message
+     * queues are files Landlock refuses already (/dev/shm, the mqueue mount). */
+    static const int sysv[] = {SCMP_SYS(shmget), SCMP_SYS(shmat),      SCMP_SYS(shmctl),
+                               SCMP_SYS(shmdt),  SCMP_SYS(msgget),     SCMP_SYS(msgsnd),
+                               SCMP_SYS(msgrcv), SCMP_SYS(msgctl),     SCMP_SYS(semget),
+                               SCMP_SYS(semop),  SCMP_SYS(semtimedop), SCMP_SYS(semctl)};
+    for (size_t i = 0; r >= 0 && i < ELEMENTSOF(sysv); i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), sysv[i], 0);
+    /* Another process's limits and scheduling: prlimit(2), setpriority(2), ioprio_set(2) and
+     * the sched_set* calls check only that the target has the caller's uid (or CAP_SYS_NICE,
+     * CAP_SYS_RESOURCE), which Landlock's signal scope does not cover: an ordinary user's
+     * program could set RLIMIT_CPU or RLIMIT_NOFILE of every process of the caller, or renice
+     * them all (PRIO_USER), which the caller cannot undo without CAP_SYS_NICE. Only the
+     * calling thread (pid 0) is left: what glibc's setrlimit(2), nice(3) and Python's
+     * os.sched_setaffinity(0, ...) pass; a thread id other than 0 (pthread_setaffinity_np(3)
+     * with OMP_PROC_BIND) is refused too. */
+    static const int others[] = {SCMP_SYS(prlimit64), SCMP_SYS(sched_setaffinity),
+                                 SCMP_SYS(sched_setattr), SCMP_SYS(sched_setparam),
+                                 SCMP_SYS(sched_setscheduler)};
+    for (size_t i = 0; r >= 0 && i < ELEMENTSOF(others); i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), others[i], 1, SCMP_A0(SCMP_CMP_NE, 0));
+    /* setpriority(which, who, prio) and ioprio_set(which, who, ioprio): PRIO_PROCESS (0) and
+     * IOPRIO_WHO_PROCESS (1) of who 0 only. */
+    if (r >= 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                             SCMP_A0(SCMP_CMP_NE, PRIO_PROCESS));
+    if (r >= 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                             SCMP_A1(SCMP_CMP_NE, 0));
+    if (r >= 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
+                             SCMP_A0(SCMP_CMP_NE, 1));
+    if (r >= 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
+                             SCMP_A1(SCMP_CMP_NE, 0));
+    /* chmod(2) and its kin granting group or others write: Landlock does not check a file's
+     * metadata, and an ordinary user's program runs as the caller, so it could make any file
+     * of theirs it reaches by path (~/.bashrc) writable to every local user, who would then run
+     * code as the caller. The set-id bits the default policy refuses already. Reading stays
+     * grantable (shutil.copy() copies 0644 and 0755): the README says so. */
+    static const struct {
+        int nr;
+        unsigned arg;
+    } modes[] = {{SCMP_SYS(chmod), 1}, {SCMP_SYS(fchmod), 1}, {SCMP_SYS(fchmodat), 2}};
+    static const scmp_datum_t write_bits[] = {S_IWGRP, S_IWOTH};
+    for (size_t i = 0; r >= 0 && i < ELEMENTSOF(modes); i++)
+        for (size_t b = 0; r >= 0 && b < ELEMENTSOF(write_bits); b++) {
+            struct scmp_arg_cmp cmp = {modes[i].arg, SCMP_CMP_MASKED_EQ, write_bits[b],
+                                       write_bits[b]};
+            r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), modes[i].nr, 1, &cmp);
+        }
+    /* truncate(2) by path: Landlock checks it from ABI 3 only (LANDLOCK_ACCESS_FS_TRUNCATE);
+     * on ABI 2 (Linux 5.19 to 6.1: Debian 12) the program, running as the caller, could empty
+     * any file of theirs. Refused on every ABI, one behaviour everywhere: ftruncate(2) (what
+     * Python's file.truncate() calls) needs a descriptor opened for writing, which Landlock
+     * checked. */
+    if (r >= 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(truncate), 0);
     if (r >= 0)
         r = filter_export_program(ctx, &t->extra.prog[0]);
     if (r >= 0)
