@@ -441,11 +441,25 @@ static int remove_tree(int parent, const char *name, int depth)
         return unlinkat(parent, name, 0) == 0 || errno == ENOENT ? 0 : negative_errno();
     if (depth > 256)
         return -ELOOP;
-    if (fchmodat(parent, name, 0700, 0) < 0 && errno != EPERM)
-        return negative_errno();
-    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return negative_errno();
+    {
+        /* Made searchable and readable again (the program may have taken that away) through a
+         * descriptor of the directory itself: a symlink the program swaps in for name after
+         * the fstatat() above is never followed, so root's clean-up cannot chmod a path the
+         * program picked. The chmod goes through /proc/self/fd (proc(5)): an O_PATH
+         * descriptor takes no fchmod(). */
+        _cleanup_close_ int path_fd =
+            openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char self[64];
+
+        if (path_fd < 0)
+            return errno == ENOENT ? 0 : negative_errno();
+        (void)snprintf(self, sizeof(self), "/proc/self/fd/%d", path_fd);
+        if (chmod(self, 0700) < 0 && errno != EPERM)
+            return negative_errno();
+        fd = openat(path_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            return negative_errno();
+    }
     d = fdopendir(fd);
     if (!d)
         return negative_errno();
