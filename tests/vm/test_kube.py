@@ -1,0 +1,253 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The Kubernetes example (examples/kubernetes/executor.yaml) played by `podman kube play`, a
+real reader of Kubernetes YAML (issue 29), as root inside the qemu VM (tests/vm/run):
+
+    tests/vm/suite --file test_kube.py
+
+The image the YAML names, nsbox-executor:latest, is built here with `podman build` from a
+local base, without a registry: the base is the minimal rootfs under test imported as an image
+(Debian 12 with python3, standing in for examples/Containerfile's debian:12); the build adds
+nsbox, the same tree again as the sandbox's rootfs (NSBOX_ROOTFS), the Python API and the
+executor, as examples/Containerfile lays them out. Podman names a locally built image
+localhost/..., which kube play takes from the local store even with the :latest tag.
+
+The YAML is played as it is with one change: replicas 2 -> 1. Podman 4.3 makes one pod per
+replica and publishes each pod's containerPort on the host (it has no Service or cluster IP;
+it ignores the Service object), so a second replica would ask for port 8080 again. The
+executor is then reached at 127.0.0.1:8080 in the VM, through the pod's bridge network
+(kube play's podman-default-kube-network, CNI) and its port mapping.
+
+What Podman 4.3.1 (Debian 12's) does with the pod's settings, as seen here:
+  - hostUsers: false -> a user namespace of its own (--userns=auto, ids from /etc/subuid's
+    "containers" range; storage.conf sizes it at 65536 ids, as the kubelet does);
+  - seccompProfile (the securityContext field) is ignored: Podman 4.3 reads only the older
+    annotation container.seccomp.security.alpha.kubernetes.io/<container>, which the YAML
+    therefore also carries (a file directly under --seccomp-profile-root: Podman 4.3 joins only
+    the first component of "localhost/<path>" to it);
+  - procMount: Unmasked, readOnlyRootFilesystem, allowPrivilegeEscalation, runAsUser, the
+    resources' limits and the emptyDir are applied; appArmorProfile has no effect on this
+    kernel (no AppArmor in the VM), nor does it in Podman;
+  - the probes become a Podman healthcheck that nothing runs here (no systemd in the VM).
+Not exercised: a kubelet (its seccomp directory, its user namespace sizes and id ranges, its
+probes), a Service's load balancing over replicas, AppArmor.
+
+The controls show the test can fail: the same YAML without procMount: Unmasked gets nsbox's
+refusal (one line naming the fix) as the executor's error instead of a run, and without the
+seccomp annotation Podman's default profile refuses sethostname (a warning in the result).
+
+Podman's storage is on the VM's tmpfs (vfs driver, cgroupfs manager); the VM's read-only
+root gets small tmpfs mounts where Podman and CNI write (/etc/cni/net.d, /var/lib) and a
+/etc/subuid and /etc/subgid of the test's own. The last line of the output is
+"vm: N passed, M failed", as test_cgroup.py's.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
+NSBOX = os.environ.get("NSBOX") or os.path.join(TOP, "build", "src", "nsbox")
+ROOTFS = os.environ.get("NSBOX_ROOTFS") or os.path.join(TOP, "build", "rootfs", "tree")
+YAML = os.path.join(TOP, "examples", "kubernetes", "executor.yaml")
+PROFILE = os.path.join(TOP, "examples", "seccomp-nsbox.json")
+WORK = "/tmp/nsbox-kube"
+STORAGE_CONF = os.path.join(WORK, "storage.conf")
+SECCOMP_ROOT = os.path.join(WORK, "seccomp")
+PODMAN = ["podman", "--root", os.path.join(WORK, "storage"), "--runroot", "/run/nsbox-kube",
+          "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "none",
+          "--log-level", "error"]
+URL = "http://127.0.0.1:8080"
+CONTAINERFILE = """\
+FROM localhost/nsbox-base:latest
+COPY rootfs /usr/lib/nsbox/rootfs
+COPY nsbox /usr/bin/nsbox
+COPY nsbox-py /usr/lib/python3/dist-packages/nsbox
+COPY server.py /usr/local/bin/nsbox-executor
+ENV NSBOX_ROOTFS=/usr/lib/nsbox/rootfs
+EXPOSE 8080
+ENTRYPOINT ["/usr/bin/python3", "/usr/local/bin/nsbox-executor"]
+"""
+
+
+def podman(*args, timeout=300, check=True, stdin=None):
+    p = subprocess.run([*PODMAN, *args], capture_output=True, text=True, timeout=timeout,
+                       input=stdin, env={**os.environ, "CONTAINERS_STORAGE_CONF": STORAGE_CONF})
+    if check and p.returncode != 0:
+        raise AssertionError(f"podman {' '.join(args)}: exit {p.returncode}: "
+                             f"{p.stderr.strip()} {p.stdout.strip()}")
+    return p
+
+
+def request(method, path, body=None, timeout=240):
+    """(HTTP status, decoded JSON answer) of the executor."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(URL + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def example_yaml(drop=()):
+    """The example's text with replicas 1 and without the lines that are one of drop."""
+    with open(YAML) as f:
+        text = f.read()
+    if text.count("replicas: 2\n") != 1:
+        raise AssertionError("the example no longer has one 'replicas: 2'")
+    text = text.replace("replicas: 2\n", "replicas: 1\n")
+    for d in drop:
+        lines = [l for l in text.splitlines(keepends=True) if l.strip() != d]
+        if len(lines) != len(text.splitlines()) - 1:
+            raise AssertionError(f"the example has not exactly one line with {d!r}")
+        text = "".join(lines)
+    path = os.path.join(WORK, "executor.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+class TestKubePlay(unittest.TestCase):
+    broken = None  # why the image could not be built
+
+    @classmethod
+    def setUpClass(cls):
+        try:
+            cls.prepare()
+        except (AssertionError, OSError, subprocess.SubprocessError) as e:
+            cls.broken = str(e)
+
+    @classmethod
+    def prepare(cls):
+        os.makedirs(SECCOMP_ROOT, exist_ok=True)
+        shutil.copy(PROFILE, SECCOMP_ROOT)
+        # The VM's root is the host's, read-only: CNI writes its network list and its IPAM
+        # state, and user namespaces need subordinate ids for Podman's "containers" user.
+        for d in ("/etc/cni/net.d", "/var/lib"):
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", d], check=True)
+        subid = os.path.join(WORK, "subid")
+        with open(subid, "w") as f:
+            f.write("containers:1000000:1000000\n")
+        for f in ("/etc/subuid", "/etc/subgid"):
+            subprocess.run(["mount", "--bind", subid, f], check=True)
+        # A pod's user namespace of 65536 ids, as the kubelet gives (Podman's auto size is the
+        # image's highest id + 1, at least 1024: too few for the sandbox's nobody, 65534).
+        with open(STORAGE_CONF, "w") as f:
+            f.write('[storage]\ndriver = "vfs"\n[storage.options]\n'
+                    'auto-userns-min-size = 65536\nauto-userns-max-size = 65536\n')
+        tar = subprocess.Popen(["tar", "-C", ROOTFS, "-c", "."], stdout=subprocess.PIPE)
+        p = subprocess.run([*PODMAN, "import", "-", "localhost/nsbox-base:latest"],
+                           stdin=tar.stdout, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "CONTAINERS_STORAGE_CONF": STORAGE_CONF})
+        tar.stdout.close()
+        if tar.wait() != 0 or p.returncode != 0:
+            raise AssertionError(f"podman import: exit {p.returncode}: {p.stderr.strip()}")
+        ctx = os.path.join(WORK, "context")
+        os.makedirs(ctx)
+        subprocess.run(["cp", "-a", ROOTFS, os.path.join(ctx, "rootfs")], check=True)
+        shutil.copy(NSBOX, os.path.join(ctx, "nsbox"))
+        shutil.copytree(os.path.join(TOP, "python", "nsbox"), os.path.join(ctx, "nsbox-py"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(os.path.join(TOP, "examples", "executor", "server.py"), ctx)
+        with open(os.path.join(ctx, "Containerfile"), "w") as f:
+            f.write(CONTAINERFILE)
+        # --layers=false: one layer for the whole build (vfs copies the image per layer).
+        podman("build", "--layers=false", "-t", "nsbox-executor:latest", ctx, timeout=900)
+        shutil.rmtree(ctx)
+
+    def setUp(self):
+        if self.broken:
+            self.fail(f"no image: {self.broken}")
+
+    def play(self, yaml):
+        """kube play yaml; wait for the executor to answer /healthz. Whatever happens, the pod
+        is taken down at the test's end, and nothing of it may be left."""
+        self.addCleanup(self.nothing_left, yaml)
+        p = podman("kube", "play", "--seccomp-profile-root", SECCOMP_ROOT, yaml, check=False)
+        self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                status, answer = request("GET", "/healthz", timeout=10)
+                if status == 200 and answer == "ok":
+                    return
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                logs = podman("logs", "nsbox-executor-pod-0-executor", check=False)
+                ps = podman("ps", "-a", "--pod", check=False)
+                # From inside the pod: is the executor up, and only the published port not?
+                inside = podman("exec", "nsbox-executor-pod-0-executor", "/usr/bin/python3",
+                                "-c", "import urllib.request as u; print(u.urlopen("
+                                f"'http://127.0.0.1:8080/healthz', timeout=10).read())",
+                                check=False)
+                self.fail(f"the executor did not answer on {URL} in 180 s: {ps.stdout} "
+                          f"logs: {logs.stdout} {logs.stderr} inside the pod: "
+                          f"{inside.stdout} {inside.stderr}")
+            time.sleep(2)
+
+    def down(self, yaml):
+        p = podman("kube", "down", yaml, check=False)
+        self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
+        self.nothing_left(None)
+
+    def nothing_left(self, yaml):
+        if yaml:  # a test that stopped early: its pod, if any, goes now
+            podman("kube", "down", yaml, check=False)
+        self.assertEqual(podman("pod", "ps", "-aq").stdout, "", "a pod is left")
+        self.assertEqual(podman("ps", "-aq").stdout, "", "a container is left")
+
+    def test_example_runs_code_and_answers_a_limit_with_nsboxs_result(self):
+        yaml = example_yaml()
+        self.play(yaml)
+        status, r = request("POST", "/run", {"code": "print(6 * 7)", "timeout": 60})
+        self.assertEqual(status, 200, r)
+        self.assertEqual((r["status"], r["exit_code"], r["stdout"]), ("exited", 0, "42\n"), r)
+        self.assertEqual(r["isolation"], {"tier": 1, "missing": []}, r)
+        self.assertFalse([w for w in r["warnings"] if "skipped" in w], r["warnings"])
+        # The pod's own cgroup (hostUsers: false, EXECUTOR_CGROUP_PARENT=/) holds the limits.
+        self.assertEqual(r["limits_enforced_by"], "cgroup", r)
+        # A limit hit: the answer is nsbox's result naming it.
+        status, r = request("POST", "/run", {"code": "while True: pass", "timeout": 3})
+        self.assertEqual(status, 200, r)
+        self.assertEqual(r["status"], "timeout", r)
+        self.assertTrue(r["reason"].startswith("timed out after 3 s"), r)
+        status, r = request("POST", "/run", {"code": "b = bytearray(512 << 20)",
+                                             "memory": "64m", "timeout": 60})
+        self.assertEqual(status, 200, r)
+        self.assertEqual(r["status"], "oom", r)
+        self.assertIn("out of memory (limit 64", r["reason"])
+        self.down(yaml)
+
+    def test_control_masked_proc_is_refused_and_default_seccomp_warns(self):
+        # Without procMount: Unmasked, Podman masks parts of /proc and nsbox refuses in one
+        # line with the fix; the executor answers 500 with it.
+        self.play(example_yaml(drop=("procMount: Unmasked",)))
+        status, r = request("POST", "/run", {"code": "print(1)", "timeout": 60})
+        self.assertEqual(status, 500, r)
+        self.assertTrue(r["error"].startswith("nsbox: "), r)
+        self.assertEqual(len(r["error"].strip().splitlines()), 1, r)
+        self.assertIn("'nsbox doctor' names the container setting", r["error"])
+        self.down(os.path.join(WORK, "executor.yaml"))
+        # Without the seccomp annotation, Podman's default profile refuses sethostname: an
+        # optional step, skipped with a warning.
+        self.play(example_yaml(drop=("container.seccomp.security.alpha.kubernetes.io",)))
+        status, r = request("POST", "/run", {"code": "print(1)", "timeout": 60})
+        self.assertEqual(status, 200, r)
+        self.assertEqual(r["status"], "exited", r)
+        self.assertTrue([w for w in r["warnings"] if "sethostname skipped" in w], r)
+        self.down(os.path.join(WORK, "executor.yaml"))
+
+
+if __name__ == "__main__":
+    result = unittest.main(exit=False, verbosity=2).result
+    bad = len(result.failures) + len(result.errors) + len(result.skipped)
+    print(f"vm: {result.testsRun - bad} passed, {bad} failed", flush=True)
+    sys.exit(0 if bad == 0 and result.testsRun > 0 else 1)
