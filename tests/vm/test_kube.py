@@ -59,7 +59,9 @@ PROFILE = os.path.join(TOP, "examples", "seccomp-nsbox.json")
 WORK = "/tmp/nsbox-kube"
 STORAGE_CONF = os.path.join(WORK, "storage.conf")
 SECCOMP_ROOT = os.path.join(WORK, "seccomp")
-PODMAN = ["podman", "--root", os.path.join(WORK, "storage"), "--runroot", "/run/nsbox-kube",
+GRAPHROOT = os.path.join(WORK, "storage")
+RUNROOT = "/run/nsbox-kube"
+PODMAN = ["podman", "--root", GRAPHROOT, "--runroot", RUNROOT,
           "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend", "none",
           "--log-level", "error"]
 URL = "http://127.0.0.1:8080"
@@ -140,7 +142,8 @@ class TestKubePlay(unittest.TestCase):
         # A pod's user namespace of 65536 ids, as the kubelet gives (Podman's auto size is the
         # image's highest id + 1, at least 1024: too few for the sandbox's nobody, 65534).
         with open(STORAGE_CONF, "w") as f:
-            f.write('[storage]\ndriver = "vfs"\n[storage.options]\n'
+            f.write(f'[storage]\ndriver = "vfs"\nrunroot = "{RUNROOT}"\n'
+                    f'graphroot = "{GRAPHROOT}"\n[storage.options]\n'
                     'auto-userns-min-size = 65536\nauto-userns-max-size = 65536\n')
         tar = subprocess.Popen(["tar", "-C", ROOTFS, "-c", "."], stdout=subprocess.PIPE)
         p = subprocess.run([*PODMAN, "import", "-", "localhost/nsbox-base:latest"],
@@ -201,7 +204,7 @@ class TestKubePlay(unittest.TestCase):
     def nothing_left(self, yaml):
         if yaml:  # a test that stopped early: its pod, if any, goes now
             podman("kube", "down", yaml, check=False)
-        self.assertEqual(podman("pod", "ps", "-aq").stdout, "", "a pod is left")
+        self.assertEqual(podman("pod", "ps", "-q").stdout, "", "a pod is left")
         self.assertEqual(podman("ps", "-aq").stdout, "", "a container is left")
 
     def test_example_runs_code_and_answers_a_limit_with_nsboxs_result(self):
