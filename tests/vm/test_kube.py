@@ -77,6 +77,14 @@ ENTRYPOINT ["/usr/bin/python3", "/usr/local/bin/nsbox-executor"]
 """
 
 
+START = time.monotonic()
+
+
+def step(what):
+    """Where the time goes under TCG, on stderr."""
+    print(f"[{time.monotonic() - START:6.0f} s] {what}", file=sys.stderr, flush=True)
+
+
 def podman(*args, timeout=300, check=True, stdin=None):
     p = subprocess.run([*PODMAN, *args], capture_output=True, text=True, timeout=timeout,
                        input=stdin, env={**os.environ, "CONTAINERS_STORAGE_CONF": STORAGE_CONF})
@@ -96,6 +104,33 @@ def request(method, path, body=None, timeout=240):
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"null")
+
+
+# The same request from inside the pod (its network namespace), where the published port does
+# not answer: argv is method, path, JSON body; prints the status, then the answer.
+INSIDE = r"""
+import sys, urllib.error, urllib.request
+method, path, body = sys.argv[1:4]
+req = urllib.request.Request("http://127.0.0.1:8080" + path, method=method,
+                             data=body.encode() if body else None,
+                             headers={"Content-Type": "application/json"})
+try:
+    with urllib.request.urlopen(req, timeout=240) as r:
+        print(r.status); print(r.read().decode())
+except urllib.error.HTTPError as e:
+    print(e.code); print(e.read().decode())
+"""
+EXECUTOR = "nsbox-executor-pod-0-executor"
+
+
+def request_inside(method, path, body=None):
+    p = podman("exec", EXECUTOR, "/usr/bin/python3", "-c", INSIDE, method, path,
+               "" if body is None else json.dumps(body), check=False)
+    status, _, answer = p.stdout.partition("\n")
+    if p.returncode != 0 or not status.isdigit():
+        raise AssertionError(f"no answer inside the pod: exit {p.returncode}: {p.stdout} "
+                             f"{p.stderr}")
+    return int(status), json.loads(answer)
 
 
 def example_yaml(drop=()):
@@ -132,7 +167,8 @@ class TestKubePlay(unittest.TestCase):
         shutil.copy(PROFILE, SECCOMP_ROOT)
         # The VM's root is the host's, read-only: CNI writes its network list and its IPAM
         # state, and user namespaces need subordinate ids for Podman's "containers" user.
-        for d in ("/etc/cni/net.d", "/var/lib"):
+        # (and /var/cache: Podman's short-name alias cache).
+        for d in ("/etc/cni/net.d", "/var/lib", "/var/cache"):
             subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", d], check=True)
         subid = os.path.join(WORK, "subid")
         with open(subid, "w") as f:
@@ -145,16 +181,17 @@ class TestKubePlay(unittest.TestCase):
             f.write(f'[storage]\ndriver = "vfs"\nrunroot = "{RUNROOT}"\n'
                     f'graphroot = "{GRAPHROOT}"\n[storage.options]\n'
                     'auto-userns-min-size = 65536\nauto-userns-max-size = 65536\n')
-        tar = subprocess.Popen(["tar", "-C", ROOTFS, "-c", "."], stdout=subprocess.PIPE)
-        p = subprocess.run([*PODMAN, "import", "-", "localhost/nsbox-base:latest"],
-                           stdin=tar.stdout, capture_output=True, text=True, timeout=600,
-                           env={**os.environ, "CONTAINERS_STORAGE_CONF": STORAGE_CONF})
-        tar.stdout.close()
-        if tar.wait() != 0 or p.returncode != 0:
-            raise AssertionError(f"podman import: exit {p.returncode}: {p.stderr.strip()}")
+        # The tree is read over 9p once (slow under TCG): a tar on the tmpfs serves both.
+        step("tar of the rootfs")
+        tar = os.path.join(WORK, "rootfs.tar")
+        subprocess.run(["tar", "-C", ROOTFS, "-cf", tar, "."], check=True)
+        step("podman import")
+        podman("import", tar, "localhost/nsbox-base:latest", timeout=900)
+        step("the build context")
         ctx = os.path.join(WORK, "context")
-        os.makedirs(ctx)
-        subprocess.run(["cp", "-a", ROOTFS, os.path.join(ctx, "rootfs")], check=True)
+        os.makedirs(os.path.join(ctx, "rootfs"))
+        subprocess.run(["tar", "-C", os.path.join(ctx, "rootfs"), "-xf", tar], check=True)
+        os.unlink(tar)
         shutil.copy(NSBOX, os.path.join(ctx, "nsbox"))
         shutil.copytree(os.path.join(TOP, "python", "nsbox"), os.path.join(ctx, "nsbox-py"),
                         ignore=shutil.ignore_patterns("__pycache__"))
@@ -162,10 +199,13 @@ class TestKubePlay(unittest.TestCase):
         with open(os.path.join(ctx, "Containerfile"), "w") as f:
             f.write(CONTAINERFILE)
         # --layers=false: one layer for the whole build (vfs copies the image per layer).
+        step("podman build")
         podman("build", "--layers=false", "-t", "nsbox-executor:latest", ctx, timeout=900)
         shutil.rmtree(ctx)
+        step("image built")
 
     def setUp(self):
+        self.unpublished = None
         if self.broken:
             self.fail(f"no image: {self.broken}")
 
@@ -173,33 +213,48 @@ class TestKubePlay(unittest.TestCase):
         """kube play yaml; wait for the executor to answer /healthz. Whatever happens, the pod
         is taken down at the test's end, and nothing of it may be left."""
         self.addCleanup(self.nothing_left, yaml)
-        p = podman("kube", "play", "--seccomp-profile-root", SECCOMP_ROOT, yaml, check=False)
+        step(f"kube play {yaml}")
+        p = podman("kube", "play", "--seccomp-profile-root", SECCOMP_ROOT, yaml, check=False,
+                   timeout=900)
         self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
+        step("kube play done")
+        self.unpublished = None
         deadline = time.monotonic() + 180
         while True:
             try:
                 status, answer = request("GET", "/healthz", timeout=10)
                 if status == 200 and answer == "ok":
+                    step("the executor answers")
                     return
             except (OSError, ValueError):
                 pass
             if time.monotonic() > deadline:
-                logs = podman("logs", "nsbox-executor-pod-0-executor", check=False)
-                ps = podman("ps", "-a", "--pod", check=False)
-                # From inside the pod: is the executor up, and only the published port not?
-                inside = podman("exec", "nsbox-executor-pod-0-executor", "/usr/bin/python3",
-                                "-c", "import urllib.request as u; print(u.urlopen("
-                                f"'http://127.0.0.1:8080/healthz', timeout=10).read())",
-                                check=False)
-                self.fail(f"the executor did not answer on {URL} in 180 s: {ps.stdout} "
-                          f"logs: {logs.stdout} {logs.stderr} inside the pod: "
-                          f"{inside.stdout} {inside.stderr}")
+                break
             time.sleep(2)
+        # Is the executor up, and only the published port not? Then the test goes on from
+        # inside the pod, to see the rest, and fails at its end.
+        try:
+            status, answer = request_inside("GET", "/healthz")
+        except AssertionError as e:
+            status, answer = None, str(e)
+        logs = podman("logs", EXECUTOR, check=False)
+        ps = podman("ps", "-a", "--pod", check=False)
+        self.unpublished = (f"the executor did not answer on {URL} in 180 s: {ps.stdout} "
+                            f"logs: {logs.stdout} {logs.stderr} inside the pod: {status} "
+                            f"{answer}")
+        if status != 200:
+            self.fail(self.unpublished)
+
+    def call(self, method, path, body=None):
+        if self.unpublished:
+            return request_inside(method, path, body)
+        return request(method, path, body)
 
     def down(self, yaml):
         p = podman("kube", "down", yaml, check=False)
         self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
         self.nothing_left(None)
+        self.assertIsNone(self.unpublished)
 
     def nothing_left(self, yaml):
         if yaml:  # a test that stopped early: its pod, if any, goes now
@@ -210,39 +265,47 @@ class TestKubePlay(unittest.TestCase):
     def test_example_runs_code_and_answers_a_limit_with_nsboxs_result(self):
         yaml = example_yaml()
         self.play(yaml)
-        status, r = request("POST", "/run", {"code": "print(6 * 7)", "timeout": 60})
-        self.assertEqual(status, 200, r)
-        self.assertEqual((r["status"], r["exit_code"], r["stdout"]), ("exited", 0, "42\n"), r)
-        self.assertEqual(r["isolation"], {"tier": 1, "missing": []}, r)
-        self.assertFalse([w for w in r["warnings"] if "skipped" in w], r["warnings"])
-        # The pod's own cgroup (hostUsers: false, EXECUTOR_CGROUP_PARENT=/) holds the limits.
-        self.assertEqual(r["limits_enforced_by"], "cgroup", r)
+        with self.subTest("within limits"):
+            status, r = self.call("POST", "/run", {"code": "print(6 * 7)", "timeout": 60})
+            self.assertEqual(status, 200, r)
+            self.assertEqual((r["status"], r["exit_code"], r["stdout"]), ("exited", 0, "42\n"),
+                             r)
+            self.assertEqual(r["isolation"], {"tier": 1, "missing": []}, r)
+            self.assertFalse([w for w in r["warnings"] if "skipped" in w], r["warnings"])
+            # The pod's own cgroup (hostUsers: false, EXECUTOR_CGROUP_PARENT=/) holds the
+            # limits.
+            self.assertEqual(r["limits_enforced_by"], "cgroup", r)
         # A limit hit: the answer is nsbox's result naming it.
-        status, r = request("POST", "/run", {"code": "while True: pass", "timeout": 3})
-        self.assertEqual(status, 200, r)
-        self.assertEqual(r["status"], "timeout", r)
-        self.assertTrue(r["reason"].startswith("timed out after 3 s"), r)
-        status, r = request("POST", "/run", {"code": "b = bytearray(512 << 20)",
-                                             "memory": "64m", "timeout": 60})
-        self.assertEqual(status, 200, r)
-        self.assertEqual(r["status"], "oom", r)
-        self.assertIn("out of memory (limit 64", r["reason"])
+        with self.subTest("timeout"):
+            status, r = self.call("POST", "/run", {"code": "while True: pass", "timeout": 3})
+            self.assertEqual(status, 200, r)
+            self.assertEqual(r["status"], "timeout", r)
+            self.assertTrue(r["reason"].startswith("timed out after 3 s"), r)
+        with self.subTest("memory"):
+            status, r = self.call("POST", "/run", {"code": "b = bytearray(512 << 20)",
+                                                   "memory": "64m", "timeout": 60})
+            self.assertEqual(status, 200, r)
+            self.assertEqual(r["status"], "oom", r)
+            self.assertIn("out of memory (limit 64", r["reason"])
+        step("requests answered")
         self.down(yaml)
 
     def test_control_masked_proc_is_refused_and_default_seccomp_warns(self):
         # Without procMount: Unmasked, Podman masks parts of /proc and nsbox refuses in one
         # line with the fix; the executor answers 500 with it.
-        self.play(example_yaml(drop=("procMount: Unmasked",)))
-        status, r = request("POST", "/run", {"code": "print(1)", "timeout": 60})
-        self.assertEqual(status, 500, r)
-        self.assertTrue(r["error"].startswith("nsbox: "), r)
-        self.assertEqual(len(r["error"].strip().splitlines()), 1, r)
-        self.assertIn("'nsbox doctor' names the container setting", r["error"])
+        with self.subTest("masked /proc"):
+            self.play(example_yaml(drop=("procMount: Unmasked",)))
+            status, r = self.call("POST", "/run", {"code": "print(1)", "timeout": 60})
+            self.assertEqual(status, 500, r)
+            self.assertTrue(r["error"].startswith("nsbox: "), r)
+            self.assertEqual(len(r["error"].strip().splitlines()), 1, r)
+            self.assertIn("'nsbox doctor' names the container setting", r["error"])
         self.down(os.path.join(WORK, "executor.yaml"))
         # Without the seccomp annotation, Podman's default profile refuses sethostname: an
         # optional step, skipped with a warning.
-        self.play(example_yaml(drop=("container.seccomp.security.alpha.kubernetes.io",)))
-        status, r = request("POST", "/run", {"code": "print(1)", "timeout": 60})
+        self.play(example_yaml(drop=(
+            "container.seccomp.security.alpha.kubernetes.io/executor: localhost/seccomp-nsbox.json",)))
+        status, r = self.call("POST", "/run", {"code": "print(1)", "timeout": 60})
         self.assertEqual(status, 200, r)
         self.assertEqual(r["status"], "exited", r)
         self.assertTrue([w for w in r["warnings"] if "sethostname skipped" in w], r)
