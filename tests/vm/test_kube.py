@@ -36,9 +36,9 @@ STATUS: not passing yet, so not in `meson test --suite vm` (it is `--suite vm-ku
 VM the image is built (about 400 s under TCG: tar 30 s, import 50 s, build 320 s), and kube
 play then fails to start the pod's infra container: "crun: failed open()ing /dev/null:
 Operation not permitted" (crun 1.8.1), so no request has reached nsbox yet. The VM's other
-containers (test_container.py) never use a user namespace; when kube play fails, this test
-also starts the image with `podman run` with and without --userns=auto and says how each
-ends, to tell a user-namespace problem of this VM from a pod one.
+containers (test_container.py) never use a user namespace nor a pod; when kube play fails,
+this test also starts the image with `podman run` alone, with --userns=auto and in a pod of
+its own, and says how each ends, to tell a user-namespace problem of this VM from a pod one.
 
 Not exercised even when it passes: a kubelet (its seccomp directory, its user namespace sizes
 and id ranges, its probes), a Service's load balancing over replicas, AppArmor.
@@ -267,14 +267,17 @@ class TestKubePlay(unittest.TestCase):
             self.fail(self.unpublished)
 
     def run_alone(self):
-        """How the image starts outside a pod, with and without a user namespace."""
+        """How the image starts with podman run: alone, in a user namespace, in a pod of its
+        own (with its infra container), to tell which of these kube play trips on."""
         said = []
-        for userns in ([], ["--userns=auto"]):
-            p = podman("run", "--rm", "--network", "none", *userns, "--entrypoint",
+        for opts in (["--network", "none"], ["--network", "none", "--userns=auto"],
+                     ["--pod", "new:nsbox-kube-diag"]):
+            p = podman("run", "--rm", *opts, "--entrypoint",
                        "/usr/bin/python3", "nsbox-executor:latest", "-c", "print('ran')",
                        check=False)
-            said.append(f"podman run {' '.join(userns) or '(no userns)'}: exit "
+            said.append(f"podman run {' '.join(opts)}: exit "
                         f"{p.returncode} {p.stdout.strip()} {p.stderr.strip()}")
+        podman("pod", "rm", "-f", "nsbox-kube-diag", check=False)
         return "; ".join(said)
 
     def call(self, method, path, body=None):
