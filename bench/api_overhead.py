@@ -69,7 +69,7 @@ diff = statistics.median(a - c for c, a in pairs) * 1000
 
 # The API's own work: nsbox's process replaced by one that has printed its JSON and exited.
 printed = subprocess.run(cli, stdin=subprocess.DEVNULL, capture_output=True, env=env).stdout
-runner = nsbox._runner
+runner = nsbox._process  # where nsbox is started and waited for
 real = runner._popen, runner._communicate
 
 

@@ -52,16 +52,34 @@ enum nsbox_landlock_mode {
 
 /* Which tiers of isolation a run may take (README, "Isolation tiers"): tier 1 is the full
  * sandbox; tier 2 the full sandbox without what a container denies that is not a wall (the user
- * namespace's user.max_* sysctls where /proc/sys is read-only); nsbox_result.isolation_tier
- * and .isolation_missing say which a run got. */
+ * namespace's user.max_* sysctls where /proc/sys is read-only); tier 3, where no user namespace
+ * can be made at all, no namespaces: the host's programs under Landlock (read-only /usr, /lib*
+ * and a few files of /etc, writes only in a private scratch directory, no TCP), the default
+ * seccomp policy, no_new_privs, no capabilities, rlimits and the wall clock. Weaker, and said
+ * so; only on request. nsbox_result.isolation_tier and .isolation_missing say which a run got. */
 enum nsbox_isolation_mode {
-    NSBOX_ISOLATION_AUTO = 0, /* tier 1, or tier 2 with a warning */
+    NSBOX_ISOLATION_AUTO = 0, /* tier 1, or tier 2 with a warning; where no user namespace can
+                               * be made, fail (step "clone3", naming NSBOX_ISOLATION_LANDLOCK) */
     NSBOX_ISOLATION_FULL,     /* tier 1, or fail (NSBOX_STATUS_ERROR, step "isolation") */
+    NSBOX_ISOLATION_LANDLOCK, /* as AUTO, and tier 3 (with a warning) where no user namespace
+                               * can be made; then options that need namespaces (binds, copies,
+                               * a workspace, --network other than none, sessions) fail (step
+                               * "isolation"), and so does a kernel without Landlock ABI 2 */
 };
 
 /* What a run's tier left out (nsbox_result.isolation_missing). */
 #define NSBOX_MISSING_USERNS_LIMITS (1U << 0) /* user.max_* of the sandbox's user namespace */
 #define NSBOX_MISSING_SHM_LIMITS (1U << 1)    /* kernel.shm* (System V IPC refused instead) */
+/* Tier 3 leaves out every namespace, the rootfs and the cgroup: */
+#define NSBOX_MISSING_USER_NS (1U << 2)
+#define NSBOX_MISSING_PID_NS (1U << 3)   /* it can signal the caller's processes of its uid */
+#define NSBOX_MISSING_NET_NS (1U << 4)   /* the host's network, behind Landlock and seccomp */
+#define NSBOX_MISSING_MOUNT_NS (1U << 5) /* the host's files, behind Landlock */
+#define NSBOX_MISSING_IPC_NS (1U << 6)
+#define NSBOX_MISSING_UTS_NS (1U << 7)
+#define NSBOX_MISSING_CGROUP_NS (1U << 8)
+#define NSBOX_MISSING_ROOTFS (1U << 9)  /* the host's own /usr, not nsbox's rootfs */
+#define NSBOX_MISSING_CGROUP (1U << 10) /* limits by rlimits only */
 
 /* What Landlock restricted in a run (nsbox_result.landlock_restricts). */
 #define NSBOX_LANDLOCK_FS (1U << 0)    /* files: only the sandbox's own tree, as its mounts say */
@@ -661,9 +679,9 @@ NSBOX_EXPORT void nsbox_result_reason(const struct nsbox_result *result, char *b
  * in a fixed order: the rlimit memory hint for a SIGSEGV/SIGBUS, a MemoryError on the captured
  * stderr, forks refused by pids.max (or, under rlimits, a failed fork that stderr shows), an
  * ENOSPC on stderr, the system calls the seccomp policy refused, the network proxy's
- * refusals, each truncated stream. The same sentences are
- * `nsbox run`'s warnings on stderr and the JSON result's "notes". sentence is valid only
- * during the call. Returns the number of notes. Cannot fail.
+ * refusals, what a tier-3 run was given (isolation_tier 3), each truncated stream. The same
+ * sentences are `nsbox run`'s warnings on stderr and the JSON result's "notes". sentence is valid
+ * only during the call. Returns the number of notes. Cannot fail.
  */
 NSBOX_EXPORT size_t nsbox_result_notes(const struct nsbox_result *result,
                                        void (*note)(const char *sentence, void *userdata),

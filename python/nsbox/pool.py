@@ -20,9 +20,10 @@ import tempfile
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._runner import (FILES_DIR, _Data, _Limit, _Timeout, _env_fd, _env_records, _file_args,
-                      _limit, _nsbox_env, _number, _option_args, _start_error, _write_file,
-                      _write_files, find_nsbox)
+from ._files import FILES_DIR, _Data, _write_file, _write_files
+from ._options import (RUN_OPTIONS, Option, _Limit, _Timeout, _env_records, _file_args, _limit,
+                       _number, _option_args, keyword_options)
+from ._process import _env_fd, _nsbox_env, _start_error, find_nsbox
 from .errors import NsboxError
 from .result import Result
 from .session import _ANSWER_SECONDS, _MARGIN, _answer, _request
@@ -32,6 +33,12 @@ _Files = Optional[Mapping[str, _Data]]
 # Takes per run: a sandbox that died (killed from outside) between its hand-out and the run's
 # connection has run nothing, and another is taken.
 _TAKES = 3
+
+#: The run options a pool's sandboxes are started with (RUN_OPTIONS' names and defaults);
+#: timeout and output_limit are each run's defaults.
+_START = tuple(o for o in RUN_OPTIONS if o.name in (
+    "timeout", "memory", "cpus", "pids_limit", "env", "nsbox", "rootfs", "output_limit",
+    "network", "extra_args", "isolation"))
 
 
 def _recv_line(s: socket.socket) -> bytes:
@@ -57,30 +64,26 @@ class Pool:
     manager, or call :meth:`close`: that ends the pool and every sandbox of it.
     """
 
-    def __init__(self, size: int = 2, preload: Sequence[str] = (), timeout: _Timeout = 10,
-                 memory: _Limit = "256m", cpus: _Limit = None, pids_limit: _Limit = None,
-                 env: Optional[Mapping[str, str]] = None, rootfs: Optional[str] = None,
-                 output_limit: Optional[int] = None, network: str = "none",
-                 name: Optional[str] = None, nsbox: Optional[str] = None,
-                 extra_args: Sequence[str] = (), isolation: Optional[str] = None):
+    @keyword_options(_START + (Option("name", None, Optional[str], "sandbox"),))
+    def __init__(self, size: int = 2, preload: Sequence[str] = (), **o: Any):
         # isolation: as run_python_code's (--isolation).
-        extra_args = _file_args(extra_args, None, None, isolation)
+        extra_args = _file_args(o["extra_args"], None, None, o["isolation"])
         if isinstance(preload, str):
             preload = [m for m in preload.split(",") if m]
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"size must be a positive number of sandboxes, not {size!r}")
-        self._binary = find_nsbox(nsbox)
-        self.name = name or "pool-" + secrets.token_hex(6)
-        args = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
-                            network, extra_args)
+        self._binary = find_nsbox(o["nsbox"])
+        self.name = o["name"] or "pool-" + secrets.token_hex(6)
+        args = _option_args(o["timeout"], o["memory"], o["cpus"], o["pids_limit"], o["env"],
+                            o["rootfs"], o["output_limit"], o["network"], extra_args)
         self._cmd: List[str] = [self._binary, "pool", "start", self.name, "--json",
                                 "--size", str(size)]
         if preload:
             self._cmd += ["--preload", ",".join(preload)]
         self._cmd += args
         self._env = _nsbox_env()
-        self._records = _env_records(env)
-        self._timeout = timeout
+        self._records = _env_records(o["env"])
+        self._timeout = o["timeout"]
         self._lock = threading.Lock()
         self.id: Optional[str] = None
         self.socket_path: Optional[str] = None

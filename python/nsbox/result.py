@@ -127,9 +127,11 @@ class Result:
             "bytes_limit_hit", "connections_limit_hit", ...}``; None otherwise.
         landlock: what Landlock restricted, ``{"abi": N, "restricts": ["fs", "net",
             "scope"]}``, or None where it was not applied (the notes say why).
-        isolation: the tier of isolation the run got, ``{"tier": 1 or 2, "missing": [...]}``
-            (tier 2: the full sandbox without what ``missing`` names, e.g. ``"user.max_*
-            limits"`` where /proc/sys is read-only; a warning says what bounds it instead).
+        isolation: the tier of isolation the run got, ``{"tier": 1, 2 or 3, "missing":
+            [...]}`` (tier 2: the full sandbox without what ``missing`` names, e.g.
+            ``"user.max_* limits"`` where /proc/sys is read-only; a warning says what bounds it
+            instead; tier 3, only with ``isolation="landlock"``: no namespaces, no rootfs, no
+            cgroup, Landlock and seccomp only, much weaker).
         files: ``{sandbox path: bytes}`` of the files copied out (``copy_out=``), else empty.
         copy_out: nsbox's ``copy_out`` object (``copied`` with path, size and sha256 of
             each file, ``skipped`` with path and reason, ``complete``), or None.

@@ -9,6 +9,8 @@
 session's socket (one JSON line each way, no process started on this side), which is what makes
 a step cheaper than starting ``python3`` at all.
 """
+from __future__ import annotations  # Unpack[...] below: for type checkers (Python >= 3.11)
+
 import asyncio
 import contextlib
 import functools
@@ -19,14 +21,28 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence,
+                    Union)
 
-from ._runner import (FILES_DIR, _CopyOut, _Data, _Limit, _Timeout, _as_bytes,
-                      _check_file_name, _collect_files, _default_rootfs_args, _env_fd, _file_args,
-                      _env_records, _limit, _nsbox_env, _number, _option_args, _result_from,
-                      _start_error, _write_file, _write_files, find_nsbox)
+from ._files import (FILES_DIR, _Data, _as_bytes, _check_file_name, _collect_files,
+                     _write_file, _write_files)
+from ._options import (RUN_OPTIONS, STEP_OPTIONS, Option, _CopyOut, _Timeout,
+                       _default_rootfs_args, _env_records, _file_args, _limit, _number,
+                       _option_args, keyword_options)
+from ._process import _Streams, _env_fd, _nsbox_env, _result_from, _start_error, find_nsbox
 from .errors import NsboxError
 from .result import Result
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._options import RunOptions, StepOptions
+
+    class SessionOptions(RunOptions, total=False):
+        """RunOptions and SESSION_OPTIONS (Session())."""
+        idle_timeout: Optional[float]
+        lifetime: Optional[float]
+        name: Optional[str]
 
 # Session.upload()'s step: stdin into /work/NAME, its directories made.
 _UPLOAD = ("import os, sys\n"
@@ -41,8 +57,11 @@ _ANSWER_SECONDS = 30
 
 
 def _request(op: str, payload: Dict[str, Any], timeout: _Timeout,
-             output_limit: Optional[int], stdin: Union[bytes, str, None] = None) -> bytes:
+             output_limit: Optional[int], stdin: Union[bytes, str, None] = None,
+             stream: bool = False) -> bytes:
     req = {"op": op, **payload}
+    if stream:
+        req["stream"] = True  # the output as it comes, before the answer (_Lines)
     if timeout is not None:
         req["timeout"] = float(_number(timeout, "timeout"))
     if output_limit is not None:
@@ -53,6 +72,12 @@ def _request(op: str, payload: Dict[str, Any], timeout: _Timeout,
         data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
         req["stdin_bytes"] = len(data)
     return json.dumps(req).encode() + b"\n" + data
+
+
+def _argv(argv: Sequence[str]) -> List[str]:
+    if isinstance(argv, (str, bytes)) or not argv:
+        raise TypeError("argv must be a non-empty sequence of strings")
+    return [str(a) for a in argv]
 
 
 def _answer(line: bytes) -> Result:
@@ -74,11 +99,86 @@ def _answer(line: bytes) -> Result:
     return _result_from(raw.get("exit_code", 125) if isinstance(raw, dict) else 125, line, "")
 
 
+#: A Session's own options, after the run options.
+SESSION_OPTIONS = (Option("idle_timeout", 600, Optional[float], "sandbox"),
+                   Option("lifetime", None, Optional[float], "sandbox"),
+                   Option("name", None, Optional[str], "sandbox"))
+
+#: The options a step takes for itself (None: the Session's): each per-step run option, and
+#: memory (a lower limit for the step) and files (copied into /work before it).
+_STEP = tuple(o for o in RUN_OPTIONS if o.name in STEP_OPTIONS)
+
+
+def _check_files(files: Optional[Mapping[str, _Data]]) -> None:
+    if files is not None and not isinstance(files, Mapping):
+        raise TypeError("files must be a dict {relative_name: str | bytes}")
+    for file_name, data in (files or {}).items():
+        _check_file_name(file_name)
+        _as_bytes(data, f"files[{file_name!r}]")
+
+
+def _copy_out_paths(copy_out: _CopyOut) -> List[str]:
+    paths = [copy_out] if isinstance(copy_out, str) else list(copy_out or [])
+    for path in paths:
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ValueError(f"copy_out path {path!r} must be an absolute path in the "
+                             "sandbox")
+    return paths
+
+
+def _replay(result: Result, streams: Optional[_Streams]) -> Result:
+    """A step run through `nsbox session exec --json` streams nothing: its callbacks get the
+    output when the step has ended, whole."""
+    if streams is not None:
+        for name in ("stdout", "stderr"):
+            text = getattr(result, name)
+            if text and streams.callbacks[name] is not None:
+                streams.callbacks[name](text)
+    return result
+
+
+class _Lines:
+    """A step's answer, read line by line: with "stream", lines {"stream": NAME, "data": TEXT}
+    come as the step writes (session-client.c's client_stream(); the session drops one when this
+    side is slow to read: the answer holds everything), then the answer. feed() hands the
+    stream lines to the callbacks and returns the answer once it is in."""
+
+    def __init__(self, streams: Optional[_Streams]) -> None:
+        self.streams = streams
+        self.buf = b""
+
+    def feed(self, chunk: bytes) -> Optional[bytes]:
+        self.buf += chunk
+        while True:
+            end = self.buf.find(b"\n")
+            if end < 0:
+                return None
+            line, rest = self.buf[:end + 1], self.buf[end + 1:]
+            if self.streams is None or not line.startswith(b'{"stream":'):
+                return line
+            self.buf = rest
+            try:
+                piece = json.loads(line)
+            except ValueError:
+                return line  # not a stream line after all: the answer says what it is
+            callback = self.streams.callbacks.get(piece.get("stream"))
+            if callback is not None and isinstance(piece.get("data"), str) and piece["data"]:
+                callback(piece["data"])
+
+    def rest(self) -> bytes:
+        """What came before EOF without its newline (a cut-off answer)."""
+        return self.buf
+
+
 class Session:
     """A live sandbox (``nsbox session start``) for many steps.
 
-    The options are those of :func:`nsbox.run`; ``timeout`` is each step's default, and a step
-    may give its own. ``idle_timeout`` (default 600 s, so that a forgotten session ends; None:
+    The options are those of :func:`nsbox.run`, keyword-only, with its defaults: those of the
+    sandbox (memory, cpus, files, env, network, workspace, log, ...) hold for the session;
+    timeout, output_limit, stdin, on_stdout, on_stderr, copy_out and copy_out_dir are each
+    step's defaults, and a step may give its own (see :meth:`run_code`); stdout_file and
+    stderr_file are refused (ValueError: ``nsbox session start`` takes no --stdout-file).
+    ``idle_timeout`` (default 600 s, so that a forgotten session ends; None:
     never) and ``lifetime`` (seconds) end the session by themselves.
     Files the steps write (in /work, /tmp, or a ``--tmpfs`` given in ``extra_args``) persist
     between steps; everything a step starts is killed when the step ends. ``workspace`` names a
@@ -89,40 +189,49 @@ class Session:
     :meth:`close`.
     """
 
-    def __init__(self, timeout: _Timeout = 10, memory: _Limit = "256m", cpus: _Limit = None,
-                 pids_limit: _Limit = None, env: Optional[Mapping[str, str]] = None,
-                 rootfs: Optional[str] = None, output_limit: Optional[int] = None,
-                 network: str = "none", idle_timeout: Optional[float] = 600,
-                 lifetime: Optional[float] = None, name: Optional[str] = None,
-                 workspace: Optional[str] = None,
-                 nsbox: Optional[str] = None, extra_args: Sequence[str] = (),
-                 files: Optional[Mapping[str, _Data]] = None, isolation: Optional[str] = None):
-        self._binary = find_nsbox(nsbox)
+    @keyword_options(RUN_OPTIONS + SESSION_OPTIONS)
+    def __init__(self, **o: Unpack[SessionOptions]):
+        self._binary = find_nsbox(o["nsbox"])
+        for option in ("stdout_file", "stderr_file"):
+            if o[option] is not None:
+                raise ValueError(f"a Session takes no {option}: 'nsbox session start' refuses "
+                                 "--stdout-file and --stderr-file (each step's output is in its "
+                                 "Result, and streams to on_stdout/on_stderr)")
         # isolation: as run_python_code's (--isolation).
-        extra_args = _file_args(extra_args, None, None, isolation)
-        args = _option_args(timeout, memory, cpus, pids_limit, env, rootfs, output_limit,
-                            network, extra_args)
-        args += _default_rootfs_args(self._binary, rootfs, extra_args)
-        if idle_timeout is not None:
-            args += ["--idle-timeout", _number(idle_timeout, "idle_timeout")]
-        if lifetime is not None:
-            args += ["--lifetime", _number(lifetime, "lifetime")]
-        if name is not None:
-            args += ["--name", name]
-        if workspace is not None:
-            args += ["--workspace", workspace]
+        extra_args = _file_args(o["extra_args"], None, None, o["isolation"])
+        args = _option_args(o["timeout"], o["memory"], o["cpus"], o["pids_limit"], o["env"],
+                            o["rootfs"], o["output_limit"], o["network"], extra_args)
+        args += _default_rootfs_args(self._binary, o["rootfs"], extra_args)
+        if o["idle_timeout"] is not None:
+            args += ["--idle-timeout", _number(o["idle_timeout"], "idle_timeout")]
+        if o["lifetime"] is not None:
+            args += ["--lifetime", _number(o["lifetime"], "lifetime")]
+        if o["name"] is not None:
+            args += ["--name", o["name"]]
+        if o["workspace"] is not None:
+            if not isinstance(o["workspace"], str) or not o["workspace"]:
+                raise TypeError("workspace must be a non-empty str (the workspace's name)")
+            args += ["--workspace", o["workspace"]]
+        # The audit log, as for a run (nsbox runs with a cleared environment: on its command
+        # line). Every step is a record of its own.
+        log = os.environ.get("NSBOX_LOG") if o["log"] is None else o["log"]
+        if log:
+            args += ["--log", os.fspath(log)]
         self._cmd: List[str] = [self._binary, "session", "start", "--json", *args]
         # nsbox's own environment is its few variables; the program's travel on --env-fd
         # (never in nsbox's environment, where LD_PRELOAD would run in nsbox itself).
         self._env = _nsbox_env()
-        self._records = _env_records(env)
-        self._timeout = timeout
-        if files is not None and not isinstance(files, Mapping):
-            raise TypeError("files must be a dict {relative_name: str | bytes}")
-        for file_name, data in (files or {}).items():
-            _check_file_name(file_name)
-            _as_bytes(data, f"files[{file_name!r}]")
+        self._records = _env_records(o["env"])
+        self._timeout = o["timeout"]
+        files = o["files"]
+        _check_files(files)
         self._files = files
+        # Each step's defaults (a step's own None takes them); memory and files are the
+        # session's, a step may give its own.
+        self._steps: Dict[str, Any] = {x.name: o[x.name] for x in _STEP if x.name not in
+                                       ("memory", "files")}
+        self._steps.update(memory=None, files=None)
+        _copy_out_paths(self._steps["copy_out"])
         self.id: Optional[str] = None
         self.socket_path: Optional[str] = None
         #: The answer to close(): ``{"stopped": True, "reason": ..., "workspace": {"name",
@@ -245,11 +354,34 @@ class Session:
         t = self._timeout if timeout is None else timeout
         return None if t is None else float(t) + _MARGIN
 
-    def _call(self, request: bytes, timeout: _Timeout) -> Result:
+    def _step_options(self, o: Dict[str, Any]) -> Dict[str, Any]:
+        """A step's options: its own, else the session's."""
+        o = {name: (self._steps[name] if o[name] is None else o[name]) for name in self._steps}
+        _copy_out_paths(o["copy_out"])
+        _check_files(o["files"])
+        return o
+
+    @staticmethod
+    def _by_cli(o: Mapping[str, Any]) -> bool:
+        """Whether a step goes through `nsbox session exec` (copy-out, a lower memory limit,
+        files) rather than straight to the socket."""
+        return bool(o["copy_out"]) or o["copy_out_dir"] is not None or \
+            o["memory"] is not None or o["files"] is not None
+
+    @staticmethod
+    def _streams(o: Mapping[str, Any]) -> Optional[_Streams]:
+        if o["on_stdout"] is None and o["on_stderr"] is None:
+            return None
+        return _Streams(o["on_stdout"], o["on_stderr"])
+
+    def _call(self, request: bytes, timeout: _Timeout,
+              streams: Optional[_Streams] = None) -> Result:
         if not self.socket_path:
             raise NsboxError("the session is not started (use it in a with block)",
                              step="session")
         wait = self._wait(timeout)
+        lines = _Lines(streams)
+        answer = None
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(wait)
             try:
@@ -258,62 +390,59 @@ class Session:
                 raise NsboxError(f"session {self.id} is not running ({e.strerror or e}): it was "
                                  "stopped, killed, or reached its idle or lifetime limit",
                                  step="session", errno=e.errno) from e
-            chunks = []
+            got = False
             try:
                 try:
                     s.sendall(request)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the session did not take it: its answer says why
-                while True:
+                while answer is None:
                     chunk = s.recv(1 << 20)
                     if not chunk:
                         break
-                    chunks.append(chunk)
-                    if chunk.endswith(b"\n"):
-                        break
+                    got = True
+                    answer = lines.feed(chunk)
             except socket.timeout as e:
                 raise NsboxError(f"no answer from session {self.id} within {wait:g} s (the "
                                  f"step's timeout and {_MARGIN:g} s more): the step may still "
                                  "run, or wait behind another client's step",
                                  step="session") from e
             except OSError as e:
-                if not chunks:
+                if not got:
                     raise NsboxError(f"session {self.id} closed the connection without an "
                                      f"answer ({e.strerror or e}): it was stopped, killed, or "
                                      "reached its idle or lifetime limit",
                                      step="session", errno=e.errno) from e
-        return _answer(b"".join(chunks))
+        return _answer(answer if answer is not None else lines.rest())
 
-    def _copy_out_step(self, code: Optional[str], argv: Optional[List[str]], timeout: _Timeout,
-                       output_limit: Optional[int], stdin: Union[bytes, str, None],
-                       copy_out: _CopyOut, copy_out_dir: Optional[str],
-                       memory: _Limit = None) -> Result:
-        """A step with copy_out (or its own lower memory): through ``nsbox session exec --copy-out``, whose process (the
-        caller's) opens the host directory and unpacks the files, never through a symlink, as
-        for a run; Result.files then holds their bytes."""
+    def _cli_step(self, code: Optional[str], argv: Optional[List[str]],
+                  o: Mapping[str, Any]) -> Result:
+        """A step with copy_out, files or its own lower memory: through ``nsbox session exec
+        --copy-out --copy-in --memory``, whose process (the caller's) opens the host directory
+        and unpacks the files, never through a symlink, as for a run (Result.files then holds
+        their bytes), and packs the files as a run's --copy-in does."""
         if not self.socket_path:
             raise NsboxError("the session is not started (use it in a with block)",
                              step="session")
-        paths = [copy_out] if isinstance(copy_out, str) else list(copy_out or [])
-        for path in paths:
-            if not isinstance(path, str) or not path.startswith("/"):
-                raise ValueError(f"copy_out path {path!r} must be an absolute path in the "
-                                 "sandbox")
+        timeout, output_limit, stdin = o["timeout"], o["output_limit"], o["stdin"]
+        paths = _copy_out_paths(o["copy_out"])
         tmp = tempfile.mkdtemp(prefix="nsbox-")  # 0700: ours alone
         try:
-            out_dir = os.path.abspath(os.fspath(copy_out_dir)) if copy_out_dir is not None \
-                else os.path.join(tmp, "out")
+            out_dir = os.path.abspath(os.fspath(o["copy_out_dir"])) \
+                if o["copy_out_dir"] is not None else os.path.join(tmp, "out")
             cmd = [self._binary, "session", "exec", str(self.id), "--json"]
-            if memory is not None:
-                cmd += ["--memory", _limit(memory, "memory")]
+            if o["memory"] is not None:
+                cmd += ["--memory", _limit(o["memory"], "memory")]
+            if o["files"] is not None:
+                _write_files(os.path.join(tmp, "files"), o["files"])
+                cmd += ["--copy-in", f"{os.path.join(tmp, 'files')}/.:{FILES_DIR}/"]
             for path in paths:
                 cmd += ["--copy-out", f"{path}:{out_dir}"]
             if timeout is not None:
                 cmd += ["--timeout", _number(timeout, "timeout")]
             if output_limit is not None:
                 cmd += ["--output-limit", str(int(_number(output_limit, "output_limit")))]
-            data = b"" if stdin is None else \
-                (stdin.encode() if isinstance(stdin, str) else bytes(stdin))
+            data = b"" if stdin is None else _as_bytes(stdin, "stdin")
             if code is not None and stdin is None:
                 cmd += ["--code", "-"]
                 data = code.encode()
@@ -345,42 +474,46 @@ class Session:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def run_code(self, code: str, timeout: _Timeout = None,
-                 output_limit: Optional[int] = None,
-                 stdin: Union[bytes, str, None] = None, copy_out: _CopyOut = None,
-                 copy_out_dir: Optional[str] = None, *, memory: _Limit = None) -> Result:
+    @keyword_options(_STEP, step=True)
+    def run_code(self, code: str, **o: Unpack[StepOptions]) -> Result:
         """Run Python code in the session's interpreter as a notebook cell in its ``__main__``:
         variables, imports and open files of earlier steps are there, and the value of a last
         expression, ``display()`` and figures are in Result.outputs (see
-        :func:`nsbox.run_python_code`'s ``cell``). A timeout raises KeyboardInterrupt in the code; an interpreter
-        that ignores it is restarted (the result's raw["interpreter"] says "restarted").
-        stdin: what sys.stdin reads during the step (else nothing). copy_out: sandbox paths
-        (one or a list) copied out when the step has ended by itself, as for
-        :func:`nsbox.run`: Result.files maps each file's sandbox path to its bytes, and
-        copy_out_dir keeps the copies in a directory of yours too. memory: a lower limit for
-        this step only (``--memory``; one above the session's raises NsboxError); under
-        rlimits the interpreter keeps it for good, so it is ended after the step and the next
-        one starts fresh (a warning says so)."""
-        if copy_out or copy_out_dir is not None or memory is not None:
-            return self._copy_out_step(code, None, timeout, output_limit, stdin, copy_out,
-                                       copy_out_dir, memory)
-        return self._call(_request("code", {"code": code}, timeout, output_limit, stdin),
-                          timeout)
+        :func:`nsbox.run_python_code`'s ``cell``). A timeout raises KeyboardInterrupt in the
+        code; an interpreter that ignores it is restarted (the result's raw["interpreter"] says
+        "restarted").
 
-    def run(self, argv: Sequence[str], timeout: _Timeout = None,
-            output_limit: Optional[int] = None, stdin: Union[bytes, str, None] = None,
-            copy_out: _CopyOut = None, copy_out_dir: Optional[str] = None, *,
-            memory: _Limit = None) -> Result:
+        Each option left None is the Session's. timeout, output_limit: this step's. stdin:
+        what sys.stdin reads during the step (else nothing). on_stdout, on_stderr: called with
+        the step's output as it comes (str), in the calling thread; the Result holds all of it
+        (a piece the session could not send at once, this side being slow, is only there).
+        copy_out: sandbox paths (one or a list) copied out when the step has ended by itself,
+        as for :func:`nsbox.run`: Result.files maps each file's sandbox path to its bytes, and
+        copy_out_dir keeps the copies in a directory of yours too. files: ``{relative_name:
+        str | bytes}`` copied into /work before the step. memory: a lower limit for this step
+        only (``--memory``; one above the session's raises NsboxError); under rlimits the
+        interpreter keeps it for good, so it is ended after the step and the next one starts
+        fresh (a warning says so). A step with copy_out, files or memory goes through ``nsbox
+        session exec``: its callbacks get the output when it has ended."""
+        o = self._step_options(o)
+        streams = self._streams(o)
+        if self._by_cli(o):
+            return _replay(self._cli_step(code, None, o), streams)
+        return self._call(_request("code", {"code": code}, o["timeout"], o["output_limit"],
+                                   o["stdin"], streams is not None), o["timeout"], streams)
+
+    @keyword_options(_STEP, step=True)
+    def run(self, argv: Sequence[str], **o: Unpack[StepOptions]) -> Result:
         """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``).
-        stdin: what the program reads on its stdin (else /dev/null). copy_out, copy_out_dir:
-        as for :meth:`run_code`."""
-        if isinstance(argv, (str, bytes)) or not argv:
-            raise TypeError("argv must be a non-empty sequence of strings")
-        if copy_out or copy_out_dir is not None or memory is not None:
-            return self._copy_out_step(None, [str(a) for a in argv], timeout, output_limit,
-                                       stdin, copy_out, copy_out_dir, memory)
-        return self._call(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
-                                   output_limit, stdin), timeout)
+        stdin: what the program reads on its stdin (else /dev/null). The other options as for
+        :meth:`run_code`."""
+        argv = _argv(argv)
+        o = self._step_options(o)
+        streams = self._streams(o)
+        if self._by_cli(o):
+            return _replay(self._cli_step(None, argv, o), streams)
+        return self._call(_request("exec", {"argv": argv}, o["timeout"], o["output_limit"],
+                                   o["stdin"], streams is not None), o["timeout"], streams)
 
     # -- single files between steps -----------------------------------------------------------
 
@@ -395,7 +528,7 @@ class Session:
         # -I: not the user site below HOME=/tmp, where the session's code may have left a .pth
         # file that would run in this step (and sys.path without the working directory).
         r = self.run(["python3", "-I", "-c", _UPLOAD, f"{FILES_DIR}/{path}"], timeout=timeout,
-                     stdin=_as_bytes(data, "data"))
+                     stdin=_as_bytes(data, "data"), copy_out=())
         if not r.ok:
             raise NsboxError(f"cannot write {FILES_DIR}/{path} in the session: "
                              f"{r.stderr.strip() or r.reason}", step="session", raw=r.raw)
@@ -467,7 +600,8 @@ class Session:
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
-    async def _acall(self, request: bytes, timeout: _Timeout) -> Result:
+    async def _acall(self, request: bytes, timeout: _Timeout,
+                     streams: Optional[_Streams] = None) -> Result:
         if not self.socket_path:
             raise NsboxError("the session is not started (use it in an async with block)",
                              step="session")
@@ -475,6 +609,7 @@ class Session:
         # (the session refused the connection) raises that error before the answer it holds.
         loop = asyncio.get_running_loop()
         wait = self._wait(timeout)
+        lines = _Lines(streams)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.setblocking(False)
             try:
@@ -484,8 +619,8 @@ class Session:
                                  "stopped, killed, or reached its idle or lifetime limit",
                                  step="session", errno=e.errno) from e
 
-            async def exchange() -> List[bytes]:
-                chunks: List[bytes] = []
+            async def exchange() -> bytes:
+                got = False
                 try:
                     await loop.sock_sendall(s, request)
                 except (BrokenPipeError, ConnectionResetError):
@@ -495,48 +630,48 @@ class Session:
                         chunk = await loop.sock_recv(s, 1 << 20)
                         if not chunk:
                             break
-                        chunks.append(chunk)
-                        if chunk.endswith(b"\n"):
-                            break
+                        got = True
+                        answer = lines.feed(chunk)
+                        if answer is not None:
+                            return answer
                 except OSError as e:
-                    if not chunks:
+                    if not got:
                         raise NsboxError(f"session {self.id} closed the connection without an "
                                          f"answer ({e.strerror or e}): it was stopped, killed, "
                                          "or reached its idle or lifetime limit",
                                          step="session", errno=e.errno) from e
-                return chunks
+                return lines.rest()
 
             try:
-                chunks = await asyncio.wait_for(exchange(), wait)
+                line = await asyncio.wait_for(exchange(), wait)
             except asyncio.TimeoutError as e:
                 raise NsboxError(f"no answer from session {self.id} within {wait:g} s (the "
                                  f"step's timeout and {_MARGIN:g} s more): the step may still "
                                  "run, or wait behind another client's step",
                                  step="session") from e
-        return _answer(b"".join(chunks))
+        return _answer(line)
 
-    async def arun_code(self, code: str, timeout: _Timeout = None,
-                        output_limit: Optional[int] = None,
-                        stdin: Union[bytes, str, None] = None, copy_out: _CopyOut = None,
-                        copy_out_dir: Optional[str] = None, *, memory: _Limit = None) -> Result:
-        """As :meth:`run_code`, for asyncio."""
-        if copy_out or copy_out_dir is not None or memory is not None:
-            return await asyncio.get_running_loop().run_in_executor(None, functools.partial(
-                self._copy_out_step, code, None, timeout, output_limit, stdin, copy_out,
-                copy_out_dir, memory))
-        return await self._acall(_request("code", {"code": code}, timeout, output_limit,
-                                          stdin), timeout)
+    @keyword_options(_STEP, step=True)
+    async def arun_code(self, code: str, **o: Unpack[StepOptions]) -> Result:
+        """As :meth:`run_code`, for asyncio; the callbacks are called from the event loop."""
+        o = self._step_options(o)
+        streams = self._streams(o)
+        if self._by_cli(o):
+            return _replay(await asyncio.get_running_loop().run_in_executor(
+                None, functools.partial(self._cli_step, code, None, o)), streams)
+        return await self._acall(_request("code", {"code": code}, o["timeout"],
+                                          o["output_limit"], o["stdin"], streams is not None),
+                                 o["timeout"], streams)
 
-    async def arun(self, argv: Sequence[str], timeout: _Timeout = None,
-                   output_limit: Optional[int] = None,
-                   stdin: Union[bytes, str, None] = None, copy_out: _CopyOut = None,
-                   copy_out_dir: Optional[str] = None, *, memory: _Limit = None) -> Result:
+    @keyword_options(_STEP, step=True)
+    async def arun(self, argv: Sequence[str], **o: Unpack[StepOptions]) -> Result:
         """As :meth:`run`, for asyncio."""
-        if isinstance(argv, (str, bytes)) or not argv:
-            raise TypeError("argv must be a non-empty sequence of strings")
-        if copy_out or copy_out_dir is not None or memory is not None:
-            return await asyncio.get_running_loop().run_in_executor(None, functools.partial(
-                self._copy_out_step, None, [str(a) for a in argv], timeout, output_limit,
-                stdin, copy_out, copy_out_dir, memory))
-        return await self._acall(_request("exec", {"argv": [str(a) for a in argv]}, timeout,
-                                          output_limit, stdin), timeout)
+        argv = _argv(argv)
+        o = self._step_options(o)
+        streams = self._streams(o)
+        if self._by_cli(o):
+            return _replay(await asyncio.get_running_loop().run_in_executor(
+                None, functools.partial(self._cli_step, None, argv, o)), streams)
+        return await self._acall(_request("exec", {"argv": argv}, o["timeout"],
+                                          o["output_limit"], o["stdin"], streams is not None),
+                                 o["timeout"], streams)

@@ -79,13 +79,16 @@ class TestRun(SandboxTestCase):
         r = self.code("pass", isolation="full")
         self.assertEqual(r.isolation, r.raw["isolation"])
         self.assertEqual(r.isolation, {"tier": 1, "missing": []})
+        # landlock takes tier 3 only where no user namespace can be made: here, tier 1.
+        r = self.code("pass", isolation="landlock")
+        self.assertEqual(r.isolation, {"tier": 1, "missing": []})
         with self.assertRaises(ValueError):
-            self.code("pass", isolation="landlock")
+            self.code("pass", isolation="landlocked")
         # Sessions and pools take it too, checked before anything starts.
         with self.assertRaises(ValueError):
-            nsbox.Session(isolation="landlock")
+            nsbox.Session(isolation="landlocked")
         with self.assertRaises(ValueError):
-            nsbox.Pool(isolation="landlock")
+            nsbox.Pool(isolation="landlocked")
 
     def test_exit_code_and_stderr(self):
         r = self.code("import sys\nprint('out')\nsys.stderr.write('boom')\nsys.exit(3)")

@@ -12,7 +12,7 @@ from unittest import mock
 
 from tests.support import CANARY, HERE, fake_nsbox, json_result  # noqa: E402
 import nsbox  # noqa: E402
-from nsbox import _runner  # noqa: E402
+from nsbox import _process, _runner  # noqa: E402
 
 
 class TestWithoutSandbox(unittest.TestCase):
@@ -112,7 +112,7 @@ echo 'not json'
         with tempfile.TemporaryDirectory() as d:
             fake = fake_nsbox(d, "exec sleep 30\n")
             start = time.monotonic()
-            with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
+            with mock.patch.object(_process, "_BACKSTOP_MARGIN", 0.5), \
                     self.assertRaises(nsbox.NsboxError) as cm:
                 nsbox.run_python_code("pass", timeout=0.5, nsbox=fake)
             self.assertLess(time.monotonic() - start, 5)
@@ -124,12 +124,12 @@ echo 'not json'
             fake = fake_nsbox(d, "exec >&- 2>&- <&-; exec sleep 30\n")
             for stream in (None, print):
                 start = time.monotonic()
-                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
+                with mock.patch.object(_process, "_BACKSTOP_MARGIN", 0.5), \
                         self.assertRaises(nsbox.NsboxError) as cm:
                     nsbox.run_python_code("pass", timeout=0.5, nsbox=fake, on_stdout=stream)
                 self.assertEqual(cm.exception.step, "backstop")
                 self.assertLess(time.monotonic() - start, 5)
-                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
+                with mock.patch.object(_process, "_BACKSTOP_MARGIN", 0.5), \
                         self.assertRaises(nsbox.NsboxError) as cm:
                     asyncio.run(nsbox.arun_python_code("pass", timeout=0.5, nsbox=fake,
                                                        on_stdout=stream))
@@ -140,7 +140,7 @@ echo 'not json'
             fake = fake_nsbox(d, "exec sleep 30\n")
             start = time.monotonic()
             for stream in (None, print):
-                with mock.patch.object(_runner, "_BACKSTOP_MARGIN", 0.5), \
+                with mock.patch.object(_process, "_BACKSTOP_MARGIN", 0.5), \
                         self.assertRaises(nsbox.NsboxError) as cm:
                     asyncio.run(nsbox.arun_python_code("pass", timeout=0.5, nsbox=fake,
                                                        on_stdout=stream))

@@ -417,6 +417,24 @@ static void check_run(struct doctor *d, const struct nsbox_config *base)
              r.status == NSBOX_STATUS_ERROR ? r.error
                                             : "the test "
                                               "program failed");
+    /* No user namespace here: what --isolation landlock would give, tried for real. */
+    if (r.status == NSBOX_STATUS_ERROR && strcmp(r.error_step, "clone3") == 0) {
+        nsbox_result_free(&r);
+        r = (struct nsbox_result){0};
+        c.isolation = NSBOX_ISOLATION_LANDLOCK;
+        c.rootfs = NULL; /* tier 3 runs the host's programs */
+        c.warn = NULL;
+        (void)nsbox_run(&c, &r);
+        if (r.status == NSBOX_STATUS_EXITED && r.exit_code == 0 && r.isolation_tier == 3)
+            line(d, "info",
+                 "isolation here: none of the sandbox's tiers; tier 3 (--isolation landlock) "
+                 "ran a Python program without namespaces, behind Landlock ABI %d and seccomp: "
+                 "much weaker; fix the FAIL lines above for the full sandbox",
+                 r.landlock_abi);
+        else
+            line(d, "info", "isolation here: none; --isolation landlock (tier 3) fails too: %s",
+                 r.status == NSBOX_STATUS_ERROR ? r.error : "the test program failed");
+    }
     nsbox_result_free(&r);
 }
 

@@ -631,8 +631,10 @@ int parse_run_args(int argc, char *argv[], struct run_args *a)
                 c->isolation = NSBOX_ISOLATION_AUTO;
             else if (strcmp(optarg, "full") == 0)
                 c->isolation = NSBOX_ISOLATION_FULL;
+            else if (strcmp(optarg, "landlock") == 0)
+                c->isolation = NSBOX_ISOLATION_LANDLOCK;
             else
-                return BAD_VALUE("--isolation", optarg, "expected auto or full");
+                return BAD_VALUE("--isolation", optarg, "expected auto, full or landlock");
             break;
         case ARG_LOG:
             a->log_path = optarg;

@@ -9,6 +9,15 @@ static const struct {
 } missing_names[] = {
     {NSBOX_MISSING_USERNS_LIMITS, "user.max_* limits"},
     {NSBOX_MISSING_SHM_LIMITS, "kernel.shm* limits"},
+    {NSBOX_MISSING_USER_NS, "user namespace"},
+    {NSBOX_MISSING_PID_NS, "pid namespace"},
+    {NSBOX_MISSING_NET_NS, "network namespace"},
+    {NSBOX_MISSING_MOUNT_NS, "mount namespace"},
+    {NSBOX_MISSING_IPC_NS, "ipc namespace"},
+    {NSBOX_MISSING_UTS_NS, "uts namespace"},
+    {NSBOX_MISSING_CGROUP_NS, "cgroup namespace"},
+    {NSBOX_MISSING_ROOTFS, "rootfs"},
+    {NSBOX_MISSING_CGROUP, "cgroup"},
 };
 
 json_t *isolation_json(const struct nsbox_result *ret)

@@ -352,3 +352,73 @@ int landlock_apply(const struct sandbox *sb, int report_fd, struct report_step *
     (void)close(b.ruleset);
     return r < 0 ? r : 0;
 }
+
+/* ---- tier 3: a ruleset of host paths, without namespaces (tier3.c) ----------------------- */
+
+int landlock_tier3_abi(void)
+{
+    int abi = sys_landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+
+    if (abi < 0)
+        return negative_errno();
+    /* ABI 1 cannot grant REFER (landlock_plan() says why it is not used). */
+    if (abi < 2)
+        return -EPROTO;
+    return abi > LANDLOCK_ABI_KNOWN ? LANDLOCK_ABI_KNOWN : abi;
+}
+
+int landlock_apply_paths(int abi, const struct landlock_path *paths, size_t n,
+                         struct report_step *e)
+{
+    struct nsbox_landlock_ruleset_attr attr = {0};
+    struct builder b = {.ruleset = -EBADF, .report_fd = -1, .e = e};
+    size_t size = offsetof(struct nsbox_landlock_ruleset_attr, handled_access_net);
+    int r = 0;
+
+    b.handled = fs_handled(abi);
+    attr.handled_access_fs = b.handled;
+    /* TCP handled with no port rule: every bind and connect refused (ABI 4). */
+    if (abi >= 4) {
+        attr.handled_access_net = NSBOX_LANDLOCK_ACCESS_NET_BIND_TCP |
+                                  NSBOX_LANDLOCK_ACCESS_NET_CONNECT_TCP;
+        size = offsetof(struct nsbox_landlock_ruleset_attr, scoped);
+    }
+    /* Without a pid namespace and a network namespace, these scopes are all that keep the
+     * program from signalling the caller's other processes of its uid and from reaching the
+     * host's abstract unix sockets (ABI 6). */
+    if (abi >= 6) {
+        attr.scoped = NSBOX_LANDLOCK_SCOPE_SIGNAL | NSBOX_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET;
+        size = sizeof(attr);
+    }
+    b.ruleset = sys_landlock_create_ruleset(&attr, size, 0);
+    if (b.ruleset < 0)
+        return report_step_failed(e, negative_errno(), "landlock", "create the ruleset (ABI %d)",
+                                  abi);
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        uint64_t rights = paths[i].remove_dir
+                              ? NSBOX_LANDLOCK_ACCESS_FS_REMOVE_DIR
+                              : (paths[i].write ? FS_READ | FS_WRITE : FS_READ) |
+                                    (paths[i].exec ? FS_EXEC : 0) |
+                                    (paths[i].device ? NSBOX_LANDLOCK_ACCESS_FS_WRITE_FILE |
+                                                           NSBOX_LANDLOCK_ACCESS_FS_TRUNCATE |
+                                                           NSBOX_LANDLOCK_ACCESS_FS_IOCTL_DEV
+                                                     : 0);
+        /* Following symlinks: /lib is one on a merged-/usr system, and the rule then lands on
+         * its target, which is what the program reaches through it. A path this host lacks
+         * is left out (tier3.c lists candidates). */
+        _cleanup_close_ int fd = open(paths[i].path, O_PATH | O_CLOEXEC);
+        struct stat st;
+
+        if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
+            continue;
+        if (fd < 0 || fstat(fd, &st) < 0) {
+            r = report_step_failed(e, negative_errno(), "landlock", "open %s", paths[i].path);
+            break;
+        }
+        r = add_path_rule(&b, fd, rights, S_ISDIR(st.st_mode), paths[i].path);
+    }
+    if (r >= 0 && sys_landlock_restrict_self(b.ruleset, 0) < 0)
+        r = report_step_failed(e, negative_errno(), "landlock", "landlock_restrict_self");
+    (void)close(b.ruleset);
+    return r < 0 ? r : 0;
+}

@@ -34,3 +34,23 @@ int landlock_plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox
  * mounting mqueue is refused) goes to report_fd with report_skipped(). Returns 0 or -errno
  * with *e filled (step "landlock"). */
 int landlock_apply(const struct sandbox *sb, int report_fd, struct report_step *e);
+
+/* Tier 3 (tier3.h): the kernel's Landlock ABI, at most LANDLOCK_ABI_KNOWN, or -errno: -ENOSYS
+ * or -EOPNOTSUPP without Landlock, -EPERM where a seccomp filter refuses it, -EPROTO for ABI 1
+ * (which nsbox does not use). */
+int landlock_tier3_abi(void);
+
+/* A host path tier 3 grants: read (files and directories below it), and write, execute, or
+ * the rights of a device node (write, truncate, ioctl) where set; or, with remove_dir, only
+ * the removal of directories right below it. */
+struct landlock_path {
+    const char *path;
+    bool write, exec, device, remove_dir;
+};
+
+/* Restrict the calling process (no_new_privs set, or CAP_SYS_ADMIN) to paths[0..n) and, at ABI
+ * 4, no TCP bind or connect at all; at ABI 6 also signals and abstract unix sockets only within
+ * its own domain. Every right of the ABI is handled, so anything not granted is refused. A
+ * path that does not exist is skipped. Returns 0 or -errno with *e filled (step "landlock"). */
+int landlock_apply_paths(int abi, const struct landlock_path *paths, size_t n,
+                         struct report_step *e);

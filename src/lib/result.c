@@ -574,6 +574,15 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
                    "boot parameter)"
                  : "its system calls were refused (EPERM), as a container's seccomp profile "
                    "may do");
+    /* Tier 3 (tier3.h): what the program was given, so that a PermissionError reads as the
+     * wall it is, not as a bug to work around. */
+    if (r->isolation_tier == 3 && r->status != NSBOX_STATUS_ERROR)
+        emit(note, userdata, &count,
+             "this ran at isolation tier 3 (--isolation landlock, where no user namespace can be "
+             "made): the host's own python3 and packages, no network, and only its working "
+             "directory (its cwd, HOME and TMPDIR, deleted after the run) is writable; every "
+             "other file outside /usr, /lib* and a few of /etc is refused (PermissionError) "
+             "by design");
     for (size_t i = 0; i < 2; i++)
         if (streams[i]->file_asked && streams[i]->file_error)
             emit(note, userdata, &count,

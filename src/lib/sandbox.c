@@ -3,6 +3,8 @@
  * The one file that knows the order of the steps.
  *
  * Supervisor (the caller's process, outside):
+ *   [--isolation landlock where a child cannot make a user namespace (tier3_needed()): tier 3,
+ *   tier3.c, instead of everything below; its steps are in tier3.h]
  *   validate and plan (plan.c: argv, environment, mounts, the copy-in stream packed, the
  *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled; the
  *   Landlock ABI probed, landlock.c; the tier of isolation, isolation.c: tier 2 where /proc/sys
@@ -73,6 +75,7 @@
 #include "sandbox.h"
 #include "supervise.h"
 #include "syscalls.h"
+#include "tier3.h"
 #include "uidpool.h"
 #include "written.h"
 
@@ -538,6 +541,11 @@ static int clone_sandbox(unsigned long namespaces, int cgroup_fd, int *ret_pidfd
     return (int)pid;
 }
 
+/* Where no user namespace can be made, the default names the weaker tier 3, never takes it. */
+#define TIER3_HINT                                                                                 \
+    "; or, much weaker, --isolation landlock runs the program without namespaces behind "          \
+    "Landlock and seccomp (README, 'Isolation tiers')"
+
 static const char *clone_hint(int err)
 {
     switch (err) {
@@ -548,12 +556,12 @@ static const char *clone_hint(int err)
         if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2)
             return " (refused by the seccomp filter nsbox runs under, as a container runtime's "
                    "default profile does: run the container with the profile "
-                   "examples/seccomp-nsbox.json; 'nsbox doctor' names the setting)";
+                   "examples/seccomp-nsbox.json; 'nsbox doctor' names the setting" TIER3_HINT ")";
         return " (unprivileged user namespaces are disabled: check sysctl "
                "kernel.unprivileged_userns_clone and, on Ubuntu, "
-               "kernel.apparmor_restrict_unprivileged_userns; 'nsbox' needs them)";
+               "kernel.apparmor_restrict_unprivileged_userns; 'nsbox' needs them" TIER3_HINT ")";
     case ENOSPC:
-        return " (namespace limit reached: see sysctl user.max_user_namespaces)";
+        return " (namespace limit reached: see sysctl user.max_user_namespaces" TIER3_HINT ")";
     case EINVAL:
         return " (this kernel lacks a namespace type nsbox needs)";
     default:
@@ -788,6 +796,20 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         }
     }
 
+    /* Tier 3 (tier3.h), only under --isolation landlock and only where no user namespace can
+     * be made: a path of its own, without the sandbox's steps. */
+    if (c->isolation == NSBOX_ISOLATION_LANDLOCK && tier3_needed(c)) {
+        if (hooks)
+            r = report_error(ret, -EPERM, "isolation",
+                             "--isolation landlock: no user namespace can be made here, and a "
+                             "session or pool needs one (tier 3 runs one program at a time: "
+                             "nsbox run); 'nsbox doctor' names the fix");
+        else
+            r = tier3_run(c, sigfd, ret);
+        if (mask_changed)
+            (void)sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+        return r == -EINVAL ? -EINVAL : 0;
+    }
     r = plan_sandbox(c, &sb, ret);
     if (r < 0)
         goto out;

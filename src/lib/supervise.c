@@ -564,6 +564,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
             if (now >= sv.kill_at) {
                 if (!killed) {
                     (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
+                    if (fds->kill_group)
+                        (void)kill(-fds->init_pid, SIGKILL);
                     killed = true;
                     timed_out = sv.forwarded == 0 && !sv.killed_by_request;
                 }
@@ -718,7 +720,10 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
         if (idx_pid >= 0 && p[idx_pid].revents) {
             siginfo_t si = {0};
             /* Readable once init has exited; by then the kernel has killed and reaped every
-             * other process of its pid namespace (zap_pid_ns_processes()). */
+             * other process of its pid namespace (zap_pid_ns_processes()). Tier 3's init is a
+             * zombie until reaped below, which keeps its group's id its own. */
+            if (fds->kill_group)
+                (void)kill(-fds->init_pid, SIGKILL);
             if (RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED)) < 0) {
                 r = negative_errno();
                 goto kill;
@@ -815,6 +820,8 @@ int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t 
 
 kill:
     (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
+    if (fds->kill_group && sv.init_running)
+        (void)kill(-fds->init_pid, SIGKILL);
     if (sv.init_running) {
         siginfo_t si;
         (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));

@@ -38,6 +38,11 @@ struct supervise_fds {
     int sync;       /* write end of the sync pipe: one byte tells init the listener was taken */
     pid_t init_pid; /* the sandbox's init, as this process sees it */
     struct proxy *proxy; /* --network allow=: served here (proxy.h), or NULL; not freed here */
+    /* Tier 3 (tier3.h), which has no pid namespace to take its processes with it: init leads
+     * a process group the program cannot leave, and every kill of init, and init's end, also
+     * kills that group (kill(-init_pid), while init is not reaped yet, so the id is still
+     * its). */
+    bool kill_group;
 };
 
 /*

@@ -49,7 +49,8 @@ def without_fallback_warning(stderr):
 
 # Names that tools around nsbox give their temporary directories: Python's tempfile (the Python
 # API's "nsbox-XXXXXXXX", other test suites' "nsbox-lab-XXXXXXXX") and mktemp(1)
-# ("nsbox-vm.XXXXXX"). nsbox itself makes no temporary names on the host.
+# ("nsbox-vm.XXXXXX"). nsbox itself makes none but tier 3's scratch directories
+# (nsbox-tier3-XXXXXX, removed after each run: tier3.h), which therefore count.
 _TOOL_TEMP_NAME = re.compile(r"(_[a-z0-9_]{8}|-[a-z0-9_]{8}|\.[A-Za-z0-9]{6})$")
 
 

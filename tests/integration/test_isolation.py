@@ -57,7 +57,7 @@ class TestTier1(NsboxTestCase):
     def test_bad_isolation_value(self):
         p, r = nsbox_json("--isolation", "landlocked", "--", "true")
         self.assertOneLineError(p, contains="--isolation")
-        self.assertIn("expected auto or full", p.stderr)
+        self.assertIn("expected auto, full or landlock", p.stderr)
 
 
 class TestReadOnlyProcSys(NsboxTestCase):

@@ -12,6 +12,7 @@ The last line of the output is "vm: N passed, M failed", as test_cgroup.py's.
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 import unittest
@@ -189,6 +190,7 @@ class TestPodman(unittest.TestCase):
         self.assertIn("creating the sandbox's namespaces failed: Operation not permitted",
                       lines[0])
         self.assertIn("seccomp", lines[0])
+        self.assertIn("--isolation landlock", lines[0])  # the weaker opt-in, named
         p = podman_run(*dockerlike, *UNMASK, cmd=f"{NSBOX} doctor")
         self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
         self.assertIn("FAIL  user namespaces: unshare(CLONE_NEWUSER) failed: Operation not "
@@ -197,6 +199,47 @@ class TestPodman(unittest.TestCase):
         p, r = nsbox_in(*SHIPPED, *UNMASK, args=["--cgroup", "off", "--", "/bin/true"])
         self.assertEqual(r["status"], "exited", r)
         self.assertEqual(r["isolation"], {"tier": 1, "missing": []}, r)
+
+    def test_dockerlike_profile_opt_in_runs_tier_3(self):
+        # The same container, with --isolation landlock: tier 3 runs Python, and there the
+        # program can neither read a file of the container it was not given (the checkout's
+        # README, readable by everyone) nor open a TCP socket to a listener in the container;
+        # both succeed bare in the same container (the controls). Debian 12's 6.1 has no
+        # Landlock network rules (ABI < 4): TCP is refused by the seccomp policy's socket rule.
+        write_dockerlike_profile()
+        probe = ("import socket\n"
+                 f"try: print(open({os.path.join(TOP, 'README.md')!r}).read(6))\n"
+                 "except OSError as e: print('read', type(e).__name__)\n"
+                 "try: socket.create_connection(('127.0.0.1', PORT), timeout=30); "
+                 "print('CONNECTED')\n"
+                 "except OSError as e: print('connect', type(e).__name__)\n")
+        driver = ("import json, os, socket, subprocess, sys\n"
+                  "s = socket.socket()\n"
+                  "s.bind(('127.0.0.1', 0))\n"
+                  "s.listen(8)\n"
+                  f"probe = {probe!r}.replace('PORT', str(s.getsockname()[1]))\n"
+                  "bare = subprocess.run([sys.executable, '-c', probe], capture_output=True,\n"
+                  "                      text=True)\n"
+                  f"run = subprocess.run([{NSBOX!r}, 'run', '--json', '--isolation', 'landlock',\n"
+                  f"                      *{FAST!r}, '--', 'python3', '-c', probe],\n"
+                  "                     capture_output=True, text=True)\n"
+                  "left = [x for x in os.listdir('/tmp') if x.startswith('nsbox-tier3-')]\n"
+                  "print(json.dumps({'bare': bare.stdout, 'rc': run.returncode, 'left': left,\n"
+                  "                  'stdout': run.stdout, 'stderr': run.stderr}))\n")
+        p = podman_run("--security-opt", f"seccomp={DOCKERLIKE}", *UNMASK,
+                       cmd=f"python3 -c {shlex.quote(driver)}")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        out = json.loads(p.stdout)
+        self.assertEqual(out["bare"], "# nsbo\nCONNECTED\n", out)  # the controls
+        self.assertEqual(out["rc"], 0, out)
+        r = json.loads(out["stdout"])
+        self.assertEqual(r["isolation"]["tier"], 3, out)
+        for missing in ("user namespace", "pid namespace", "network namespace",
+                        "mount namespace", "rootfs", "cgroup"):
+            self.assertIn(missing, r["isolation"]["missing"])
+        self.assertEqual(r["stdout"], "read PermissionError\nconnect PermissionError\n", r)
+        self.assertIn("nsbox: warning: isolation tier 3, much weaker", out["stderr"])
+        self.assertEqual(out["left"], [], out)  # the scratch directory is gone
 
     def test_doctor_explains_the_default_profile(self):
         p = podman_run(cmd=f"{NSBOX} doctor")
