@@ -66,11 +66,14 @@ changed for it, and each container keeps crun's own device filter (its default d
 spec's), the one a kubelet's runtime would give it. Podman under systemd's cgroup manager (a
 Debian 12 host) was not tried.
 
-The image build takes about 400 s under TCG (tar 30 s, import 50 s, build 320 s); the file
-builds it once for its two tests.
+Time under TCG (the passing run): the image 180 s (tar 30 s, import 55 s, build 90 s; 400 s
+in an earlier run on a busier host), built once for the file's two tests; three pods played,
+about 45 s each; the whole VM about 350 s.
 
-Not exercised even when it passes: a kubelet (its seccomp directory, its user namespace sizes
-and id ranges, its probes), a Service's load balancing over replicas, AppArmor.
+Not exercised: a kubelet (its seccomp directory, its user namespace sizes and id ranges, its
+probes, its runtime's cgroupfs mount: whether containerd or CRI-O mount it writable for this
+pod was not checked; read-only gives the same rlimit fallback as here), a Service's load
+balancing over replicas, AppArmor.
 
 The controls show the test can fail: the same YAML without procMount: Unmasked must get
 nsbox's refusal (one line naming the fix) as the executor's error instead of a run, and
