@@ -447,8 +447,8 @@ static int remove_tree(int parent, const char *name, int depth)
          * the fstatat() above is never followed, so root's clean-up cannot chmod a path the
          * program picked. The chmod goes through /proc/self/fd (proc(5)): an O_PATH
          * descriptor takes no fchmod(). */
-        _cleanup_close_ int path_fd =
-            openat(parent, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int path_fd = openat(parent, name,
+                                             O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         char self[64];
 
         if (path_fd < 0)
