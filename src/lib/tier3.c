@@ -680,10 +680,9 @@ static void warn_tier3(const struct tier3 *t, struct nsbox_result *ret)
                    "isolation tier 3, much weaker than the full sandbox: no namespaces (no user "
                    "namespace can be made here); the host's programs run as %s under Landlock "
                    "(read /usr, /lib*, a few files of /etc; write only a scratch directory), "
-                   "TCP refused by %s, the default seccomp policy, no capabilities, rlimits; it "
-                   "sees the host's processes%s; 'nsbox doctor' names the fix",
+                   "no sockets (seccomp), the default seccomp policy, no capabilities, rlimits; "
+                   "it sees the host's processes%s; 'nsbox doctor' names the fix",
                    t->switch_ids ? "a host id of nsbox's pool" : "the caller's uid",
-                   t->abi >= 4 ? "Landlock and seccomp" : "seccomp (Landlock ABI < 4)",
                    t->abi >= 6 ? "" : " and may signal those of its uid");
 }
 
