@@ -253,38 +253,6 @@ static int send_line(int fd, const char *line, int pass_fd)
     return send_all(fd, line + 1, strlen(line) - 1);
 }
 
-/* recv(2) that takes descriptors passed with the bytes: the first into *fd (if it is still -1),
- * the others closed. */
-static ssize_t recv_with_fd(int sock, char *buf, size_t size, int *fd)
-{
-    union {
-        char buf[CMSG_SPACE(4 * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = buf, .iov_len = size};
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
-    ssize_t n = RETRY_EINTR(recvmsg(sock, &msg, MSG_CMSG_CLOEXEC));
-
-    if (n < 0)
-        return n;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < k; i++) {
-                int got;
-                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                if (*fd < 0)
-                    *fd = got;
-                else
-                    (void)close(got);
-            }
-        }
-    return n;
-}
-
 /* Read the answer: one line. Returns its length (with the newline), or -errno; an error that
  * comes after the whole line (the session closed a connection it did not take, with the
  * request unread: ECONNRESET) does not count. A descriptor that comes with it (SCM_RIGHTS: a
@@ -304,7 +272,7 @@ static ssize_t read_line(int fd, size_t max, char **ret, int *ret_fd)
             buf = b;
             size *= 2;
         }
-        n = recv_with_fd(fd, buf + have, size - have - 1, ret_fd);
+        n = recv_first_fd(fd, buf + have, size - have - 1, 0, ret_fd);
         if (n < 0 && have == 0) {
             int r = negative_errno();
             free(buf);

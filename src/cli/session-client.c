@@ -500,38 +500,6 @@ static void client_queue(struct session_state *s, struct client *cl)
     cl->seq = ++s->seq;
 }
 
-/* recv(2) of the request's bytes, taking a descriptor that comes with them (SCM_RIGHTS: a
- * step's copy-in stream) into cl->in_fd; any other is closed. */
-static ssize_t recv_request(struct client *cl, char *buf, size_t size)
-{
-    union {
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = buf, .iov_len = size};
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
-    ssize_t n = RETRY_EINTR(recvmsg(cl->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC));
-
-    if (n < 0)
-        return n;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < k; i++) {
-                int got;
-                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                if (cl->in_fd < 0)
-                    cl->in_fd = got;
-                else
-                    (void)close(got);
-            }
-        }
-    return n;
-}
-
 /* Read what the client sent; a whole line is its request. */
 void client_read(struct session_state *s, struct client *cl, uint64_t now)
 {
@@ -552,7 +520,8 @@ void client_read(struct session_state *s, struct client *cl, uint64_t now)
             cl->buf = b;
             cl->size = size;
         }
-        n = recv_request(cl, cl->buf + cl->have, cl->size - cl->have);
+        n = recv_first_fd(cl->fd, cl->buf + cl->have, cl->size - cl->have, MSG_DONTWAIT,
+                          &cl->in_fd);
         if (n < 0 && errno == EAGAIN)
             return;
         if (n <= 0) {

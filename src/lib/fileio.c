@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -439,4 +440,36 @@ bool path_is_at_or_below(const char *path, const char *dir)
     if (n == 1 && dir[0] == '/')
         return path[0] == '/';
     return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+ssize_t recv_first_fd(int sock, void *buf, size_t size, int flags, int *fd)
+{
+    /* Room for a few: more than one is refused by closing, and a message that brings more
+     * than fit has them closed by the kernel (MSG_CTRUNC, unix(7)). */
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = buf, .iov_len = size};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    ssize_t n = RETRY_EINTR(recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC));
+
+    if (n < 0)
+        return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < k; i++) {
+                int got;
+                memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                if (*fd < 0)
+                    *fd = got;
+                else
+                    (void)close(got);
+            }
+        }
+    return n;
 }

@@ -14,6 +14,11 @@
  * Returns 0 (length in *ret_len), -ENOMEM, or read(2)'s -errno. */
 int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len);
 
+/* recvmsg(2) of at most size bytes on sock (flags as recvmsg's, MSG_CMSG_CLOEXEC added),
+ * taking the descriptors that come with them (SCM_RIGHTS, unix(7)): the first into *fd if *fd
+ * is still -1, every other closed. Returns the bytes read, or -1 with errno set. */
+ssize_t recv_first_fd(int sock, void *buf, size_t size, int flags, int *fd);
+
 /* read_fd_all() of fd if it is a regular file (fstat(2)), else -EINVAL: for a descriptor opened
  * with O_NONBLOCK, so that a FIFO opened by mistake cannot block. */
 int read_regular_fd(int fd, size_t max, char **ret, size_t *ret_len);
