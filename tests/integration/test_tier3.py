@@ -51,7 +51,11 @@ def alive(pid):
         return False
 
 
-class TestTier3(NsboxTestCase):
+class Tier3TestCase(NsboxTestCase):
+    """Where no user namespace can be made (no_userns()), with a 0755 directory of the test's
+    own in self.tmp."""
+    tmp_prefix = "tier3-test-"
+
     @classmethod
     def setUpClass(cls):
         p = no_userns("true")
@@ -59,11 +63,14 @@ class TestTier3(NsboxTestCase):
             raise unittest.SkipTest(f"cannot lower user.max_user_namespaces here: {p.stderr}")
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="tier3-test-")
+        self.tmp = tempfile.mkdtemp(prefix=self.tmp_prefix)
         os.chmod(self.tmp, 0o755)
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class TestTier3(Tier3TestCase):
 
     def test_the_simulation_refuses_user_namespaces(self):
         p = bare("import ctypes, os\n"

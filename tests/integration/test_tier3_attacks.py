@@ -8,15 +8,13 @@ namespace" is made as test_tier3 makes it."""
 import ctypes
 import json
 import os
-import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import unittest
 
-from nsboxtest import HOST_PYTHON, NSBOX, NsboxTestCase
-from test_tier3 import NO_USERNS, bare, no_userns, tier3
+from nsboxtest import HOST_PYTHON, NSBOX
+from test_tier3 import NO_USERNS, Tier3TestCase, bare, no_userns, tier3
 
 LANDLOCK_CREATE_RULESET_VERSION = 1
 
@@ -64,19 +62,8 @@ class Server:
         self.sock.close()
 
 
-class TestTier3Attacks(NsboxTestCase):
-    @classmethod
-    def setUpClass(cls):
-        p = no_userns("true")
-        if p.returncode != 0:
-            raise unittest.SkipTest(f"cannot lower user.max_user_namespaces here: {p.stderr}")
-
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="tier3-attack-")
-        os.chmod(self.tmp, 0o755)
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
+class TestTier3Attacks(Tier3TestCase):
+    tmp_prefix = "tier3-attack-"
 
     def test_cannot_connect_to_a_named_unix_socket_of_the_host(self):
         # Landlock does not check connect(2) to a named socket, and there is no mount namespace:
