@@ -10,6 +10,7 @@
  */
 #pragma once
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -448,6 +449,16 @@ struct nsbox_limit_report {
     enum nsbox_enforcer enforced_by;
 };
 
+/* The Python interpreter of a started sandbox, after a code step (struct nsbox_result). */
+enum nsbox_interpreter {
+    NSBOX_INTERPRETER_NONE = 0,  /* not a code step */
+    NSBOX_INTERPRETER_STARTED,   /* a fresh interpreter was started for this step */
+    NSBOX_INTERPRETER_KEPT,      /* the step ran in the interpreter of the steps before */
+    NSBOX_INTERPRETER_RESTARTED, /* its time was up and it ignored KeyboardInterrupt: killed,
+                                  * its state lost; the next code step starts a fresh one */
+    NSBOX_INTERPRETER_CRASHED,   /* it died during the step; the next starts a fresh one */
+};
+
 struct nsbox_result {
     enum nsbox_status status;
     int exit_code;           /* NSBOX_STATUS_EXITED: the payload's exit status */
@@ -579,6 +590,10 @@ struct nsbox_result {
     char *outputs;
     size_t outputs_size;
     uint64_t outputs_total, outputs_limit;
+
+    /* A step of a started sandbox (nsbox_sandbox_step()): the Python interpreter a code step
+     * ran in; NSBOX_INTERPRETER_NONE for a program step and for nsbox_run(). */
+    enum nsbox_interpreter interpreter;
 };
 
 /* A limit a run can end by or run into (see nsbox_result_limit()). */
@@ -627,6 +642,156 @@ NSBOX_EXPORT int nsbox_network_allow_file(const char *path, char **ret_patterns,
  * missing rootfs, ...) are reported in *ret with return value 0, not as a negative return.
  */
 NSBOX_EXPORT int nsbox_run(const struct nsbox_config *config, struct nsbox_result *ret);
+
+/*
+ * A started sandbox: one sandbox, many steps (`nsbox session`, pools). nsbox_sandbox_start()
+ * makes the sandbox from a config with every protection nsbox_run() applies (the config's
+ * argv, code, stdin and copy_out are not used: each step brings its own); its init then runs
+ * steps, one at a time, until nsbox_sandbox_stop(). A step is a program (its own processes,
+ * killed when it ends) or Python code in the sandbox's one interpreter, which keeps its
+ * variables from step to step; /work and every file a step writes stay for the next step.
+ * Not thread-safe: one thread uses a sandbox at a time. The caller keeps the config's strings
+ * valid until nsbox_sandbox_stop() returns. Signals are the caller's: config->forward_signals
+ * must be false (block and handle them yourself, as `nsbox session` does).
+ */
+struct nsbox_sandbox;
+
+/* The most arguments a program step takes. */
+#define NSBOX_STEP_MAX_ARGS 4096
+
+/* One step of a started sandbox. Zero it, then set what you need (the defaults are the zeros
+ * but copy_in_fd, which must be -1 when there is none). */
+struct nsbox_step {
+    /* Python code for the sandbox's interpreter (code_size bytes; need not be
+     * NUL-terminated), or NULL for a program step. */
+    const char *code;
+    size_t code_size;
+    /* A program step: the program and its arguments, NULL-terminated (argv[0] looked up in the
+     * sandbox's PATH), at most NSBOX_STEP_MAX_ARGS of them. */
+    char *const *argv;
+    uint64_t timeout;      /* microseconds; 0: none. Past it a program step's processes are
+                            * killed, a code step gets KeyboardInterrupt (2 s, then the
+                            * interpreter is killed) */
+    uint64_t output_limit; /* bytes kept of each of stdout and stderr; 0: the config's */
+    /* The step's stdin: stdin_size bytes (a file the step reads to its end) when has_stdin,
+     * else /dev/null. */
+    bool has_stdin;
+    const char *stdin_data;
+    size_t stdin_size;
+    /* Bytes: a memory limit for this step only, below the sandbox's (config->memory), at
+     * least 6 MiB; 0: the sandbox's. Under rlimits a code step then runs in an interpreter
+     * that is ended after it (a hard limit cannot be raised again). */
+    uint64_t memory;
+    /* A copy-in stream (copy.h's format, as `nsbox session exec --copy-in` packs it) in a
+     * sealed memfd, unpacked below "/" before the step runs; -1: none. Not closed here. */
+    int copy_in_fd;
+    /* Sandbox paths to copy out when the step ends by itself, copy_out_size bytes of
+     * NUL-terminated paths, within copy_out_max_bytes and copy_out_max_files (0: the config's
+     * copy_out_max_*); the stream is then nsbox_sandbox_step_copy_out()'s. NULL: none. */
+    const char *copy_out;
+    size_t copy_out_size;
+    uint64_t copy_out_max_bytes, copy_out_max_files;
+    /* The sandbox's last step: nothing runs in it after this one (a pool's single-use
+     * sandbox), so a lowered memory limit is not put back. */
+    bool last;
+    /* Called with output as it comes (fd 1: stdout, 2: stderr), from within
+     * nsbox_sandbox_step() or nsbox_sandbox_dispatch(); NULL: none. The result keeps it too. */
+    void (*on_output)(int fd, const char *data, size_t size, void *userdata);
+    void *userdata;
+};
+
+/*
+ * Make a sandbox from config and wait until its init is ready for steps. *ret gets the
+ * sandbox's own result: its limits and how they are enforced, its warnings, and on failure the
+ * error (status NSBOX_STATUS_ERROR, error_step, error, as nsbox_run() says them); free it with
+ * nsbox_result_free(). On success *ret_sandbox is the sandbox, which nsbox_sandbox_stop()
+ * ends and frees.
+ * Returns 0 (the sandbox is ready), -EINVAL for an invalid config (also forward_signals set,
+ * or isolation tier 3, which runs one program at a time), -ENOMEM, or -EIO when the sandbox
+ * could not be made or ended while being set up (*ret says why). Nothing is left on failure.
+ */
+NSBOX_EXPORT int nsbox_sandbox_start(const struct nsbox_config *config,
+                                     struct nsbox_sandbox **ret_sandbox, struct nsbox_result *ret);
+
+/*
+ * Run one step and wait for it: *ret is the step's result, as nsbox_run()'s for a run
+ * (status, exit_code, output, refused calls, files written in /work, a code step's notebook
+ * outputs and interpreter), its wall_time from the step's start. A step the sandbox could not
+ * start (its copy-in failed, a program that does not exist) is status NSBOX_STATUS_ERROR with
+ * the sandbox still usable. Free *ret with nsbox_result_free().
+ * Returns 0 (the step ran, or *ret says why it could not), -EINVAL (neither code nor argv, or
+ * a memory above the sandbox's), -EBUSY (a step runs: nsbox_sandbox_step_begin()), or
+ * -ESHUTDOWN when the sandbox has ended (it was killed, or its init died): *ret says how, and
+ * only nsbox_sandbox_stop() is left.
+ */
+NSBOX_EXPORT int nsbox_sandbox_step(struct nsbox_sandbox *sandbox, const struct nsbox_step *step,
+                                    struct nsbox_result *ret);
+
+/*
+ * End the sandbox and free it. With config->workspace, /work is saved into the workspace when
+ * no_save is NULL and no step runs; no_save is otherwise why it is not (a warning says
+ * "workspace 'NAME' was not saved: NO_SAVE; its files are as before this session").
+ * cancel_fd (-1: none), when it becomes readable during the save (a signal's signalfd), gives
+ * the save up. A step still running is killed (take its result first with
+ * nsbox_sandbox_step_cut()). *ret gets the sandbox's result as nsbox_sandbox_start() filled
+ * it, with the end's warnings (the workspace's save, what could not be cleaned up) and status
+ * NSBOX_STATUS_KILLED (or NSBOX_STATUS_ERROR when the sandbox failed); free it with
+ * nsbox_result_free(). sandbox may be NULL (nothing is done). Returns 0, or -EBUSY when the
+ * cgroup leaf could not be removed (*ret says so).
+ */
+NSBOX_EXPORT int nsbox_sandbox_stop(struct nsbox_sandbox *sandbox, const char *no_save,
+                                    int cancel_fd, struct nsbox_result *ret);
+
+/*
+ * For callers with an event loop of their own (`nsbox session` serves its clients in one):
+ * nsbox_sandbox_step() is nsbox_sandbox_step_begin(), then nsbox_sandbox_pollfds(), poll(2)
+ * and nsbox_sandbox_dispatch() until it says NSBOX_SANDBOX_STEP_DONE, then
+ * nsbox_sandbox_step_end(). Between steps the loop must still run: the sandbox answers the
+ * system calls its policy refuses, serves --network allow='s proxy, and notices its end there.
+ */
+
+/* Start a step without waiting. *ret gets the error when it cannot start (returns -EIO then,
+ * the sandbox still usable); otherwise the step's result comes from nsbox_sandbox_step_end().
+ * Returns 0, -EINVAL, -EBUSY, -ESHUTDOWN (as nsbox_sandbox_step()) or -EIO. */
+NSBOX_EXPORT int nsbox_sandbox_step_begin(struct nsbox_sandbox *sandbox,
+                                          const struct nsbox_step *step, struct nsbox_result *ret);
+
+/* At most how many descriptors nsbox_sandbox_pollfds() fills. */
+NSBOX_EXPORT size_t nsbox_sandbox_pollfds_max(const struct nsbox_sandbox *sandbox);
+
+/* Fill fds (room for nsbox_sandbox_pollfds_max()) with what to poll now; *deadline (monotonic
+ * microseconds, CLOCK_MONOTONIC as now_usec() reads it; UINT64_MAX: none) is lowered to when
+ * dispatch must be called even without an event. Returns the number filled. */
+NSBOX_EXPORT size_t nsbox_sandbox_pollfds(struct nsbox_sandbox *sandbox, struct pollfd *fds,
+                                          uint64_t *deadline);
+
+/* What nsbox_sandbox_dispatch() saw (bits). */
+#define NSBOX_SANDBOX_READY 1u     /* init is set up and waits for steps (once) */
+#define NSBOX_SANDBOX_STEP_DONE 2u /* the running step is over: nsbox_sandbox_step_end() */
+#define NSBOX_SANDBOX_ENDED 4u     /* the sandbox is gone (or failed): nsbox_sandbox_stop() */
+
+/* Act on the events of fds (as nsbox_sandbox_pollfds() filled them, n of them, after poll(2))
+ * and on the clock. Returns the NSBOX_SANDBOX_* bits of what happened. */
+NSBOX_EXPORT unsigned nsbox_sandbox_dispatch(struct nsbox_sandbox *sandbox,
+                                             const struct pollfd *fds, size_t n);
+
+/* Interrupt the running step now, as its timeout would (its status says timeout); nothing
+ * when no step runs. */
+NSBOX_EXPORT void nsbox_sandbox_step_interrupt(struct nsbox_sandbox *sandbox);
+
+/* The result of the step that is done (NSBOX_SANDBOX_STEP_DONE) into *ret. Returns 0, or
+ * -ESRCH when no step is done. */
+NSBOX_EXPORT int nsbox_sandbox_step_end(struct nsbox_sandbox *sandbox, struct nsbox_result *ret);
+
+/* The sandbox is ending while a step runs: what the step's pipes hold is kept, and *ret is its
+ * result, status NSBOX_STATUS_KILLED (or NSBOX_STATUS_ERROR when the sandbox itself ended
+ * during it). Returns 0, or -ESRCH when no step runs. */
+NSBOX_EXPORT int nsbox_sandbox_step_cut(struct nsbox_sandbox *sandbox, struct nsbox_result *ret);
+
+/* The copy-out stream of the last step that ended (copy.h's format in a memfd, positioned at
+ * its start), now the caller's to read and close; -ENOENT when it has none (no copy_out, or
+ * ret->copy_out_done false). */
+NSBOX_EXPORT int nsbox_sandbox_step_copy_out(struct nsbox_sandbox *sandbox);
 
 /* Release what nsbox_run() allocated in *result; safe on a zeroed or already freed result. */
 NSBOX_EXPORT void nsbox_result_free(struct nsbox_result *result);

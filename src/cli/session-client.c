@@ -220,10 +220,10 @@ static int parse_request(const struct session_state *s, json_t *j, struct step_r
         size_t i;
         json_t *v;
         /* All of them or none: a program run with its last arguments cut off is another
-         * command. (session-init.c takes at most SESSION_STEP_MAX_ARGS.) */
-        if (json_array_size(argv) > SESSION_STEP_MAX_ARGS)
+         * command. (session-init.c takes at most NSBOX_STEP_MAX_ARGS.) */
+        if (json_array_size(argv) > NSBOX_STEP_MAX_ARGS)
             return *why = "\"argv\" has more than " STRINGIFY(
-                       SESSION_STEP_MAX_ARGS) " arguments, more than a step takes",
+                       NSBOX_STEP_MAX_ARGS) " arguments, more than a step takes",
                    -E2BIG;
         json_array_foreach(argv, i, v) {
             if (!json_is_string(v) || memchr(json_string_value(v), '\0', json_string_length(v)))

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The parts of a session's supervisor (session.h), shared by its three files:
- *   session.c         the control channel to init, the events of every wait, the socket's
- *                     listener, the loop, the save of /work at the session's end, and the
- *                     start (detaching)
+ *   session.c         the loop (the sandbox's descriptors, nsbox_sandbox_pollfds(), with the
+ *                     socket's listener, the signals, the timers and the clients), the end,
+ *                     and the start (detaching)
  *   session-client.c  the clients: accepting them (the peer checks), reading and parsing a
  *                     request, the answer, the deadlines
- *   session-step.c    one step: its start on init (its memfds and pipes), its end, its answer
+ *   session-step.c    one step: its request to nsbox_sandbox_step_begin(), its audit record,
+ *                     its answer
  */
 #pragma once
 
@@ -15,15 +16,11 @@
 #include <stdint.h>
 
 #include "audit.h"
-#include "cgroup.h"
-#include "headtail.h"
 #include "macro.h"
 #include "result.h"
 #include "session.h"
-#include "supervise.h"
 
 #define REQUEST_MAX (16u << 20) /* bytes of one request: the code of a step and more */
-#define READ_CHUNK 65536
 
 /*
  * Clients. Every connection is non-blocking and served in the supervisor's one poll loop, with
@@ -46,7 +43,6 @@
 #define REQUEST_DEADLINE_USEC (10 * 1000000ULL)
 #define ANSWER_DEADLINE_USEC (30 * 1000000ULL)
 #define END_FLUSH_USEC 1000000ULL /* at the session's end, for the last answers to go out */
-#define SAVE_DEADLINE_USEC (60 * 1000000ULL) /* for init to write /work at the session's end */
 
 struct step_request {
     bool code;
@@ -92,28 +88,13 @@ struct client {
     size_t pending_len;
 };
 
-struct stream {
-    struct nsbox_stream *st;
-    int fd;
-    struct headtail kept; /* the start and the end of the stream (headtail.h) */
-};
-
-/* The running step. */
+/* The running step: the command's side of it (the library's is nsbox_sandbox_step_begin()'s). */
 struct step {
     struct client *client; /* NULL: no step runs */
     struct step_request q;
-    struct nsbox_result ret;
     struct audit audit;
-    struct stream streams[2];
-    struct nsbox_cgroup_stats before;
-    uint64_t start, kill_at, drain_until;
-    bool ended, interrupted;
     bool hung_up; /* interrupted because its client hung up (interrupt_on_hangup) */
-    struct session_msg end;
-    int copy_fd;         /* the copy-out stream (a memfd), or -1 */
-    int outputs_fd;      /* a code step's outputs channel (a memfd, outputs.h), or -1 */
-    int in_fd;           /* the copy-in stream its client sent, or -1 */
-    bool memory_lowered; /* the leaf's memory.max was lowered for it: put back at its end */
+    int in_fd;    /* the copy-in stream its client sent, or -1 */
 };
 
 struct session_state {
@@ -123,30 +104,20 @@ struct session_state {
     char sock_path[700];
     int notify_fd;        /* to `session start`, until the sandbox is up */
     const char *log_path; /* the audit log, checked at the start (audit_open()), or NULL */
-    int control_fd;
-    struct supervise_fds *fds;
-    int listener; /* seccomp listener, once taken */
+    struct nsbox_sandbox *sandbox;
+    struct nsbox_result run; /* the sandbox's result at its start: its limits, as planned */
+    int signal_fd;           /* SIGUSR1 (`nsbox kill`), SIGTERM, SIGINT, SIGHUP end the session */
     int listen_fd;
     int watch_fd; /* pidfd of session_options.watch_pid, or -1 */
     uint64_t start, last_active;
     uint64_t steps;
-    const struct nsbox_result *run; /* the session's own result: its limits, as planned */
-    const struct cgroup_leaf *leaf; /* the sandbox's cgroup leaf, or NULL (rlimits) */
-    bool ended;                     /* init is gone */
+    bool ended; /* the sandbox is gone */
     const char *end_reason;
-    size_t save_warnings;        /* where the warnings of the session's end begin in its result */
-    uint64_t notif_at;           /* when the next refused call may be answered (NOTIF_BURST) */
-    uint64_t refused_at;         /* when the socket may be polled again (REFUSED_BURST) */
-    struct nsbox_result between; /* what is reported between steps (refusals) */
+    uint64_t refused_at; /* when the socket may be polled again (REFUSED_BURST) */
     struct client clients[CLIENTS_MAX];
     uint64_t seq;
     struct step step;
-    char *chunk; /* READ_CHUNK bytes, for the step's pipes */
 };
-
-/* session.c */
-int control_send(int fd, const struct session_msg *m, const int *fds, int nfds);
-bool handle_report(struct session_state *s, struct nsbox_result *ret);
 
 /* session-client.c */
 void client_free(struct client *cl);
@@ -162,11 +133,12 @@ void client_expire(struct client *cl, uint64_t now);
 void client_stream(struct client *cl, const char *name, const char *data, size_t n);
 
 /* session-step.c */
-/* Read what the step's pipe has (into buf, READ_CHUNK bytes), keep what fits. Returns the bytes
- * read, 0 at EOF, on an error or when there was nothing. */
-ssize_t stream_read(struct stream *x, char *buf);
-void add_warning(struct nsbox_result *ret, const char *text);
 void step_clear(struct session_state *s);
+/* Start the step of client cl on the sandbox. Returns 0 (the step runs, or its client got an
+ * error), or -ESHUTDOWN when the sandbox is gone: the session can go on no longer. */
 int step_start(struct session_state *s, struct client *cl, uint64_t now);
+/* The step is done (NSBOX_SANDBOX_STEP_DONE): its answer. */
 void step_finish(struct session_state *s, uint64_t now);
-void step_cut(struct session_state *s, uint64_t now);
+/* The session ends during the step: it is cut off (unless it had ended and only its pipes were
+ * still read), and its client told. Returns whether it was cut off. */
+bool step_cut(struct session_state *s, uint64_t now);

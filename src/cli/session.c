@@ -26,33 +26,20 @@
 #include <unistd.h>
 
 #include "audit.h"
-#include "cgroup.h"
-#include "copy.h"
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
-#include "proxy.h"
 #include "registry.h"
-#include "report.h"
 #include "result.h"
-#include "sandbox.h"
 #include "session-internal.h"
 #include "session.h"
-#include "written.h"
 #include "supervise.h"
 #include "syscalls.h"
 
 #define EXIT_NSBOX_FAILURE 125
-#define DRAIN_GRACE_USEC 200000 /* after a step's end, for its pipes to reach EOF */
-/* The loop's descriptors before the clients': control, report, pidfd, signals, listener, socket,
- * the step's two pipes, --watch-pid's pidfd. */
-#define FIXED_FDS 9
-
-/* No network at all (--network none): a refused internet socket gets the notes' hint. */
-static bool session_no_network(const struct nsbox_config *c)
-{
-    return !c->network_host && !c->network_loopback && !(c->network_allow && c->network_allow[0]);
-}
+/* The loop's descriptors before the clients': signals, the socket, --watch-pid's pidfd. The
+ * sandbox's (nsbox_sandbox_pollfds()) come after the clients'. */
+#define FIXED_FDS 3
 
 /*
  * Refused system calls are answered at a run's pace (supervise.c, NOTIF_BURST): a burst of
@@ -87,9 +74,9 @@ static bool notify(struct session_state *s, const char *fmt, ...)
         ok = strncmp(buf, "OK ", 3) != 0;
         /* The answer, or a signal to end (`nsbox kill`), whichever comes first: a caller
          * stuck writing the id (a full pipe) does not make the session deaf to signals. */
-        while (!ok && s->fds) {
+        while (!ok && s->signal_fd >= 0) {
             struct pollfd p[2] = {{.fd = s->notify_fd, .events = POLLIN},
-                                  {.fd = s->fds->signalfd, .events = POLLIN}};
+                                  {.fd = s->signal_fd, .events = POLLIN}};
             if (poll(p, 2, -1) < 0 && errno != EINTR)
                 break;
             if (p[1].revents && handle_signals(s))
@@ -134,101 +121,13 @@ int session_socket_path(const char *id_or_name, char *buf, size_t size)
     return 0;
 }
 
-/* ---- the control channel ------------------------------------------------------------------ */
-
-int control_send(int fd, const struct session_msg *m, const int *fds, int nfds)
-{
-    union {
-        char buf[CMSG_SPACE(7 * sizeof(int))];
-        struct cmsghdr align;
-    } u = {0};
-    struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-
-    if (nfds > 0) {
-        struct cmsghdr *c;
-        msg.msg_control = u.buf;
-        msg.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-        c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-    }
-    /* Never waits: init reads each message at once, and at most two are ever in flight. */
-    return RETRY_EINTR(sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 ? negative_errno() : 0;
-}
-
-/* ---- events common to every wait --------------------------------------------------------- */
-
-/* Take the seccomp listener init offers on the report pipe; note a setup failure. Returns
- * false when the sandbox failed. */
-bool handle_report(struct session_state *s, struct nsbox_result *ret)
-{
-    struct report rep;
-    ssize_t n = RETRY_EINTR(read(s->fds->report, &rep, sizeof(rep)));
-
-    if (n != sizeof(rep))
-        return n < 0 && errno == EAGAIN;
-    if (rep.type == REPORT_PROXY && s->fds->proxy) {
-        /* --network allow=: the proxy's listening socket, taken as a run's supervisor takes it
-         * (supervise.c); init waits for the byte. The proxy then serves in the session's loop. */
-        int fd = sys_pidfd_getfd(s->fds->pidfd, rep.code, 0);
-        if (fd < 0) {
-            ret->status = NSBOX_STATUS_ERROR;
-            ret->exit_code = 125;
-            ret->error_errno = errno;
-            (void)snprintf(ret->error_step, sizeof(ret->error_step), "network proxy");
-            (void)snprintf(ret->error, sizeof(ret->error),
-                           "cannot take the --network allow proxy's socket from the sandbox's "
-                           "init (pidfd_getfd, Linux 5.6 or later): %s",
-                           strerror(errno));
-            return false;
-        }
-        proxy_set_listener(s->fds->proxy, fd);
-        (void)!write(s->fds->sync, "x", 1);
-        return true;
-    }
-    if (rep.type == REPORT_WRITTEN) {
-        /* The files a step wrote in /work, before its end; none outside a step. */
-        if (s->step.client)
-            written_add(&s->step.ret, &rep);
-        return true;
-    }
-    if (rep.type == REPORT_LISTENER) {
-        /* init waits for the byte once it is taken (sandbox.c). */
-        s->listener = sys_pidfd_getfd(s->fds->pidfd, rep.code, 0);
-        if (s->listener < 0) {
-            /* As for a run (supervise.c): without it refusals would go unrecorded. */
-            ret->status = NSBOX_STATUS_ERROR;
-            ret->exit_code = 125;
-            ret->error_errno = errno;
-            (void)snprintf(ret->error_step, sizeof(ret->error_step), "seccomp listener");
-            (void)snprintf(ret->error, sizeof(ret->error),
-                           "cannot take the seccomp listener from the sandbox's init "
-                           "(pidfd_getfd): %s",
-                           strerror(errno));
-            return false;
-        }
-        ret->seccomp_reporting = true;
-        (void)!write(s->fds->sync, "x", 1);
-        return true;
-    }
-    /* A setup failure ends the session; a program that could not be run, or a step that could
-     * not start (REPORT_STEP_FAILED: its copy-in, say), is its step's result. */
-    if (rep.type == REPORT_SETUP_FAILED || rep.type == REPORT_EXEC_FAILED ||
-        rep.type == REPORT_STEP_FAILED)
-        report_to_result(&rep, ret);
-    return rep.type != REPORT_SETUP_FAILED;
-}
-
 /* Signals to the supervisor: SIGUSR1 (`nsbox kill`), SIGTERM, SIGINT, SIGHUP end the session. */
 static bool handle_signals(struct session_state *s)
 {
     struct signalfd_siginfo si;
     bool end = false;
 
-    while (read(s->fds->signalfd, &si, sizeof(si)) == sizeof(si)) {
+    while (read(s->signal_fd, &si, sizeof(si)) == sizeof(si)) {
         end = true;
         s->end_reason = si.ssi_signo == SIGUSR1 ? "killed" : "signal";
     }
@@ -275,13 +174,6 @@ static int until_ms(uint64_t now, uint64_t until)
     return ms > 60000 ? 60000 : (int)ms;
 }
 
-static bool listener_has_waiting(int listener)
-{
-    struct pollfd p = {.fd = listener, .events = POLLIN};
-
-    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
-}
-
 /* The next queued request, first come first served, or NULL. */
 static struct client *next_queued(struct session_state *s)
 {
@@ -293,316 +185,106 @@ static struct client *next_queued(struct session_state *s)
     return next;
 }
 
-/* Handle the control channel from init. Returns false when init is gone. */
-static bool handle_control(struct session_state *s, short revents, bool *ready,
-                           struct nsbox_result *ret, uint64_t now)
-{
-    struct session_msg m;
-    ssize_t n = RETRY_EINTR(recv(s->control_fd, &m, sizeof(m), MSG_DONTWAIT));
-
-    if (n == 0 || (n < 0 && errno != EAGAIN && (revents & (POLLHUP | POLLERR)))) {
-        s->ended = true;
-        return false;
-    }
-    if (n != sizeof(m))
-        return true; /* nothing, or what init does not say: read, so poll(2) cannot spin on it */
-    if (!*ready && m.type == SESSION_READY) {
-        int r = listen_on(s);
-        if (r < 0) {
-            (void)snprintf(ret->error, sizeof(ret->error),
-                           "cannot listen on the session's socket %s: %s", s->sock_path,
-                           strerror(-r));
-            ret->status = NSBOX_STATUS_ERROR;
-            ret->exit_code = 125;
-            return false;
-        }
-        s->listen_fd = r;
-        *ready = true;
-        s->last_active = now;
-        if (!notify(s, "OK %s %s\n", s->id, s->sock_path)) {
-            if (!s->end_reason)
-                s->end_reason = "the caller of session start is gone";
-            return false;
-        }
-    } else if (s->step.client && !s->step.ended && m.type == SESSION_STEP_END) {
-        s->step.ended = true;
-        s->step.end = m;
-        s->step.drain_until = now + DRAIN_GRACE_USEC;
-        s->step.ret.wall_time = now - s->step.start;
-    }
-    return true;
-}
-
 /*
- * With --workspace: whether the session's end saves it. It does when the session ends between
- * steps, by `session stop`, --idle-timeout or --lifetime: then init kills every process of the
- * sandbox (the interpreter too) and writes /work into the copy-out memfd, as a run's init does
- * when its payload has ended, and run_sandbox() (sandbox.c) unpacks it into the workspace's
- * staging directory and swaps it in, whole or not at all, as for a run. Not after `nsbox kill`
- * or a signal, and not when the end cut off a running step: its /work may be half-written, as
- * a run's after a timeout (which is not saved either). The wait for init is a poll(2) that
- * still hears `nsbox kill` (which ends it, unsaved) and answers refused system calls, bounded
- * by SAVE_DEADLINE_USEC. New clients are no longer taken (the socket is gone).
+ * With --workspace: whether the session's end saves it (nsbox_sandbox_stop() does the save). It
+ * does when the session ends between steps, by `session stop`, --idle-timeout or --lifetime;
+ * not after `nsbox kill` or a signal, and not when the end cut off a running step: its /work
+ * may be half-written, as a run's after a timeout (which is not saved either). Returns NULL
+ * (save) or why not, in buf.
  */
-static void session_save(struct session_state *s, bool step_cut, struct nsbox_result *ret)
+static const char *save_refusal(const struct session_state *s, bool step_cut, char *buf,
+                                size_t size)
 {
     const char *reason = s->end_reason ? s->end_reason : "";
-    char why_not[300] = "";
-    uint64_t deadline = now_usec() + SAVE_DEADLINE_USEC;
-    struct session_msg m = {.type = SESSION_SAVE};
-    bool answered = false;
 
-    s->save_warnings = strlen(ret->warnings);
-    if (!s->c->workspace || ret->status == NSBOX_STATUS_ERROR)
-        return;
-    if (s->ended)
-        (void)snprintf(why_not, sizeof(why_not), "the session's sandbox ended by itself");
-    else if (step_cut)
-        (void)snprintf(why_not, sizeof(why_not),
+    if (step_cut)
+        (void)snprintf(buf, size,
                        "the session ended (%s) while a step ran, and the step was killed: /work "
                        "may be half-written, as after a run's timeout",
                        end_words(s));
     else if (strcmp(reason, "stopped") != 0 && strcmp(reason, "idle") != 0 &&
              strcmp(reason, "lifetime") != 0)
-        (void)snprintf(why_not, sizeof(why_not), "the session ended because %s",
+        (void)snprintf(buf, size, "the session ended because %s",
                        strcmp(reason, "killed") == 0 || strcmp(reason, "signal") == 0 ? end_words(s)
                                                                                       : reason);
-    else if (control_send(s->control_fd, &m, NULL, 0) < 0)
-        (void)snprintf(why_not, sizeof(why_not), "the session's sandbox could not be reached");
-    while (!why_not[0] && !answered) {
-        struct pollfd p[4] = {
-            {.fd = s->control_fd, .events = POLLIN},
-            {.fd = s->fds->pidfd, .events = POLLIN},
-            {.fd = s->fds->signalfd, .events = POLLIN},
-            {.fd = s->listener, .events = POLLIN},
-        };
-        uint64_t now = now_usec();
-        ssize_t n;
-
-        if (now >= deadline) {
-            (void)snprintf(why_not, sizeof(why_not),
-                           "the sandbox did not hand over /work within %llu s",
-                           (unsigned long long)(SAVE_DEADLINE_USEC / 1000000));
-            break;
-        }
-        if (poll(p, 4, until_ms(now, deadline)) < 0 && errno != EINTR) {
-            (void)snprintf(why_not, sizeof(why_not), "poll: %s", strerror(errno));
-            break;
-        }
-        if (p[3].revents && !supervise_answer_notification(s->listener, s->fds->init_pid,
-                                                           session_no_network(s->c), &s->between)) {
-            (void)close(s->listener);
-            s->listener = -1;
-        }
-        if (p[2].revents && handle_signals(s)) {
-            (void)snprintf(why_not, sizeof(why_not), "%s while its workspace was being saved",
-                           end_words(s));
-            break;
-        }
-        if (!p[0].revents && !p[1].revents)
-            continue;
-        n = RETRY_EINTR(recv(s->control_fd, &m, sizeof(m), MSG_DONTWAIT));
-        if (n == sizeof(m) && m.type == SESSION_SAVED) {
-            answered = true;
-            ret->copy_out_done = (m.flags & 1) && m.code == 0;
-            ret->skipped_more += m.unlisted;
-            ret->copy_out_lost += m.lost;
-            if (!ret->copy_out_done)
-                (void)snprintf(why_not, sizeof(why_not),
-                               "copying /work failed inside the sandbox: %s%s",
-                               strerror(m.code ? m.code : EIO),
-                               m.code == EFBIG ? " (the stream passed RLIMIT_FSIZE: lower "
-                                                 "--copy-out-max-bytes or raise --memory)"
-                                               : "");
-        } else if (n == 0 || (n < 0 && errno != EAGAIN) || p[1].revents) {
-            (void)snprintf(why_not, sizeof(why_not),
-                           "the session's sandbox ended while /work was being copied");
-        }
-    }
-    if (why_not[0]) {
-        char text[600];
-        ret->copy_out_done = false;
-        (void)snprintf(text, sizeof(text),
-                       "workspace '%s' was not saved: %s; its files are as before this session",
-                       s->c->workspace, why_not);
-        add_warning(ret, text);
-    }
+    else
+        return NULL;
+    return buf;
 }
 
-/* The supervisor's loop (struct session_hooks): the sandbox, its steps, the clients, the
- * signals and the timers, all in one poll(2), nothing that blocks. */
-static int session_supervise(const struct nsbox_config *c, struct supervise_fds *fds,
-                             uint64_t start, const struct cgroup_leaf *leaf,
-                             struct nsbox_result *ret, void *userdata)
+/* The supervisor's loop: the sandbox (nsbox_sandbox_pollfds()), its steps, the clients, the
+ * signals and the timers, all in one poll(2), nothing that blocks. Returns 0 or -errno. */
+static int session_loop(struct session_state *s)
 {
-    struct session_state *s = userdata;
     struct step *st = &s->step;
-    bool ready = false, init_lost = false;
-    struct pollfd *pfds = NULL;
+    size_t n_sandbox = nsbox_sandbox_pollfds_max(s->sandbox);
+    _cleanup_free_ struct pollfd *pfds = calloc(FIXED_FDS + CLIENTS_MAX + n_sandbox, sizeof(*pfds));
+    bool init_lost = false;
     int r = 0;
 
-    s->leaf = leaf;
-    s->fds = fds;
-    s->run = ret;
-    s->listener = -1;
-    s->listen_fd = -1;
-    s->start = start;
-    for (size_t i = 0; i < CLIENTS_MAX; i++)
-        s->clients[i] = (struct client){.fd = -1, .pass_fd = -1, .in_fd = -1};
-    *st = (struct step){.audit = {.fd = -1},
-                        .streams = {{.fd = -1}, {.fd = -1}},
-                        .copy_fd = -1,
-                        .outputs_fd = -1,
-                        .in_fd = -1};
-    s->chunk = malloc(READ_CHUNK);
-    /* --watch-pid: opened now, while that process is alive (it waits for `session start`,
-     * which waits for us), so that the pidfd is that process's and no later one's. */
-    s->watch_fd = -1;
-    if (s->o->watch_pid > 0) {
-        s->watch_fd = sys_pidfd_open(s->o->watch_pid);
-        if (s->watch_fd < 0)
-            s->end_reason = "watched";
-    }
-    pfds = calloc(FIXED_FDS + CLIENTS_MAX + (fds->proxy ? proxy_max_pollfds(fds->proxy) : 0),
-                  sizeof(*pfds));
-    if (!s->chunk || !pfds)
-        r = -ENOMEM;
-    (void)fcntl(fds->report, F_SETFL, O_NONBLOCK);
-
+    if (!pfds)
+        return -ENOMEM;
     while (r == 0) {
         struct pollfd *p = pfds;
         struct client *pc[FIXED_FDS + CLIENTS_MAX] = {0};
         uint64_t now = now_usec(), until = UINT64_MAX;
         int np = FIXED_FDS, n_clients_end, timeout_ms;
-        size_t idx_proxy = 0, n_proxy = 0;
-        bool proxy_polled = false;
+        size_t ns;
+        unsigned ev;
 
-        /* The timers: the session's idle and lifetime limits, the step's clock, the drain of
-         * its pipes, each client's deadline, the pace of refused calls. */
-        if (ready && s->o->idle_timeout && !st->client)
+        /* The timers: the session's idle and lifetime limits, each client's deadline, the pace
+         * of refused connections; the sandbox's own (its step's clock) come with its fds. */
+        if (s->o->idle_timeout && !st->client)
             until = s->last_active + s->o->idle_timeout;
-        if (ready && s->o->lifetime && start + s->o->lifetime < until)
-            until = start + s->o->lifetime;
-        if (st->client && !st->ended && !st->interrupted && st->kill_at < until)
-            until = st->kill_at;
-        if (st->client && st->ended && st->drain_until < until)
-            until = st->drain_until;
-        p[0] = (struct pollfd){.fd = s->control_fd, .events = POLLIN};
-        p[1] = (struct pollfd){.fd = fds->report, .events = POLLIN};
-        p[2] = (struct pollfd){.fd = fds->pidfd, .events = POLLIN};
-        p[3] = (struct pollfd){.fd = fds->signalfd, .events = POLLIN};
-        p[4] = (struct pollfd){.fd = -1};
-        if (s->listener >= 0 && now >= s->notif_at)
-            p[4] = (struct pollfd){.fd = s->listener, .events = POLLIN};
-        else if (s->listener >= 0) {
-            /* Paced (NOTIF_BURST): look again when the next answer is due. */
-            if (s->notif_at < until)
-                until = s->notif_at;
-            if (st->client && !st->ret.refused_throttled && listener_has_waiting(s->listener))
-                st->ret.refused_throttled = true;
-        }
-        p[5] = (struct pollfd){.fd = ready && now >= s->refused_at ? s->listen_fd : -1,
-                               .events = POLLIN};
-        if (ready && now < s->refused_at && s->refused_at < until)
+        if (s->o->lifetime && s->start + s->o->lifetime < until)
+            until = s->start + s->o->lifetime;
+        p[0] = (struct pollfd){.fd = s->signal_fd, .events = POLLIN};
+        p[1] = (struct pollfd){.fd = now >= s->refused_at ? s->listen_fd : -1, .events = POLLIN};
+        if (now < s->refused_at && s->refused_at < until)
             until = s->refused_at; /* paced (REFUSED_BURST): look again then */
-        p[6] = (struct pollfd){.fd = st->client ? st->streams[0].fd : -1, .events = POLLIN};
-        p[7] = (struct pollfd){.fd = st->client ? st->streams[1].fd : -1, .events = POLLIN};
-        p[8] = (struct pollfd){.fd = s->watch_fd, .events = POLLIN};
+        p[2] = (struct pollfd){.fd = s->watch_fd, .events = POLLIN};
         for (size_t i = 0; i < CLIENTS_MAX; i++) {
             struct client *cl = &s->clients[i];
-            short ev;
+            short events;
             if (cl->fd < 0 || cl->state == CLIENT_FREE || cl->state == CLIENT_STOPPING)
                 continue;
             /* Waiting or running: polled for nothing but its hang-up (POLLHUP, always
              * reported), so that a client gone meanwhile is noticed. */
-            ev = cl->state == CLIENT_READING ? POLLIN : cl->state == CLIENT_WRITING ? POLLOUT : 0;
+            events = cl->state == CLIENT_READING   ? POLLIN
+                     : cl->state == CLIENT_WRITING ? POLLOUT
+                                                   : 0;
             if ((cl->state == CLIENT_READING || cl->state == CLIENT_WRITING) &&
                 cl->deadline < until)
                 until = cl->deadline;
             pc[np] = cl;
-            p[np++] = (struct pollfd){.fd = cl->fd, .events = ev};
+            p[np++] = (struct pollfd){.fd = cl->fd, .events = events};
         }
         n_clients_end = np;
+        ns = nsbox_sandbox_pollfds(s->sandbox, p + np, &until);
         timeout_ms = until_ms(now, until);
-        /* --network allow=: the proxy serves while the sandbox runs, in this same loop. */
-        if (fds->proxy && !s->ended) {
-            proxy_polled = true;
-            idx_proxy = (size_t)np;
-            n_proxy = proxy_poll_fill(fds->proxy, p + np, now, &timeout_ms);
-            np += (int)n_proxy;
-        }
-        if (poll(p, (nfds_t)np, timeout_ms) < 0 && errno != EINTR) {
+        if (poll(p, (nfds_t)np + ns, timeout_ms) < 0 && errno != EINTR) {
             r = negative_errno();
             break;
         }
         now = now_usec();
-        if (proxy_polled) /* its deadlines too, when it had no descriptor to wait on */
-            proxy_poll_handle(fds->proxy, p + idx_proxy, n_proxy, now);
 
-        if (p[4].revents) {
-            (void)pace_take(&s->notif_at, now, NOTIF_BURST, NOTIF_INTERVAL_USEC);
-            if (!supervise_answer_notification(s->listener, fds->init_pid, session_no_network(c),
-                                               st->client ? &st->ret
-                                               : ready    ? &s->between
-                                                          : ret)) {
-                (void)close(s->listener);
-                s->listener = -1;
-            }
-        }
-        if ((p[1].revents & POLLIN) && !handle_report(s, st->client ? &st->ret
-                                                         : ready    ? &s->between
-                                                                    : ret))
-            break; /* setup failed: ret says why */
-        for (int i = 0; i < 2; i++)
-            if (st->client && st->streams[i].fd >= 0 && p[6 + i].revents) {
-                ssize_t n = stream_read(&st->streams[i], s->chunk);
-                if (n > 0 && st->q.stream)
-                    client_stream(st->client, i ? "stderr" : "stdout", s->chunk, (size_t)n);
-            }
-        if (p[3].revents && handle_signals(s))
+        ev = nsbox_sandbox_dispatch(s->sandbox, p + np, ns);
+        if (p[0].revents && handle_signals(s))
             break;
-        if (p[8].revents || (s->o->watch_pid > 0 && s->watch_fd < 0)) {
+        if (p[2].revents || (s->o->watch_pid > 0 && s->watch_fd < 0)) {
             s->end_reason = "watched";
             break;
         }
-        if (p[2].revents) {
+        if (ev & NSBOX_SANDBOX_ENDED) {
             s->ended = true;
-            if (!ready && ret->status != NSBOX_STATUS_ERROR) {
-                (void)handle_report(s, ret);
-                if (ret->status != NSBOX_STATUS_ERROR) {
-                    ret->status = NSBOX_STATUS_ERROR;
-                    ret->exit_code = 125;
-                    (void)snprintf(ret->error, sizeof(ret->error),
-                                   "the session's sandbox ended while it was set up");
-                }
-            }
             s->end_reason = "sandbox ended";
             break;
         }
-        if (p[0].revents && !handle_control(s, p[0].revents, &ready, ret, now)) {
-            if (s->ended)
-                s->end_reason = "sandbox ended";
-            break;
-        }
-        if (ready && s->o->lifetime && now >= start + s->o->lifetime) {
+        if (s->o->lifetime && now >= s->start + s->o->lifetime) {
             s->end_reason = "lifetime";
             break;
         }
-
-        /* The step: its clock, the end of its pipes. */
-        if (st->client && !st->ended && !st->interrupted && now >= st->kill_at) {
-            struct session_msg m = {.type = SESSION_INTERRUPT};
-            (void)control_send(s->control_fd, &m, NULL, 0);
-            st->interrupted = true;
-        }
-        if (st->client && st->ended && now >= st->drain_until)
-            for (int i = 0; i < 2; i++)
-                if (st->streams[i].fd >= 0) {
-                    st->streams[i].st->incomplete = true;
-                    (void)close(st->streams[i].fd);
-                    st->streams[i].fd = -1;
-                }
-        if (st->client && st->ended && st->streams[0].fd < 0 && st->streams[1].fd < 0) {
+        if (ev & NSBOX_SANDBOX_STEP_DONE) {
             step_finish(s, now);
             s->last_active = now;
         }
@@ -621,10 +303,8 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                  * interrupted then (interrupt_on_hangup: `nsbox mcp`'s cancelled calls), as
                  * its timeout would: the session goes on. */
                 if (cl->state == CLIENT_RUNNING && st->client == cl && st->q.interrupt_on_hangup &&
-                    !st->ended && !st->interrupted) {
-                    struct session_msg m = {.type = SESSION_INTERRUPT};
-                    (void)control_send(s->control_fd, &m, NULL, 0);
-                    st->interrupted = true;
+                    !st->hung_up) {
+                    nsbox_sandbox_step_interrupt(s->sandbox);
                     st->hung_up = true;
                 }
                 (void)close(cl->fd);
@@ -638,7 +318,7 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
             if ((cl->state == CLIENT_READING || cl->state == CLIENT_WRITING) && now >= cl->deadline)
                 client_expire(cl, now);
         }
-        if (ready && (p[5].revents & POLLIN))
+        if (p[1].revents & POLLIN)
             client_accept(s, now);
         if (s->end_reason && strcmp(s->end_reason, "stopped") == 0)
             break;
@@ -664,12 +344,22 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
                 break;
             }
         }
-        if (ready && s->o->idle_timeout && !st->client &&
-            now >= s->last_active + s->o->idle_timeout) {
+        if (s->o->idle_timeout && !st->client && now >= s->last_active + s->o->idle_timeout) {
             s->end_reason = "idle";
             break;
         }
     }
+    return r;
+}
+
+/* The session's end: the socket goes, the running step is cut off, waiting requests are told,
+ * the sandbox is stopped (saving the workspace when it may), and the last answers go out. */
+static void session_end(struct session_state *s, struct nsbox_result *ret)
+{
+    struct step *st = &s->step;
+    uint64_t now = now_usec();
+    bool cut = false;
+    char why[400];
 
     if (s->watch_fd >= 0)
         (void)close(s->watch_fd);
@@ -677,38 +367,28 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
     if (s->listen_fd >= 0) {
         (void)unlink(s->sock_path);
         (void)close(s->listen_fd);
+        s->listen_fd = -1;
     }
-    {
-        uint64_t now = now_usec();
-        bool cut = st->client && !st->ended;
-        /* The running step is cut off; waiting requests and ones still coming are told. */
-        if (st->client)
-            step_cut(s, now);
-        for (size_t i = 0; i < CLIENTS_MAX; i++) {
-            struct client *cl = &s->clients[i];
-            if (cl->state == CLIENT_QUEUED || cl->state == CLIENT_READING)
-                client_error(cl, now,
-                             "the session ended before this step ran: %s; start a new "
-                             "session for further steps",
-                             end_words(s));
-        }
-        session_save(s, cut, ret);
+    /* A step that had ended, its pipes still read, is not cut off: its answer is whole. */
+    if (st->client)
+        cut = step_cut(s, now);
+    for (size_t i = 0; i < CLIENTS_MAX; i++) {
+        struct client *cl = &s->clients[i];
+        if (cl->state == CLIENT_QUEUED || cl->state == CLIENT_READING)
+            client_error(cl, now,
+                         "the session ended before this step ran: %s; start a new session for "
+                         "further steps",
+                         end_words(s));
     }
-    if (!s->ended) {
-        siginfo_t si;
-        (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
-        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
-    } else {
-        siginfo_t si;
-        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
-    }
+    (void)nsbox_sandbox_stop(s->sandbox, save_refusal(s, cut, why, sizeof(why)), s->signal_fd, ret);
+    s->sandbox = NULL;
     /* The answers still going out get a moment (the sandbox is gone: nothing else waits). */
     for (uint64_t end = now_usec() + END_FLUSH_USEC;;) {
         struct pollfd p[CLIENTS_MAX];
         struct client *pc[CLIENTS_MAX];
-        uint64_t now = now_usec();
         int np = 0;
 
+        now = now_usec();
         for (size_t i = 0; i < CLIENTS_MAX; i++)
             if (s->clients[i].state == CLIENT_WRITING && now < s->clients[i].deadline) {
                 pc[np] = &s->clients[i];
@@ -725,19 +405,6 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
         if (s->clients[i].state != CLIENT_STOPPING)
             client_free(&s->clients[i]);
     step_clear(s);
-    free(s->chunk);
-    s->chunk = NULL;
-    free(pfds);
-    if (s->listener >= 0)
-        (void)close(s->listener);
-    (void)close(fds->out);
-    (void)close(fds->err);
-    (void)close(fds->report);
-    if (fds->stdin_dst >= 0)
-        (void)close(fds->stdin_dst);
-    if (ret->status != NSBOX_STATUS_ERROR)
-        ret->status = NSBOX_STATUS_KILLED;
-    return r;
 }
 
 /* ---- start -------------------------------------------------------------------------------- */
@@ -749,8 +416,8 @@ static int session_supervise(const struct nsbox_config *c, struct supervise_fds 
 static void answer_stop(struct session_state *s, const struct nsbox_result *ret)
 {
     json_t *warnings = json_array(), *ws = json_null();
-    const char *w = ret->warnings +
-                    (s->save_warnings < sizeof(ret->warnings) ? s->save_warnings : 0);
+    size_t start_warnings = strlen(s->run.warnings);
+    const char *w = ret->warnings + (start_warnings < sizeof(ret->warnings) ? start_warnings : 0);
     char *text, *line;
     json_t *j;
 
@@ -784,12 +451,19 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
                                        const struct session_options *o, int argc, char *argv[],
                                        int notify_fd)
 {
-    struct session_state s = {.c = config, .o = o, .notify_fd = notify_fd, .control_fd = -1};
+    struct session_state s = {.c = config,
+                              .o = o,
+                              .notify_fd = notify_fd,
+                              .signal_fd = -1,
+                              .listen_fd = -1,
+                              .watch_fd = -1,
+                              .step = {.audit = {.fd = -1}, .in_fd = -1}};
     struct nsbox_config c = *config;
     struct registry_run reg = {0};
     struct nsbox_result ret = {0};
     char why[600] = "", dir[512];
-    int sp[2], null_fd, r;
+    sigset_t set;
+    int null_fd, r;
 
     /* A write to the gone caller of `session start` is an error to act on, not a death. */
     (void)signal(SIGPIPE, SIG_IGN);
@@ -839,28 +513,55 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         }
         s.log_path = o->log_path;
     }
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-        notify(&s, "ERR socketpair: %s\n", strerror(errno));
+    for (size_t i = 0; i < CLIENTS_MAX; i++)
+        s.clients[i] = (struct client){.fd = -1, .pass_fd = -1, .in_fd = -1};
+    /* Signals: blocked from here on and read in the loop, so that every one that would end
+     * this process ends the session instead, the sandbox torn down (SIGUSR1 is `nsbox kill`). */
+    supervise_signal_set(&set);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0 ||
+        (s.signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+        notify(&s, "ERR cannot block signals: %s\n", strerror(errno));
         registry_remove(&reg);
         _exit(125);
     }
-    s.control_fd = sp[0];
-    /* libarchive, for a step's --copy-out: init, a fork of this process, cannot load it once it
-     * is in the sandbox (copy.h). Loaded now, when a step may want it; without it such a step
-     * is told (EOPNOTSUPP) and the session works otherwise. */
-    (void)copy_load(why, sizeof(why));
-    {
-        struct session_hooks hooks = {.init_fd = sp[1],
-                                      .own_fd = sp[0],
-                                      .supervise = session_supervise,
-                                      .userdata = &s};
-        c.forward_signals = true;
-        c.stdout_fd = c.stderr_fd = -1;
-        c.warn = NULL;
-        (void)sandbox_run_session(&c, &hooks, &ret);
+    /* --watch-pid: opened now, while that process is alive (it waits for `session start`,
+     * which waits for us), so that the pidfd is that process's and no later one's. */
+    if (o->watch_pid > 0) {
+        s.watch_fd = sys_pidfd_open(o->watch_pid);
+        if (s.watch_fd < 0) {
+            notify(&s, "ERR the process to watch (--watch-pid %d) is gone: %s\n", (int)o->watch_pid,
+                   strerror(errno));
+            registry_remove(&reg);
+            _exit(125);
+        }
     }
-    if (s.notify_fd < 0)
+    c.forward_signals = false;
+    c.stdout_fd = c.stderr_fd = -1;
+    c.warn = NULL;
+    r = nsbox_sandbox_start(&c, &s.sandbox, &s.run);
+    if (r >= 0) {
+        s.start = s.last_active = now_usec();
+        r = listen_on(&s);
+        if (r < 0) {
+            (void)snprintf(why, sizeof(why), "cannot listen on the session's socket %s: %s",
+                           s.sock_path, strerror(-r));
+            (void)nsbox_sandbox_stop(s.sandbox, why, -1, &ret);
+            nsbox_result_free(&ret);
+            registry_remove(&reg);
+            notify(&s, "ERR %s\n", why);
+            _exit(125);
+        }
+        s.listen_fd = r;
+        if (!notify(&s, "OK %s %s\n", s.id, s.sock_path))
+            s.end_reason = "the caller of session start is gone";
+        else
+            r = session_loop(&s);
+        if (r < 0 && !s.end_reason)
+            s.end_reason = "the supervisor failed";
+        session_end(&s, &ret);
         answer_stop(&s, &ret);
+    } else
+        ret = s.run;
     /* Gone from the registry before the caller hears of the failure: a start that failed
      * leaves nothing behind by the time `session start` returns. */
     (void)unlink(s.sock_path);
@@ -869,8 +570,9 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         notify(&s, "ERR %s\n", ret.error[0] ? ret.error : "the session's sandbox failed");
     else
         notify(&s, "ERR the session's sandbox ended before it was up\n");
+    r = ret.status == NSBOX_STATUS_ERROR && ret.exit_code ? 125 : 0;
     nsbox_result_free(&ret);
-    _exit(ret.status == NSBOX_STATUS_ERROR && ret.exit_code ? 125 : 0);
+    _exit(r);
 }
 
 _noreturn_ void session_member_main(const struct nsbox_config *config,

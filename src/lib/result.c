@@ -851,6 +851,15 @@ json_t *result_to_json_object(const struct nsbox_result *r)
     if (!root)
         return NULL;
     outputs_json(r, root);
+    if (r->interpreter != NSBOX_INTERPRETER_NONE) {
+        /* A code step of a started sandbox: the interpreter it ran in. */
+        static const char *const words[] = {[NSBOX_INTERPRETER_STARTED] = "started",
+                                            [NSBOX_INTERPRETER_KEPT] = "kept",
+                                            [NSBOX_INTERPRETER_RESTARTED] = "restarted",
+                                            [NSBOX_INTERPRETER_CRASHED] = "crashed"};
+        if ((size_t)r->interpreter < ELEMENTSOF(words))
+            (void)json_object_set_new(root, "interpreter", json_string(words[r->interpreter]));
+    }
     (void)json_object_set_new(root, "stdout_incomplete", json_boolean(r->out.incomplete));
     result_output_json(r, root);
     (void)json_object_set_new(root, "stderr_incomplete", json_boolean(r->err.incomplete));

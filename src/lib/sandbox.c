@@ -65,6 +65,7 @@
 #include "init.h"
 #include "isolation.h"
 #include "landlock.h"
+#include "lifecycle.h"
 #include "macro.h"
 #include "memfd.h"
 #include "mount.h"
@@ -755,19 +756,50 @@ static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret, bool s
     ret->workspace_saved = true;
 }
 
-static int run_sandbox(const struct nsbox_config *c, const struct session_hooks *hooks,
-                       struct nsbox_result *ret)
+void sandbox_state_init(struct nsbox_sandbox *x)
 {
-    struct sandbox sb = {0};
-    struct cgroup_leaf leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF};
-    bool attached_by_clone = false;
-    int out[2] = {-EBADF, -EBADF}, err[2] = {-EBADF, -EBADF};
-    int sync[2] = {-EBADF, -EBADF}, report[2] = {-EBADF, -EBADF}, in[2] = {-EBADF, -EBADF};
-    _cleanup_close_ int pidfd = -EBADF, sigfd = -EBADF;
-    sigset_t forward, saved_mask;
-    bool mask_changed = false;
-    struct proxy *proxy = NULL;
-    uint64_t start;
+    *x = (struct nsbox_sandbox){.leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF},
+                                .out = {-EBADF, -EBADF},
+                                .err = {-EBADF, -EBADF},
+                                .sync = {-EBADF, -EBADF},
+                                .report = {-EBADF, -EBADF},
+                                .in = {-EBADF, -EBADF},
+                                .control = {-EBADF, -EBADF},
+                                .pidfd = -EBADF,
+                                .sigfd = -EBADF,
+                                .listener = -EBADF,
+                                .fds = {.out = -EBADF,
+                                        .err = -EBADF,
+                                        .report = -EBADF,
+                                        .signalfd = -EBADF,
+                                        .stdin_src = -1,
+                                        .stdin_dst = -EBADF,
+                                        .sync = -EBADF}};
+}
+
+/* Signals first: one that comes while the run is planned waits in the signalfd and is acted on
+ * once the sandbox exists (SIGUSR1 kills it at once, the others are forwarded), so every signal
+ * ends in a result. Returns 0 or -errno (ret says it). */
+static int sandbox_signals(struct nsbox_sandbox *x, struct nsbox_result *ret)
+{
+    sigset_t forward;
+
+    if (!x->c.forward_signals)
+        return 0;
+    supervise_signal_set(&forward); /* SIGUSR1 among them: `nsbox kill` */
+    if (sigprocmask(SIG_BLOCK, &forward, &x->saved_mask) < 0)
+        return report_error(ret, negative_errno(), "signals", "blocking signals failed: %m");
+    x->mask_changed = true;
+    x->sigfd = signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (x->sigfd < 0)
+        return report_error(ret, negative_errno(), "signals", "signalfd failed: %m");
+    return 0;
+}
+
+int sandbox_open(struct nsbox_sandbox *x, struct nsbox_result *ret)
+{
+    const struct nsbox_config *c = &x->c;
+    struct sandbox *sb = &x->sb;
     int pid, r;
 
     *ret = (struct nsbox_result){
@@ -779,57 +811,27 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
         .workdir_size = c->workdir_size,
     };
 
-    /* Signals first: one that comes while the run is planned waits in the signalfd and is acted
-     * on once the sandbox exists (SIGUSR1 kills it at once, the others are forwarded), so every
-     * signal ends in a result. */
-    if (c->forward_signals) {
-        supervise_signal_set(&forward); /* SIGUSR1 among them: `nsbox kill` */
-        if (sigprocmask(SIG_BLOCK, &forward, &saved_mask) < 0) {
-            r = report_error(ret, negative_errno(), "signals", "blocking signals failed: %m");
-            goto out;
-        }
-        mask_changed = true;
-        sigfd = signalfd(-1, &forward, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (sigfd < 0) {
-            r = report_error(ret, negative_errno(), "signals", "signalfd failed: %m");
-            goto out;
-        }
-    }
-
-    /* Tier 3 (tier3.h), only under --isolation landlock and only where no user namespace can
-     * be made: a path of its own, without the sandbox's steps. */
-    if (c->isolation == NSBOX_ISOLATION_LANDLOCK && tier3_needed(c)) {
-        if (hooks)
-            r = report_error(ret, -EPERM, "isolation",
-                             "--isolation landlock: no user namespace can be made here, and a "
-                             "session or pool needs one (tier 3 runs one program at a time: "
-                             "nsbox run); 'nsbox doctor' names the fix");
-        else
-            r = tier3_run(c, sigfd, ret);
-        if (mask_changed)
-            (void)sigprocmask(SIG_SETMASK, &saved_mask, NULL);
-        return r == -EINVAL ? -EINVAL : 0;
-    }
-    r = plan_sandbox(c, &sb, ret);
+    r = sandbox_signals(x, ret);
     if (r < 0)
-        goto out;
-    r = landlock_plan(c, &sb, ret);
+        return r;
+    r = plan_sandbox(c, sb, ret);
     if (r < 0)
-        goto out;
-    r = isolation_plan(c, &sb, ret);
+        return r;
+    r = landlock_plan(c, sb, ret);
     if (r < 0)
-        goto out;
+        return r;
+    r = isolation_plan(c, sb, ret);
+    if (r < 0)
+        return r;
     if (sandbox_network_allow(c)) {
         char why[512] = "";
-        r = proxy_new(c, &proxy, why, sizeof(why));
-        if (r < 0) {
-            (void)report_error(ret, r, "config", "%s", r == -EINVAL ? why : strerror(-r));
-            goto out;
-        }
+        r = proxy_new(c, &x->proxy, why, sizeof(why));
+        if (r < 0)
+            return report_error(ret, r, "config", "%s", r == -EINVAL ? why : strerror(-r));
     }
-    r = plan_cgroup(c, &sb, &leaf, ret);
+    r = plan_cgroup(c, sb, &x->leaf, ret);
     if (r < 0)
-        goto out;
+        return r;
     /* System V IPC is counted by no rlimit: without a cgroup, only kernel.shm* of the sandbox's
      * IPC namespace bound its shared memory, which init sets in root's runs only (init.c says
      * why), and nothing bounds semaphore sets and message queues (2 GiB of semaphores, 488 MiB
@@ -837,130 +839,140 @@ static int run_sandbox(const struct nsbox_config *c, const struct session_hooks 
      * where kernel.shm* is out of reach (a note says so when they were): a segment outside
      * --memory held 640 MiB under --memory 256m. POSIX shared memory in /dev/shm, --shm-size,
      * POSIX semaphores and message queues (RLIMIT_MSGQUEUE) work. */
-    if (!sb.in_cgroup && c->memory && !c->ipc_host && !c->seccomp_disabled) {
-        r = filter_refuse_sysv_ipc(&sb.filter, !sb.host_root || c->uid == 0);
-        if (r < 0) {
-            (void)report_error(ret, r, "seccomp", "refusing System V IPC failed: %m");
-            goto out;
-        }
+    if (!sb->in_cgroup && c->memory && !c->ipc_host && !c->seccomp_disabled) {
+        r = filter_refuse_sysv_ipc(&sb->filter, !sb->host_root || c->uid == 0);
+        if (r < 0)
+            return report_error(ret, r, "seccomp", "refusing System V IPC failed: %m");
     }
 
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0 ||
-        pipe2(report, O_CLOEXEC) < 0 ||
+    if (pipe2(x->out, O_CLOEXEC) < 0 || pipe2(x->err, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->sync) < 0 ||
+        pipe2(x->report, O_CLOEXEC) < 0 ||
         /* A socket, so that the supervisor's writes can use MSG_NOSIGNAL: no SIGPIPE in the
          * caller's process when the payload closes its stdin. */
-        (c->pass_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)) {
-        r = report_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
-        goto out;
-    }
+        (c->pass_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, x->in) < 0) ||
+        /* A started sandbox's control channel (control.h). */
+        (x->steps_mode && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, x->control) < 0))
+        return report_error(ret, negative_errno(), "pipe", "creating pipes failed: %m");
 
-    start = now_usec();
-    pid = clone_sandbox(sandbox_namespaces(c), sb.in_cgroup ? leaf.dir_fd : -1, &pidfd,
-                        &attached_by_clone);
+    x->start = now_usec();
+    pid = clone_sandbox(sandbox_namespaces(c), sb->in_cgroup ? x->leaf.dir_fd : -1, &x->pidfd,
+                        &x->attached_by_clone);
     if (pid < 0) {
         r = negative_errno();
-        (void)report_error(ret, r, "clone3", "creating the sandbox's namespaces failed: %s%s",
-                           strerror(-r), clone_hint(-r));
-        goto out;
+        return report_error(ret, r, "clone3", "creating the sandbox's namespaces failed: %s%s",
+                            strerror(-r), clone_hint(-r));
     }
     if (pid == 0) {
-        struct child_fds fds = {.sync = sync[0],
-                                .report = report[1],
-                                .out = out[1],
-                                .err = err[1],
-                                .in = in[1],
-                                .session = hooks ? hooks->init_fd : -1};
-        if (hooks)
-            (void)close(hooks->own_fd);
-        if (in[0] >= 0)
-            (void)close(in[0]);
-        (void)close(out[0]);
-        (void)close(err[0]);
-        (void)close(sync[1]);
-        (void)close(report[0]);
-        if (sigfd >= 0)
-            (void)close(sigfd);
-        sandbox_child(&sb, &fds);
+        struct child_fds fds = {.sync = x->sync[0],
+                                .report = x->report[1],
+                                .out = x->out[1],
+                                .err = x->err[1],
+                                .in = x->in[1],
+                                .session = x->steps_mode ? x->control[1] : -1};
+        if (x->control[0] >= 0)
+            (void)close(x->control[0]);
+        if (x->in[0] >= 0)
+            (void)close(x->in[0]);
+        (void)close(x->out[0]);
+        (void)close(x->err[0]);
+        (void)close(x->sync[1]);
+        (void)close(x->report[0]);
+        if (x->sigfd >= 0)
+            (void)close(x->sigfd);
+        sandbox_child(sb, &fds);
     }
 
-    (void)close(out[1]);
-    (void)close(err[1]);
-    if (in[1] >= 0) {
-        (void)close(in[1]);
-        in[1] = -EBADF;
+    (void)close(x->out[1]);
+    (void)close(x->err[1]);
+    (void)close(x->sync[0]);
+    (void)close(x->report[1]);
+    x->out[1] = x->err[1] = x->sync[0] = x->report[1] = -EBADF;
+    if (x->in[1] >= 0) {
+        (void)close(x->in[1]);
+        x->in[1] = -EBADF;
     }
-    (void)close(sync[0]);
-    (void)close(report[1]);
-    out[1] = err[1] = sync[0] = report[1] = -EBADF;
+    if (x->control[1] >= 0) {
+        (void)close(x->control[1]);
+        x->control[1] = -EBADF;
+    }
 
-    r = sb.in_cgroup && !attached_by_clone ? cgroup_leaf_attach(&leaf, pid) : 0;
-    if (r >= 0 && !child_writes_maps(&sb))
-        r = idmap_write(pid, c->uid, sb.host_uid, c->gid, sb.host_gid, !sb.privileged);
-    if (r < 0 || (!child_writes_maps(&sb) && write(sync[1], "x", 1) != 1)) {
+    r = sb->in_cgroup && !x->attached_by_clone ? cgroup_leaf_attach(&x->leaf, pid) : 0;
+    if (r >= 0 && !child_writes_maps(sb))
+        r = idmap_write(pid, c->uid, sb->host_uid, c->gid, sb->host_gid, !sb->privileged);
+    if (r < 0 || (!child_writes_maps(sb) && write(x->sync[1], "x", 1) != 1)) {
         siginfo_t si;
         if (r >= 0)
             r = negative_errno();
-        (void)sys_pidfd_send_signal(pidfd, SIGKILL);
-        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED));
-        (void)report_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s%s",
-                           strerror(-r), host_ids_hint(&sb, r));
-        goto out;
+        (void)sys_pidfd_send_signal(x->pidfd, SIGKILL);
+        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED));
+        return report_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s%s",
+                            strerror(-r), host_ids_hint(sb, r));
     }
+    x->fds = (struct supervise_fds){.pidfd = x->pidfd,
+                                    .out = TAKE_FD(x->out[0]),
+                                    .err = TAKE_FD(x->err[0]),
+                                    .report = TAKE_FD(x->report[0]),
+                                    .signalfd = x->sigfd,
+                                    .stdin_src = c->pass_stdin ? 0 : -1,
+                                    .sync = x->sync[1],
+                                    .init_pid = pid,
+                                    .stdin_dst = x->in[0] >= 0 ? TAKE_FD(x->in[0]) : -1,
+                                    .proxy = x->proxy};
+    return 0;
+}
 
-    {
-        struct supervise_fds sfds = {.pidfd = pidfd,
-                                     .out = TAKE_FD(out[0]),
-                                     .err = TAKE_FD(err[0]),
-                                     .report = TAKE_FD(report[0]),
-                                     .signalfd = sigfd,
-                                     .stdin_src = c->pass_stdin ? 0 : -1,
-                                     .sync = sync[1],
-                                     .init_pid = pid,
-                                     .stdin_dst = in[0] >= 0 ? TAKE_FD(in[0]) : -1,
-                                     .proxy = proxy};
-        if (hooks) {
-            (void)close(hooks->init_fd);
-            r = hooks->supervise(c, &sfds, start, sb.in_cgroup ? &leaf : NULL, ret,
-                                 hooks->userdata);
-        } else
-            r = supervise(c, &sfds, start, ret);
+int sandbox_close(struct nsbox_sandbox *x, int r, struct nsbox_result *ret)
+{
+    const struct nsbox_config *c = &x->c;
+    struct sandbox *sb = &x->sb;
+
+    if (x->pidfd >= 0) {
         if (r < 0)
             (void)report_error(ret, r, "supervise", "supervising the sandbox failed: %s%s",
                                strerror(-r),
-                               proxy && r == -ENOSYS
+                               x->proxy && r == -ENOSYS
                                    ? " (--network allow= takes the proxy's socket from the "
                                      "sandbox with pidfd_getfd(2), Linux 5.6 or later)"
                                    : "");
-    }
-    if (proxy)
-        proxy_finish(proxy, &ret->network);
-    shm_diagnose(c, ret);
-    sandbox_describe_rootfs(sb.rootfs, ret);
-    work_diagnose(c, ret);
-    copy_out_finish(&sb, ret, hooks != NULL);
-    outputs_finish(&sb, ret);
-    kill_leftovers(&sb, ret);
-    if (sb.in_cgroup) {
-        cgroup_leaf_stats(&leaf, &ret->cgroup);
-        /* The cgroup's OOM killer sends SIGKILL; memory.events says it was the OOM killer. */
-        if (ret->cgroup.oom_kills > 0 && ret->status == NSBOX_STATUS_SIGNALED &&
-            ret->signal == SIGKILL)
-            ret->status = NSBOX_STATUS_OOM;
+        if (x->proxy)
+            proxy_finish(x->proxy, &ret->network);
+        shm_diagnose(c, ret);
+        sandbox_describe_rootfs(sb->rootfs, ret);
+        work_diagnose(c, ret);
+        copy_out_finish(sb, ret, x->steps_mode);
+        outputs_finish(sb, ret);
+        kill_leftovers(sb, ret);
+        if (sb->in_cgroup) {
+            cgroup_leaf_stats(&x->leaf, &ret->cgroup);
+            /* The cgroup's OOM killer sends SIGKILL; memory.events says it was the OOM
+             * killer. */
+            if (ret->cgroup.oom_kills > 0 && ret->status == NSBOX_STATUS_SIGNALED &&
+                ret->signal == SIGKILL)
+                ret->status = NSBOX_STATUS_OOM;
+        }
     }
 
-out:
-    if (leaf.dir_fd >= 0 && cgroup_leaf_destroy(&leaf) < 0 && ret->status != NSBOX_STATUS_ERROR)
-        (void)report_error(ret, -EBUSY, "cgroup", "removing cgroup %s failed", leaf.path);
-    close_pair(out);
-    close_pair(err);
-    close_pair(sync);
-    close_pair(report);
-    close_pair(in);
-    if (mask_changed)
-        (void)sigprocmask(SIG_SETMASK, &saved_mask, NULL);
-    proxy_free(proxy);
-    plan_free(&sb);
+    if (x->leaf.dir_fd >= 0 && cgroup_leaf_destroy(&x->leaf) < 0 &&
+        ret->status != NSBOX_STATUS_ERROR)
+        (void)report_error(ret, -EBUSY, "cgroup", "removing cgroup %s failed", x->leaf.path);
+    close_pair(x->out);
+    close_pair(x->err);
+    close_pair(x->sync);
+    close_pair(x->report);
+    close_pair(x->in);
+    close_pair(x->control);
+    if (x->pidfd >= 0)
+        (void)close(x->pidfd);
+    if (x->sigfd >= 0)
+        (void)close(x->sigfd);
+    x->pidfd = x->sigfd = -EBADF;
+    if (x->mask_changed)
+        (void)sigprocmask(SIG_SETMASK, &x->saved_mask, NULL);
+    x->mask_changed = false;
+    proxy_free(x->proxy);
+    x->proxy = NULL;
+    plan_free(sb);
     /* Invalid configuration is the caller's error; everything else is reported in *ret. */
     return r == -EINVAL && ret->status == NSBOX_STATUS_ERROR &&
                    strcmp(ret->error_step, "config") == 0
@@ -970,11 +982,26 @@ out:
 
 int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
 {
-    return run_sandbox(c, NULL, ret);
-}
+    struct nsbox_sandbox x;
+    int r;
 
-int sandbox_run_session(const struct nsbox_config *c, const struct session_hooks *hooks,
-                        struct nsbox_result *ret)
-{
-    return run_sandbox(c, hooks, ret);
+    /* Tier 3 (tier3.h), only under --isolation landlock and only where no user namespace can
+     * be made: a path of its own, without the sandbox's steps. */
+    sandbox_state_init(&x);
+    x.c = *c;
+    if (c->isolation == NSBOX_ISOLATION_LANDLOCK && tier3_needed(c)) {
+        *ret = (struct nsbox_result){0};
+        r = sandbox_signals(&x, ret);
+        if (r >= 0)
+            r = tier3_run(c, x.sigfd, ret);
+        if (x.sigfd >= 0)
+            (void)close(x.sigfd);
+        if (x.mask_changed)
+            (void)sigprocmask(SIG_SETMASK, &x.saved_mask, NULL);
+        return r == -EINVAL ? -EINVAL : 0;
+    }
+    r = sandbox_open(&x, ret);
+    if (r >= 0)
+        r = supervise(&x.c, &x.fds, x.start, ret);
+    return sandbox_close(&x, r, ret);
 }

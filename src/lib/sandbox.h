@@ -87,29 +87,11 @@ struct sandbox {
 _Noreturn void sandbox_payload_exec(const struct sandbox *sb, int in_fd, int out_fd, int err_fd,
                                     int report_fd, int extra_fd);
 
-struct supervise_fds;
-struct cgroup_leaf;
-
-/* A session (session.c): the sandbox is made as for a run, but its init runs steps on request
- * over a control channel (session-init.c), and the supervisor's loop is hooks->supervise. */
-struct session_hooks {
-    int init_fd; /* the sandbox's end of the control channel; closed in the supervisor */
-    int own_fd;  /* the supervisor's end; closed in the sandbox */
-    /* leaf: the sandbox's cgroup leaf, or NULL when rlimits hold the limits. */
-    int (*supervise)(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
-                     const struct cgroup_leaf *leaf, struct nsbox_result *ret, void *userdata);
-    void *userdata;
-};
-
 /* When ret's stderr mentions ModuleNotFoundError: ret->rootfs and ret->rootfs_profile for its
  * note (nsbox_result_notes()), the profile read from rootfs/usr/share/nsbox/profile beneath
  * the tree, never through a symlink (openat2(2) RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS).
  * Otherwise nothing (no work on an ordinary run's path). */
 void sandbox_describe_rootfs(const char *rootfs, struct nsbox_result *ret);
-
-/* As nsbox_run(), with init in session mode and hooks->supervise instead of supervise(). */
-int sandbox_run_session(const struct nsbox_config *c, const struct session_hooks *hooks,
-                        struct nsbox_result *ret);
 
 /* Init's loop in a session (session-init.c): fds report_fd, shm_fd and control_fd are open,
  * and copy_out_fd (the workspace's copy-out memfd, written on SESSION_SAVE) or -1; signals in

@@ -34,7 +34,7 @@
 #include "macro.h"
 #include "report.h"
 #include "sandbox.h"
-#include "session.h"
+#include "control.h"
 #include "syscalls.h"
 #include "written.h"
 
@@ -68,7 +68,7 @@ struct runner {
     struct written_snapshot before; /* /work before the running step (written.h) */
 };
 
-static void control_send(struct runner *rn, const struct session_msg *m)
+static void init_send(struct runner *rn, const struct session_msg *m)
 {
     /* Best effort: without the supervisor the sandbox dies of PR_SET_PDEATHSIG anyway. */
     (void)!send(rn->control_fd, m, sizeof(*m), MSG_NOSIGNAL);
@@ -284,7 +284,7 @@ static void step_end(struct runner *rn, int end, int code)
     rn->code_step = false;
     rn->flags = 0;
     rn->grace_until = 0;
-    control_send(rn, &m);
+    init_send(rn, &m);
 }
 
 /* The step cannot run: its error (worded as a run's failed setup step: the supervisor puts it
@@ -596,7 +596,7 @@ static void save(struct runner *rn, int copy_out_fd)
         m.unlisted = rep.copy_unlisted;
         m.lost = rep.copy_lost;
     }
-    control_send(rn, &m);
+    init_send(rn, &m);
 }
 
 _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int report_fd,
@@ -619,7 +619,7 @@ _noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int
     if (sigfd < 0)
         report_setup_failed(report_fd, &(struct report_step){.err = errno, .name = "signalfd"});
     rn.work_fd = open("/work", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    control_send(&rn, &ready);
+    init_send(&rn, &ready);
 
     for (;;) {
         struct pollfd p[3] = {

@@ -1,0 +1,547 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * A started sandbox (nsbox.h: nsbox_sandbox_start() and after): made by sandbox_open() as a
+ * run's sandbox is, with its init in step mode (session-init.c) on a control channel
+ * (control.h). Everything it needs watched -- init's control channel and report pipe, its
+ * pidfd, the seccomp listener, the running step's pipes, the proxy of --network allow= -- is
+ * handed to the caller's poll(2) by nsbox_sandbox_pollfds() and acted on by
+ * nsbox_sandbox_dispatch(); the library's own waits (start, a step, the save at the end) are
+ * that same pair in a loop, so a caller with a loop of its own (`nsbox session`) and one
+ * without run the same code. One step at a time (step.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "copy.h"
+#include "fileio.h"
+#include "lifecycle.h"
+#include "macro.h"
+#include "proxy.h"
+#include "report.h"
+#include "syscalls.h"
+#include "tier3.h"
+#include "written.h"
+
+/* The fixed entries of nsbox_sandbox_pollfds(): control, report, pidfd, listener, 2 pipes. */
+#define FIXED_FDS 6
+
+enum { IDX_CONTROL, IDX_REPORT, IDX_PIDFD, IDX_LISTENER, IDX_OUT, IDX_ERR };
+
+int control_send(int fd, const struct session_msg *m, const int *fds, int nfds)
+{
+    union {
+        char buf[CMSG_SPACE(8 * sizeof(int))];
+        struct cmsghdr align;
+    } u = {0};
+    struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+
+    if (nfds < 0 || nfds > 8)
+        return -EINVAL;
+    if (nfds > 0) {
+        struct cmsghdr *c;
+        msg.msg_control = u.buf;
+        msg.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+    }
+    /* Never waits: init reads each message at once, and at most two are ever in flight. */
+    return RETRY_EINTR(sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)) < 0 ? negative_errno() : 0;
+}
+
+/* No network at all (--network none): a refused internet socket gets the notes' hint. */
+static bool no_network(const struct nsbox_config *c)
+{
+    return !c->network_host && !c->network_loopback && !(c->network_allow && c->network_allow[0]);
+}
+
+/* Where what the sandbox reports now belongs: the running step's result, the record of
+ * refusals between steps, or (while it is set up) the sandbox's own. */
+static struct nsbox_result *report_target(struct nsbox_sandbox *x)
+{
+    return x->step.active && !x->step.done ? &x->step.ret : x->ready ? &x->between : &x->run;
+}
+
+static void fail(struct nsbox_result *ret, int err, const char *step, const char *text)
+{
+    ret->status = NSBOX_STATUS_ERROR;
+    ret->exit_code = 125;
+    ret->error_errno = err;
+    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", step);
+    (void)snprintf(ret->error, sizeof(ret->error), "%s%s%s", text, err ? ": " : "",
+                   err ? strerror(err) : "");
+}
+
+bool lifecycle_report(struct nsbox_sandbox *x, struct nsbox_result *ret)
+{
+    struct report rep;
+    ssize_t n = RETRY_EINTR(read(x->fds.report, &rep, sizeof(rep)));
+
+    if (n != sizeof(rep))
+        return n < 0 && errno == EAGAIN;
+    if (rep.type == REPORT_PROXY && x->proxy) {
+        /* --network allow=: the proxy's listening socket, taken as a run's supervisor takes it
+         * (supervise.c); init waits for the byte. The proxy then serves in this loop. */
+        int fd = sys_pidfd_getfd(x->pidfd, rep.code, 0);
+        if (fd < 0) {
+            fail(ret, errno, "network proxy",
+                 "cannot take the --network allow proxy's socket from the sandbox's init "
+                 "(pidfd_getfd, Linux 5.6 or later)");
+            return false;
+        }
+        proxy_set_listener(x->proxy, fd);
+        (void)!write(x->fds.sync, "x", 1);
+        return true;
+    }
+    if (rep.type == REPORT_WRITTEN) {
+        /* The files a step wrote in /work, before its end; none outside a step. */
+        if (x->step.active && !x->step.done)
+            written_add(&x->step.ret, &rep);
+        return true;
+    }
+    if (rep.type == REPORT_LISTENER) {
+        /* init waits for the byte once it is taken (sandbox.c). */
+        x->listener = sys_pidfd_getfd(x->pidfd, rep.code, 0);
+        if (x->listener < 0) {
+            /* As for a run (supervise.c): without it refusals would go unrecorded. */
+            fail(ret, errno, "seccomp listener",
+                 "cannot take the seccomp listener from the sandbox's init (pidfd_getfd)");
+            return false;
+        }
+        ret->seccomp_reporting = true;
+        x->run.seccomp_reporting = true;
+        (void)!write(x->fds.sync, "x", 1);
+        return true;
+    }
+    /* A setup failure ends the sandbox; a program that could not be run, or a step that could
+     * not start (REPORT_STEP_FAILED: its copy-in, say), is its step's result. */
+    if (rep.type == REPORT_SETUP_FAILED || rep.type == REPORT_EXEC_FAILED ||
+        rep.type == REPORT_STEP_FAILED)
+        report_to_result(&rep, ret);
+    return rep.type != REPORT_SETUP_FAILED;
+}
+
+static int teardown(struct nsbox_sandbox *x, const char *no_save, int cancel_fd,
+                    struct nsbox_result *ret);
+
+static bool listener_has_waiting(int listener)
+{
+    struct pollfd p = {.fd = listener, .events = POLLIN};
+
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+size_t nsbox_sandbox_pollfds_max(const struct nsbox_sandbox *x)
+{
+    return FIXED_FDS + (x->proxy ? proxy_max_pollfds(x->proxy) : 0);
+}
+
+size_t nsbox_sandbox_pollfds(struct nsbox_sandbox *x, struct pollfd *p, uint64_t *deadline)
+{
+    struct step_state *st = &x->step;
+    bool running = st->active && !st->done;
+    uint64_t now = now_usec(), until = *deadline;
+    size_t n = FIXED_FDS;
+
+    for (size_t i = 0; i < FIXED_FDS; i++)
+        p[i] = (struct pollfd){.fd = -1};
+    if (x->ended)
+        return n;
+    p[IDX_CONTROL] = (struct pollfd){.fd = x->control[0], .events = POLLIN};
+    p[IDX_REPORT] = (struct pollfd){.fd = x->fds.report, .events = POLLIN};
+    p[IDX_PIDFD] = (struct pollfd){.fd = x->pidfd, .events = POLLIN};
+    if (x->listener >= 0 && now >= x->notif_at)
+        p[IDX_LISTENER] = (struct pollfd){.fd = x->listener, .events = POLLIN};
+    else if (x->listener >= 0) {
+        /* Paced (NOTIF_BURST): look again when the next answer is due. */
+        if (x->notif_at < until)
+            until = x->notif_at;
+        if (running && !st->ret.refused_throttled && listener_has_waiting(x->listener))
+            st->ret.refused_throttled = true;
+    }
+    if (running) {
+        p[IDX_OUT] = (struct pollfd){.fd = st->pipes[0].fd, .events = POLLIN};
+        p[IDX_ERR] = (struct pollfd){.fd = st->pipes[1].fd, .events = POLLIN};
+        /* The step's clock, then the drain of its pipes. */
+        if (!st->ended && !st->interrupted && st->kill_at < until)
+            until = st->kill_at;
+        if (st->ended && st->drain_until < until)
+            until = st->drain_until;
+    }
+    /* --network allow=: the proxy serves while the sandbox runs, in this same loop. */
+    if (x->proxy) {
+        int ms = until == UINT64_MAX ? -1
+                 : until <= now
+                     ? 0
+                     : (int)((until - now + 999) / 1000 > 60000 ? 60000
+                                                                : (until - now + 999) / 1000);
+        n += proxy_poll_fill(x->proxy, p + n, now, &ms);
+        if (ms >= 0 && now + (uint64_t)ms * 1000 < until)
+            until = now + (uint64_t)ms * 1000;
+    }
+    *deadline = until;
+    return n;
+}
+
+/* The control channel from init. Returns the NSBOX_SANDBOX_* bits. */
+static unsigned handle_control(struct nsbox_sandbox *x, short revents, uint64_t now)
+{
+    struct session_msg m;
+    ssize_t n = RETRY_EINTR(recv(x->control[0], &m, sizeof(m), MSG_DONTWAIT));
+
+    if (n == 0 || (n < 0 && errno != EAGAIN && (revents & (POLLHUP | POLLERR)))) {
+        x->ended = true;
+        return NSBOX_SANDBOX_ENDED;
+    }
+    if (n != sizeof(m))
+        return 0; /* nothing, or what init does not say: read, so poll(2) cannot spin on it */
+    if (!x->ready && m.type == SESSION_READY) {
+        x->ready = true;
+        return NSBOX_SANDBOX_READY;
+    }
+    if (x->step.active && !x->step.done && !x->step.ended && m.type == SESSION_STEP_END) {
+        x->step.ended = true;
+        x->step.end = m;
+        x->step.drain_until = now + STEP_DRAIN_GRACE_USEC;
+        x->step.ret.wall_time = now - x->step.start;
+    }
+    return 0;
+}
+
+unsigned nsbox_sandbox_dispatch(struct nsbox_sandbox *x, const struct pollfd *p, size_t n)
+{
+    struct step_state *st = &x->step;
+    uint64_t now = now_usec();
+    unsigned ev = 0;
+
+    if (x->ended)
+        return NSBOX_SANDBOX_ENDED;
+    if (x->proxy && n > FIXED_FDS) /* its deadlines too, when it had no descriptor to wait on */
+        proxy_poll_handle(x->proxy, p + FIXED_FDS, n - FIXED_FDS, now);
+    else if (x->proxy)
+        proxy_poll_handle(x->proxy, p, 0, now);
+    if (p[IDX_LISTENER].fd >= 0 && p[IDX_LISTENER].revents) {
+        (void)pace_take(&x->notif_at, now, NOTIF_BURST, NOTIF_INTERVAL_USEC);
+        if (!supervise_answer_notification(x->listener, x->fds.init_pid, no_network(&x->c),
+                                           report_target(x))) {
+            (void)close(x->listener);
+            x->listener = -1;
+        }
+    }
+    if (p[IDX_REPORT].fd >= 0 && (p[IDX_REPORT].revents & POLLIN) &&
+        !lifecycle_report(x, report_target(x))) {
+        x->ended = true; /* setup failed: the result says why */
+        return NSBOX_SANDBOX_ENDED;
+    }
+    for (int i = 0; i < 2; i++)
+        if (st->active && !st->done && st->pipes[i].fd >= 0 && p[IDX_OUT + i].fd >= 0 &&
+            p[IDX_OUT + i].revents)
+            (void)step_pipe_read(x, i);
+    if (p[IDX_PIDFD].fd >= 0 && p[IDX_PIDFD].revents) {
+        x->ended = true;
+        if (!x->ready && x->run.status != NSBOX_STATUS_ERROR) {
+            (void)lifecycle_report(x, &x->run);
+            if (x->run.status != NSBOX_STATUS_ERROR)
+                fail(&x->run, 0, "session", "the session's sandbox ended while it was set up");
+        }
+        return NSBOX_SANDBOX_ENDED;
+    }
+    if (p[IDX_CONTROL].fd >= 0 && p[IDX_CONTROL].revents)
+        ev |= handle_control(x, p[IDX_CONTROL].revents, now);
+    if (ev & NSBOX_SANDBOX_ENDED)
+        return ev;
+
+    /* The step: its clock, the end of its pipes. */
+    if (st->active && !st->done) {
+        if (!st->ended && !st->interrupted && now >= st->kill_at)
+            nsbox_sandbox_step_interrupt(x);
+        if (st->ended && now >= st->drain_until)
+            for (int i = 0; i < 2; i++)
+                if (st->pipes[i].fd >= 0) {
+                    st->pipes[i].st->incomplete = true;
+                    (void)close(st->pipes[i].fd);
+                    st->pipes[i].fd = -1;
+                }
+        if (st->ended && st->pipes[0].fd < 0 && st->pipes[1].fd < 0) {
+            step_state_finish(x);
+            ev |= NSBOX_SANDBOX_STEP_DONE;
+        }
+    }
+    return ev;
+}
+
+/* The caller's loop, for the library's own waits: until one of the bits in want happened (or
+ * the sandbox ended). Returns the bits, or -errno of poll(2). */
+static int wait_for(struct nsbox_sandbox *x, unsigned want)
+{
+    _cleanup_free_ struct pollfd *p = calloc(nsbox_sandbox_pollfds_max(x), sizeof(*p));
+    unsigned ev = 0;
+
+    if (!p)
+        return -ENOMEM;
+    while (!(ev & (want | NSBOX_SANDBOX_ENDED))) {
+        uint64_t deadline = UINT64_MAX, now;
+        size_t n = nsbox_sandbox_pollfds(x, p, &deadline);
+        int ms = -1;
+
+        now = now_usec();
+        if (deadline != UINT64_MAX)
+            ms = deadline <= now                         ? 0
+                 : (deadline - now + 999) / 1000 > 60000 ? 60000
+                                                         : (int)((deadline - now + 999) / 1000);
+        if (poll(p, (nfds_t)n, ms) < 0) {
+            if (errno == EINTR)
+                continue;
+            return negative_errno();
+        }
+        ev |= nsbox_sandbox_dispatch(x, p, n);
+    }
+    return (int)ev;
+}
+
+/* What a started sandbox's record shows for its program (plan.c wants one; init runs none). */
+static char *const step_mode_argv[] = {(char *)"(session)", NULL};
+
+int nsbox_sandbox_start(const struct nsbox_config *config, struct nsbox_sandbox **ret_sandbox,
+                        struct nsbox_result *ret)
+{
+    struct nsbox_sandbox *x;
+    char why[512];
+    int r;
+
+    *ret_sandbox = NULL;
+    if (config->forward_signals ||
+        (config->isolation == NSBOX_ISOLATION_LANDLOCK && tier3_needed(config))) {
+        *ret = (struct nsbox_result){0};
+        return report_error(ret, -EINVAL, "config",
+                            config->forward_signals ? "forward_signals is nsbox_run()'s: the "
+                                                      "caller of a started sandbox handles "
+                                                      "its own signals"
+                                                    : "--isolation landlock: no user namespace can "
+                                                      "be made here, and a session or "
+                                                      "pool needs one (tier 3 runs one program at "
+                                                      "a time: nsbox run); 'nsbox "
+                                                      "doctor' names the fix");
+    }
+    x = malloc(sizeof(*x));
+    if (!x) {
+        *ret = (struct nsbox_result){0};
+        return report_error(ret, -ENOMEM, "memory", "out of memory");
+    }
+    sandbox_state_init(x);
+    x->c = *config;
+    /* Each step brings its own program or code and stdin. */
+    x->c.argv = step_mode_argv;
+    x->c.code = NULL;
+    x->c.code_size = 0;
+    x->c.pass_stdin = false;
+    x->steps_mode = true;
+    x->step = (struct step_state){.pipes = {{.fd = -1}, {.fd = -1}},
+                                  .copy_fd = -1,
+                                  .outputs_fd = -1};
+    x->copy_out_fd = -1;
+    x->chunk = malloc(STEP_READ_CHUNK);
+    /* libarchive, for a step's copy-out: init, a fork of this process, cannot load it once it
+     * is in the sandbox (copy.h). Loaded now, when a step may want it; without it such a step
+     * is told (EOPNOTSUPP) and the sandbox works otherwise. */
+    (void)copy_load(why, sizeof(why));
+    r = x->chunk ? sandbox_open(x, &x->run)
+                 : report_error(&x->run, -ENOMEM, "memory", "out of memory");
+    if (r >= 0) {
+        (void)fcntl(x->fds.report, F_SETFL, O_NONBLOCK);
+        r = wait_for(x, NSBOX_SANDBOX_READY);
+        if (r < 0)
+            fail(&x->run, -r, "supervise", "supervising the sandbox failed");
+        else if (!x->ready)
+            r = -EIO;
+    }
+    if (r < 0) {
+        int t = teardown(x, "the sandbox did not start", -1, ret);
+        return t == -EINVAL ? -EINVAL : r == -ENOMEM ? -ENOMEM : -EIO;
+    }
+    /* The caller's copy, without the lists (the sandbox's own result keeps them until
+     * nsbox_sandbox_stop() hands it over). */
+    *ret = x->run;
+    ret->out = ret->err = (struct nsbox_stream){0};
+    ret->labels = NULL;
+    ret->written = NULL;
+    ret->copied = NULL;
+    ret->skipped = NULL;
+    ret->outputs = NULL;
+    ret->n_written = ret->n_copied = ret->n_skipped = 0;
+    *ret_sandbox = x;
+    return 0;
+}
+
+int nsbox_sandbox_step(struct nsbox_sandbox *x, const struct nsbox_step *step,
+                       struct nsbox_result *ret)
+{
+    int r = nsbox_sandbox_step_begin(x, step, ret);
+
+    if (r == -EIO)
+        return 0; /* *ret says why it could not start; the sandbox goes on */
+    if (r < 0)
+        return r;
+    r = wait_for(x, NSBOX_SANDBOX_STEP_DONE);
+    if (r >= 0 && ((unsigned)r & NSBOX_SANDBOX_STEP_DONE))
+        return nsbox_sandbox_step_end(x, ret);
+    (void)nsbox_sandbox_step_cut(x, ret);
+    if (r < 0)
+        fail(ret, -r, "supervise", "supervising the sandbox failed");
+    return -ESHUTDOWN;
+}
+
+/*
+ * With a workspace: save /work into it (no_save NULL) or say why not. Init kills every process
+ * of the sandbox (the interpreter too) and writes /work into the copy-out memfd, as a run's
+ * init does when its payload has ended, and sandbox_close() unpacks it into the workspace's
+ * staging directory and swaps it in, whole or not at all, as for a run. Not when the sandbox
+ * ended by itself or a step was cut off: its /work may be half-written, as a run's after a
+ * timeout (which is not saved either). The wait still answers refused system calls, and gives
+ * up when cancel_fd becomes readable or after SAVE_DEADLINE_USEC.
+ */
+static void save(struct nsbox_sandbox *x, const char *no_save, int cancel_fd)
+{
+    struct nsbox_result *ret = &x->run;
+    char why_not[400] = "";
+    uint64_t deadline = now_usec() + SAVE_DEADLINE_USEC;
+    struct session_msg m = {.type = SESSION_SAVE};
+    bool answered = false;
+
+    if (!x->c.workspace || ret->status == NSBOX_STATUS_ERROR)
+        return;
+    if (x->ended)
+        (void)snprintf(why_not, sizeof(why_not), "the session's sandbox ended by itself");
+    else if (no_save)
+        (void)snprintf(why_not, sizeof(why_not), "%s", no_save);
+    else if (x->step.active && !x->step.done)
+        (void)snprintf(why_not, sizeof(why_not),
+                       "a step was still running: /work may be half-written");
+    else if (control_send(x->control[0], &m, NULL, 0) < 0)
+        (void)snprintf(why_not, sizeof(why_not), "the session's sandbox could not be reached");
+    while (!why_not[0] && !answered) {
+        struct pollfd p[4] = {
+            {.fd = x->control[0], .events = POLLIN},
+            {.fd = x->pidfd, .events = POLLIN},
+            {.fd = cancel_fd, .events = POLLIN},
+            {.fd = x->listener, .events = POLLIN},
+        };
+        uint64_t now = now_usec();
+        ssize_t n;
+
+        if (now >= deadline) {
+            (void)snprintf(why_not, sizeof(why_not),
+                           "the sandbox did not hand over /work within %llu s",
+                           (unsigned long long)(SAVE_DEADLINE_USEC / 1000000));
+            break;
+        }
+        if (poll(p, 4,
+                 (int)((deadline - now + 999) / 1000 > 60000 ? 60000
+                                                             : (deadline - now + 999) / 1000)) <
+                0 &&
+            errno != EINTR) {
+            (void)snprintf(why_not, sizeof(why_not), "poll: %s", strerror(errno));
+            break;
+        }
+        if (p[3].revents && !supervise_answer_notification(x->listener, x->fds.init_pid,
+                                                           no_network(&x->c), &x->between)) {
+            (void)close(x->listener);
+            x->listener = -1;
+        }
+        if (p[2].revents) {
+            (void)snprintf(why_not, sizeof(why_not),
+                           "its supervisor was told to end while the workspace was being saved");
+            break;
+        }
+        if (!p[0].revents && !p[1].revents)
+            continue;
+        n = RETRY_EINTR(recv(x->control[0], &m, sizeof(m), MSG_DONTWAIT));
+        if (n == sizeof(m) && m.type == SESSION_SAVED) {
+            answered = true;
+            ret->copy_out_done = (m.flags & 1) && m.code == 0;
+            ret->skipped_more += m.unlisted;
+            ret->copy_out_lost += m.lost;
+            if (!ret->copy_out_done)
+                (void)snprintf(why_not, sizeof(why_not),
+                               "copying /work failed inside the sandbox: %s%s",
+                               strerror(m.code ? m.code : EIO),
+                               m.code == EFBIG ? " (the stream passed RLIMIT_FSIZE: lower "
+                                                 "--copy-out-max-bytes or raise --memory)"
+                                               : "");
+        } else if (n == 0 || (n < 0 && errno != EAGAIN) || p[1].revents) {
+            (void)snprintf(why_not, sizeof(why_not),
+                           "the session's sandbox ended while /work was being copied");
+        }
+    }
+    if (why_not[0]) {
+        char text[600];
+        ret->copy_out_done = false;
+        (void)snprintf(text, sizeof(text),
+                       "workspace '%s' was not saved: %s; its files are as before this session",
+                       x->c.workspace, why_not);
+        result_add_warning(ret, text);
+    }
+}
+
+/* End and free x (nsbox_sandbox_stop()). Returns sandbox_close()'s value. */
+static int teardown(struct nsbox_sandbox *x, const char *no_save, int cancel_fd,
+                    struct nsbox_result *ret)
+{
+    int r;
+
+    if (x->pidfd >= 0) {
+        siginfo_t si;
+        save(x, no_save, cancel_fd);
+        if (!x->ended)
+            (void)sys_pidfd_send_signal(x->pidfd, SIGKILL);
+        (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED));
+        x->ended = true;
+        if (x->run.status != NSBOX_STATUS_ERROR)
+            x->run.status = NSBOX_STATUS_KILLED;
+    }
+    step_state_clear(x);
+    if (x->copy_out_fd >= 0)
+        (void)close(x->copy_out_fd);
+    if (x->listener >= 0)
+        (void)close(x->listener);
+    if (x->fds.out >= 0)
+        (void)close(x->fds.out);
+    if (x->fds.err >= 0)
+        (void)close(x->fds.err);
+    if (x->fds.report >= 0)
+        (void)close(x->fds.report);
+    if (x->fds.stdin_dst >= 0)
+        (void)close(x->fds.stdin_dst);
+    r = sandbox_close(x, 0, &x->run);
+    if (ret)
+        *ret = x->run;
+    else
+        nsbox_result_free(&x->run);
+    nsbox_result_free(&x->between);
+    free(x->chunk);
+    free(x);
+    return r;
+}
+
+int nsbox_sandbox_stop(struct nsbox_sandbox *x, const char *no_save, int cancel_fd,
+                       struct nsbox_result *ret)
+{
+    bool leaf_kept;
+
+    if (!x)
+        return 0;
+    (void)teardown(x, no_save, cancel_fd, ret);
+    leaf_kept = ret && ret->status == NSBOX_STATUS_ERROR && ret->error_errno == EBUSY;
+    return leaf_kept ? -EBUSY : 0;
+}
