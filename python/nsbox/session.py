@@ -108,6 +108,14 @@ SESSION_OPTIONS = (Option("idle_timeout", 600, Optional[float], "sandbox"),
 #: memory (a lower limit for the step) and files (copied into /work before it).
 _STEP = tuple(o for o in RUN_OPTIONS if o.name in STEP_OPTIONS)
 
+#: Why a step refuses each other run option (a TypeError that says so).
+_STEP_REFUSED = {
+    o.name: "a step's output is in its Result and streams to on_stdout/on_stderr ('nsbox "
+            "session' takes no --stdout-file)" if o.name in ("stdout_file", "stderr_file") else
+    f"the session's sandbox was made when it started, with the session's {o.name}: give it "
+    f"to Session(...)"
+    for o in RUN_OPTIONS if o.name not in STEP_OPTIONS}
+
 
 def _check_files(files: Optional[Mapping[str, _Data]]) -> None:
     if files is not None and not isinstance(files, Mapping):
@@ -483,7 +491,7 @@ class Session:
                           argv, o, self._env, self._wait(o["timeout"]), f"session {self.id}",
                           "session")
 
-    @keyword_options(_STEP, step=True)
+    @keyword_options(_STEP, step=True, refused=_STEP_REFUSED)
     def run_code(self, code: str, **o: Unpack[StepOptions]) -> Result:
         """Run Python code in the session's interpreter as a notebook cell in its ``__main__``:
         variables, imports and open files of earlier steps are there, and the value of a last
@@ -511,7 +519,7 @@ class Session:
         return self._call(_request("code", {"code": code}, o["timeout"], o["output_limit"],
                                    o["stdin"], streams is not None), o["timeout"], streams)
 
-    @keyword_options(_STEP, step=True)
+    @keyword_options(_STEP, step=True, refused=_STEP_REFUSED)
     def run(self, argv: Sequence[str], **o: Unpack[StepOptions]) -> Result:
         """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``).
         stdin: what the program reads on its stdin (else /dev/null). The other options as for
@@ -660,7 +668,7 @@ class Session:
                                  step="session") from e
         return _answer(line)
 
-    @keyword_options(_STEP, step=True)
+    @keyword_options(_STEP, step=True, refused=_STEP_REFUSED)
     async def arun_code(self, code: str, **o: Unpack[StepOptions]) -> Result:
         """As :meth:`run_code`, for asyncio; the callbacks are called from the event loop."""
         o = self._step_options(o)
@@ -672,7 +680,7 @@ class Session:
                                           o["output_limit"], o["stdin"], streams is not None),
                                  o["timeout"], streams)
 
-    @keyword_options(_STEP, step=True)
+    @keyword_options(_STEP, step=True, refused=_STEP_REFUSED)
     async def arun(self, argv: Sequence[str], **o: Unpack[StepOptions]) -> Result:
         """As :meth:`run`, for asyncio."""
         argv = _argv(argv)
