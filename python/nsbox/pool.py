@@ -211,7 +211,7 @@ class Pool:
                              step="pool")
         return answer["id"], answer["socket"]
 
-    # What went wrong, said the same by _call() and _acall().
+    # The errors of a run on the sockets (_call(), and _acall() the ones it shares).
 
     def _none_in_time(self, wait: Optional[float]) -> NsboxError:
         return NsboxError(f"no sandbox from pool {self.name} within {wait:g} s", step="pool")
