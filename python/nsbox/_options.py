@@ -100,6 +100,11 @@ class StepOptions(TypedDict, total=False):
     copy_out_dir: Optional[str]
 
 
+class StepCodeOptions(StepOptions, total=False):
+    """StepOptions and CODE_OPTIONS (a Pool's run_python_code(), arun_python_code())."""
+    cell: bool
+
+
 #: Python code's own option (run_python_code(), arun_python_code()).
 CODE_OPTIONS: Tuple[Option, ...] = (Option("cell", True, bool, "step"),)
 
@@ -117,11 +122,14 @@ RUN_DEFAULTS: Dict[str, Any] = {o.name: o.default for o in RUN_OPTIONS + CODE_OP
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def keyword_options(options: Sequence[Option], step: bool = False) -> Callable[[_F], _F]:
+def keyword_options(options: Sequence[Option], step: bool = False,
+                    refused: Optional[Mapping[str, str]] = None) -> Callable[[_F], _F]:
     """Give a function ``def f(self_or_code, **options)`` the keyword-only parameters of
     options (each defaulting to None with step=True: the Session's value), as its signature
     says (help(), inspect). An option passed by position, or a name that is not one, is a
-    TypeError, as in Python. The function gets every option, its default filled in."""
+    TypeError, as in Python; a name in refused (a run option this function cannot honour) is
+    one that says why (refused[name]). The function gets every option, its default filled
+    in."""
     def wrap(fn: _F) -> _F:
         sig = inspect.signature(fn)
         own = [p for p in sig.parameters.values() if p.kind != p.VAR_KEYWORD]
@@ -144,6 +152,9 @@ def keyword_options(options: Sequence[Option], step: bool = False) -> Callable[[
                                 "options are keyword-only)")
             if not allowed.issuperset(kwargs):
                 name = next(k for k in kwargs if k not in allowed)
+                if refused is not None and name in refused:
+                    raise TypeError(f"{fn.__qualname__}() does not take {name}=: "
+                                    f"{refused[name]}")
                 raise TypeError(f"{fn.__qualname__}() got an unexpected keyword argument "
                                 f"{name!r}")
             o = dict(defaults)

@@ -108,6 +108,14 @@ SESSION_OPTIONS = (Option("idle_timeout", 600, Optional[float], "sandbox"),
 #: memory (a lower limit for the step) and files (copied into /work before it).
 _STEP = tuple(o for o in RUN_OPTIONS if o.name in STEP_OPTIONS)
 
+#: Why a step refuses each other run option (a TypeError that says so).
+_STEP_REFUSED = {
+    o.name: "a step's output is in its Result and streams to on_stdout/on_stderr ('nsbox "
+            "session' takes no --stdout-file)" if o.name in ("stdout_file", "stderr_file") else
+    f"the session's sandbox was made when it started, with the session's {o.name}: give it "
+    f"to Session(...)"
+    for o in RUN_OPTIONS if o.name not in STEP_OPTIONS}
+
 
 def _check_files(files: Optional[Mapping[str, _Data]]) -> None:
     if files is not None and not isinstance(files, Mapping):
@@ -124,6 +132,63 @@ def _copy_out_paths(copy_out: _CopyOut) -> List[str]:
             raise ValueError(f"copy_out path {path!r} must be an absolute path in the "
                              "sandbox")
     return paths
+
+
+def _exec_step(command: List[str], code: Optional[str], argv: Optional[List[str]],
+               o: Mapping[str, Any], env: Dict[str, str], wait: Optional[float], who: str,
+               step: str) -> Result:
+    """A step with copy_out, files or its own lower memory, through command (``nsbox session
+    exec ID --json``, or ``nsbox run --pool NAME --json``, which takes the same options): its
+    process (the caller's) opens the host directory and unpacks the files, never through a
+    symlink, as for a run (Result.files then holds their bytes), and packs the files as a
+    run's --copy-in does. who and step: for the errors ("session ID", "session")."""
+    timeout, output_limit, stdin = o["timeout"], o["output_limit"], o["stdin"]
+    paths = _copy_out_paths(o["copy_out"])
+    tmp = tempfile.mkdtemp(prefix="nsbox-")  # 0700: ours alone
+    try:
+        out_dir = os.path.abspath(os.fspath(o["copy_out_dir"])) \
+            if o["copy_out_dir"] is not None else os.path.join(tmp, "out")
+        cmd = list(command)
+        if o["memory"] is not None:
+            cmd += ["--memory", _limit(o["memory"], "memory")]
+        if o["files"] is not None:
+            _write_files(os.path.join(tmp, "files"), o["files"])
+            cmd += ["--copy-in", f"{os.path.join(tmp, 'files')}/.:{FILES_DIR}/"]
+        for path in paths:
+            cmd += ["--copy-out", f"{path}:{out_dir}"]
+        if timeout is not None:
+            cmd += ["--timeout", _number(timeout, "timeout")]
+        if output_limit is not None:
+            cmd += ["--output-limit", str(int(_number(output_limit, "output_limit")))]
+        data = b"" if stdin is None else _as_bytes(stdin, "stdin")
+        if code is not None and stdin is None:
+            cmd += ["--code", "-"]
+            data = code.encode()
+        elif code is not None:
+            main = os.path.join(tmp, "main.py")
+            _write_file(main, code.encode())
+            cmd += ["--code", main, "--stdin"]
+        else:
+            cmd += ["--stdin"] if stdin is not None else []
+            cmd += ["--", *(argv or [])]
+        try:
+            p = subprocess.run(cmd, input=data, capture_output=True, env=env,
+                               timeout=None if wait is None else wait + _ANSWER_SECONDS)
+        except OSError as e:
+            raise _start_error(cmd, e) from e
+        except subprocess.TimeoutExpired as e:
+            raise NsboxError(f"no answer from {who} within {wait:g} s (the step's timeout and "
+                             f"{_MARGIN:g} s more)", step=step) from e
+        if not p.stdout.strip():
+            message = p.stderr.decode(errors="replace").strip() or \
+                f"nsbox {' '.join(command[1:3])} ended with exit status {p.returncode}"
+            if message.startswith("nsbox: "):
+                message = message[len("nsbox: "):]
+            raise NsboxError(message, step=step, exit_code=p.returncode,
+                             stderr=p.stderr.decode(errors="replace"))
+        return _collect_files(_answer(p.stdout))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _replay(result: Result, streams: Optional[_Streams]) -> Result:
@@ -418,63 +483,15 @@ class Session:
     def _cli_step(self, code: Optional[str], argv: Optional[List[str]],
                   o: Mapping[str, Any]) -> Result:
         """A step with copy_out, files or its own lower memory: through ``nsbox session exec
-        --copy-out --copy-in --memory``, whose process (the caller's) opens the host directory
-        and unpacks the files, never through a symlink, as for a run (Result.files then holds
-        their bytes), and packs the files as a run's --copy-in does."""
+        ID`` (_exec_step())."""
         if not self.socket_path:
             raise NsboxError("the session is not started (use it in a with block)",
                              step="session")
-        timeout, output_limit, stdin = o["timeout"], o["output_limit"], o["stdin"]
-        paths = _copy_out_paths(o["copy_out"])
-        tmp = tempfile.mkdtemp(prefix="nsbox-")  # 0700: ours alone
-        try:
-            out_dir = os.path.abspath(os.fspath(o["copy_out_dir"])) \
-                if o["copy_out_dir"] is not None else os.path.join(tmp, "out")
-            cmd = [self._binary, "session", "exec", str(self.id), "--json"]
-            if o["memory"] is not None:
-                cmd += ["--memory", _limit(o["memory"], "memory")]
-            if o["files"] is not None:
-                _write_files(os.path.join(tmp, "files"), o["files"])
-                cmd += ["--copy-in", f"{os.path.join(tmp, 'files')}/.:{FILES_DIR}/"]
-            for path in paths:
-                cmd += ["--copy-out", f"{path}:{out_dir}"]
-            if timeout is not None:
-                cmd += ["--timeout", _number(timeout, "timeout")]
-            if output_limit is not None:
-                cmd += ["--output-limit", str(int(_number(output_limit, "output_limit")))]
-            data = b"" if stdin is None else _as_bytes(stdin, "stdin")
-            if code is not None and stdin is None:
-                cmd += ["--code", "-"]
-                data = code.encode()
-            elif code is not None:
-                main = os.path.join(tmp, "main.py")
-                _write_file(main, code.encode())
-                cmd += ["--code", main, "--stdin"]
-            else:
-                cmd += ["--stdin"] if stdin is not None else []
-                cmd += ["--", *(argv or [])]
-            wait = self._wait(timeout)
-            try:
-                p = subprocess.run(cmd, input=data, capture_output=True, env=self._env,
-                                   timeout=None if wait is None else wait + _ANSWER_SECONDS)
-            except OSError as e:
-                raise _start_error(cmd, e) from e
-            except subprocess.TimeoutExpired as e:
-                raise NsboxError(f"no answer from session {self.id} within {wait:g} s (the "
-                                 f"step's timeout and {_MARGIN:g} s more)",
-                                 step="session") from e
-            if not p.stdout.strip():
-                message = p.stderr.decode(errors="replace").strip() or \
-                    f"nsbox session exec ended with exit status {p.returncode}"
-                if message.startswith("nsbox: "):
-                    message = message[len("nsbox: "):]
-                raise NsboxError(message, step="session", exit_code=p.returncode,
-                                 stderr=p.stderr.decode(errors="replace"))
-            return _collect_files(_answer(p.stdout))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        return _exec_step([self._binary, "session", "exec", str(self.id), "--json"], code,
+                          argv, o, self._env, self._wait(o["timeout"]), f"session {self.id}",
+                          "session")
 
-    @keyword_options(_STEP, step=True)
+    @keyword_options(_STEP, step=True, refused=_STEP_REFUSED)
     def run_code(self, code: str, **o: Unpack[StepOptions]) -> Result:
         """Run Python code in the session's interpreter as a notebook cell in its ``__main__``:
         variables, imports and open files of earlier steps are there, and the value of a last
@@ -502,7 +519,7 @@ class Session:
         return self._call(_request("code", {"code": code}, o["timeout"], o["output_limit"],
                                    o["stdin"], streams is not None), o["timeout"], streams)
 
-    @keyword_options(_STEP, step=True)
+    @keyword_options(_STEP, step=True, refused=_STEP_REFUSED)
     def run(self, argv: Sequence[str], **o: Unpack[StepOptions]) -> Result:
         """Run a program in the session's sandbox (as ``nsbox session exec ID -- ARGV``).
         stdin: what the program reads on its stdin (else /dev/null). The other options as for
@@ -651,7 +668,7 @@ class Session:
                                  step="session") from e
         return _answer(line)
 
-    @keyword_options(_STEP, step=True)
+    @keyword_options(_STEP, step=True, refused=_STEP_REFUSED)
     async def arun_code(self, code: str, **o: Unpack[StepOptions]) -> Result:
         """As :meth:`run_code`, for asyncio; the callbacks are called from the event loop."""
         o = self._step_options(o)
@@ -663,7 +680,7 @@ class Session:
                                           o["output_limit"], o["stdin"], streams is not None),
                                  o["timeout"], streams)
 
-    @keyword_options(_STEP, step=True)
+    @keyword_options(_STEP, step=True, refused=_STEP_REFUSED)
     async def arun(self, argv: Sequence[str], **o: Unpack[StepOptions]) -> Result:
         """As :meth:`run`, for asyncio."""
         argv = _argv(argv)

@@ -113,6 +113,14 @@ class TestOneOptionSet(unittest.TestCase):
                 s.run_code("pass", 5)
             with self.assertRaises(TypeError):
                 s.run(["true"], 5)
+            # A run option a step cannot take: refused by name, saying why.
+            for name in set(RUN_NAMES) - STEP_NAMES:
+                with self.assertRaises(TypeError, msg=name) as cm:
+                    s.run_code("pass", **{name: None})
+                self.assertIn(f"does not take {name}=", str(cm.exception))
+            with self.assertRaises(TypeError) as cm:
+                s.run(["true"], network="loopback")
+            self.assertIn("give it to Session(...)", str(cm.exception))
 
     def test_session_refuses_what_a_session_cannot_do(self):
         if not os.access(NSBOX, os.X_OK):
