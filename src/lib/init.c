@@ -160,7 +160,7 @@ static const struct {
 
 /* Kernel settings of the sandbox's own namespaces, set by init while it holds every
  * capability in them and before it switches ids. */
-int init_sysctls(const struct sandbox *sb, struct report_step *e)
+int init_sysctls(const struct sandbox_plan *sb, struct report_step *e)
 {
     const struct nsbox_config *c = sb->config;
     int r;
@@ -235,7 +235,7 @@ int init_sysctls(const struct sandbox *sb, struct report_step *e)
  * it on write, ftruncate and fallocate): the largest of --memory and the sizes of its tmpfs
  * mounts, a file bigger than anything the sandbox could hold. Without it one file in a :rw
  * bind could take the host's disk. Unlimited with --memory unlimited. */
-uint64_t sandbox_fsize(const struct sandbox *sb)
+uint64_t sandbox_fsize(const struct sandbox_plan *sb)
 {
     const struct nsbox_config *c = sb->config;
     uint64_t max = c->shm_size;
@@ -263,7 +263,7 @@ static int lower_rlimit(int resource, uint64_t value)
     return init_set_rlimit(resource, value);
 }
 
-int init_budgets(const struct sandbox *sb, struct report_step *e)
+int init_budgets(const struct sandbox_plan *sb, struct report_step *e)
 {
     static const struct {
         int resource;
@@ -295,7 +295,7 @@ int init_budgets(const struct sandbox *sb, struct report_step *e)
 
 /* Unpack the copy-in stream below the sandbox's "/", as the sandbox's uid, before the payload
  * exists: made only where the sandbox can write (EROFS elsewhere), never through a symlink. */
-int init_copy_in(struct sandbox *sb, struct report_step *e)
+int init_copy_in(struct sandbox_plan *sb, struct report_step *e)
 {
     struct copy_caps caps = {0};
     _cleanup_close_ int root = -EBADF;
@@ -406,7 +406,7 @@ static int payload_rlimits(const struct nsbox_config *c, bool in_cgroup, struct 
 }
 
 /* execve(2) PROGRAM, looking a name without '/' up in the sandbox's PATH as execvp(3) does. */
-static int payload_execve(const struct sandbox *sb)
+static int payload_execve(const struct sandbox_plan *sb)
 {
     const char *prog = sb->argv[0];
     char buf[4096];
@@ -435,8 +435,8 @@ static int payload_execve(const struct sandbox *sb)
     return saw_eacces ? -EACCES : -ENOENT;
 }
 
-_noreturn_ void sandbox_payload_exec(const struct sandbox *sb, int in_fd, int out_fd, int err_fd,
-                                     int report_fd, int extra_fd)
+_noreturn_ void sandbox_payload_exec(const struct sandbox_plan *sb, int in_fd, int out_fd,
+                                     int err_fd, int report_fd, int extra_fd)
 {
     const struct nsbox_config *c = sb->config;
     struct report_step e = {0};
@@ -579,7 +579,7 @@ int init_pack_out(const char *const *paths, size_t n, const struct copy_caps *ca
  * to race a check. Then each --copy-out source, and /work for a workspace, is packed into the
  * memfd at out_fd (copy.h), within the caps. Init is under the seccomp filters by now, as the
  * sandbox's uid: what the payload made unreadable is skipped. */
-void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep)
+void init_copy_out(const struct sandbox_plan *sb, int out_fd, struct report *rep)
 {
     const struct nsbox_config *c = sb->config;
     struct copy_caps caps = {.max_bytes = c->copy_out_max_bytes,
@@ -599,7 +599,7 @@ void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep)
 /* PID 1: reap everything, forward SIGINT/SIGTERM/SIGHUP to the payload's process group, and
  * leave with the payload (after the copy-out, if any). The kernel then kills all that remains
  * in the pid namespace (pid_namespaces(7)), so nothing the payload started outlives it. */
-_noreturn_ void init_loop(const struct sandbox *sb, pid_t payload, const sigset_t *mask,
+_noreturn_ void init_loop(const struct sandbox_plan *sb, pid_t payload, const sigset_t *mask,
                           int report_fd, int shm_fd, int work_fd, int copy_out_fd,
                           const struct written_snapshot *before)
 {

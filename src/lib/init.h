@@ -21,11 +21,11 @@
  * vm.memfd_noexec and kernel.shm* where the host's root runs it. While init holds every
  * capability in them, before it switches ids and before pivot_root (through the host's
  * /proc/sys). Returns 0 or -errno. */
-int init_sysctls(const struct sandbox *sb, struct report_step *e);
+int init_sysctls(const struct sandbox_plan *sb, struct report_step *e);
 
 /* Unpack the copy-in stream (sb->copy_in_fd, then closed) below "/", as the sandbox's uid.
  * No-op without one. Returns 0 or -errno. */
-int init_copy_in(struct sandbox *sb, struct report_step *e);
+int init_copy_in(struct sandbox_plan *sb, struct report_step *e);
 
 /* Bring up lo in the sandbox's network namespace (needs CAP_NET_ADMIN there). Returns 0 or
  * -errno of ioctl(2). */
@@ -51,18 +51,18 @@ int init_set_rlimit(int resource, uint64_t value);
  * _MSGQUEUE, _MEMLOCK), RLIMIT_NOFILE, RLIMIT_FSIZE (the largest file the sandbox could
  * hold), no real-time priority and no raised nice value; each lowered to the caller's hard
  * limit where that is lower. Returns 0 or -errno. */
-int init_budgets(const struct sandbox *sb, struct report_step *e);
+int init_budgets(const struct sandbox_plan *sb, struct report_step *e);
 
 /* The RLIMIT_FSIZE init_budgets() sets: the largest of sb's --memory, --shm-size, /work and
  * tmpfs sizes (a session step with a lower --memory gets it from a config with that memory);
  * RLIM_INFINITY with --memory unlimited. */
-uint64_t sandbox_fsize(const struct sandbox *sb);
+uint64_t sandbox_fsize(const struct sandbox_plan *sb);
 
 /* The copy-out (--copy-out, a workspace's /work) once the payload has ended, or a session
  * ends: kill and reap every other process of the pid namespace, then pack sb->out_shown's
  * sources into the memfd out_fd within the caps. rep gets copy_taken, copy_err (0 or the errno
  * that stopped the stream) and copy_unlisted. */
-void init_copy_out(const struct sandbox *sb, int out_fd, struct report *rep);
+void init_copy_out(const struct sandbox_plan *sb, int out_fd, struct report *rep);
 
 /* Pack paths[0..n) (absolute sandbox paths, opened with O_NOFOLLOW one component at a time)
  * into the memfd out_fd as entries "i/BASENAME/...", within caps; exclude_in_last (or NULL) is
@@ -78,6 +78,6 @@ int init_pack_out(const char *const *paths, size_t n, const struct copy_caps *ca
  * copy-out stream to copy_out_fd (if >= 0), report the files it wrote in /work against before
  * (written_report()), report how it ended with how full /dev/shm (shm_fd) and /work (work_fd)
  * were on report_fd, and _exit(). */
-_Noreturn void init_loop(const struct sandbox *sb, pid_t payload, const sigset_t *mask,
+_Noreturn void init_loop(const struct sandbox_plan *sb, pid_t payload, const sigset_t *mask,
                          int report_fd, int shm_fd, int work_fd, int copy_out_fd,
                          const struct written_snapshot *before);

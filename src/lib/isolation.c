@@ -15,7 +15,7 @@ static bool proc_sys_read_only(void)
     return statvfs("/proc/sys", &st) == 0 && (st.f_flag & ST_RDONLY);
 }
 
-int isolation_plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
+int isolation_plan(const struct nsbox_config *c, struct sandbox_plan *sb, struct nsbox_result *ret)
 {
     ret->isolation_tier = 1;
     if (!proc_sys_read_only())

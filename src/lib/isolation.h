@@ -15,14 +15,14 @@
 
 #include <jansson.h>
 
-#include "sandbox.h"
+#include "plan.h"
 
 /* Decide the run's tier, after plan_sandbox() (which sets sb->host_root) and before
  * plan_cgroup(): sets sb->sysctls_read_only (and clears sb->host_root, whose one power is
  * writing /proc/sys), ret->isolation_tier and ret->isolation_missing, with one warning for
  * tier 2. Returns 0, or -EPERM (ret: status error, step "isolation") when
  * NSBOX_ISOLATION_FULL meets tier 2. */
-int isolation_plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret);
+int isolation_plan(const struct nsbox_config *c, struct sandbox_plan *sb, struct nsbox_result *ret);
 
 /* {"tier": N, "missing": [...]} of ret, or null for a run that failed before its tier was
  * decided. */

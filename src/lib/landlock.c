@@ -51,7 +51,7 @@ static uint64_t fs_handled(int abi)
 
 /* ---- the plan, in the supervisor -------------------------------------------------------- */
 
-int landlock_plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
+int landlock_plan(const struct nsbox_config *c, struct sandbox_plan *sb, struct nsbox_result *ret)
 {
     int abi;
 
@@ -267,7 +267,7 @@ static int add_mqueue_rule(struct builder *b)
     return add_path_rule(b, mnt, FS_READ | FS_WRITE, true, "mqueue");
 }
 
-static int add_fs_rules(const struct sandbox *sb, struct builder *b)
+static int add_fs_rules(const struct sandbox_plan *sb, struct builder *b)
 {
     const uint64_t rw = FS_READ | FS_WRITE;
     /* "/" first, then the fixed mounts, then the -v and --tmpfs ones. */
@@ -309,7 +309,7 @@ static int add_fs_rules(const struct sandbox *sb, struct builder *b)
     return r;
 }
 
-int landlock_apply(const struct sandbox *sb, int report_fd, struct report_step *e)
+int landlock_apply(const struct sandbox_plan *sb, int report_fd, struct report_step *e)
 {
     const struct nsbox_config *c = sb->config;
     struct nsbox_landlock_ruleset_attr attr = {0};

@@ -17,7 +17,7 @@
 #pragma once
 
 #include "report.h"
-#include "sandbox.h"
+#include "plan.h"
 
 /* The newest Landlock ABI nsbox knows (7 adds only audit-logging flags, no right). */
 #define LANDLOCK_ABI_KNOWN 7
@@ -26,14 +26,14 @@
  * recording it in ret (landlock_abi, landlock_restricts, landlock_missing) and, for
  * NSBOX_LANDLOCK_OFF, a warning. Returns 0, or -EOPNOTSUPP (after report_error(), step
  * "landlock") under NSBOX_LANDLOCK_REQUIRED where the kernel has no usable Landlock. */
-int landlock_plan(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret);
+int landlock_plan(const struct nsbox_config *c, struct sandbox_plan *sb, struct nsbox_result *ret);
 
 /* In init, holding CAP_SYS_ADMIN in its namespaces (before it drops its capabilities) and
  * before the seccomp filters: build the ruleset sb planned (opening each path once, O_PATH)
  * and restrict init, and so everything it starts. What it leaves out (the mqueue rule, where
  * mounting mqueue is refused) goes to report_fd with report_skipped(). Returns 0 or -errno
  * with *e filled (step "landlock"). */
-int landlock_apply(const struct sandbox *sb, int report_fd, struct report_step *e);
+int landlock_apply(const struct sandbox_plan *sb, int report_fd, struct report_step *e);
 
 /* Tier 3 (tier3.h): the kernel's Landlock ABI, at most LANDLOCK_ABI_KNOWN, or -errno: -ENOSYS
  * or -EOPNOTSUPP without Landlock, -EPERM where a seccomp filter refuses it, -EPROTO for ABI 1

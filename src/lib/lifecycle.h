@@ -50,7 +50,7 @@ struct step_state {
 struct nsbox_sandbox {
     struct nsbox_config c; /* the caller's, copied; its strings stay the caller's */
     bool steps_mode;       /* a started sandbox: init runs steps (session-init.c) */
-    struct sandbox sb;
+    struct sandbox_plan sb;
     struct cgroup_leaf leaf;
     struct proxy *proxy;
     int out[2], err[2], sync[2], report[2], in[2], control[2];

@@ -7,7 +7,7 @@
 #include "memfd.h"
 #include "syscalls.h"
 
-int memfd_filter_load(const struct sandbox *sb, struct report_step *e)
+int memfd_filter_load(const struct sandbox_plan *sb, struct report_step *e)
 {
     char value[16] = "";
     int listener, r;

@@ -20,7 +20,7 @@
 
 #include "filter.h"
 #include "report.h"
-#include "sandbox.h"
+#include "plan.h"
 
 /* What a memfd filter refuses: each level also what the ones before it do. Hugetlb memfds
  * everywhere: their F_SEAL_EXEC does not stop chmod +x (hugetlbfs_setattr() in
@@ -44,4 +44,4 @@ int memfd_filter_compile(enum memfd_refuse what, struct filter *ret);
  * vm.memfd_noexec calls for (0: unsealed, 1: exec, 2, as init sets it in root's runs:
  * hugetlb; a kernel without it, before 6.3, has no non-executable memfd: none). Returns 0 or
  * -errno with *e filled. */
-int memfd_filter_load(const struct sandbox *sb, struct report_step *e);
+int memfd_filter_load(const struct sandbox_plan *sb, struct report_step *e);

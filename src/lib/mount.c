@@ -39,7 +39,8 @@ static int set_mount_attr(int dfd, const char *path, unsigned flags, uint64_t se
     return sys_mount_setattr(dfd, path, flags, &attr) < 0 ? negative_errno() : 0;
 }
 
-int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct report_step *e)
+int mount_clone_sources(struct sandbox_plan *sb, int dev_fds[MOUNT_N_DEVICES],
+                        struct report_step *e)
 {
     /* A new mount namespace starts with the propagation of the one it was copied from: make
      * everything private first, so that nothing mounted here ever shows up on the host and host
@@ -426,7 +427,7 @@ static int make_mount_point(int *top, const char *path, bool is_dir, struct repo
 
 /* Make the mount points the plan found missing in the rootfs (the working directory), then
  * make the tree read-only again; leaves the working directory at the tree's (new) top. */
-static int make_missing_mount_points(const struct sandbox *sb, struct report_step *e)
+static int make_missing_mount_points(const struct sandbox_plan *sb, struct report_step *e)
 {
     _cleanup_close_ int top = -EBADF;
     int r;
@@ -468,7 +469,7 @@ static int make_missing_mount_points(const struct sandbox *sb, struct report_ste
     return 0;
 }
 
-int mount_enter_rootfs(const struct sandbox *sb, struct report_step *e)
+int mount_enter_rootfs(const struct sandbox_plan *sb, struct report_step *e)
 {
     int r;
 
@@ -602,7 +603,7 @@ static int ensure_mount_point(const char *target, bool is_dir, struct report_ste
 #define DEVPTS_OPTIONS "newinstance,ptmxmode=0666,mode=0620,max=" STRINGIFY(DEVPTS_MAX)
 #define DEVPTS_MAX 64
 
-static int populate_devpts(const struct sandbox *sb, struct report_step *e)
+static int populate_devpts(const struct sandbox_plan *sb, struct report_step *e)
 {
     const char *options = sb->config->gid == 5 ? DEVPTS_OPTIONS ",gid=5" : DEVPTS_OPTIONS;
 
@@ -615,7 +616,7 @@ static int populate_devpts(const struct sandbox *sb, struct report_step *e)
     return 0;
 }
 
-static int populate_dev(const struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES],
+static int populate_dev(const struct sandbox_plan *sb, int dev_fds[MOUNT_N_DEVICES],
                         struct report_step *e)
 {
     static const struct {
@@ -679,7 +680,7 @@ static int write_all(int fd, const char *buf, size_t n)
     return 0;
 }
 
-static int populate_work(const struct sandbox *sb, struct report_step *e)
+static int populate_work(const struct sandbox_plan *sb, struct report_step *e)
 {
     const struct nsbox_config *c = sb->config;
     _cleanup_close_ int fd = -EBADF;
@@ -715,7 +716,7 @@ static int populate_work(const struct sandbox *sb, struct report_step *e)
     return 0;
 }
 
-int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct report_step *e)
+int mount_populate(struct sandbox_plan *sb, int dev_fds[MOUNT_N_DEVICES], struct report_step *e)
 {
     int r;
 
@@ -757,7 +758,7 @@ int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct repo
     return 0;
 }
 
-int mount_enter_workdir(const struct sandbox *sb, struct report_step *e)
+int mount_enter_workdir(const struct sandbox_plan *sb, struct report_step *e)
 {
     const char *dir = sb->config->workdir;
     int r;
@@ -786,7 +787,7 @@ static int write_new_file(int dfd, const char *name, const char *text)
     return write_all(fd, text, strlen(text));
 }
 
-int mount_identity_files(const struct sandbox *sb, struct report_step *e)
+int mount_identity_files(const struct sandbox_plan *sb, struct report_step *e)
 {
     static const char *const targets[] = {"/etc/passwd", "/etc/group"};
     const char *texts[] = {sb->passwd, sb->group};

@@ -13,7 +13,7 @@
 #pragma once
 
 #include "report.h"
-#include "sandbox.h"
+#include "plan.h"
 
 /* The mount points nsbox makes in every sandbox besides those of its mounts (/tmp is one), as
  * names in the rootfs's top directory. Bit i of sandbox.rootfs_lacks says mount_base_points[i]
@@ -29,7 +29,8 @@ extern const char *const mount_devices[MOUNT_N_DEVICES];
  * and each -v source into a detached mount (open_tree(2) OPEN_TREE_CLONE), storing the fds in
  * dev_fds[] and sb->mounts[i].tree_fd. Bind sources are made nosuid, nodev and, unless :rw,
  * read-only, recursively, before they are attached anywhere. */
-int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct report_step *e);
+int mount_clone_sources(struct sandbox_plan *sb, int dev_fds[MOUNT_N_DEVICES],
+                        struct report_step *e);
 
 /* Bind sb->rootfs on itself read-only, nosuid, nodev; make the mount points the plan found
  * missing (sb->rootfs_lacks, sandbox_mount.missing) without writing to it, by covering the
@@ -37,19 +38,19 @@ int mount_clone_sources(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct
  * in it (with /proc/sys and /proc/sysrq-trigger read-only); pivot_root(2) into it and detach
  * the old root, so that no host path is reachable any more. Leaves the working directory at
  * "/". */
-int mount_enter_rootfs(const struct sandbox *sb, struct report_step *e);
+int mount_enter_rootfs(const struct sandbox_plan *sb, struct report_step *e);
 
 /* Mount a minimal read-only /dev, the tmpfs mounts, the writable /work tmpfs (with a read-only
  * main.py when code is given), and the -v binds; then chdir("/work"). Must run with the sandbox's
  * final credentials so that created files are owned by mapped ids. Consumes (closes) the fds
  * mount_clone_sources() made. */
-int mount_populate(struct sandbox *sb, int dev_fds[MOUNT_N_DEVICES], struct report_step *e);
+int mount_populate(struct sandbox_plan *sb, int dev_fds[MOUNT_N_DEVICES], struct report_step *e);
 
 /* chdir(2) to config->workdir (-w), made first (mode 0755, parents too) if it is missing, which
  * only works below a writable mount; a symlink on the way is refused (-ELOOP). No-op without
  * -w. Returns 0 or -errno, with *e filled. */
-int mount_enter_workdir(const struct sandbox *sb, struct report_step *e);
+int mount_enter_workdir(const struct sandbox_plan *sb, struct report_step *e);
 /* When the plan made them (sb->passwd, sb->group: the --user's ids are not in the rootfs's
  * files), bind read-only copies of /etc/passwd and /etc/group with the user's line over the
  * rootfs's, from a small tmpfs of their own. Runs after mount_populate(). */
-int mount_identity_files(const struct sandbox *sb, struct report_step *e);
+int mount_identity_files(const struct sandbox_plan *sb, struct report_step *e);

@@ -32,11 +32,10 @@
 #include "policyfile.h"
 #include "proxy.h"
 #include "report.h"
-#include "sandbox.h"
 #include "syscalls.h"
 #include "uidpool.h"
 
-void plan_free(struct sandbox *sb)
+void plan_free(struct sandbox_plan *sb)
 {
     if (sb->argv)
         for (char **a = sb->argv; *a; a++)
@@ -90,7 +89,7 @@ static size_t path_depth(const char *path)
 /* The payload's environment: with env_inherit the caller's environ(7) (entries that are not
  * KEY=VALUE skipped), then the fixed base, then config->env, where a later KEY wins. The base
  * holds the thread counts of the CPUs the sandbox is pinned to (cpus.c), so a -e wins. */
-int plan_env(struct sandbox *sb, struct nsbox_result *ret)
+int plan_env(struct sandbox_plan *sb, struct nsbox_result *ret)
 {
     /* PYTHONUNBUFFERED: Python writes its output as it prints it, so what a payload printed
      * before a timeout or a kill reaches the result instead of dying in its buffer; `-e
@@ -167,7 +166,7 @@ int plan_env(struct sandbox *sb, struct nsbox_result *ret)
     return 0;
 }
 
-int plan_mounts(struct sandbox *sb, struct nsbox_result *ret)
+int plan_mounts(struct sandbox_plan *sb, struct nsbox_result *ret)
 {
     const struct nsbox_config *c = sb->config;
     bool have_tmp = false;
@@ -292,7 +291,7 @@ static int rootfs_lacks(int rootfd, const char *path)
 /* Which mount points the rootfs lacks, to be made in a skeleton (mount.c): the base ones
  * (mount_base_points[]) and the targets of mounts that are not below another mount (those are
  * made in that mount, as before: /tmp/x in the /tmp tmpfs). */
-static int plan_mount_points(struct sandbox *sb, int rootfd, struct nsbox_result *ret)
+static int plan_mount_points(struct sandbox_plan *sb, int rootfd, struct nsbox_result *ret)
 {
     for (size_t i = 0; i < MOUNT_N_BASE; i++) {
         struct stat st;
@@ -320,7 +319,7 @@ static int plan_mount_points(struct sandbox *sb, int rootfd, struct nsbox_result
     return 0;
 }
 
-static int plan_rootfs(struct sandbox *sb, struct nsbox_result *ret, int *ret_fd)
+static int plan_rootfs(struct sandbox_plan *sb, struct nsbox_result *ret, int *ret_fd)
 {
     _cleanup_close_ int fd = -EBADF;
     struct stat st, host_root;
@@ -378,7 +377,7 @@ static int read_rootfs_file(int rootfd, const char *path, char **ret, size_t *re
  * rootfs nsbox builds (and Debian's, Alpine's) has nobody and nogroup, and not reading the
  * files keeps them off every run's start. A file the rootfs lacks, holds as a symlink, or that
  * is over IDFILES_MAX is left as it is, with a warning. */
-static void plan_identity_files(struct sandbox *sb, int rootfd, struct nsbox_result *ret)
+static void plan_identity_files(struct sandbox_plan *sb, int rootfd, struct nsbox_result *ret)
 {
     const struct nsbox_config *c = sb->config;
     static const char *const paths[] = {"/etc/passwd", "/etc/group"};
@@ -422,7 +421,7 @@ static void warn_policy(const struct policy_rule *rule, const char *message, voi
     report_warning(w->config, w->result, "%s:%u: %s", rule->file, rule->line, message);
 }
 
-static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
+static int plan_filter(struct sandbox_plan *sb, struct nsbox_result *ret)
 {
     struct policy policy = {0};
     struct policy_error e = {0};
@@ -459,7 +458,7 @@ static int plan_filter(struct sandbox *sb, struct nsbox_result *ret)
 /* Shared memory is not in RLIMIT_DATA (which counts private mappings): what bounds it without
  * a cgroup, for the limits_note. init_sysctls() sets kernel.shm* where it can; elsewhere
  * sandbox.c refuses shmget (filter_refuse_sysv_ipc()). */
-static const char *shared_memory_note(const struct nsbox_config *c, const struct sandbox *sb)
+static const char *shared_memory_note(const struct nsbox_config *c, const struct sandbox_plan *sb)
 {
     if (c->memory == 0 || (c->seccomp_disabled && (!sb->host_root || c->uid == 0)))
         return "shared memory is not bounded (--memory unlimited, or --no-seccomp)";
@@ -481,7 +480,7 @@ static const char *shared_memory_note(const struct nsbox_config *c, const struct
 
 /* A cgroup leaf for the limits, or the rlimit fallback: explicit in the result, and an error
  * under NSBOX_CGROUP_REQUIRED. */
-int plan_cgroup(const struct nsbox_config *c, struct sandbox *sb, struct cgroup_leaf *leaf,
+int plan_cgroup(const struct nsbox_config *c, struct sandbox_plan *sb, struct cgroup_leaf *leaf,
                 struct nsbox_result *ret)
 {
     char reason[1024] = "";
@@ -606,7 +605,8 @@ static bool in_initial_user_namespace(void)
  * host's nobody; config->host_uid chooses other ids instead. An ordinary user maps to
  * themself, the only id an unprivileged writer may map (user_namespaces(7)).
  */
-static int plan_host_ids(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
+static int plan_host_ids(const struct nsbox_config *c, struct sandbox_plan *sb,
+                         struct nsbox_result *ret)
 {
     char detail[256];
     uid_t id = 0;
@@ -732,7 +732,7 @@ static int open_copy_out_dir(const char *path, const struct nsbox_config *c,
 /* Pack what goes in (--copy-in, the workspace) into a memfd for init to unpack, and open where
  * what comes out goes. All host paths are opened here, as the caller, refusing symlinks as -v
  * does; the sandbox never sees a host path. */
-static int plan_copies(struct sandbox *sb, struct nsbox_result *ret)
+static int plan_copies(struct sandbox_plan *sb, struct nsbox_result *ret)
 {
     const struct nsbox_config *c = sb->config;
     struct copy_caps in_caps = {.max_bytes = c->workdir_size, .fail = true};
@@ -933,19 +933,19 @@ in_fail_reported:
     return r;
 }
 
-int plan_sandbox(const struct nsbox_config *c, struct sandbox *sb, struct nsbox_result *ret)
+int plan_sandbox(const struct nsbox_config *c, struct sandbox_plan *sb, struct nsbox_result *ret)
 {
     _cleanup_close_ int rootfd = -EBADF;
     size_t n_args = 0;
     const char *why;
     int r;
 
-    *sb = (struct sandbox){.config = c,
-                           .host_ids_lock = -EBADF,
-                           .copy_in_fd = -EBADF,
-                           .copy_out_fd = -EBADF,
-                           .outputs_fd = -EBADF,
-                           .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
+    *sb = (struct sandbox_plan){.config = c,
+                                .host_ids_lock = -EBADF,
+                                .copy_in_fd = -EBADF,
+                                .copy_out_fd = -EBADF,
+                                .outputs_fd = -EBADF,
+                                .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
     sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
     r = plan_identity(c, ret);
     if (r < 0)

@@ -168,7 +168,7 @@ struct child_fds {
 };
 
 struct payload_args {
-    struct sandbox *sb;
+    struct sandbox_plan *sb;
     struct child_fds *fds;
     pid_t init_pid;
 };
@@ -215,12 +215,12 @@ static int payload_main(void *userdata)
  * maps an ordinary user's sandbox has (plan_host_ids()). Root's map ids that are not its own,
  * which only a writer with CAP_SETUID in the parent namespace may, and a sandbox whose cgroup
  * the supervisor must still attach it to waits for the supervisor before it does anything. */
-static bool child_writes_maps(const struct sandbox *sb)
+static bool child_writes_maps(const struct sandbox_plan *sb)
 {
     return !sb->privileged && !sb->in_cgroup;
 }
 
-_noreturn_ static void sandbox_child(struct sandbox *sb, struct child_fds *fds)
+_noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *fds)
 {
     int dev_fds[MOUNT_N_DEVICES];
     struct report_step e = {0};
@@ -602,7 +602,7 @@ static void close_pair(int p[2])
 
 /* Why root may not map its pool ids: nsbox itself runs in a user namespace that does not map
  * them (a container's, rootless Podman's, Kubernetes' user namespaces map 65536 ids or so). */
-static const char *host_ids_hint(const struct sandbox *sb, int r)
+static const char *host_ids_hint(const struct sandbox_plan *sb, int r)
 {
     if (r != -EPERM || sb->host_ids_lock < 0 ||
         (uidpool_mapped_here("/proc/self/uid_map", sb->host_uid) != 0 &&
@@ -616,7 +616,7 @@ static const char *host_ids_hint(const struct sandbox *sb, int r)
 /* Without a pid namespace, what the payload started in the background can outlive the run;
  * when the run's host ids are its own (uidpool.h), every process of them is the run's, and they
  * must all be gone before the ids go back to the pool. */
-static void kill_leftovers(const struct sandbox *sb, struct nsbox_result *ret)
+static void kill_leftovers(const struct sandbox_plan *sb, struct nsbox_result *ret)
 {
     int r;
 
@@ -651,7 +651,7 @@ static void work_diagnose(const struct nsbox_config *c, struct nsbox_result *ret
 /* A cell's outputs (config->cell): what the driver wrote to the channel, read once the payload
  * has ended (a process it left behind may still write; kill_leftovers() comes after, and what
  * it adds later is not read). */
-static void outputs_finish(struct sandbox *sb, struct nsbox_result *ret)
+static void outputs_finish(struct sandbox_plan *sb, struct nsbox_result *ret)
 {
     const struct nsbox_config *c = sb->config;
     int r;
@@ -669,7 +669,7 @@ static void outputs_finish(struct sandbox *sb, struct nsbox_result *ret)
 /* The host side of copy-out: unpack the stream init wrote into the host directories opened by
  * plan_copies() (and the workspace's staging directory), then save the workspace if the copy
  * was complete. A session's supervisor has said itself why a copy was not taken. */
-static void copy_out_finish(struct sandbox *sb, struct nsbox_result *ret, bool session)
+static void copy_out_finish(struct sandbox_plan *sb, struct nsbox_result *ret, bool session)
 {
     const struct nsbox_config *c = sb->config;
     struct copy_caps caps = {.max_bytes = c->copy_out_max_bytes,
@@ -799,7 +799,7 @@ static int sandbox_signals(struct nsbox_sandbox *x, struct nsbox_result *ret)
 int sandbox_open(struct nsbox_sandbox *x, struct nsbox_result *ret)
 {
     const struct nsbox_config *c = &x->c;
-    struct sandbox *sb = &x->sb;
+    struct sandbox_plan *sb = &x->sb;
     int pid, r;
 
     *ret = (struct nsbox_result){
@@ -925,7 +925,7 @@ int sandbox_open(struct nsbox_sandbox *x, struct nsbox_result *ret)
 int sandbox_close(struct nsbox_sandbox *x, int r, struct nsbox_result *ret)
 {
     const struct nsbox_config *c = &x->c;
-    struct sandbox *sb = &x->sb;
+    struct sandbox_plan *sb = &x->sb;
 
     if (x->pidfd >= 0) {
         if (r < 0)

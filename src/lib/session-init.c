@@ -47,7 +47,7 @@ extern const char session_repl[]; /* session-repl.py, embedded at build time */
 #define STEP_COPY_MAX 64 /* sources of one step's copy-out */
 
 struct runner {
-    const struct sandbox *sb;
+    const struct sandbox_plan *sb;
     int report_fd, control_fd, proc_fd;
     pid_t step;           /* the running program step, or 0 */
     bool code_step;       /* a Python step is running in the interpreter */
@@ -363,7 +363,7 @@ static pid_t spawn(struct runner *rn, char **argv, int in, int out, int err, int
     pid_t pid = fork();
 
     if (pid == 0) {
-        struct sandbox step = *rn->sb;
+        struct sandbox_plan step = *rn->sb;
         struct nsbox_config config = *rn->sb->config;
         /* A step's lower --memory: sandbox_payload_exec() sets RLIMIT_DATA from the config
          * under rlimits (soft and hard, in this child only: the interpreter is spawned with
@@ -482,7 +482,7 @@ static void run_code(struct runner *rn, const int *fds, int n, bool has_stdin, i
      * init (same uid, prlimit(2)) before the code is sent: the session's preload and earlier
      * steps ran before it, never this step's code. */
     if (memory) {
-        struct sandbox step = *rn->sb;
+        struct sandbox_plan step = *rn->sb;
         struct nsbox_config config = *rn->sb->config;
         uint64_t fsize;
 
@@ -599,7 +599,7 @@ static void save(struct runner *rn, int copy_out_fd)
     init_send(rn, &m);
 }
 
-_noreturn_ void session_init(const struct sandbox *sb, const sigset_t *mask, int report_fd,
+_noreturn_ void session_init(const struct sandbox_plan *sb, const sigset_t *mask, int report_fd,
                              int shm_fd, int control_fd, int copy_out_fd)
 {
     struct runner rn = {.sb = sb,

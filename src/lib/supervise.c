@@ -144,7 +144,7 @@ static void handle_signals(struct supervisor *sv)
  * EPIPE, another error or the deadline, copying stops for good (capture goes on); EPIPE also
  * sets st->reader_gone. nsbox ignores SIGPIPE (cmd-run.c, cmd-session.c), so EPIPE comes back as an
  * error. */
-static void copy_out(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
+static void relay_output(struct supervisor *sv, struct stream_state *st, const char *p, size_t n)
 {
     while (n > 0 && st->copy_fd >= 0 && !sv->stop) {
         struct pollfd pfd[2] = {{.fd = st->copy_fd, .events = POLLOUT},
@@ -190,9 +190,9 @@ static void stream_copy(struct supervisor *sv, struct stream_state *st, const ch
     if (st->copy_fd < 0)
         return;
     if (st->escaped)
-        copy_out(sv, st, st->escaped, termsafe_escape(&st->term, p, n, st->escaped));
+        relay_output(sv, st, st->escaped, termsafe_escape(&st->term, p, n, st->escaped));
     else
-        copy_out(sv, st, p, n);
+        relay_output(sv, st, p, n);
 }
 
 /* All of the stream into the caller's file (--stdout-file), as it comes. A regular file: the
@@ -269,7 +269,7 @@ static void stream_close(struct supervisor *sv, struct stream_state *st)
 /* Nothing more comes: the tail joins the head (headtail_finish()) and is copied out after it,
  * on a terminal behind a line that says what was cut between them, then what the escaping held
  * back. The sandbox has ended: a reader that does not read gets a second, not the rest of the
- * run's clock (which may be over), as copy_out() waits at most until sv->kill_at. */
+ * run's clock (which may be over), as relay_output() waits at most until sv->kill_at. */
 static void stream_copy_tail(struct supervisor *sv, struct stream_state *st)
 {
     struct nsbox_stream *s = st->s;
@@ -289,14 +289,14 @@ static void stream_copy_tail(struct supervisor *sv, struct stream_state *st)
                          s->head > 0 && s->data[s->head - 1] != '\n' ? "\n" : "",
                          (unsigned long long)(s->total - s->captured),
                          (unsigned long long)s->cut_lines);
-        copy_out(sv, st, st->escaped, termsafe_finish(&st->term, st->escaped));
+        relay_output(sv, st, st->escaped, termsafe_finish(&st->term, st->escaped));
         st->term = (struct termsafe){0};
-        copy_out(sv, st, line, (size_t)n);
+        relay_output(sv, st, line, (size_t)n);
     }
     if (tail > 0)
         stream_copy(sv, st, s->data + s->head, tail);
     if (st->escaped && st->copy_fd >= 0)
-        copy_out(sv, st, st->escaped, termsafe_finish(&st->term, st->escaped));
+        relay_output(sv, st, st->escaped, termsafe_finish(&st->term, st->escaped));
 }
 
 /* After the grace: read what the pipe holds now, at most its capacity (a writer outside could

@@ -91,7 +91,7 @@ int tier3_needed(const struct nsbox_config *c)
 
 struct tier3 {
     const struct nsbox_config *c;
-    struct sandbox sb; /* what sandbox_payload_exec(), init_budgets() and init_loop() read */
+    struct sandbox_plan sb; /* what sandbox_payload_exec(), init_budgets() and init_loop() read */
     int abi;
     uid_t uid; /* the program's ids: the caller's, or for root one of the pool's */
     gid_t gid;

@@ -13,19 +13,19 @@
 
 static struct nsbox_config config;
 static struct nsbox_result result;
-static struct sandbox sb;
+static struct sandbox_plan sb;
 
 static void setup(void)
 {
     nsbox_config_init(&config);
     config.cpus_milli = 0; /* no thread counts, unless a test asks */
     memset(&result, 0, sizeof(result));
-    sb = (struct sandbox){.config = &config,
-                          .host_ids_lock = -EBADF,
-                          .copy_in_fd = -EBADF,
-                          .copy_out_fd = -EBADF,
-                          .outputs_fd = -EBADF,
-                          .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
+    sb = (struct sandbox_plan){.config = &config,
+                               .host_ids_lock = -EBADF,
+                               .copy_in_fd = -EBADF,
+                               .copy_out_fd = -EBADF,
+                               .outputs_fd = -EBADF,
+                               .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
 }
 
 static void teardown(void)
