@@ -604,7 +604,6 @@ void sandbox_state_init(struct nsbox_sandbox *x)
                                 .control = {-EBADF, -EBADF},
                                 .pidfd = -EBADF,
                                 .sigfd = -EBADF,
-                                .listener = -EBADF,
                                 .fds = {.out = -EBADF,
                                         .err = -EBADF,
                                         .report = -EBADF,
