@@ -68,10 +68,6 @@ def tool_text(text: str) -> str:
     return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), text)
 
 
-# Words of the warnings that as_tool_output() passes on to the model.
-_OUTCOME_WARNING_WORDS = ("--workdir-size", "--shm-size", "workspace '", "copy-out",
-                          "output may be missing", "Python interpreter")
-
 
 def _cut(raw: Dict[str, Any], name: str) -> Optional[Dict[str, int]]:
     """What nsbox cut between a stream's start and its end (``NAME_cut``), with ``at``: the
@@ -112,6 +108,10 @@ class Result:
             (what the program would need), or None where the kernel cannot report them.
         warnings: nsbox's warnings for this run, one line each: opt-outs of a protection,
             limits that fell back to rlimits, unknown names in a given policy.
+        outcome_warnings: those of the warnings that explain the run's outcome and name what
+            to change (a full /work or /dev/shm, a workspace not saved, copy-out incomplete,
+            output that may be missing), as nsbox marked them: what :meth:`as_tool_output`
+            passes on to the model.
         reason: nsbox's one sentence on how the run ended (``"exited with status 3"``,
             ``"timed out after 5 s; the sandbox was killed"``, ...).
         limit: the limit that ended the run or that it ran into, or None:
@@ -177,6 +177,7 @@ class Result:
     files_written: Optional[List[Dict[str, Any]]] = None
     outputs: List[Dict[str, Any]] = field(default_factory=list, repr=False)
     error: Optional[Dict[str, Any]] = None
+    outcome_warnings: List[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, raw: Dict[str, Any], nsbox_stderr: str = "") -> "Result":
@@ -215,6 +216,7 @@ class Result:
             refused_syscalls=None if refused is None else {
                 str(e["syscall"]): int(e["count"]) for e in refused},
             warnings=[str(w) for w in raw.get("warnings") or []],
+            outcome_warnings=[str(w) for w in raw.get("outcome_warnings") or []],
             reason=str(raw.get("reason") or ""),
             limit=limit,
             notes=[str(n) for n in raw.get("notes") or []],
@@ -406,9 +408,9 @@ class Result:
         """nsbox's warnings that explain this run's outcome and name what to change (a full
         /work or /dev/shm, a workspace not saved, copy-out incomplete, output that may be
         missing); not the ones about the host or the caller's options (the rlimit fallback,
-        opt-outs), which the model cannot act on."""
-        return [tool_text(w) for w in self.warnings
-                if any(k in w for k in _OUTCOME_WARNING_WORDS)]
+        opt-outs), which the model cannot act on. nsbox says which they are
+        (``outcome_warnings``)."""
+        return [tool_text(w) for w in self.outcome_warnings]
 
     def _copy_notes(self) -> List[str]:
         """What was not copied out, and why (the first 10), for the model."""

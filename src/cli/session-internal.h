@@ -166,6 +166,7 @@ void client_stream(struct client *cl, const char *name, const char *data, size_t
  * read, 0 at EOF, on an error or when there was nothing. */
 ssize_t stream_read(struct stream *x, char *buf);
 void add_warning(struct nsbox_result *ret, const char *text);
+void add_outcome_warning(struct nsbox_result *ret, const char *text);
 void step_clear(struct session_state *s);
 int step_start(struct session_state *s, struct client *cl, uint64_t now);
 void step_finish(struct session_state *s, uint64_t now);

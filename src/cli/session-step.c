@@ -25,6 +25,7 @@
 #include "outputs.h"
 #include "proxy.h"
 #include "registry.h"
+#include "report.h"
 #include "result.h"
 #include "sandbox.h"
 #include "session-internal.h"
@@ -94,8 +95,12 @@ static int memfd_with(const char *data, size_t size)
 
 void add_warning(struct nsbox_result *ret, const char *text)
 {
-    size_t len = strlen(ret->warnings);
-    (void)snprintf(ret->warnings + len, sizeof(ret->warnings) - len, "%s%s", len ? "\n" : "", text);
+    report_add_warning(ret, false, text);
+}
+
+void add_outcome_warning(struct nsbox_result *ret, const char *text)
+{
+    report_add_warning(ret, true, text);
 }
 
 /* With an audit log: its start record for the step, as for a run (audit.h), its own run id,
@@ -240,7 +245,7 @@ static void step_answer(struct session_state *s, uint64_t now)
                                ? " (libarchive, which nsbox loads for copies, could not be "
                                  "loaded when the session started)"
                                : "");
-            add_warning(ret, text);
+            add_outcome_warning(ret, text);
         } else
             add_warning(ret, "nothing was copied out: the step did not end by itself (its "
                              "timeout, or the session's end)");
@@ -558,25 +563,31 @@ void step_finish(struct session_state *s, uint64_t now)
         ret->exit_code = st->end.code;
     }
     if (st->end.flags & SESSION_INTERPRETER_RESTARTED)
-        add_warning(ret, "the step's time was up and the Python interpreter did not stop on "
-                         "KeyboardInterrupt within 2 s: it was killed; the next step starts a "
-                         "fresh interpreter (variables, imports and open files are lost)");
+        add_outcome_warning(ret,
+                            "the step's time was up and the Python interpreter did not stop on "
+                            "KeyboardInterrupt within 2 s: it was killed; the next step starts a "
+                            "fresh interpreter (variables, imports and open files are lost)");
     if (st->end.flags & SESSION_INTERPRETER_LOWERED)
-        add_warning(ret, "the step's --memory was below the session's: the Python interpreter "
-                         "ran it under that lower limit, which it could not get rid of again, so "
-                         "it was ended; the next code step starts a fresh one (variables, "
-                         "imports and open files are lost)");
+        add_outcome_warning(ret,
+                            "the step's --memory was below the session's: the Python interpreter "
+                            "ran it under that lower limit, which it could not get rid of again, "
+                            "so "
+                            "it was ended; the next code step starts a fresh one (variables, "
+                            "imports and open files are lost)");
     if (st->end.flags & SESSION_INTERPRETER_CRASHED)
-        add_warning(ret,
-                    ret->cpus.enforced_by == NSBOX_ENFORCER_RLIMIT
-                        ? "the session's Python interpreter died during the step (a crash, "
-                          "os._exit(), or its CPU time: under rlimits, --cpus x --timeout is the "
-                          "interpreter's RLIMIT_CPU, and its CPU time adds up over every step it "
-                          "served; a cgroup's cpu.max has no such total); the next step starts a "
-                          "fresh one (variables, imports and open files are lost)"
-                        : "the session's Python interpreter died during the step (a crash, "
-                          "os._exit(), or a limit); the next step starts a fresh one "
-                          "(variables, imports and open files are lost)");
+        add_outcome_warning(ret,
+                            ret->cpus.enforced_by == NSBOX_ENFORCER_RLIMIT
+                                ? "the session's Python interpreter died during the step (a crash, "
+                                  "os._exit(), or its CPU time: under rlimits, --cpus x --timeout "
+                                  "is the "
+                                  "interpreter's RLIMIT_CPU, and its CPU time adds up over every "
+                                  "step it "
+                                  "served; a cgroup's cpu.max has no such total); the next step "
+                                  "starts a "
+                                  "fresh one (variables, imports and open files are lost)"
+                                : "the session's Python interpreter died during the step (a crash, "
+                                  "os._exit(), or a limit); the next step starts a fresh one "
+                                  "(variables, imports and open files are lost)");
     step_answer(s, now);
 }
 

@@ -425,7 +425,7 @@ static void session_save(struct session_state *s, bool step_cut, struct nsbox_re
         (void)snprintf(text, sizeof(text),
                        "workspace '%s' was not saved: %s; its files are as before this session",
                        s->c->workspace, why_not);
-        add_warning(ret, text);
+        add_outcome_warning(ret, text);
     }
 }
 

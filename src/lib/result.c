@@ -685,6 +685,30 @@ static void note_to_json(const char *sentence, void *userdata)
     (void)json_array_append_new((json_t *)userdata, json_text(sentence, strlen(sentence)));
 }
 
+/* The '\n'-separated lines of text as a JSON array of strings (json_text()), or null when out
+ * of memory. */
+static json_t *lines_json(const char *text)
+{
+    json_t *list = json_array();
+
+    for (const char *w = text; list && *w;) {
+        size_t n = strcspn(w, "\n");
+        (void)json_array_append_new(list, json_text(w, n));
+        w += n + (w[n] == '\n');
+    }
+    return list ? list : json_null();
+}
+
+const char *result_skip_kind_name(enum nsbox_skip_kind kind)
+{
+    static const char *const names[] = {
+        [NSBOX_SKIP_NOT_COPIED] = "not_copied",
+        [NSBOX_SKIP_OVER_CAP] = "over_cap",
+        [NSBOX_SKIP_UNREADABLE] = "unreadable",
+    };
+    return (size_t)kind < ELEMENTSOF(names) ? names[kind] : names[NSBOX_SKIP_UNREADABLE];
+}
+
 /* What was copied out, and what not and why; null when nothing was to be copied. Names are
  * the sandbox's: shown through json_text(), like the output. */
 json_t *result_copy_out_json(const struct nsbox_result *r)
@@ -706,12 +730,14 @@ json_t *result_copy_out_json(const struct nsbox_result *r)
                                               "size", (json_int_t)f->size, "sha256", f->sha256));
     }
     for (size_t i = 0; i < r->n_skipped; i++)
-        (void)json_array_append_new(skipped, json_pack("{s:o, s:o}", "path",
-                                                       json_text(r->skipped[i].path,
-                                                                 strlen(r->skipped[i].path)),
-                                                       "reason",
-                                                       json_text(r->skipped[i].reason,
-                                                                 strlen(r->skipped[i].reason))));
+        (void)json_array_append_new(skipped,
+                                    json_pack("{s:o, s:o, s:s}", "path",
+                                              json_text(r->skipped[i].path,
+                                                        strlen(r->skipped[i].path)),
+                                              "reason",
+                                              json_text(r->skipped[i].reason,
+                                                        strlen(r->skipped[i].reason)),
+                                              "kind", result_skip_kind_name(r->skipped[i].kind)));
     return json_pack("{s:b, s:b, s:o, s:o, s:I}", "done", r->copy_out_done, "complete",
                      r->copy_out_complete, "copied", copied, "skipped", skipped, "skipped_unlisted",
                      (json_int_t)r->skipped_more);
@@ -866,16 +892,10 @@ json_t *result_to_json_object(const struct nsbox_result *r)
             (void)nsbox_result_notes(r, note_to_json, notes);
         (void)json_object_set_new(root, "notes", notes ? notes : json_null());
     }
-    {
-        /* Every warning, the opt-outs among them: a result says what protection it ran without. */
-        json_t *list = json_array();
-        for (const char *w = r->warnings; list && *w;) {
-            size_t n = strcspn(w, "\n");
-            (void)json_array_append_new(list, json_text(w, n));
-            w += n + (w[n] == '\n');
-        }
-        (void)json_object_set_new(root, "warnings", list ? list : json_null());
-    }
+    /* Every warning, the opt-outs among them: a result says what protection it ran without;
+     * and those of them that explain the outcome, which a model is shown. */
+    (void)json_object_set_new(root, "warnings", lines_json(r->warnings));
+    (void)json_object_set_new(root, "outcome_warnings", lines_json(r->outcome_warnings));
     if (r->seccomp_reporting) {
         json_t *list = json_array();
         for (size_t i = 0; list && i < r->n_refused; i++)

@@ -35,8 +35,12 @@ uint64_t result_rlimit_cpu_seconds(uint64_t cpus_milli, uint64_t timeout_usec);
 json_t *result_to_json_object(const struct nsbox_result *r);
 
 /* The result's "copy_out" object (null unless r->copy_out_asked): done, complete, copied,
- * skipped, skipped_unlisted. A new reference, or NULL when out of memory. */
+ * skipped (path, reason, kind), skipped_unlisted. A new reference, or NULL when out of memory. */
 json_t *result_copy_out_json(const struct nsbox_result *r);
+
+/* The name of a skipped entry's kind, in the copy stream and the JSON result ("not_copied",
+ * "over_cap", "unreadable"; an unknown kind is "unreadable": content that may be missing). */
+const char *result_skip_kind_name(enum nsbox_skip_kind kind);
 
 /* json_dumps() into a buffer of the exact size, with one byte to spare after the NUL-terminated
  * text (for a newline): jansson's own buffer grows by doubling with a copy each time, which at
