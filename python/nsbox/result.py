@@ -121,6 +121,8 @@ class Result:
             running on past it).
         notes: nsbox's further sentences about the run (a memory hint for a crash under
             rlimits, forks refused, system calls refused, truncated streams).
+        note_kinds: one entry per note: None, or what the note is where code acts on it
+            (``"inet_socket_refused"``, ``"module_not_found"``).
         network: with ``network=[hosts]``, what nsbox's proxy did: ``{"connections": [{"host",
             "port", "allowed", "reason", "bytes_sent", "bytes_received"}, ...],
             "connections_total", "connections_refused", "bytes_sent", "bytes_received",
@@ -178,6 +180,7 @@ class Result:
     outputs: List[Dict[str, Any]] = field(default_factory=list, repr=False)
     error: Optional[Dict[str, Any]] = None
     outcome_warnings: List[str] = field(default_factory=list)
+    note_kinds: List[Optional[str]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, raw: Dict[str, Any], nsbox_stderr: str = "") -> "Result":
@@ -220,6 +223,7 @@ class Result:
             reason=str(raw.get("reason") or ""),
             limit=limit,
             notes=[str(n) for n in raw.get("notes") or []],
+            note_kinds=[None if k is None else str(k) for k in raw.get("note_kinds") or []],
             network=raw.get("network"),
             outputs=outputs,
             error=error,
@@ -321,8 +325,9 @@ class Result:
         hints = self._hints()
         # nsbox's own note for a refused internet socket names the CLI's option; the hint
         # names the API's (network="loopback"): one of them.
-        notes = ([_CLI_OPTIONS.sub(_api_option, n) for n in self.notes
-                  if not (hints and n.startswith("an internet socket"))] +
+        kinds = self.note_kinds + [None] * (len(self.notes) - len(self.note_kinds))
+        notes = ([_CLI_OPTIONS.sub(_api_option, n) for n, kind in zip(self.notes, kinds)
+                  if not (hints and kind == "inet_socket_refused")] +
                  hints + [n for n in (stdout[1], stderr[1]) if n] + self._copy_notes() +
                  self._outcome_warnings())
         shown = self._stream("outputs", _outputs.outputs_text(self.outputs), None, max_chars)
@@ -428,8 +433,7 @@ class Result:
     def _hints(self) -> List[str]:
         hints = [f"hint: {_REFUSAL_HINTS[name]}" for name in (self.refused_syscalls or {})
                  if name in _REFUSAL_HINTS]
-        if any(n.startswith("the program's stderr mentions ModuleNotFoundError") for n in
-               self.notes):
+        if "module_not_found" in self.note_kinds:
             hints.append("hint: the Python API takes such a tree as rootfs=DIR (run_python_code(), "
                          "Session()); with none given it uses the science tree where one is built")
         return hints

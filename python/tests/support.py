@@ -84,7 +84,7 @@ def json_result(**fields):
            "stdout": "", "stderr": "", "stdout_bytes": 0, "stderr_bytes": 0,
            "stdout_truncated": False, "stderr_truncated": False, "error": None,
            "limits": {}, "limits_enforced_by": "rlimit", "reason": "exited with status 0",
-           "limit": None, "notes": [], "warnings": [], "outcome_warnings": [],
+           "limit": None, "notes": [], "warnings": [], "outcome_warnings": [], "note_kinds": [],
            "seccomp_refused": [], "cgroup": None}
     raw.update(fields)
     raw["stdout_bytes"] = raw["stdout_bytes"] or len(raw["stdout"].encode())

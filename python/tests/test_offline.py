@@ -220,6 +220,26 @@ echo 'not json'
         self.assertNotIn("p.policy", text)
         self.assertIn(odd, text)
 
+    def test_hints_follow_the_note_kinds_not_their_words(self):
+        # nsbox's "note_kinds" says which note is the refused internet socket (replaced by the
+        # API's hint) and which the missing module (a hint beside it), whatever their words.
+        refused = [{"syscall": "socket", "count": 1}]
+        for kind, kept in ((None, True), ("inet_socket_refused", False)):
+            r = nsbox.Result.from_json(json_result(seccomp_refused=refused,
+                                                   notes=["an internet socket, in other words"],
+                                                   note_kinds=[kind]))
+            text = r.as_tool_output()
+            self.assertIn("hint: the sandbox has no network", text)
+            self.assertEqual("in other words" in text, kept, text)
+        r = nsbox.Result.from_json(json_result(status="exited", exit_code=1,
+                                               notes=["a note", "no such module here"],
+                                               note_kinds=[None, "module_not_found"]))
+        self.assertIn("hint: the Python API takes such a tree as rootfs=DIR", r.as_tool_output())
+        r = nsbox.Result.from_json(json_result(
+            status="exited", exit_code=1, notes=["the program's stderr mentions "
+                                                 "ModuleNotFoundError"], note_kinds=[None]))
+        self.assertNotIn("hint:", r.as_tool_output())
+
     def test_peak_memory_only_from_a_memory_cgroup(self):
         # A leaf without the memory controller says memory_peak 0: that is no measurement.
         cg = {"path": "/x", "memory_peak": 0, "oom_kills": 0}

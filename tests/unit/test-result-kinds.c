@@ -2,10 +2,11 @@
 /* What code decides on is recorded as data where the message is made, never read back from
  * the message's words (report.h): which warnings explain the outcome ("outcome_warnings" in
  * the JSON result), whether an error is the caller's config (error_config), what kind of
- * thing a skipped copy-out entry is ("kind"). */
+ * thing a skipped copy-out entry is ("kind"), which notes the Python API acts on ("note_kinds"). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,5 +144,35 @@ Test(result_kinds, skipped_entries_say_their_kind)
         cr_expect_str_eq(json_string_value(json_object_get(e, "kind")), kinds[i]);
         cr_expect_str_eq(json_string_value(json_object_get(e, "reason")), skipped[i].reason);
     }
+    json_decref(j);
+}
+
+/* "note_kinds" has one entry per note, the kind where code acts on a note (the Python API's
+ * hints), else null. */
+Test(result_kinds, note_kinds_are_aligned_with_the_notes)
+{
+    struct nsbox_result r = {.status = NSBOX_STATUS_EXITED, .refused_inet_socket = true};
+    json_t *j = to_json(&r), *notes = json_object_get(j, "notes"),
+           *kinds = json_object_get(j, "note_kinds");
+    size_t at = SIZE_MAX;
+
+    cr_assert(json_is_array(notes) && json_is_array(kinds));
+    cr_assert_eq(json_array_size(kinds), json_array_size(notes));
+    for (size_t i = 0; i < json_array_size(kinds); i++) {
+        json_t *k = json_array_get(kinds, i);
+        if (json_is_string(k)) {
+            cr_expect_str_eq(json_string_value(k), "inet_socket_refused");
+            at = i;
+        } else
+            cr_expect(json_is_null(k));
+    }
+    cr_assert_neq(at, SIZE_MAX, "no note marked");
+    cr_expect(strstr(json_string_value(json_array_get(notes, at)), "AF_INET"));
+    json_decref(j);
+
+    r.refused_inet_socket = false;
+    j = to_json(&r);
+    for (size_t i = 0; i < json_array_size(json_object_get(j, "note_kinds")); i++)
+        cr_expect(json_is_null(json_array_get(json_object_get(j, "note_kinds"), i)));
     json_decref(j);
 }
