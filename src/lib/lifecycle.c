@@ -233,7 +233,7 @@ int nsbox_sandbox_start(const struct nsbox_config *config, struct nsbox_sandbox 
     if (config->forward_signals ||
         (config->isolation == NSBOX_ISOLATION_LANDLOCK && tier3_needed(config))) {
         *ret = (struct nsbox_result){0};
-        return report_error(ret, -EINVAL, "config",
+        return report_config_error(ret, -EINVAL,
                             config->forward_signals ? "forward_signals is nsbox_run()'s: the "
                                                       "caller of a started sandbox handles "
                                                       "its own signals"
@@ -402,7 +402,7 @@ static void save(struct nsbox_sandbox *x, const char *no_save, int cancel_fd)
         (void)snprintf(text, sizeof(text),
                        "workspace '%s' was not saved: %s; its files are as before this session",
                        x->c.workspace, why_not);
-        result_add_warning(ret, text);
+        report_add_warning(ret, true, text);
     }
 }
 

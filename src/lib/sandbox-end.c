@@ -28,7 +28,7 @@ void shm_diagnose(const struct nsbox_config *c, struct nsbox_result *ret)
         ret->shm_free >= SHM_FULL_SLACK)
         return;
     ret->shm_full = true;
-    report_warning(c, ret,
+    report_outcome_warning(c, ret,
                    "the payload died of SIGBUS with /dev/shm full (%.3g MiB used of --shm-size "
                    "%.3g MiB): a write to memory mapped from a file there found no room; raise "
                    "--shm-size (this is not --memory)",
@@ -63,7 +63,7 @@ void work_diagnose(const struct nsbox_config *c, struct nsbox_result *ret)
     if (ret->work_used == 0 || ret->work_free >= WORK_FULL_SLACK)
         return;
     ret->work_full = true;
-    report_warning(c, ret,
+    report_outcome_warning(c, ret,
                    "the working directory /work was full when the payload ended (%.3g MiB used): "
                    "writes there failed with ENOSPC (No space left on device); raise "
                    "--workdir-size (now %.3g MiB)",
@@ -105,7 +105,7 @@ void copy_out_finish(struct sandbox_plan *sb, struct nsbox_result *ret, bool ses
         if (session)
             return;
         if (c->workspace)
-            report_warning(c, ret,
+            report_outcome_warning(c, ret,
                            "workspace '%s' was not saved: the payload did not end by itself (or "
                            "the copy failed), so its files are as before this run",
                            c->workspace);
@@ -125,16 +125,16 @@ void copy_out_finish(struct sandbox_plan *sb, struct nsbox_result *ret, bool ses
                     &caps, ret, why, sizeof(why));
     if (r < 0) {
         ret->copy_out_done = false;
-        report_warning(c, ret, "copy-out failed on the host: %s; what was written before is listed",
+        report_outcome_warning(c, ret, "copy-out failed on the host: %s; what was written before is listed",
                        why);
         if (c->workspace)
-            report_warning(c, ret, "workspace '%s' was not saved (its files are as before this %s)",
+            report_outcome_warning(c, ret, "workspace '%s' was not saved (its files are as before this %s)",
                            c->workspace, session ? "session" : "run");
         return;
     }
     ret->copy_out_complete = ret->n_skipped == 0 && ret->skipped_more == 0;
     if (!ret->copy_out_complete)
-        report_warning(c, ret,
+        report_outcome_warning(c, ret,
                        "copy-out is not complete: %zu entr%s skipped (listed in copy_out.skipped, "
                        "with why: only regular files and directories are copied, within "
                        "--copy-out-max-files %llu and --copy-out-max-bytes %llu)",
@@ -148,9 +148,9 @@ void copy_out_finish(struct sandbox_plan *sb, struct nsbox_result *ret, bool ses
      * files of two different runs. Only what is not a regular file or directory may be left
      * out (it never crosses anyway); a cap is a refusal. */
     for (size_t i = 0; i < ret->n_skipped; i++)
-        if (strstr(ret->skipped[i].reason, "--copy-out-max") &&
+        if (ret->skipped[i].kind == NSBOX_SKIP_OVER_CAP &&
             path_is_at_or_below(ret->skipped[i].path, "/work")) {
-            report_warning(c, ret,
+            report_outcome_warning(c, ret,
                            "workspace '%s' was not saved: /work is over --copy-out-max-files or "
                            "--copy-out-max-bytes (its files are as before this %s)",
                            c->workspace, session ? "session" : "run");
@@ -159,7 +159,7 @@ void copy_out_finish(struct sandbox_plan *sb, struct nsbox_result *ret, bool ses
     /* Also what the list had no room for, and every other loss of content (an unreadable
      * directory, a name the host cannot take): counted whether listed or not. */
     if (ret->copy_out_lost > 0) {
-        report_warning(c, ret,
+        report_outcome_warning(c, ret,
                        "workspace '%s' was not saved: %llu regular file%s or director%s could not "
                        "be copied (over a cap, unreadable, too deep, or a name that is not UTF-8 "
                        "or holds hidden characters; see copy_out.skipped); its files are as "

@@ -29,8 +29,13 @@
 
 void result_add_warning(struct nsbox_result *ret, const char *text)
 {
-    size_t len = strlen(ret->warnings);
-    (void)snprintf(ret->warnings + len, sizeof(ret->warnings) - len, "%s%s", len ? "\n" : "", text);
+    report_add_warning(ret, false, text);
+}
+
+/* A warning that explains the step's outcome (nsbox_result.outcome_warnings). */
+static void result_add_outcome(struct nsbox_result *ret, const char *text)
+{
+    report_add_warning(ret, true, text);
 }
 
 /* A memfd holding data, for a step to read (its code, its stdin): sealed whole (no write, no
@@ -385,7 +390,7 @@ static void step_outcome(struct nsbox_sandbox *x)
                                ? " (libarchive, which nsbox loads for copies, could not be "
                                  "loaded when the session started)"
                                : "");
-            result_add_warning(ret, text);
+            report_add_warning(ret, true, text);
         } else
             result_add_warning(ret, "nothing was copied out: the step did not end by itself "
                                     "(its timeout, or the session's end)");
@@ -463,17 +468,17 @@ void step_state_finish(struct nsbox_sandbox *x)
         ret->exit_code = st->end.code;
     }
     if (st->end.flags & SESSION_INTERPRETER_RESTARTED)
-        result_add_warning(ret,
+        result_add_outcome(ret,
                            "the step's time was up and the Python interpreter did not stop on "
                            "KeyboardInterrupt within 2 s: it was killed; the next step starts a "
                            "fresh interpreter (variables, imports and open files are lost)");
     if (st->end.flags & SESSION_INTERPRETER_LOWERED)
-        result_add_warning(ret, "the step's --memory was below the session's: the Python "
+        result_add_outcome(ret, "the step's --memory was below the session's: the Python "
                                 "interpreter ran it under that lower limit, which it could not "
                                 "get rid of again, so it was ended; the next code step starts a "
                                 "fresh one (variables, imports and open files are lost)");
     if (st->end.flags & SESSION_INTERPRETER_CRASHED)
-        result_add_warning(ret,
+        result_add_outcome(ret,
                            ret->cpus.enforced_by == NSBOX_ENFORCER_RLIMIT
                                ? "the session's Python interpreter died during the step (a crash, "
                                  "os._exit(), or its CPU time: under rlimits, --cpus x --timeout "

@@ -826,17 +826,18 @@ static void run_result(struct supervisor *sv, uint64_t start)
         sv->report_fd = -1;
     }
     if (ret->out.incomplete || ret->err.incomplete) {
-        size_t n = strlen(ret->warnings);
-        (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n,
-                       "%s%s%s%s %s still open %llu ms after the sandbox ended (held by a process "
+        char line[400];
+        (void)snprintf(line, sizeof(line),
+                       "%s%s%s %s still open %llu ms after the sandbox ended (held by a process "
                        "outside it, such as one --pid host left running, or by a descriptor "
                        "parked in a unix socket message): nsbox stopped reading, so output "
                        "written after that is missing",
-                       n ? "\n" : "", ret->out.incomplete ? "stdout" : "",
+                       ret->out.incomplete ? "stdout" : "",
                        ret->out.incomplete && ret->err.incomplete ? " and " : "",
                        ret->err.incomplete ? "stderr" : "",
                        ret->out.incomplete && ret->err.incomplete ? "were" : "was",
                        (unsigned long long)(DRAIN_GRACE_USEC / 1000));
+        report_add_warning(ret, true, line);
     }
     ret->wall_time = now_usec() - start;
 
@@ -853,13 +854,14 @@ static void run_result(struct supervisor *sv, uint64_t start)
         ret->skipped_more += final->copy_unlisted;
         ret->copy_out_lost += final->copy_lost;
         if (final->copy_taken && final->copy_err) {
-            size_t n = strlen(ret->warnings);
-            (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n,
-                           "%scopy-out failed inside the sandbox: %s%s; nothing was copied out",
-                           n ? "\n" : "", strerror(final->copy_err),
+            char line[300];
+            (void)snprintf(line, sizeof(line),
+                           "copy-out failed inside the sandbox: %s%s; nothing was copied out",
+                           strerror(final->copy_err),
                            final->copy_err == EFBIG ? " (the stream passed RLIMIT_FSIZE: lower "
                                                       "--copy-out-max-bytes or raise --memory)"
                                                     : "");
+            report_add_warning(ret, true, line);
         }
     }
     if (sv->killed_by_request) {
