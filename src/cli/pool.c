@@ -278,9 +278,10 @@ static void member_preloaded(struct pool *p, struct member *m)
     member_reset_line(m);
     status = json_string_value(json_object_get(ans, "status"));
     err = json_object_get(ans, "error");
-    if (!ans || json_is_string(err) || json_is_object(err)) {
-        /* A string: the supervisor's refusal; an object: a step of the sandbox failed (the
-         * interpreter could not make itself non-dumpable), not the preload's modules. */
+    if (!ans || json_is_string(err) || json_object_get(err, "step")) {
+        /* A string: the supervisor's refusal; an object with a "step": a step of the sandbox
+         * failed (the interpreter could not make itself non-dumpable), not the preload's
+         * modules (whose exception is an object with a "name"). */
         member_fail(p, m, "the preload of a sandbox of the pool did not run: %s",
                     !ans                 ? "the session ended without an answer"
                     : json_is_string(err) ? json_string_value(err)
