@@ -167,6 +167,13 @@ class TestInterpreterMemory(SessionTestCase):
                          "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) - 10)\n")
         self.assertEqual(r["exit_code"], 0, r)
         self.assertEqual(r["stdout"], "0\n1\n0\n")
+        # What README says it costs: its own /proc/self/environ is root's (EACCES), its fds
+        # are still listed (proc(5) lets a process see its own).
+        p, r = self.code(sid,
+                         "import os\nprint(len(os.listdir('/proc/self/fd')) > 2)\n"
+                         "try:\n    open('/proc/self/environ', 'rb')\n"
+                         "except OSError as e:\n    print(e.errno)\n")
+        self.assertEqual(r["stdout"], "True\n13\n", r)
         # A fresh interpreter (after os._exit) is not dumpable either.
         p, r = self.code(sid, "import os\nos._exit(0)")
         p, r = self.code(sid, f"print({DUMPABLE})")
