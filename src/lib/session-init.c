@@ -554,11 +554,12 @@ static void repl_answer(struct runner *rn)
     if (!rn->code_step)
         return; /* not asked: the step's own code writing to the socket */
     buf[n] = '\0';
-    if (buf[0] == 'E') {
-        /* session-repl.py could not make itself non-dumpable: while it is, a program step (same
-         * uid) can read and rewrite its memory through /proc/PID/mem. It serves no step (fail
-         * closed); each code step tries a fresh one. Forged by a step's own code, it ends only
-         * that step. */
+    if (buf[0] == 'E' && (rn->flags & SESSION_INTERPRETER_NEW)) {
+        /* session-repl.py, started for this step, could not make itself non-dumpable: while it
+         * is, a program step (same uid) can read and rewrite its memory through /proc/PID/mem.
+         * It serves no step (fail closed); each code step tries a fresh one. Forged by the
+         * step's own code, it ends only that step; from an older interpreter it means
+         * nothing (status 1, as any answer that is not one). */
         code = strtol(buf + 1, &end, 10);
         (void)kill(rn->repl, SIGKILL);
         (void)waitpid(rn->repl, NULL, 0);

@@ -179,6 +179,17 @@ class TestInterpreterMemory(SessionTestCase):
         p, r = self.code(sid, f"print({DUMPABLE})")
         self.assertEqual((r["stdout"], r["interpreter"]), ("0\n", "started"), r)
 
+    def test_forged_refusal_ends_only_its_step(self):
+        # The interpreter's "E" word, written by a step's own code to fd 4: from an interpreter
+        # started before the step it means nothing (an answer that is not one: status 1) and
+        # the interpreter goes on.
+        sid, _ = self.start()
+        p, r = self.code(sid, "x = 5")
+        p, r = self.code(sid, "import os\nos.write(4, b'E1')\n")
+        self.assertEqual((r["exit_code"], r["interpreter"], r.get("error")), (1, "kept", None), r)
+        p, r = self.code(sid, "print(x)")
+        self.assertEqual((r["stdout"], r["interpreter"]), ("5\n", "kept"), r)
+
     def test_pool_interpreter_is_not_dumpable(self):
         name = "p" + secrets.token_hex(4)
         p = nsbox("pool", "start", name, "--size", "1", "--preload", "json", "--cgroup", "off",
