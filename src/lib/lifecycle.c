@@ -234,14 +234,15 @@ int nsbox_sandbox_start(const struct nsbox_config *config, struct nsbox_sandbox 
         (config->isolation == NSBOX_ISOLATION_LANDLOCK && tier3_needed(config))) {
         *ret = (struct nsbox_result){0};
         return report_config_error(ret, -EINVAL,
-                            config->forward_signals ? "forward_signals is nsbox_run()'s: the "
-                                                      "caller of a started sandbox handles "
-                                                      "its own signals"
-                                                    : "--isolation landlock: no user namespace can "
-                                                      "be made here, and a session or "
-                                                      "pool needs one (tier 3 runs one program at "
-                                                      "a time: nsbox run); 'nsbox "
-                                                      "doctor' names the fix");
+                                   config->forward_signals
+                                       ? "forward_signals is nsbox_run()'s: the "
+                                         "caller of a started sandbox handles "
+                                         "its own signals"
+                                       : "--isolation landlock: no user namespace can "
+                                         "be made here, and a session or "
+                                         "pool needs one (tier 3 runs one program at "
+                                         "a time: nsbox run); 'nsbox "
+                                         "doctor' names the fix");
     }
     x = malloc(sizeof(*x));
     if (!x) {
