@@ -67,16 +67,6 @@ struct nsbox_result *lifecycle_report_target(struct nsbox_sandbox *x)
     return x->step.active && !x->step.done ? &x->step.ret : x->ready ? &x->between : &x->run;
 }
 
-static void fail(struct nsbox_result *ret, int err, const char *step, const char *text)
-{
-    ret->status = NSBOX_STATUS_ERROR;
-    ret->exit_code = 125;
-    ret->error_errno = err;
-    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", step);
-    (void)snprintf(ret->error, sizeof(ret->error), "%s%s%s", text, err ? ": " : "",
-                   err ? strerror(err) : "");
-}
-
 static int teardown(struct nsbox_sandbox *x, const char *no_save, int cancel_fd,
                     struct nsbox_result *ret);
 
@@ -151,10 +141,11 @@ unsigned nsbox_sandbox_dispatch(struct nsbox_sandbox *x, const struct pollfd *p,
     aim(x);
     supervisor_dispatch(&x->sv, p + 1, n - 1);
     if (x->sv.error) {
-        fail(lifecycle_report_target(x), -x->sv.error, "supervise",
-             "supervising the sandbox failed");
+        (void)report_error(lifecycle_report_target(x), x->sv.error, "supervise",
+                           "supervising the sandbox failed: %m");
         if (lifecycle_report_target(x) != &x->run)
-            fail(&x->run, -x->sv.error, "supervise", "supervising the sandbox failed");
+            (void)report_error(&x->run, x->sv.error, "supervise",
+                               "supervising the sandbox failed: %m");
         x->ended = true;
         return NSBOX_SANDBOX_ENDED;
     }
@@ -168,7 +159,8 @@ unsigned nsbox_sandbox_dispatch(struct nsbox_sandbox *x, const struct pollfd *p,
             x->sv.ret = &x->run;
             supervisor_reports(&x->sv);
             if (x->run.status != NSBOX_STATUS_ERROR)
-                fail(&x->run, 0, "session", "the session's sandbox ended while it was set up");
+                (void)report_error(&x->run, 0, "session",
+                                   "the session's sandbox ended while it was set up");
         }
         return NSBOX_SANDBOX_ENDED;
     }
@@ -275,7 +267,7 @@ int nsbox_sandbox_start(const struct nsbox_config *config, struct nsbox_sandbox 
     if (r >= 0) {
         r = wait_for(x, NSBOX_SANDBOX_READY);
         if (r < 0)
-            fail(&x->run, -r, "supervise", "supervising the sandbox failed");
+            (void)report_error(&x->run, r, "supervise", "supervising the sandbox failed: %m");
         else if (!x->ready)
             r = -EIO;
     }
@@ -311,7 +303,7 @@ int nsbox_sandbox_step(struct nsbox_sandbox *x, const struct nsbox_step *step,
         return nsbox_sandbox_step_end(x, ret);
     (void)nsbox_sandbox_step_cut(x, ret);
     if (r < 0)
-        fail(ret, -r, "supervise", "supervising the sandbox failed");
+        (void)report_error(ret, r, "supervise", "supervising the sandbox failed: %m");
     return -ESHUTDOWN;
 }
 

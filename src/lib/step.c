@@ -165,12 +165,7 @@ static int step_refuse(struct nsbox_sandbox *x, struct nsbox_result *ret, int er
 {
     *ret = x->step.ret;
     x->step.ret = (struct nsbox_result){0};
-    ret->status = NSBOX_STATUS_ERROR;
-    ret->exit_code = 125;
-    ret->error_errno = err;
-    (void)snprintf(ret->error_step, sizeof(ret->error_step), "step");
-    (void)snprintf(ret->error, sizeof(ret->error), "%s: %s; the step does not run", text,
-                   strerror(err));
+    (void)report_error(ret, -err, "step", "%s: %m; the step does not run", text);
     step_state_clear(x);
     return -EIO;
 }
@@ -531,12 +526,9 @@ int nsbox_sandbox_step_cut(struct nsbox_sandbox *x, struct nsbox_result *ret)
             if (!x->ended)
                 st->ret.status = NSBOX_STATUS_KILLED;
             else if (st->ret.status != NSBOX_STATUS_ERROR) {
-                st->ret.status = NSBOX_STATUS_ERROR;
-                st->ret.exit_code = 125;
-                (void)snprintf(st->ret.error_step, sizeof(st->ret.error_step), "session");
-                (void)snprintf(st->ret.error, sizeof(st->ret.error),
-                               "the session's sandbox ended during the step; the session is "
-                               "over");
+                (void)report_error(&st->ret, 0, "session",
+                                   "the session's sandbox ended during the step; the session is "
+                                   "over");
             }
             sandbox_describe_rootfs(x->sb.rootfs, &st->ret);
             step_outcome(x);
