@@ -54,7 +54,7 @@ static int pack(const struct nsbox_config *c)
         char walked[PATH_MAX];
         _cleanup_close_ int src_fd = -EBADF;
 
-        /* As plan.c's check_sandbox_path(), and as the session checks a copy-out's. */
+        /* As copy-plan.c's check_sandbox_path(), and as the session checks a copy-out's. */
         if (!path_is_safe_target(cp->sandbox) || path_is_at_or_below(cp->sandbox, "/proc") ||
             path_is_at_or_below(cp->sandbox, "/dev")) {
             r = log_error_errno(-EINVAL,
