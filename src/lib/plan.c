@@ -81,18 +81,6 @@ int plan_env(struct sandbox_plan *sb, struct nsbox_result *ret)
     /* PYTHONUNBUFFERED: Python writes its output as it prints it, so what a payload printed
      * before a timeout or a kill reaches the result instead of dying in its buffer; `-e
      * PYTHONUNBUFFERED=` (empty: off, python(1)) buffers again. */
-    /* --network allow=: the proxy for every scheme, in both spellings (curl reads only
-     * http_proxy in lower case, CGI-minded tools only the upper), and nothing exempt. */
-#define PROXY_URL "http://" PROXY_ADDRESS ":" STRINGIFY(PROXY_PORT)
-    static const char *const proxy_env[] = {"HTTP_PROXY=" PROXY_URL,
-                                            "HTTPS_PROXY=" PROXY_URL,
-                                            "ALL_PROXY=" PROXY_URL,
-                                            "http_proxy=" PROXY_URL,
-                                            "https_proxy=" PROXY_URL,
-                                            "all_proxy=" PROXY_URL,
-                                            "NO_PROXY=",
-                                            "no_proxy="};
-#undef PROXY_URL
     char threads[3][48];
     const char *base[4 + ELEMENTSOF(threads) + ELEMENTSOF(proxy_env)] = {"PATH=" SANDBOX_PATH,
                                                                          "HOME=/tmp",
