@@ -81,6 +81,22 @@ static int open_copy_out_dir(const char *path, const struct nsbox_config *c,
     return r == -ENOENT ? fd : report_error(ret, r, "copy-out", "--copy-out '%s': %m", path);
 }
 
+int copy_in_open(const char *host, char *why, size_t why_size)
+{
+    char walked[PATH_MAX];
+    int fd;
+
+    fd = path_open_nofollow(host, true, walked, sizeof(walked));
+    if (fd == -ELOOP)
+        (void)snprintf(why, why_size,
+                       "--copy-in %s: '%s' is a symlink, and nsbox follows only root's symlinks "
+                       "in directories only root can write: name the path it points to",
+                       host, walked);
+    else if (fd < 0)
+        (void)snprintf(why, why_size, "--copy-in source '%s': %s", host, strerror(-fd));
+    return fd;
+}
+
 /* Pack what goes in (--copy-in, the workspace) into a memfd for init to unpack, and open where
  * what comes out goes. All host paths are opened here, as the caller, refusing symlinks as -v
  * does; the sandbox never sees a host path. */
@@ -167,7 +183,6 @@ int plan_copies(struct sandbox_plan *sb, struct nsbox_result *ret)
         }
         for (size_t i = 0; i < c->n_copy_in; i++) {
             const struct nsbox_copy *cp = &c->copy_in[i];
-            char walked[PATH_MAX];
             _cleanup_close_ int fd = -EBADF;
             struct copy_source src;
 
@@ -181,18 +196,9 @@ int plan_copies(struct sandbox_plan *sb, struct nsbox_result *ret)
                                         cp->host ? cp->host : "");
                 goto in_fail_reported;
             }
-            fd = path_open_nofollow(cp->host, true, walked, sizeof(walked));
-            if (fd == -ELOOP) {
-                r = report_error(ret, fd, "copy-in",
-                                 "--copy-in %s: '%s' is a symlink, and nsbox follows only root's "
-                                 "symlinks in directories only root can write: name the path it "
-                                 "points to",
-                                 cp->host, walked);
-                goto in_fail_reported;
-            }
+            fd = copy_in_open(cp->host, why, sizeof(why));
             if (fd < 0) {
-                r = report_error(ret, fd, "copy-in", "--copy-in source '%s': %s", cp->host,
-                                 strerror(-fd));
+                r = report_error(ret, fd, "copy-in", "%s", why);
                 goto in_fail_reported;
             }
             src = (struct copy_source){.src_fd = fd, .prefix = cp->sandbox + 1, .shown = cp->host};

@@ -135,3 +135,12 @@ struct sandbox_plan;
  * -errno with ret's error filled; what was made is freed by plan_free().
  */
 int plan_copies(struct sandbox_plan *sb, struct nsbox_result *ret);
+
+/*
+ * Open the --copy-in source host (an absolute host path) as the caller, for copy_pack(): never
+ * through a symlink but root's in directories only root can write (path_open_nofollow()), as
+ * -v's sources; runs (plan_copies()) and session steps (src/cli/step-in.c) alike, with the same
+ * words (copy-plan.c). Returns the descriptor (O_CLOEXEC), or -ELOOP (a symlink on the way) or
+ * the source's -errno with the sentence in why[] (why_size bytes).
+ */
+int copy_in_open(const char *host, char *why, size_t why_size);
