@@ -421,7 +421,12 @@ static void run_program(struct runner *rn, const int *fds, int n, bool has_stdin
 static int repl_start(struct runner *rn)
 {
     int sp[2];
-    char *argv[] = {"python3", "-c", (char *)session_repl, NULL};
+    /* -s: no user site, whose usercustomize.py, sitecustomize.py or .pth file (below HOME=/tmp,
+     * which a program step writes) would run in the interpreter as it starts, before
+     * session-repl.py makes it non-dumpable (or in place of it). session-repl.py puts the user
+     * site back on sys.path, without running anything in it. Not -I: it would drop the
+     * PYTHON* variables the session's --env gives its code. */
+    char *argv[] = {"python3", "-s", "-c", (char *)session_repl, NULL};
     int null_fd;
 
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
