@@ -14,8 +14,9 @@ file it writes where the interpreter imports from.
 - The interpreter ran as `python3 -c` with /work first on sys.path and the user site below
   HOME=/tmp, both written by program steps: a socket.py, signal.py or ctypes.py there ran in
   the interpreter before the prctl, a json.py when cell.py first wrote an output, a
-  usercustomize.py as it started. The bare control runs the same files in a plain
-  `python3 -c`, the way the interpreter was started before.
+  usercustomize.py as it started, an IPython package when cell.py showed a value (where the
+  rootfs has no IPython). The bare control runs the same files in a plain `python3 -c`, the
+  way the interpreter was started before.
 
 Uses test_session's private registry and helpers."""
 import os
@@ -213,3 +214,21 @@ class TestPlantedModules(SessionTestCase):
                               "text=True).stdout, end='')\n")
         self.assertEqual(r["exit_code"], 0, r)
         self.assertEqual(r["stdout"], "42 7 True\nTrue\n", r)
+
+    def test_planted_ipython_is_not_the_display_machinery(self):
+        # cell.py imports IPython itself to show a value that is not of a builtin type: one in
+        # /work ran there, in a kept interpreter, without the cell importing it, where the
+        # rootfs has none (the minimal one).
+        sid, _ = self.start()
+        p, r = self.code(sid, "x = 1")
+        p, r = self.run_step(sid, "python3", "-c",
+                             "import os\nos.makedirs('/work/IPython')\n"
+                             "open('/work/IPython/__init__.py', 'w').write(\"open('/tmp/ipy.log', "
+                             "'a').write('ran\\\\n')\\nraise ImportError\\n\")\n")
+        self.assertEqual(r["exit_code"], 0, r)
+        p, r = self.code(sid, "import datetime\ndatetime.date(2020, 1, 2)\n")
+        self.assertEqual((r["exit_code"], r["interpreter"]), (0, "kept"), r)
+        # The bare control: a plain python3 -c in /work imports it.
+        p, r = self.run_step(sid, "sh", "-c",
+                             "python3 -c 'import IPython' 2>/dev/null; cat /tmp/ipy.log")
+        self.assertEqual(r["stdout"], "ran\n", r)
