@@ -158,9 +158,9 @@ def _nsbox_cells():
         mpl = sys.modules.get("matplotlib")
         if mpl is None or str(mpl.rcParams.get("backend", "")).lower() != "agg":
             return
-        import importlib.util
         try:
-            if importlib.util.find_spec("matplotlib_inline") is None or ipython() is None:
+            # The rootfs's (see rootfs_has()): matplotlib imports the backend by its name.
+            if not rootfs_has("matplotlib_inline") or ipython() is None:
                 return
         except Exception:
             return
