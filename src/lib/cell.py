@@ -89,6 +89,17 @@ def _nsbox_cells():
         record["dropped"] = dropped
         write(record)
 
+    def rootfs_has(name):
+        """Whether the module is found outside the working directory and the user site, which a
+        session's program steps write: its IPython, imported here without the cell asking,
+        would run in a session's interpreter (session-repl.py has these after the rootfs's on
+        sys.path; a cell that imports the module itself gets what sys.path finds)."""
+        import importlib.machinery
+        import site
+        mine = ("", os.getcwd(), site.getusersitepackages())
+        return importlib.machinery.PathFinder.find_spec(
+            name, [p for p in sys.path if p not in mine]) is not None
+
     def ipython():
         """IPython's shell, made once (about 20 ms after the import of IPython, 300 ms), whose
         display formatter and display() (IPython.display's too) write to the outputs channel;
@@ -97,6 +108,8 @@ def _nsbox_cells():
             return st["ipy"] or None
         st["ipy"] = False
         try:
+            if "IPython" not in sys.modules and not rootfs_has("IPython"):
+                return None
             from IPython.core.displaypub import DisplayPublisher
             from IPython.core.interactiveshell import InteractiveShell
             from traitlets.config import Config
@@ -145,9 +158,9 @@ def _nsbox_cells():
         mpl = sys.modules.get("matplotlib")
         if mpl is None or str(mpl.rcParams.get("backend", "")).lower() != "agg":
             return
-        import importlib.util
         try:
-            if importlib.util.find_spec("matplotlib_inline") is None or ipython() is None:
+            # The rootfs's (see rootfs_has()): matplotlib imports the backend by its name.
+            if not rootfs_has("matplotlib_inline") or ipython() is None:
                 return
         except Exception:
             return

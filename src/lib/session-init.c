@@ -141,15 +141,21 @@ static char *read_memfd(int fd, size_t *ret_size)
 /* Whether /proc/PID/stat says the process is a zombie (or is gone). */
 static bool is_dead(int proc_fd, const char *pid)
 {
-    char path[sizeof(((struct dirent *)0)->d_name) + 8], buf[256];
-    const char *state;
+    char path[sizeof(((struct dirent *)0)->d_name) + 8], buf[1024];
+    const char *state, *threads;
 
     (void)snprintf(path, sizeof(path), "%s/stat", pid);
     /* Gone (ENOENT/ESRCH) or a zombie is dead; a state that cannot be read is not: such a
-     * process is killed all the same (fail closed). */
+     * process is killed all the same (fail closed). A zombie is dead only with no thread left:
+     * a leader that ended with exit(2), not exit_group(2), is a zombie while its other threads
+     * run on (num_threads, field 20 of proc(5)'s stat, counts them with it), and its pid is the
+     * only one /proc lists for them; kill() of that pid still takes them all. */
     switch (proc_stat_read(proc_fd, path, buf, sizeof(buf), &state)) {
     case 0:
-        return state[0] == 'Z' || state[0] == 'X';
+        if (state[0] == 'X')
+            return true;
+        threads = proc_stat_field(state, 20);
+        return state[0] == 'Z' && threads && strtol(threads, NULL, 10) <= 1;
     case -ENOENT:
     case -ESRCH:
         return true;
@@ -415,7 +421,12 @@ static void run_program(struct runner *rn, const int *fds, int n, bool has_stdin
 static int repl_start(struct runner *rn)
 {
     int sp[2];
-    char *argv[] = {"python3", "-c", (char *)session_repl, NULL};
+    /* -s: no user site, whose usercustomize.py, sitecustomize.py or .pth file (below HOME=/tmp,
+     * which a program step writes) would run in the interpreter as it starts, before
+     * session-repl.py makes it non-dumpable (or in place of it). session-repl.py puts the user
+     * site back on sys.path, without running anything in it. Not -I: it would drop the
+     * PYTHON* variables the session's --env gives its code. */
+    char *argv[] = {"python3", "-s", "-c", (char *)session_repl, NULL};
     int null_fd;
 
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)

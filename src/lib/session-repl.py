@@ -34,11 +34,37 @@ def _nsbox_nondumpable():
     return 0
 
 
+def _nsbox_path(sys):
+    """The writable directories on sys.path taken off it until the interpreter is non-dumpable;
+    the function that puts them back, after the rootfs's.
+
+    python3 -c puts the working directory ("") first on sys.path, and /work is written by
+    program steps: its socket.py, signal.py or ctypes.py would be imported here in place of the
+    module and run in the interpreter before it is non-dumpable (or stop it from becoming so),
+    and its json.py, traceback.py or base64.py when cell.py's machinery first needs them. With
+    "" and the user site (python3 -s, session-init.c) after the rootfs's directories, a step
+    still imports its own modules from /work and HOME's user site, but no file there stands in
+    for one the rootfs has. The user site's .pth files are not run (site.addsitedir would)."""
+    taken = [p for p in sys.path if p == ""]
+    sys.path[:] = [p for p in sys.path if p != ""]
+
+    def put_back():
+        import os
+        import site
+        sys.path.extend(taken)
+        user = site.getusersitepackages()
+        if not os.environ.get("PYTHONNOUSERSITE") and os.path.isdir(user) and \
+                user not in sys.path:
+            sys.path.append(user)
+    return put_back
+
+
 def _nsbox_session(cells):
+    import sys
+    put_back = _nsbox_path(sys)
     import os
     import signal
     import socket
-    import sys
 
     err = _nsbox_nondumpable()
     if err:
@@ -50,8 +76,9 @@ def _nsbox_session(cells):
             pass
         return
     main = sys.modules["__main__"]
-    for name in ("_nsbox_cells", "_nsbox_session", "_nsbox_nondumpable"):
+    for name in ("_nsbox_cells", "_nsbox_session", "_nsbox_nondumpable", "_nsbox_path"):
         vars(main).pop(name, None)
+    put_back()
     run, own = cells
     # SIGINT (init's word that the step's time is up) interrupts the step's code only: one that
     # comes after the code has ended must not end the interpreter itself.

@@ -47,7 +47,7 @@ for d in os.listdir("/proc"):
             argv = f.read().split(b"\0")
     except OSError:
         continue
-    if argv[:2] == [b"python3", b"-c"] and needle in argv[2]:
+    if argv[0] == b"python3" and b"-c" in argv and needle in argv[-2]:
         pid = int(d)
 if pid is None:
     sys.exit("no interpreter")
