@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "binds.h"
 #include "fileio.h"
 #include "macro.h"
 #include "proxy.h"

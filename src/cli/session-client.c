@@ -19,6 +19,7 @@
 #include "macro.h"
 #include "parse.h"
 #include "plan.h"
+#include "binds.h"
 #include "pool.h"
 #include "session-internal.h"
 #include "syscalls.h"

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "binds.h"
 #include "cell.h"
 #include "cgroup.h"
 #include "config-check.h"
