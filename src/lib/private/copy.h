@@ -120,3 +120,10 @@ int copy_open_nofollow(const char *path);
 /* Remove dirfd/name and everything below it, never following a symlink. Returns 0 or -errno;
  * a missing name is 0. */
 int copy_remove_tree(int dirfd, const char *name);
+
+/* How a --copy-out HOSTDIR (%s) inside a writable bind (its source, %s) is refused, by runs
+ * (plan.c) and session steps (session-client.c) alike. */
+#define RW_COPY_OUT                                                                                \
+    "--copy-out %s lies inside the writable bind -v %s:...:rw, where the sandbox could rename "    \
+    "it and plant a symlink in its place (the result's host_path would then name a file of "       \
+    "its choosing): copy out to a directory outside every :rw bind"
