@@ -254,6 +254,10 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
     /* What the payload may reach: the mode, and the hosts of --network allow=. */
     if (record) {
         bool allow = c->network_allow && c->network_allow[0] && !c->network_host;
+        uint64_t conns = c->network_max_connections ? c->network_max_connections
+                                                    : NSBOX_NETWORK_MAX_CONNECTIONS_DEFAULT;
+        uint64_t bytes = c->network_max_bytes ? c->network_max_bytes
+                                              : NSBOX_NETWORK_MAX_BYTES_DEFAULT;
         (void)json_object_set_new(record, "network",
                                   json_string(c->network_host       ? "host"
                                               : allow               ? "allow"
@@ -266,20 +270,10 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
         (void)json_object_set_new(record, "network_hosts",
                                   allow && c->network_hosts ? string_array(c->network_hosts, -1)
                                                             : json_null());
-        (void)
-            json_object_set_new(record, "network_max_connections",
-                                allow
-                                    ? json_integer(
-                                          (json_int_t)(c->network_max_connections
-                                                           ? c->network_max_connections
-                                                           : NSBOX_NETWORK_MAX_CONNECTIONS_DEFAULT))
-                                    : json_null());
+        (void)json_object_set_new(record, "network_max_connections",
+                                  allow ? json_integer((json_int_t)conns) : json_null());
         (void)json_object_set_new(record, "network_max_bytes",
-                                  allow ? json_integer(
-                                              (json_int_t)(c->network_max_bytes
-                                                               ? c->network_max_bytes
-                                                               : NSBOX_NETWORK_MAX_BYTES_DEFAULT))
-                                        : json_null());
+                                  allow ? json_integer((json_int_t)bytes) : json_null());
     }
     return append(a, record);
 }
