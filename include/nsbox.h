@@ -439,10 +439,24 @@ struct nsbox_written_file {
     char sha256[65]; /* lowercase hex; "" past the 16 MiB hashed per run */
 };
 
+/* What kind of thing a skipped entry is (nsbox_skipped_file.kind): what code decides on, where
+ * reason is only the words for a person. */
+enum nsbox_skip_kind {
+    /* Not a regular file or directory (a symlink, FIFO, socket, device, another mount), or a
+     * source that does not exist: it never crosses, so nothing of its content is missing. */
+    NSBOX_SKIP_NOT_COPIED = 0,
+    /* A regular file or directory over copy_out_max_files or copy_out_max_bytes. */
+    NSBOX_SKIP_OVER_CAP,
+    /* A regular file or directory that could not be read or named (unreadable, too deep, a
+     * name too long): its content is missing. */
+    NSBOX_SKIP_UNREADABLE,
+};
+
 /* Something not copied out, and why ("symlink", "fifo", "over --copy-out-max-bytes", ...). */
 struct nsbox_skipped_file {
     char *path;
     char *reason;
+    enum nsbox_skip_kind kind;
 };
 #define NSBOX_SKIPPED_MAX 100
 
@@ -475,6 +489,9 @@ struct nsbox_result {
     char error_step[64];
     int error_errno;
     char error[512];
+    /* NSBOX_STATUS_ERROR: the error is the caller's mistake in its config (error_step
+     * "config"); nsbox_run() then returned -EINVAL when the mistake was an invalid value. */
+    bool error_config;
 
     /* The system calls the policy refused with EPERM, in the order first seen, when the kernel
      * lets nsbox watch them (SECCOMP_RET_USER_NOTIF and pidfd_getfd(2), Linux 5.6), a policy's
@@ -502,6 +519,13 @@ struct nsbox_result {
     /* Lines of warnings for the caller, '\n'-separated (unknown system calls in a user's
      * policy, which are skipped), or "". */
     char warnings[1024];
+    /* Of those, the lines that explain this run's outcome and name what to change (a full
+     * /work or /dev/shm, a workspace not saved, copy-out incomplete, output that may be
+     * missing, a session's Python interpreter restarted), in the same order and words, or "":
+     * what a model running code is shown. The other warnings are about the host or the
+     * caller's options (the rlimit fallback, an opt-out), which the program cannot change. A
+     * line is kept here even when warnings had no room left for it. */
+    char outcome_warnings[1024];
 
     struct nsbox_limit_report memory, pids_limit, cpus, timeout;
     /* Bytes used and free in /dev/shm when the payload ended (0 and 0 if unknown). A

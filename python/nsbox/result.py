@@ -68,10 +68,6 @@ def tool_text(text: str) -> str:
     return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), text)
 
 
-# Words of the warnings that as_tool_output() passes on to the model.
-_OUTCOME_WARNING_WORDS = ("--workdir-size", "--shm-size", "workspace '", "copy-out",
-                          "output may be missing", "Python interpreter")
-
 
 def _cut(raw: Dict[str, Any], name: str) -> Optional[Dict[str, int]]:
     """What nsbox cut between a stream's start and its end (``NAME_cut``), with ``at``: the
@@ -112,6 +108,10 @@ class Result:
             (what the program would need), or None where the kernel cannot report them.
         warnings: nsbox's warnings for this run, one line each: opt-outs of a protection,
             limits that fell back to rlimits, unknown names in a given policy.
+        outcome_warnings: those of the warnings that explain the run's outcome and name what
+            to change (a full /work or /dev/shm, a workspace not saved, copy-out incomplete,
+            output that may be missing), as nsbox marked them: what :meth:`as_tool_output`
+            passes on to the model.
         reason: nsbox's one sentence on how the run ended (``"exited with status 3"``,
             ``"timed out after 5 s; the sandbox was killed"``, ...).
         limit: the limit that ended the run or that it ran into, or None:
@@ -121,6 +121,8 @@ class Result:
             running on past it).
         notes: nsbox's further sentences about the run (a memory hint for a crash under
             rlimits, forks refused, system calls refused, truncated streams).
+        note_kinds: one entry per note: None, or what the note is where code acts on it
+            (``"inet_socket_refused"``, ``"module_not_found"``).
         network: with ``network=[hosts]``, what nsbox's proxy did: ``{"connections": [{"host",
             "port", "allowed", "reason", "bytes_sent", "bytes_received"}, ...],
             "connections_total", "connections_refused", "bytes_sent", "bytes_received",
@@ -177,6 +179,8 @@ class Result:
     files_written: Optional[List[Dict[str, Any]]] = None
     outputs: List[Dict[str, Any]] = field(default_factory=list, repr=False)
     error: Optional[Dict[str, Any]] = None
+    outcome_warnings: List[str] = field(default_factory=list)
+    note_kinds: List[Optional[str]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, raw: Dict[str, Any], nsbox_stderr: str = "") -> "Result":
@@ -215,9 +219,11 @@ class Result:
             refused_syscalls=None if refused is None else {
                 str(e["syscall"]): int(e["count"]) for e in refused},
             warnings=[str(w) for w in raw.get("warnings") or []],
+            outcome_warnings=[str(w) for w in raw.get("outcome_warnings") or []],
             reason=str(raw.get("reason") or ""),
             limit=limit,
             notes=[str(n) for n in raw.get("notes") or []],
+            note_kinds=[None if k is None else str(k) for k in raw.get("note_kinds") or []],
             network=raw.get("network"),
             outputs=outputs,
             error=error,
@@ -319,8 +325,9 @@ class Result:
         hints = self._hints()
         # nsbox's own note for a refused internet socket names the CLI's option; the hint
         # names the API's (network="loopback"): one of them.
-        notes = ([_CLI_OPTIONS.sub(_api_option, n) for n in self.notes
-                  if not (hints and n.startswith("an internet socket"))] +
+        kinds = self.note_kinds + [None] * (len(self.notes) - len(self.note_kinds))
+        notes = ([_CLI_OPTIONS.sub(_api_option, n) for n, kind in zip(self.notes, kinds)
+                  if not (hints and kind == "inet_socket_refused")] +
                  hints + [n for n in (stdout[1], stderr[1]) if n] + self._copy_notes() +
                  self._outcome_warnings())
         shown = self._stream("outputs", _outputs.outputs_text(self.outputs), None, max_chars)
@@ -406,9 +413,9 @@ class Result:
         """nsbox's warnings that explain this run's outcome and name what to change (a full
         /work or /dev/shm, a workspace not saved, copy-out incomplete, output that may be
         missing); not the ones about the host or the caller's options (the rlimit fallback,
-        opt-outs), which the model cannot act on."""
-        return [tool_text(w) for w in self.warnings
-                if any(k in w for k in _OUTCOME_WARNING_WORDS)]
+        opt-outs), which the model cannot act on. nsbox says which they are
+        (``outcome_warnings``)."""
+        return [tool_text(w) for w in self.outcome_warnings]
 
     def _copy_notes(self) -> List[str]:
         """What was not copied out, and why (the first 10), for the model."""
@@ -426,8 +433,7 @@ class Result:
     def _hints(self) -> List[str]:
         hints = [f"hint: {_REFUSAL_HINTS[name]}" for name in (self.refused_syscalls or {})
                  if name in _REFUSAL_HINTS]
-        if any(n.startswith("the program's stderr mentions ModuleNotFoundError") for n in
-               self.notes):
+        if "module_not_found" in self.note_kinds:
             hints.append("hint: the Python API takes such a tree as rootfs=DIR (run_python_code(), "
                          "Session()); with none given it uses the science tree where one is built")
         return hints

@@ -84,7 +84,8 @@ def json_result(**fields):
            "stdout": "", "stderr": "", "stdout_bytes": 0, "stderr_bytes": 0,
            "stdout_truncated": False, "stderr_truncated": False, "error": None,
            "limits": {}, "limits_enforced_by": "rlimit", "reason": "exited with status 0",
-           "limit": None, "notes": [], "warnings": [], "seccomp_refused": [], "cgroup": None}
+           "limit": None, "notes": [], "warnings": [], "outcome_warnings": [], "note_kinds": [],
+           "seccomp_refused": [], "cgroup": None}
     raw.update(fields)
     raw["stdout_bytes"] = raw["stdout_bytes"] or len(raw["stdout"].encode())
     raw["stderr_bytes"] = raw["stderr_bytes"] or len(raw["stderr"].encode())

@@ -324,8 +324,21 @@ class TestRun(SandboxTestCase):
     def test_warnings(self):
         r = self.code("pass", extra_args=["--env-inherit"])
         self.assertTrue(any(w.startswith("--env-inherit") for w in r.warnings), r.warnings)
+        self.assertEqual(r.outcome_warnings, [])
         r = self.code("pass", extra_args=["--cgroup", "off"])
         self.assertEqual(r.warnings, [])
+
+    def test_outcome_warnings_reach_the_model_host_ones_do_not(self):
+        """nsbox marks the warnings that explain an outcome (a full /work): as_tool_output()
+        passes those on; an opt-out (the caller's, not the program's) stays out."""
+        r = self.code("open('big', 'wb').write(b'x' * (3 << 20))",
+                      extra_args=["--env-inherit", "--workdir-size", "2m", "--cgroup", "off"])
+        full = [w for w in r.warnings if "raise --workdir-size" in w]
+        self.assertEqual(len(full), 1, r.warnings)
+        self.assertEqual(r.outcome_warnings, full)
+        text = r.as_tool_output()
+        self.assertIn(full[0], text)
+        self.assertNotIn("--env-inherit", text)
 
     def test_network_loopback(self):
         # A local server the code talks to: refused by default, served with "loopback".

@@ -203,10 +203,42 @@ echo 'not json'
         fallback = "limits are enforced with rlimits, not a cgroup: no cgroup v2 here"
         r = nsbox.Result.from_json(json_result(status="exited", exit_code=1, stderr="OSError\n",
                                                reason="exited with status 1",
-                                               warnings=[fallback, full]))
+                                               warnings=[fallback, full],
+                                               outcome_warnings=[full]))
         text = r.as_tool_output()
         self.assertIn(f"[{full}]", text)
         self.assertNotIn("rlimits", text)
+        # nsbox's "outcome_warnings" decides, not the words: a host warning that names an
+        # option (a policy file's line) is not passed on, an outcome warning in any words is.
+        policy = "p.policy:3: unknown system call 'copy-out' (--workdir-size)"
+        odd = "the interpreter went away"
+        r = nsbox.Result.from_json(json_result(status="exited", exit_code=1,
+                                               reason="exited with status 1",
+                                               warnings=[policy, odd], outcome_warnings=[odd]))
+        self.assertEqual(r.outcome_warnings, [odd])
+        text = r.as_tool_output()
+        self.assertNotIn("p.policy", text)
+        self.assertIn(odd, text)
+
+    def test_hints_follow_the_note_kinds_not_their_words(self):
+        # nsbox's "note_kinds" says which note is the refused internet socket (replaced by the
+        # API's hint) and which the missing module (a hint beside it), whatever their words.
+        refused = [{"syscall": "socket", "count": 1}]
+        for kind, kept in ((None, True), ("inet_socket_refused", False)):
+            r = nsbox.Result.from_json(json_result(seccomp_refused=refused,
+                                                   notes=["an internet socket, in other words"],
+                                                   note_kinds=[kind]))
+            text = r.as_tool_output()
+            self.assertIn("hint: the sandbox has no network", text)
+            self.assertEqual("in other words" in text, kept, text)
+        r = nsbox.Result.from_json(json_result(status="exited", exit_code=1,
+                                               notes=["a note", "no such module here"],
+                                               note_kinds=[None, "module_not_found"]))
+        self.assertIn("hint: the Python API takes such a tree as rootfs=DIR", r.as_tool_output())
+        r = nsbox.Result.from_json(json_result(
+            status="exited", exit_code=1, notes=["the program's stderr mentions "
+                                                 "ModuleNotFoundError"], note_kinds=[None]))
+        self.assertNotIn("hint:", r.as_tool_output())
 
     def test_peak_memory_only_from_a_memory_cgroup(self):
         # A leaf without the memory controller says memory_peak 0: that is no measurement.

@@ -498,15 +498,20 @@ static int step_copy_add(struct step_copy *sc, char *arg)
     return 0;
 }
 
+/* Add text to the answer's "warnings" and, as every warning this adds explains the step's
+ * outcome (its copy-out), to "outcome_warnings" (nsbox_result.outcome_warnings). */
 static void add_warning_json(json_t *ans, const char *text)
 {
-    json_t *w = json_object_get(ans, "warnings");
+    static const char *const keys[] = {"warnings", "outcome_warnings"};
 
-    if (!json_is_array(w)) {
-        w = json_array();
-        (void)json_object_set_new(ans, "warnings", w);
+    for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+        json_t *w = json_object_get(ans, keys[i]);
+        if (!json_is_array(w)) {
+            w = json_array();
+            (void)json_object_set_new(ans, keys[i], w);
+        }
+        (void)json_array_append_new(w, json_string(text));
     }
-    (void)json_array_append_new(w, json_string(text));
 }
 
 /* Unpack the step's copy-out stream (stream_fd, or -1 when none came) below the host

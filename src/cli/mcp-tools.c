@@ -212,20 +212,6 @@ static void put(struct mcp_buf *b, const char *s)
     (void)buf_append(b, s, strlen(s), TEXT_CAP);
 }
 
-/* The Python API's words for warnings that explain an outcome (result.py's
- * _OUTCOME_WARNING_WORDS): the others are about the host, which the model cannot change. */
-static bool outcome_warning(const char *w)
-{
-    static const char *const words[] = {"--workdir-size",        "--shm-size",
-                                        "workspace '",           "copy-out",
-                                        "output may be missing", "Python interpreter"};
-
-    for (size_t i = 0; i < ELEMENTSOF(words); i++)
-        if (strstr(w, words[i]))
-            return true;
-    return false;
-}
-
 /* A file: URI of an absolute host path (RFC 8089): bytes outside RFC 3986's unreserved
  * characters and '/' percent-encoded. */
 static char *file_uri(const char *path)
@@ -369,8 +355,10 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
     json_array_foreach(json_object_get(r, "notes"), i, v)
         if (json_is_string(v))
             (void)json_array_append(notes, v);
-    json_array_foreach(json_object_get(r, "warnings"), i, v)
-        if (json_is_string(v) && outcome_warning(json_string_value(v)))
+    /* nsbox says which warnings those are (the others are about the host, which the model
+     * cannot change): "outcome_warnings", as the Python API's as_tool_output(). */
+    json_array_foreach(json_object_get(r, "outcome_warnings"), i, v)
+        if (json_is_string(v))
             (void)json_array_append(notes, v);
     (void)json_object_set(sc, "notes", notes);
 
@@ -396,8 +384,8 @@ json_t *mcp_run_result(const struct mcp_call *c, json_t *r)
             (void)json_array_append_new(text_notes, json_string(so_note));
         if (se_note)
             (void)json_array_append_new(text_notes, json_string(se_note));
-        json_array_foreach(json_object_get(r, "warnings"), k, w)
-            if (json_is_string(w) && outcome_warning(json_string_value(w)))
+        json_array_foreach(json_object_get(r, "outcome_warnings"), k, w)
+            if (json_is_string(w))
                 (void)json_array_append(text_notes, w);
         /* The outputs' text (a last expression's value, display()), as as_tool_output() shows
          * it after stdout; their images come as image items below. */

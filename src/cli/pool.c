@@ -267,7 +267,7 @@ static void last_line(const char *text, char *buf, size_t size)
 /* The preload's answer: ready when it exited 0. */
 static void member_preloaded(struct pool *p, struct member *m)
 {
-    json_t *ans;
+    json_t *ans, *err;
     const char *status;
     char why[300];
     int r = member_read_line(m);
@@ -277,10 +277,16 @@ static void member_preloaded(struct pool *p, struct member *m)
     ans = r > 0 ? json_loads(m->buf, JSON_ALLOW_NUL, NULL) : NULL;
     member_reset_line(m);
     status = json_string_value(json_object_get(ans, "status"));
-    if (!ans || json_is_string(json_object_get(ans, "error"))) {
+    err = json_object_get(ans, "error");
+    if (!ans || json_is_string(err) || json_object_get(err, "step")) {
+        /* A string: the supervisor's refusal; an object with a "step": a step of the sandbox
+         * failed (the interpreter could not make itself non-dumpable), not the preload's
+         * modules (whose exception is an object with a "name"). */
         member_fail(p, m, "the preload of a sandbox of the pool did not run: %s",
-                    ans ? json_string_value(json_object_get(ans, "error"))
-                        : "the session ended without an answer");
+                    !ans                 ? "the session ended without an answer"
+                    : json_is_string(err) ? json_string_value(err)
+                                          : json_string_value(json_object_get(err, "message"))
+                                                ?: "a step of the sandbox failed");
     } else if (!status || strcmp(status, "exited") != 0 ||
                json_integer_value(json_object_get(ans, "exit_code")) != 0) {
         last_line(json_string_value(json_object_get(ans, "stderr")), why, sizeof(why));

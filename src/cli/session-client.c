@@ -405,26 +405,46 @@ void client_error(struct client *cl, uint64_t now, const char *fmt, ...)
     client_answer(cl, json_pack("{s:s}", "error", text), now);
 }
 
+const char *session_reason_token(enum session_reason end)
+{
+    static const char *const tokens[] = {
+        [SESSION_REASON_NONE] = "stopped",
+        [SESSION_REASON_STOPPED] = "stopped",
+        [SESSION_REASON_KILLED] = "killed",
+        [SESSION_REASON_SIGNAL] = "signal",
+        [SESSION_REASON_LIFETIME] = "lifetime",
+        [SESSION_REASON_IDLE] = "idle",
+        [SESSION_REASON_WATCHED] = "watched",
+        [SESSION_REASON_USED] = "used",
+        [SESSION_REASON_SANDBOX_ENDED] = "sandbox ended",
+        [SESSION_REASON_CALLER_GONE] = "the caller of session start is gone",
+        [SESSION_REASON_FAILED] = "the supervisor failed",
+    };
+
+    return (size_t)end < ELEMENTSOF(tokens) ? tokens[end] : "stopped";
+}
+
 /* How the session ended, for the words of an answer. */
 const char *end_words(const struct session_state *s)
 {
-    const char *r = s->end_reason ? s->end_reason : "";
-
-    if (strcmp(r, "stopped") == 0)
+    switch (s->end) {
+    case SESSION_REASON_STOPPED:
         return "it was stopped (nsbox session stop)";
-    if (strcmp(r, "killed") == 0)
+    case SESSION_REASON_KILLED:
         return "it was killed (nsbox kill)";
-    if (strcmp(r, "signal") == 0)
+    case SESSION_REASON_SIGNAL:
         return "its supervisor got a signal to end";
-    if (strcmp(r, "lifetime") == 0)
+    case SESSION_REASON_LIFETIME:
         return "it reached its --lifetime";
-    if (strcmp(r, "idle") == 0)
+    case SESSION_REASON_IDLE:
         return "it reached its --idle-timeout";
-    if (strcmp(r, "watched") == 0)
+    case SESSION_REASON_WATCHED:
         return "the process it watched (--watch-pid) ended";
-    if (strcmp(r, "used") == 0)
+    case SESSION_REASON_USED:
         return "it was a pool's single-use sandbox, and its one step has run";
-    return "its sandbox ended";
+    default:
+        return "its sandbox ended";
+    }
 }
 
 /* A request is in: {"op": "stop"} ends the session, a step waits its turn (CLIENT_QUEUED). */
@@ -447,8 +467,8 @@ static void client_request(struct session_state *s, struct client *cl, size_t le
     if (op && strcmp(op, "stop") == 0) {
         json_decref(j);
         cl->state = CLIENT_STOPPING;
-        if (!s->end_reason)
-            s->end_reason = "stopped";
+        if (!s->end)
+            s->end = SESSION_REASON_STOPPED;
         return;
     }
     r = parse_request(s, j, &cl->q, &why);

@@ -88,6 +88,21 @@ struct client {
     size_t pending_len;
 };
 
+/* Why a session ends (the "reason" of the stop answer: session_reason_token()). */
+enum session_reason {
+    SESSION_REASON_NONE = 0,
+    SESSION_REASON_STOPPED,       /* `nsbox session stop` */
+    SESSION_REASON_KILLED,        /* `nsbox kill` (SIGUSR1) */
+    SESSION_REASON_SIGNAL,        /* another signal to the supervisor */
+    SESSION_REASON_LIFETIME,      /* --lifetime */
+    SESSION_REASON_IDLE,          /* --idle-timeout */
+    SESSION_REASON_WATCHED,       /* --watch-pid's process ended */
+    SESSION_REASON_USED,          /* a pool's member ran its one step */
+    SESSION_REASON_SANDBOX_ENDED, /* the sandbox ended by itself (or init could not be reached) */
+    SESSION_REASON_CALLER_GONE,   /* the caller of `session start` went before it had the id */
+    SESSION_REASON_FAILED,        /* the supervisor itself failed */
+};
+
 /* The running step: the command's side of it (the library's is nsbox_sandbox_step_begin()'s). */
 struct step {
     struct client *client; /* NULL: no step runs */
@@ -111,9 +126,9 @@ struct session_state {
     int watch_fd; /* pidfd of session_options.watch_pid, or -1 */
     uint64_t start, last_active;
     uint64_t steps;
-    bool ended; /* the sandbox is gone */
-    const char *end_reason;
-    uint64_t refused_at; /* when the socket may be polled again (REFUSED_BURST) */
+    bool ended;              /* the sandbox is gone */
+    enum session_reason end; /* why the session ends; SESSION_REASON_NONE while it runs */
+    uint64_t refused_at;     /* when the socket may be polled again (REFUSED_BURST) */
     struct client clients[CLIENTS_MAX];
     uint64_t seq;
     struct step step;
@@ -125,6 +140,8 @@ void client_write(struct client *cl);
 void client_answer(struct client *cl, json_t *j, uint64_t now);
 void client_error(struct client *cl, uint64_t now, const char *fmt, ...) _printf_(3, 4);
 const char *end_words(const struct session_state *s);
+/* The stop answer's "reason" for how the session ended: "stopped", "killed", ... */
+const char *session_reason_token(enum session_reason end);
 void client_read(struct session_state *s, struct client *cl, uint64_t now);
 void client_accept(struct session_state *s, uint64_t now);
 void client_expire(struct client *cl, uint64_t now);

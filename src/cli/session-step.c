@@ -227,8 +227,8 @@ int step_start(struct session_state *s, struct client *cl, uint64_t now)
     }
     if (r == -ESHUTDOWN) {
         s->ended = true;
-        if (!s->end_reason)
-            s->end_reason = "sandbox ended"; /* init cannot be reached: the step is cut off */
+        if (!s->end)
+            s->end = SESSION_REASON_SANDBOX_ENDED; /* init cannot be reached: the step is cut off */
         return r;
     }
     if (r < 0) {

@@ -128,7 +128,7 @@ static bool handle_signals(struct session_state *s)
 
     while (read(s->signal_fd, &si, sizeof(si)) == sizeof(si)) {
         end = true;
-        s->end_reason = si.ssi_signo == SIGUSR1 ? "killed" : "signal";
+        s->end = si.ssi_signo == SIGUSR1 ? SESSION_REASON_KILLED : SESSION_REASON_SIGNAL;
     }
     return end;
 }
@@ -194,18 +194,17 @@ static struct client *next_queued(struct session_state *s)
 static const char *save_refusal(const struct session_state *s, bool step_cut, char *buf,
                                 size_t size)
 {
-    const char *reason = s->end_reason ? s->end_reason : "";
-
     if (step_cut)
         (void)snprintf(buf, size,
                        "the session ended (%s) while a step ran, and the step was killed: /work "
                        "may be half-written, as after a run's timeout",
                        end_words(s));
-    else if (strcmp(reason, "stopped") != 0 && strcmp(reason, "idle") != 0 &&
-             strcmp(reason, "lifetime") != 0)
+    else if (s->end != SESSION_REASON_STOPPED && s->end != SESSION_REASON_IDLE &&
+             s->end != SESSION_REASON_LIFETIME)
         (void)snprintf(buf, size, "the session ended because %s",
-                       strcmp(reason, "killed") == 0 || strcmp(reason, "signal") == 0 ? end_words(s)
-                                                                                      : reason);
+                       s->end == SESSION_REASON_KILLED || s->end == SESSION_REASON_SIGNAL
+                           ? end_words(s)
+                           : session_reason_token(s->end));
     else
         return NULL;
     return buf;
@@ -271,16 +270,16 @@ static int session_loop(struct session_state *s)
         if (p[0].revents && handle_signals(s))
             break;
         if (p[2].revents || (s->o->watch_pid > 0 && s->watch_fd < 0)) {
-            s->end_reason = "watched";
+            s->end = SESSION_REASON_WATCHED;
             break;
         }
         if (ev & NSBOX_SANDBOX_ENDED) {
             s->ended = true;
-            s->end_reason = "sandbox ended";
+            s->end = SESSION_REASON_SANDBOX_ENDED;
             break;
         }
         if (s->o->lifetime && now >= s->start + s->o->lifetime) {
-            s->end_reason = "lifetime";
+            s->end = SESSION_REASON_LIFETIME;
             break;
         }
         if (ev & NSBOX_SANDBOX_STEP_DONE) {
@@ -319,7 +318,7 @@ static int session_loop(struct session_state *s)
         }
         if (p[1].revents & POLLIN)
             client_accept(s, now);
-        if (s->end_reason && strcmp(s->end_reason, "stopped") == 0)
+        if (s->end == SESSION_REASON_STOPPED)
             break;
         /* The next step, when none runs; none past max_steps (a pool's member is single-use:
          * a request queued behind its one run gets the session's end, never that run's
@@ -339,12 +338,12 @@ static int session_loop(struct session_state *s)
             for (size_t i = 0; i < CLIENTS_MAX; i++)
                 writing |= s->clients[i].state == CLIENT_WRITING;
             if (!writing) {
-                s->end_reason = "used";
+                s->end = SESSION_REASON_USED;
                 break;
             }
         }
         if (s->o->idle_timeout && !st->client && now >= s->last_active + s->o->idle_timeout) {
-            s->end_reason = "idle";
+            s->end = SESSION_REASON_IDLE;
             break;
         }
     }
@@ -430,7 +429,7 @@ static void answer_stop(struct session_state *s, const struct nsbox_result *ret)
     if (s->c->workspace)
         ws = json_pack("{s:s,s:b}", "name", s->c->workspace, "saved", ret->workspace_saved);
     j = json_pack("{s:b,s:s,s:s,s:o,s:o}", "stopped", true, "session_id", s->id, "reason",
-                  s->end_reason ? s->end_reason : "stopped", "workspace", ws, "warnings",
+                  session_reason_token(s->end), "workspace", ws, "warnings",
                   warnings ? warnings : json_array());
     text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
@@ -552,11 +551,11 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         }
         s.listen_fd = r;
         if (!notify(&s, "OK %s %s\n", s.id, s.sock_path))
-            s.end_reason = "the caller of session start is gone";
+            s.end = SESSION_REASON_CALLER_GONE;
         else
             r = session_loop(&s);
-        if (r < 0 && !s.end_reason)
-            s.end_reason = "the supervisor failed";
+        if (r < 0 && !s.end)
+            s.end = SESSION_REASON_FAILED;
         session_end(&s, &ret);
         answer_stop(&s, &ret);
     } else

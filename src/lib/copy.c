@@ -20,10 +20,14 @@
 #include "fileio.h"
 #include "macro.h"
 #include "parse.h"
+#include "result.h"
 
 /* The pax key that carries why an entry was not copied (an extended attribute, for libarchive:
  * written as a LIBARCHIVE.xattr record, read back as one). */
 #define SKIP_KEY "nsbox.skipped"
+/* The entry's enum nsbox_skip_kind, by name (result_skip_kind_name()): the reason is words
+ * for a person, the kind what the host decides on (a workspace over a cap is not saved). */
+#define SKIP_KIND_KEY "nsbox.skipped.kind"
 
 /* Deeper trees are skipped: every level holds a descriptor. */
 #define MAX_DEPTH 64
@@ -213,7 +217,8 @@ static int write_error(struct copy_packer *p, char *why, size_t why_size)
 }
 
 static int put_header(struct copy_packer *p, const char *name, mode_t type, mode_t perm,
-                      int64_t size, const char *skip_reason, char *why, size_t why_size)
+                      int64_t size, const char *skip_reason, enum nsbox_skip_kind kind, char *why,
+                      size_t why_size)
 {
     struct archive_entry *e = archive_entry_new();
     int r;
@@ -224,8 +229,11 @@ static int put_header(struct copy_packer *p, const char *name, mode_t type, mode
     archive_entry_set_filetype(e, type);
     archive_entry_set_perm(e, perm);
     archive_entry_set_size(e, size);
-    if (skip_reason)
+    if (skip_reason) {
+        const char *k = result_skip_kind_name(kind);
         archive_entry_xattr_add_entry(e, SKIP_KEY, skip_reason, strlen(skip_reason));
+        archive_entry_xattr_add_entry(e, SKIP_KIND_KEY, k, strlen(k));
+    }
     r = archive_write_header(p->a, e);
     archive_entry_free(e);
     if (r < ARCHIVE_WARN)
@@ -233,15 +241,15 @@ static int put_header(struct copy_packer *p, const char *name, mode_t type, mode
     return 0;
 }
 
-/* Leave name out, listed with reason in the stream while the list has room; lost: it is a
- * regular file or directory (copy_stats.lost). A name the unpacking side would refuse
- * (copy_name_is_valid(): not UTF-8, hidden characters, cut at PATH_MAX) is counted, never
- * listed: one such entry would make it refuse the whole stream. */
-static int skip(struct copy_packer *p, const char *name, const char *reason, bool lost, char *why,
-                size_t why_size)
+/* Leave name out, listed with reason and kind in the stream while the list has room; a kind
+ * other than NSBOX_SKIP_NOT_COPIED is content that is missing (copy_stats.lost). A name the
+ * unpacking side would refuse (copy_name_is_valid(): not UTF-8, hidden characters, cut at PATH_MAX)
+ * is counted, never listed: one such entry would make it refuse the whole stream. */
+static int skip(struct copy_packer *p, const char *name, const char *reason,
+                enum nsbox_skip_kind kind, char *why, size_t why_size)
 {
     p->stats.skipped++;
-    p->stats.lost += lost;
+    p->stats.lost += kind != NSBOX_SKIP_NOT_COPIED;
     if (p->stats.n_named < COPY_NAMED_MAX && copy_name_is_valid(name))
         (void)snprintf(p->stats.named[p->stats.n_named++], sizeof(p->stats.named[0]), "/%s: %s",
                        name, reason);
@@ -249,7 +257,7 @@ static int skip(struct copy_packer *p, const char *name, const char *reason, boo
         !copy_name_is_valid(name))
         return 0;
     p->stats.skipped_listed++;
-    return put_header(p, name, AE_IFREG, 0644, 0, reason, why, why_size);
+    return put_header(p, name, AE_IFREG, 0644, 0, reason, kind, why, why_size);
 }
 
 void copy_stats_named(const struct copy_stats *stats, char *buf, size_t size)
@@ -274,14 +282,17 @@ static int pack_file(struct copy_packer *p, int fd, const struct stat *st, const
     int r;
 
     if (p->caps.max_files && p->stats.files >= p->caps.max_files)
-        return p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu files",
-                                       (unsigned long long)p->caps.max_files)
-                            : skip(p, name, "over --copy-out-max-files", true, why, why_size);
+        return p->caps.fail
+                   ? why_fail(why, why_size, -EFBIG, "more than %llu files",
+                              (unsigned long long)p->caps.max_files)
+                   : skip(p, name, "over --copy-out-max-files", NSBOX_SKIP_OVER_CAP, why, why_size);
     if (p->caps.max_bytes && left > p->caps.max_bytes - p->stats.bytes)
-        return p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu bytes",
-                                       (unsigned long long)p->caps.max_bytes)
-                            : skip(p, name, "over --copy-out-max-bytes", true, why, why_size);
-    r = put_header(p, name, AE_IFREG, copy_mode(st), st->st_size, NULL, why, why_size);
+        return p->caps.fail
+                   ? why_fail(why, why_size, -EFBIG, "more than %llu bytes",
+                              (unsigned long long)p->caps.max_bytes)
+                   : skip(p, name, "over --copy-out-max-bytes", NSBOX_SKIP_OVER_CAP, why, why_size);
+    r = put_header(p, name, AE_IFREG, copy_mode(st), st->st_size, NULL, NSBOX_SKIP_NOT_COPIED, why,
+                   why_size);
     if (r < 0)
         return r;
     while (left > 0) {
@@ -349,7 +360,7 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
 
     if (snprintf(name + len, name_size - len, "%s%s", len ? "/" : "", entry) >=
         (int)(name_size - len))
-        return skip(p, name, "name too long", true, why, why_size);
+        return skip(p, name, "name too long", NSBOX_SKIP_UNREADABLE, why, why_size);
     (void)snprintf(path, sizeof(path), "%s/%s", shown, entry);
     if (has_control(entry) || !copy_name_is_valid(name)) {
         /* Not even listed by name: control characters are not passed on, and a name the
@@ -364,39 +375,39 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
         goto out;
     }
     if (fstatat(dfd, entry, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-        r = skip(p, name, "cannot be read", true, why, why_size);
+        r = skip(p, name, "cannot be read", NSBOX_SKIP_UNREADABLE, why, why_size);
         goto out;
     }
     if (S_ISLNK(st.st_mode))
-        r = skip(p, name, "symlink (never followed)", false, why, why_size);
+        r = skip(p, name, "symlink (never followed)", NSBOX_SKIP_NOT_COPIED, why, why_size);
     else if (S_ISFIFO(st.st_mode))
-        r = skip(p, name, "FIFO", false, why, why_size);
+        r = skip(p, name, "FIFO", NSBOX_SKIP_NOT_COPIED, why, why_size);
     else if (S_ISSOCK(st.st_mode))
-        r = skip(p, name, "socket", false, why, why_size);
+        r = skip(p, name, "socket", NSBOX_SKIP_NOT_COPIED, why, why_size);
     else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
-        r = skip(p, name, "device", false, why, why_size);
+        r = skip(p, name, "device", NSBOX_SKIP_NOT_COPIED, why, why_size);
     else if (st.st_dev != p->dev)
-        r = skip(p, name, "another mount (not crossed)", false, why, why_size);
+        r = skip(p, name, "another mount (not crossed)", NSBOX_SKIP_NOT_COPIED, why, why_size);
     else if (S_ISDIR(st.st_mode)) {
         if (depth >= MAX_DEPTH) {
-            r = skip(p, name, "too deep", true, why, why_size);
+            r = skip(p, name, "too deep", NSBOX_SKIP_UNREADABLE, why, why_size);
             goto out;
         }
         if (p->caps.max_files && p->stats.dirs >= p->caps.max_files) {
-            r = p->caps.fail
-                    ? why_fail(why, why_size, -EFBIG, "more than %llu directories",
-                               (unsigned long long)p->caps.max_files)
-                    : skip(p, name, "over --copy-out-max-files (directories)", true, why, why_size);
+            r = p->caps.fail ? why_fail(why, why_size, -EFBIG, "more than %llu directories",
+                                        (unsigned long long)p->caps.max_files)
+                             : skip(p, name, "over --copy-out-max-files (directories)",
+                                    NSBOX_SKIP_OVER_CAP, why, why_size);
             goto out;
         }
         p->stats.dirs++;
         fd = openat(dfd, entry, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
             r = skip(p, name, errno == EACCES ? "unreadable (permission denied)" : "cannot be read",
-                     true, why, why_size);
+                     NSBOX_SKIP_UNREADABLE, why, why_size);
             goto out;
         }
-        r = put_header(p, name, AE_IFDIR, 0755, 0, NULL, why, why_size);
+        r = put_header(p, name, AE_IFDIR, 0755, 0, NULL, NSBOX_SKIP_NOT_COPIED, why, why_size);
         if (r >= 0)
             r = pack_dir(p, fd, name, name_size, path, depth + 1, why, why_size);
     } else {
@@ -407,7 +418,7 @@ static int pack_entry(struct copy_packer *p, int dfd, const char *entry, char *n
             r = skip(p, name,
                      fd < 0 && errno == EACCES ? "unreadable (permission denied)"
                                                : "cannot be read",
-                     true, why, why_size);
+                     NSBOX_SKIP_UNREADABLE, why, why_size);
             goto out;
         }
         if (is_same_file(p->src, name, fd, &st2)) {
@@ -448,11 +459,11 @@ static int pack_dir(struct copy_packer *p, int dfd, char *name, size_t name_size
     return 0;
 }
 
-int copy_pack_skipped(struct copy_packer *p, const char *name, const char *reason, bool lost,
-                      char *why, size_t why_size)
+int copy_pack_skipped(struct copy_packer *p, const char *name, const char *reason,
+                      enum nsbox_skip_kind kind, char *why, size_t why_size)
 {
     p->list_skipped = true;
-    return skip(p, name, reason, lost, why, why_size);
+    return skip(p, name, reason, kind, why, why_size);
 }
 
 int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_skipped, char *why,
@@ -480,14 +491,17 @@ int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_sk
         else if (S_ISREG(st.st_mode))
             fd = open(self, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         else
-            return skip(p, name, "not a regular file or directory", false, why, why_size);
+            return skip(p, name, "not a regular file or directory", NSBOX_SKIP_NOT_COPIED, why,
+                        why_size);
         if (fd < 0)
             return why_fail(why, why_size, -errno, "%s: %m", src->shown);
     }
     if (S_ISREG(st.st_mode))
         r = is_same_file(src, name, fd, &st) ? 0 : pack_file(p, fd, &st, name, why, why_size);
     else {
-        r = name[0] ? put_header(p, name, AE_IFDIR, 0755, 0, NULL, why, why_size) : 0;
+        r = name[0]
+                ? put_header(p, name, AE_IFDIR, 0755, 0, NULL, NSBOX_SKIP_NOT_COPIED, why, why_size)
+                : 0;
         if (r >= 0)
             r = pack_dir(p, fd, name, sizeof(name), src->shown, 0, why, why_size);
     }
@@ -570,7 +584,8 @@ static int add_copied(struct nsbox_result *res, const char *path, const char *ho
     return 0;
 }
 
-static int add_skipped(struct nsbox_result *res, const char *path, const char *reason)
+static int add_skipped(struct nsbox_result *res, const char *path, const char *reason,
+                       enum nsbox_skip_kind kind)
 {
     struct nsbox_skipped_file *s;
     void *n;
@@ -584,7 +599,7 @@ static int add_skipped(struct nsbox_result *res, const char *path, const char *r
         return -ENOMEM;
     res->skipped = n;
     s = &res->skipped[res->n_skipped];
-    *s = (struct nsbox_skipped_file){.path = strdup(path), .reason = strdup(reason)};
+    *s = (struct nsbox_skipped_file){.path = strdup(path), .reason = strdup(reason), .kind = kind};
     if (!s->path || !s->reason) {
         free(s->path);
         free(s->reason);
@@ -594,12 +609,17 @@ static int add_skipped(struct nsbox_result *res, const char *path, const char *r
     return 0;
 }
 
-static const char *skip_reason(struct archive_entry *e, char *buf, size_t size)
+/* The reason a skipped entry carries (into buf, size bytes), and its kind in *kind: one the
+ * stream does not name is taken for content that is missing (NSBOX_SKIP_UNREADABLE). NULL when
+ * the entry is not a skipped one. */
+static const char *skip_reason(struct archive_entry *e, char *buf, size_t size,
+                               enum nsbox_skip_kind *kind)
 {
-    const char *key;
+    const char *key, *reason = NULL;
     const void *value;
     size_t len;
 
+    *kind = NSBOX_SKIP_UNREADABLE;
     if (archive_entry_xattr_reset(e) == 0)
         return NULL;
     while (archive_entry_xattr_next(e, &key, &value, &len) == ARCHIVE_OK)
@@ -610,9 +630,14 @@ static const char *skip_reason(struct archive_entry *e, char *buf, size_t size)
                 buf[i] = (unsigned char)ch < 0x20 || ch == 0x7f ? '?' : ch;
             }
             buf[i] = '\0';
-            return buf;
+            reason = buf;
+        } else if (strcmp(key, SKIP_KIND_KEY) == 0) {
+            for (int k = NSBOX_SKIP_NOT_COPIED; k <= NSBOX_SKIP_UNREADABLE; k++)
+                if (len == strlen(result_skip_kind_name(k)) &&
+                    memcmp(value, result_skip_kind_name(k), len) == 0)
+                    *kind = (enum nsbox_skip_kind)k;
         }
-    return NULL;
+    return reason;
 }
 
 /* Write the data of the current entry to a new or existing regular file dfd/name. */
@@ -702,6 +727,7 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
     }
     while ((hr = archive_read_next_header(a, &e)) != ARCHIVE_EOF) {
         char name[PATH_MAX + 1], shown[PATH_MAX * 2], host_path[PATH_MAX * 2], reason[128];
+        enum nsbox_skip_kind kind;
         const char *rel = name, *last = NULL, *pathname;
         size_t idx = 0;
         _cleanup_close_ int dfd = -EBADF;
@@ -750,14 +776,15 @@ int copy_unpack(int fd, const struct copy_target *t, const struct copy_caps *cap
         if (t->root_paths && t->root_paths[idx])
             (void)snprintf(host_path, sizeof(host_path), "%s/%s", t->root_paths[idx], rel);
 
-        if (skip_reason(e, reason, sizeof(reason))) {
-            if (res && (r = add_skipped(res, shown, reason)) < 0)
+        if (skip_reason(e, reason, sizeof(reason), &kind)) {
+            if (res && (r = add_skipped(res, shown, reason, kind)) < 0)
                 goto out;
             continue;
         }
         type = archive_entry_filetype(e);
         if (type != AE_IFREG && type != AE_IFDIR) {
-            if (res && (r = add_skipped(res, shown, "not a regular file or directory")) < 0)
+            if (res && (r = add_skipped(res, shown, "not a regular file or directory",
+                                        NSBOX_SKIP_NOT_COPIED)) < 0)
                 goto out;
             continue;
         }

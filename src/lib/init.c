@@ -545,12 +545,14 @@ int init_pack_out(const char *const *paths, size_t n, const struct copy_caps *ca
         }
         if (fd < 0 || fstat(fd, &st) < 0) {
             /* Listed like any skipped entry, named by the source itself. */
-            bool lost = errno != ELOOP && errno != ENOTDIR && errno != ENOENT;
+            enum nsbox_skip_kind kind = errno != ELOOP && errno != ENOTDIR && errno != ENOENT
+                                            ? NSBOX_SKIP_UNREADABLE
+                                            : NSBOX_SKIP_NOT_COPIED;
             r = copy_pack_skipped(p, prefix,
                                   errno == ELOOP || errno == ENOTDIR ? "symlink (never followed)"
                                   : errno == ENOENT                  ? "does not exist"
                                                                      : "cannot be read",
-                                  lost, why, sizeof(why));
+                                  kind, why, sizeof(why));
             if (fd >= 0)
                 (void)close(fd);
             continue;

@@ -2,12 +2,13 @@
 /*
  * A started sandbox (nsbox.h: nsbox_sandbox_start() and after): made by sandbox_open() as a
  * run's sandbox is, with its init in step mode (session-init.c) on a control channel
- * (control.h). Everything it needs watched -- init's control channel and report pipe, its
- * pidfd, the seccomp listener, the running step's pipes, the proxy of --network allow= -- is
- * handed to the caller's poll(2) by nsbox_sandbox_pollfds() and acted on by
- * nsbox_sandbox_dispatch(); the library's own waits (start, a step, the save at the end) are
- * that same pair in a loop, so a caller with a loop of its own (`nsbox session`) and one
- * without run the same code. One step at a time (step.c).
+ * (control.h), and served by the same supervisor loop as a run (supervise.h, in steps mode:
+ * init's pidfd and report pipe, the seccomp listener, the running step's pipes, the proxy of
+ * --network allow=) plus the control channel and the step's clock, which are this file's.
+ * nsbox_sandbox_pollfds() hands all of it to the caller's poll(2) and nsbox_sandbox_dispatch()
+ * acts on it; the library's own waits (start, a step) are that same pair in a loop, so a
+ * caller with a loop of its own (`nsbox session`) and one without run the same code. One step
+ * at a time (step.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,11 +30,6 @@
 #include "syscalls.h"
 #include "tier3.h"
 #include "written.h"
-
-/* The fixed entries of nsbox_sandbox_pollfds(): control, report, pidfd, listener, 2 pipes. */
-#define FIXED_FDS 6
-
-enum { IDX_CONTROL, IDX_REPORT, IDX_PIDFD, IDX_LISTENER, IDX_OUT, IDX_ERR };
 
 int control_send(int fd, const struct session_msg *m, const int *fds, int nfds)
 {
@@ -66,132 +62,47 @@ static bool no_network(const struct nsbox_config *c)
     return !c->network_host && !c->network_loopback && !(c->network_allow && c->network_allow[0]);
 }
 
-/* Where what the sandbox reports now belongs: the running step's result, the record of
- * refusals between steps, or (while it is set up) the sandbox's own. */
-static struct nsbox_result *report_target(struct nsbox_sandbox *x)
+struct nsbox_result *lifecycle_report_target(struct nsbox_sandbox *x)
 {
     return x->step.active && !x->step.done ? &x->step.ret : x->ready ? &x->between : &x->run;
-}
-
-static void fail(struct nsbox_result *ret, int err, const char *step, const char *text)
-{
-    ret->status = NSBOX_STATUS_ERROR;
-    ret->exit_code = 125;
-    ret->error_errno = err;
-    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", step);
-    (void)snprintf(ret->error, sizeof(ret->error), "%s%s%s", text, err ? ": " : "",
-                   err ? strerror(err) : "");
-}
-
-bool lifecycle_report(struct nsbox_sandbox *x, struct nsbox_result *ret)
-{
-    struct report rep;
-    ssize_t n = RETRY_EINTR(read(x->fds.report, &rep, sizeof(rep)));
-
-    if (n != sizeof(rep))
-        return n < 0 && errno == EAGAIN;
-    if (rep.type == REPORT_PROXY && x->proxy) {
-        /* --network allow=: the proxy's listening socket, taken as a run's supervisor takes it
-         * (supervise.c); init waits for the byte. The proxy then serves in this loop. */
-        int fd = sys_pidfd_getfd(x->pidfd, rep.code, 0);
-        if (fd < 0) {
-            fail(ret, errno, "network proxy",
-                 "cannot take the --network allow proxy's socket from the sandbox's init "
-                 "(pidfd_getfd, Linux 5.6 or later)");
-            return false;
-        }
-        proxy_set_listener(x->proxy, fd);
-        (void)!write(x->fds.sync, "x", 1);
-        return true;
-    }
-    if (rep.type == REPORT_WRITTEN) {
-        /* The files a step wrote in /work, before its end; none outside a step. */
-        if (x->step.active && !x->step.done)
-            written_add(&x->step.ret, &rep);
-        return true;
-    }
-    if (rep.type == REPORT_LISTENER) {
-        /* init waits for the byte once it is taken (sandbox.c). */
-        x->listener = sys_pidfd_getfd(x->pidfd, rep.code, 0);
-        if (x->listener < 0) {
-            /* As for a run (supervise.c): without it refusals would go unrecorded. */
-            fail(ret, errno, "seccomp listener",
-                 "cannot take the seccomp listener from the sandbox's init (pidfd_getfd)");
-            return false;
-        }
-        ret->seccomp_reporting = true;
-        x->run.seccomp_reporting = true;
-        (void)!write(x->fds.sync, "x", 1);
-        return true;
-    }
-    /* A setup failure ends the sandbox; a program that could not be run, or a step that could
-     * not start (REPORT_STEP_FAILED: its copy-in, say), is its step's result. */
-    if (rep.type == REPORT_SETUP_FAILED || rep.type == REPORT_EXEC_FAILED ||
-        rep.type == REPORT_STEP_FAILED)
-        report_to_result(&rep, ret);
-    return rep.type != REPORT_SETUP_FAILED;
 }
 
 static int teardown(struct nsbox_sandbox *x, const char *no_save, int cancel_fd,
                     struct nsbox_result *ret);
 
-static bool listener_has_waiting(int listener)
+/* Where the supervisor's reports and refusals go now. */
+static void aim(struct nsbox_sandbox *x)
 {
-    struct pollfd p = {.fd = listener, .events = POLLIN};
-
-    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+    x->sv.ret = lifecycle_report_target(x);
+    x->sv.take_written = x->step.active && !x->step.done;
 }
 
 size_t nsbox_sandbox_pollfds_max(const struct nsbox_sandbox *x)
 {
-    return FIXED_FDS + (x->proxy ? proxy_max_pollfds(x->proxy) : 0);
+    return 1 + supervisor_pollfds_max(&x->sv);
 }
 
 size_t nsbox_sandbox_pollfds(struct nsbox_sandbox *x, struct pollfd *p, uint64_t *deadline)
 {
     struct step_state *st = &x->step;
-    bool running = st->active && !st->done;
-    uint64_t now = now_usec(), until = *deadline;
-    size_t n = FIXED_FDS;
+    uint64_t until = *deadline;
+    size_t n;
 
-    for (size_t i = 0; i < FIXED_FDS; i++)
-        p[i] = (struct pollfd){.fd = -1};
+    p[0] = (struct pollfd){.fd = -1};
     if (x->ended)
-        return n;
-    p[IDX_CONTROL] = (struct pollfd){.fd = x->control[0], .events = POLLIN};
-    p[IDX_REPORT] = (struct pollfd){.fd = x->fds.report, .events = POLLIN};
-    p[IDX_PIDFD] = (struct pollfd){.fd = x->pidfd, .events = POLLIN};
-    if (x->listener >= 0 && now >= x->notif_at)
-        p[IDX_LISTENER] = (struct pollfd){.fd = x->listener, .events = POLLIN};
-    else if (x->listener >= 0) {
-        /* Paced (NOTIF_BURST): look again when the next answer is due. */
-        if (x->notif_at < until)
-            until = x->notif_at;
-        if (running && !st->ret.refused_throttled && listener_has_waiting(x->listener))
-            st->ret.refused_throttled = true;
-    }
-    if (running) {
-        p[IDX_OUT] = (struct pollfd){.fd = st->pipes[0].fd, .events = POLLIN};
-        p[IDX_ERR] = (struct pollfd){.fd = st->pipes[1].fd, .events = POLLIN};
-        /* The step's clock, then the drain of its pipes. */
+        return 1;
+    p[0] = (struct pollfd){.fd = x->control[0], .events = POLLIN};
+    /* The step's clock, then the drain of its pipes. */
+    if (st->active && !st->done) {
         if (!st->ended && !st->interrupted && st->kill_at < until)
             until = st->kill_at;
         if (st->ended && st->drain_until < until)
             until = st->drain_until;
     }
-    /* --network allow=: the proxy serves while the sandbox runs, in this same loop. */
-    if (x->proxy) {
-        int ms = until == UINT64_MAX ? -1
-                 : until <= now
-                     ? 0
-                     : (int)((until - now + 999) / 1000 > 60000 ? 60000
-                                                                : (until - now + 999) / 1000);
-        n += proxy_poll_fill(x->proxy, p + n, now, &ms);
-        if (ms >= 0 && now + (uint64_t)ms * 1000 < until)
-            until = now + (uint64_t)ms * 1000;
-    }
+    aim(x);
+    n = supervisor_pollfds(&x->sv, p + 1, &until);
     *deadline = until;
-    return n;
+    return 1 + n;
 }
 
 /* The control channel from init. Returns the NSBOX_SANDBOX_* bits. */
@@ -222,43 +133,40 @@ static unsigned handle_control(struct nsbox_sandbox *x, short revents, uint64_t 
 unsigned nsbox_sandbox_dispatch(struct nsbox_sandbox *x, const struct pollfd *p, size_t n)
 {
     struct step_state *st = &x->step;
-    uint64_t now = now_usec();
+    uint64_t now;
     unsigned ev = 0;
 
     if (x->ended)
         return NSBOX_SANDBOX_ENDED;
-    if (x->proxy && n > FIXED_FDS) /* its deadlines too, when it had no descriptor to wait on */
-        proxy_poll_handle(x->proxy, p + FIXED_FDS, n - FIXED_FDS, now);
-    else if (x->proxy)
-        proxy_poll_handle(x->proxy, p, 0, now);
-    if (p[IDX_LISTENER].fd >= 0 && p[IDX_LISTENER].revents) {
-        (void)pace_take(&x->notif_at, now, NOTIF_BURST, NOTIF_INTERVAL_USEC);
-        if (!supervise_answer_notification(x->listener, x->fds.init_pid, no_network(&x->c),
-                                           report_target(x))) {
-            (void)close(x->listener);
-            x->listener = -1;
-        }
-    }
-    if (p[IDX_REPORT].fd >= 0 && (p[IDX_REPORT].revents & POLLIN) &&
-        !lifecycle_report(x, report_target(x))) {
-        x->ended = true; /* setup failed: the result says why */
+    aim(x);
+    supervisor_dispatch(&x->sv, p + 1, n - 1);
+    if (x->sv.error) {
+        (void)report_error(lifecycle_report_target(x), x->sv.error, "supervise",
+                           "supervising the sandbox failed: %m");
+        if (lifecycle_report_target(x) != &x->run)
+            (void)report_error(&x->run, x->sv.error, "supervise",
+                               "supervising the sandbox failed: %m");
+        x->ended = true;
         return NSBOX_SANDBOX_ENDED;
     }
-    for (int i = 0; i < 2; i++)
-        if (st->active && !st->done && st->pipes[i].fd >= 0 && p[IDX_OUT + i].fd >= 0 &&
-            p[IDX_OUT + i].revents)
-            (void)step_pipe_read(x, i);
-    if (p[IDX_PIDFD].fd >= 0 && p[IDX_PIDFD].revents) {
+    if (x->sv.setup_failed) {
+        x->ended = true; /* the result says why */
+        return NSBOX_SANDBOX_ENDED;
+    }
+    if (!x->sv.init_running) {
         x->ended = true;
         if (!x->ready && x->run.status != NSBOX_STATUS_ERROR) {
-            (void)lifecycle_report(x, &x->run);
+            x->sv.ret = &x->run;
+            supervisor_reports(&x->sv);
             if (x->run.status != NSBOX_STATUS_ERROR)
-                fail(&x->run, 0, "session", "the session's sandbox ended while it was set up");
+                (void)report_error(&x->run, 0, "session",
+                                   "the session's sandbox ended while it was set up");
         }
         return NSBOX_SANDBOX_ENDED;
     }
-    if (p[IDX_CONTROL].fd >= 0 && p[IDX_CONTROL].revents)
-        ev |= handle_control(x, p[IDX_CONTROL].revents, now);
+    now = now_usec();
+    if (p[0].fd >= 0 && p[0].revents)
+        ev |= handle_control(x, p[0].revents, now);
     if (ev & NSBOX_SANDBOX_ENDED)
         return ev;
 
@@ -266,14 +174,7 @@ unsigned nsbox_sandbox_dispatch(struct nsbox_sandbox *x, const struct pollfd *p,
     if (st->active && !st->done) {
         if (!st->ended && !st->interrupted && now >= st->kill_at)
             nsbox_sandbox_step_interrupt(x);
-        if (st->ended && now >= st->drain_until)
-            for (int i = 0; i < 2; i++)
-                if (st->pipes[i].fd >= 0) {
-                    st->pipes[i].st->incomplete = true;
-                    (void)close(st->pipes[i].fd);
-                    st->pipes[i].fd = -1;
-                }
-        if (st->ended && st->pipes[0].fd < 0 && st->pipes[1].fd < 0) {
+        if (st->ended && (now >= st->drain_until || supervisor_streams_done(&x->sv))) {
             step_state_finish(x);
             ev |= NSBOX_SANDBOX_STEP_DONE;
         }
@@ -324,15 +225,16 @@ int nsbox_sandbox_start(const struct nsbox_config *config, struct nsbox_sandbox 
     if (config->forward_signals ||
         (config->isolation == NSBOX_ISOLATION_LANDLOCK && tier3_needed(config))) {
         *ret = (struct nsbox_result){0};
-        return report_error(ret, -EINVAL, "config",
-                            config->forward_signals ? "forward_signals is nsbox_run()'s: the "
-                                                      "caller of a started sandbox handles "
-                                                      "its own signals"
-                                                    : "--isolation landlock: no user namespace can "
-                                                      "be made here, and a session or "
-                                                      "pool needs one (tier 3 runs one program at "
-                                                      "a time: nsbox run); 'nsbox "
-                                                      "doctor' names the fix");
+        return report_config_error(ret, -EINVAL,
+                                   config->forward_signals
+                                       ? "forward_signals is nsbox_run()'s: the "
+                                         "caller of a started sandbox handles "
+                                         "its own signals"
+                                       : "--isolation landlock: no user namespace can "
+                                         "be made here, and a session or "
+                                         "pool needs one (tier 3 runs one program at "
+                                         "a time: nsbox run); 'nsbox "
+                                         "doctor' names the fix");
     }
     x = malloc(sizeof(*x));
     if (!x) {
@@ -347,22 +249,25 @@ int nsbox_sandbox_start(const struct nsbox_config *config, struct nsbox_sandbox 
     x->c.code_size = 0;
     x->c.pass_stdin = false;
     x->steps_mode = true;
-    x->step = (struct step_state){.pipes = {{.fd = -1}, {.fd = -1}},
-                                  .copy_fd = -1,
-                                  .outputs_fd = -1};
+    x->step = (struct step_state){.copy_fd = -1, .outputs_fd = -1};
     x->copy_out_fd = -1;
-    x->chunk = malloc(STEP_READ_CHUNK);
     /* libarchive, for a step's copy-out: init, a fork of this process, cannot load it once it
      * is in the sandbox (copy.h). Loaded now, when a step may want it; without it such a step
      * is told (EOPNOTSUPP) and the sandbox works otherwise. */
     (void)copy_load(why, sizeof(why));
-    r = x->chunk ? sandbox_open(x, &x->run)
-                 : report_error(&x->run, -ENOMEM, "memory", "out of memory");
+    r = sandbox_open(x, &x->run);
     if (r >= 0) {
         (void)fcntl(x->fds.report, F_SETFL, O_NONBLOCK);
+        r = supervisor_init(&x->sv, &x->c, &x->fds, x->start, &x->run, true);
+        x->sv_ready = true;
+        if (r < 0)
+            (void)report_error(&x->run, r, "supervise", "supervising the sandbox failed: %s",
+                               strerror(-r));
+    }
+    if (r >= 0) {
         r = wait_for(x, NSBOX_SANDBOX_READY);
         if (r < 0)
-            fail(&x->run, -r, "supervise", "supervising the sandbox failed");
+            (void)report_error(&x->run, r, "supervise", "supervising the sandbox failed: %m");
         else if (!x->ready)
             r = -EIO;
     }
@@ -398,7 +303,7 @@ int nsbox_sandbox_step(struct nsbox_sandbox *x, const struct nsbox_step *step,
         return nsbox_sandbox_step_end(x, ret);
     (void)nsbox_sandbox_step_cut(x, ret);
     if (r < 0)
-        fail(ret, -r, "supervise", "supervising the sandbox failed");
+        (void)report_error(ret, r, "supervise", "supervising the sandbox failed: %m");
     return -ESHUTDOWN;
 }
 
@@ -435,7 +340,7 @@ static void save(struct nsbox_sandbox *x, const char *no_save, int cancel_fd)
             {.fd = x->control[0], .events = POLLIN},
             {.fd = x->pidfd, .events = POLLIN},
             {.fd = cancel_fd, .events = POLLIN},
-            {.fd = x->listener, .events = POLLIN},
+            {.fd = x->sv.listener, .events = POLLIN},
         };
         uint64_t now = now_usec();
         ssize_t n;
@@ -454,10 +359,10 @@ static void save(struct nsbox_sandbox *x, const char *no_save, int cancel_fd)
             (void)snprintf(why_not, sizeof(why_not), "poll: %s", strerror(errno));
             break;
         }
-        if (p[3].revents && !supervise_answer_notification(x->listener, x->fds.init_pid,
+        if (p[3].revents && !supervise_answer_notification(x->sv.listener, x->fds.init_pid,
                                                            no_network(&x->c), &x->between)) {
-            (void)close(x->listener);
-            x->listener = -1;
+            (void)close(x->sv.listener);
+            x->sv.listener = -EBADF;
         }
         if (p[2].revents) {
             (void)snprintf(why_not, sizeof(why_not),
@@ -490,7 +395,7 @@ static void save(struct nsbox_sandbox *x, const char *no_save, int cancel_fd)
         (void)snprintf(text, sizeof(text),
                        "workspace '%s' was not saved: %s; its files are as before this session",
                        x->c.workspace, why_not);
-        result_add_warning(ret, text);
+        report_add_warning(ret, true, text);
     }
 }
 
@@ -513,8 +418,8 @@ static int teardown(struct nsbox_sandbox *x, const char *no_save, int cancel_fd,
     step_state_clear(x);
     if (x->copy_out_fd >= 0)
         (void)close(x->copy_out_fd);
-    if (x->listener >= 0)
-        (void)close(x->listener);
+    if (x->sv_ready)
+        supervisor_free(&x->sv); /* the listener, the streams */
     if (x->fds.out >= 0)
         (void)close(x->fds.out);
     if (x->fds.err >= 0)
@@ -529,7 +434,6 @@ static int teardown(struct nsbox_sandbox *x, const char *no_save, int cancel_fd,
     else
         nsbox_result_free(&x->run);
     nsbox_result_free(&x->between);
-    free(x->chunk);
     free(x);
     return r;
 }

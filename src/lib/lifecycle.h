@@ -21,20 +21,12 @@
 #include "sandbox.h"
 #include "supervise.h"
 
-/* A step's output pipe, read as it comes. */
-struct step_pipe {
-    struct nsbox_stream *st;
-    int fd; /* the read end (O_NONBLOCK), -1 at EOF */
-    struct headtail kept;
-};
-
 /* The running step (step.c). */
 struct step_state {
     bool active; /* a step runs or is done and not yet taken */
     bool done;   /* over: nsbox_sandbox_step_end() takes its result */
     bool code;
-    struct nsbox_result ret;
-    struct step_pipe pipes[2];
+    struct nsbox_result ret; /* its output is read by the supervisor (x->sv.streams) */
     struct nsbox_cgroup_stats before;
     uint64_t start, kill_at, drain_until, timeout;
     bool ended, interrupted;
@@ -43,8 +35,6 @@ struct step_state {
     int outputs_fd; /* a code step's outputs channel (a memfd, outputs.h), or -1 */
     bool copy_asked;
     bool memory_lowered; /* the leaf's memory.max was lowered for it: put back at its end */
-    void (*on_output)(int fd, const char *data, size_t size, void *userdata);
-    void *userdata;
 };
 
 struct nsbox_sandbox {
@@ -62,12 +52,12 @@ struct nsbox_sandbox {
     struct supervise_fds fds;
 
     /* A started sandbox. */
+    struct supervisor sv;        /* its one loop (supervise.h), in steps mode */
+    bool sv_ready;               /* sv was set up (supervisor_init()) */
     struct nsbox_result run;     /* the sandbox's own result */
     struct nsbox_result between; /* refusals between steps (recorded, not reported) */
-    int listener;                /* the seccomp listener, once taken, or -1 */
     bool ready;                  /* init said it waits for steps */
     bool ended;                  /* init is gone (or the sandbox failed) */
-    uint64_t notif_at;           /* when the next refused call may be answered (NOTIF_BURST) */
     uint64_t steps;
     struct step_state step;
     int copy_out_fd; /* the last step's copy-out stream, until taken (step_copy_out()), or -1 */
@@ -93,14 +83,11 @@ int sandbox_close(struct nsbox_sandbox *x, int r, struct nsbox_result *ret);
 /* An empty x, every descriptor -EBADF. */
 void sandbox_state_init(struct nsbox_sandbox *x);
 
-/* Take what the report pipe has (lifecycle.c): the listener and the proxy's socket, a written
- * file of the running step, a failure (into ret). Returns false when the sandbox failed. */
-bool lifecycle_report(struct nsbox_sandbox *x, struct nsbox_result *ret);
+/* Where what the sandbox reports now belongs: the running step's result, the record of
+ * refusals between steps, or (while it is set up) the sandbox's own. */
+struct nsbox_result *lifecycle_report_target(struct nsbox_sandbox *x);
 
 /* step.c */
-/* Read what a step's pipe has into x->chunk, keep what fits, pass it on (on_output). Returns
- * the bytes read; 0 at EOF (the pipe closed), on an error, or when there was nothing. */
-ssize_t step_pipe_read(struct nsbox_sandbox *x, int i);
 /* The step is done (init said it ended and its pipes are read, or the sandbox ended). */
 void step_state_finish(struct nsbox_sandbox *x);
 /* Free what the step holds; x->step is empty after. */

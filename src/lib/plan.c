@@ -561,29 +561,31 @@ int plan_identity(const struct nsbox_config *c, struct nsbox_result *ret)
     size_t n = 0, key_len;
 
     if (c->name && !run_name_is_valid(c->name))
-        return report_error(ret, -EINVAL, "config",
-                            "invalid name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most %d "
-                            "bytes",
-                            c->name, NSBOX_NAME_MAX);
+        return report_config_error(ret, -EINVAL,
+                                   "invalid name '%s': expected [a-zA-Z0-9][a-zA-Z0-9_.-]*, at "
+                                   "most %d "
+                                   "bytes",
+                                   c->name, NSBOX_NAME_MAX);
     if (c->name)
         (void)snprintf(ret->name, sizeof(ret->name), "%s", c->name);
     if (!c->labels || !c->labels[0])
         return 0;
     while (c->labels[n])
         if (!label_is_valid(c->labels[n++], &key_len))
-            return report_error(ret, -EINVAL, "config",
-                                "invalid label '%s': expected KEY=VALUE, KEY "
-                                "[a-zA-Z0-9][a-zA-Z0-9_./-]* "
-                                "of at most %d bytes, VALUE of at most %d bytes without control "
-                                "characters",
-                                c->labels[n - 1], LABEL_KEY_MAX, LABEL_VALUE_MAX);
+            return report_config_error(ret, -EINVAL,
+                                       "invalid label '%s': expected KEY=VALUE, KEY "
+                                       "[a-zA-Z0-9][a-zA-Z0-9_./-]* "
+                                       "of at most %d bytes, VALUE of at most %d bytes without "
+                                       "control "
+                                       "characters",
+                                       c->labels[n - 1], LABEL_KEY_MAX, LABEL_VALUE_MAX);
     ret->labels = calloc(n + 1, sizeof(char *));
     if (!ret->labels)
-        return report_error(ret, -ENOMEM, "config", "out of memory");
+        return report_config_error(ret, -ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         ret->labels[i] = strdup(c->labels[i]);
         if (!ret->labels[i])
-            return report_error(ret, -ENOMEM, "config", "out of memory");
+            return report_config_error(ret, -ENOMEM, "out of memory");
     }
     return 0;
 }
@@ -616,17 +618,18 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox_plan *sb,
     sb->privileged = geteuid() == 0;
     if (!sb->privileged) {
         if ((c->host_uid && c->host_uid != geteuid()) || (c->host_gid && c->host_gid != getegid()))
-            return report_error(ret, -EINVAL, "config",
-                                "--host-user is for root: an ordinary user's sandbox maps to the "
-                                "user themself (uid %u, gid %u), the only ids it may map",
-                                (unsigned)geteuid(), (unsigned)getegid());
+            return report_config_error(ret, -EINVAL,
+                                       "--host-user is for root: an ordinary user's sandbox maps "
+                                       "to the "
+                                       "user themself (uid %u, gid %u), the only ids it may map",
+                                       (unsigned)geteuid(), (unsigned)getegid());
         sb->host_uid = geteuid();
         sb->host_gid = getegid();
     } else if (c->host_uid) {
         sb->host_uid = c->host_uid;
         sb->host_gid = c->host_gid ? c->host_gid : c->host_uid;
         if (sb->host_uid == (uid_t)-1 || sb->host_gid == (gid_t)-1)
-            return report_error(ret, -EINVAL, "config", "host ids must not be -1");
+            return report_config_error(ret, -EINVAL, "host ids must not be -1");
         report_warning(c, ret,
                        "--host-user %u:%u: the sandbox runs as these host ids, shared with every "
                        "other process and file of theirs (without it, each run of root has ids of "
@@ -640,7 +643,7 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox_plan *sb,
          * from here. Its nobody is the one id such a namespace is sure to have that is not its
          * root; said in the result, and --host-user chooses another. */
         if (c->host_gid)
-            return report_error(ret, -EINVAL, "config", "a host gid needs a host uid");
+            return report_config_error(ret, -EINVAL, "a host gid needs a host uid");
         sb->host_uid = SANDBOX_NOBODY;
         sb->host_gid = SANDBOX_NOBODY;
         report_warning(c, ret,
@@ -651,7 +654,7 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox_plan *sb,
                        (unsigned)UIDPOOL_BASE);
     } else {
         if (c->host_gid)
-            return report_error(ret, -EINVAL, "config", "a host gid needs a host uid");
+            return report_config_error(ret, -EINVAL, "a host gid needs a host uid");
         r = uidpool_acquire(&id, &sb->host_ids_lock, detail, sizeof(detail));
         if (r < 0)
             return report_error(ret, r, "host ids",
@@ -676,13 +679,13 @@ static int plan_host_ids(const struct nsbox_config *c, struct sandbox_plan *sb,
 static int check_sandbox_path(const char *path, const char *what, struct nsbox_result *ret)
 {
     if (!path_is_safe_target(path) || strcmp(path, "/") == 0)
-        return report_error(ret, -EINVAL, "config",
-                            "%s '%s' must be an absolute path inside the sandbox, not '/', without "
-                            "'.' or '..'",
-                            what, path ? path : "");
+        return report_config_error(ret, -EINVAL,
+                                   "%s '%s' must be an absolute path inside the sandbox, not '/', "
+                                   "without "
+                                   "'.' or '..'",
+                                   what, path ? path : "");
     if (path_is_at_or_below(path, "/proc") || path_is_at_or_below(path, "/dev"))
-        return report_error(ret, -EINVAL, "config", "%s '%s': /proc and /dev are nsbox's", what,
-                            path);
+        return report_config_error(ret, -EINVAL, "%s '%s': /proc and /dev are nsbox's", what, path);
     return 0;
 }
 
@@ -699,10 +702,10 @@ static int open_copy_out_dir(const char *path, const struct nsbox_config *c,
     int fd, r;
 
     if (!path || path[0] != '/')
-        return report_error(ret, -EINVAL, "config",
-                            "--copy-out host directory '%s' is not an "
-                            "absolute path",
-                            path ? path : "");
+        return report_config_error(ret, -EINVAL,
+                                   "--copy-out host directory '%s' is not an "
+                                   "absolute path",
+                                   path ? path : "");
     made = mkdir(path, 0755) == 0;
     if (!made && errno != EEXIST)
         return report_error(ret, negative_errno(), "copy-out",
@@ -745,24 +748,28 @@ static int plan_copies(struct sandbox_plan *sb, struct nsbox_result *ret)
     if (c->workdir && (r = check_sandbox_path(c->workdir, "-w", ret)) < 0)
         return r;
     if (c->workdir_size == 0)
-        return report_error(ret, -EINVAL, "config", "--workdir-size must be above 0");
+        return report_config_error(ret, -EINVAL, "--workdir-size must be above 0");
     if ((c->n_copy_out || c->workspace) && c->pid_host)
-        return report_error(ret, -EINVAL, "config",
-                            "--copy-out and --workspace need the sandbox's own pid namespace (not "
-                            "--pid host): the copy is taken when every process of the sandbox is "
-                            "gone, which only a pid namespace makes sure of");
+        return report_config_error(ret, -EINVAL,
+                                   "--copy-out and --workspace need the sandbox's own pid "
+                                   "namespace (not "
+                                   "--pid host): the copy is taken when every process of the "
+                                   "sandbox is "
+                                   "gone, which only a pid namespace makes sure of");
     /* A workspace is /work: a mount over it would hide the workspace's files and have the
      * mount's saved into it instead. */
     for (size_t i = 0; c->workspace && i < sb->n_mounts; i++)
         if (path_is_at_or_below("/work", sb->mounts[i].target))
-            return report_error(ret, -EINVAL, "config",
-                                "--workspace is /work, and %s %s is mounted over it: drop one of "
-                                "the two",
-                                sb->mounts[i].is_tmpfs ? "--tmpfs" : "-v", sb->mounts[i].target);
+            return report_config_error(ret, -EINVAL,
+                                       "--workspace is /work, and %s %s is mounted over it: drop "
+                                       "one of "
+                                       "the two",
+                                       sb->mounts[i].is_tmpfs ? "--tmpfs" : "-v",
+                                       sb->mounts[i].target);
     if ((c->n_copy_out || c->workspace) &&
         (c->copy_out_max_bytes == 0 || c->copy_out_max_files == 0))
-        return report_error(ret, -EINVAL, "config",
-                            "--copy-out-max-bytes and --copy-out-max-files must be above 0");
+        return report_config_error(ret, -EINVAL,
+                                   "--copy-out-max-bytes and --copy-out-max-files must be above 0");
     /* What goes in is bounded by what the sandbox's tmpfs mounts can hold. */
     for (size_t i = 0; i < sb->n_mounts; i++)
         if (sb->mounts[i].is_tmpfs)
@@ -820,10 +827,10 @@ static int plan_copies(struct sandbox_plan *sb, struct nsbox_result *ret)
             if (r < 0)
                 goto in_fail_reported;
             if (!cp->host || cp->host[0] != '/') {
-                r = report_error(ret, -EINVAL, "config",
-                                 "--copy-in source '%s' is not an "
-                                 "absolute path",
-                                 cp->host ? cp->host : "");
+                r = report_config_error(ret, -EINVAL,
+                                        "--copy-in source '%s' is not an "
+                                        "absolute path",
+                                        cp->host ? cp->host : "");
                 goto in_fail_reported;
             }
             fd = path_open_nofollow(cp->host, true, walked, sizeof(walked));
@@ -962,8 +969,8 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox_plan *sb, struct n
     /* --code FILE [ARGS...] runs python3 /work/main.py ARGS...; --cell, nsbox's cell driver. */
     r = cell_plan_payload(c, n_args, &sb->argv, &sb->outputs_fd, &why);
     if (r < 0)
-        return r == -EINVAL ? report_error(ret, r, "config", "%s", why)
-                            : report_error(ret, r, "config", "the payload's argv: %m");
+        return r == -EINVAL ? report_config_error(ret, r, "%s", why)
+                            : report_config_error(ret, r, "the payload's argv: %m");
 
     r = plan_env(sb, ret);
     if (r < 0)

@@ -5,10 +5,10 @@
  * plan_sandbox(), then plan_cgroup(), and the sandbox's init and the supervisor act on the plan.
  *
  * Every function fills ret's error (report_error(): status error, exit status 125, error_step
- * "config" for the caller's mistakes) and returns its -errno on failure, and adds a warning
- * (report_warning()) for what it leaves out or falls back on. Among them, plan_env(),
- * plan_mounts() with tmpfs mounts only, plan_identity() and plan_opt_out_warnings() need no
- * OS state (tests/unit/test-plan.c).
+ * "config" for the caller's mistakes, report_config_error()) and returns its -errno on failure, and
+ * adds a warning (report_warning()) for what it leaves out or falls back on. Among them,
+ * plan_env(), plan_mounts() with tmpfs mounts only, plan_identity() and plan_opt_out_warnings()
+ * need no OS state (tests/unit/test-plan.c).
  */
 #pragma once
 

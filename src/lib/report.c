@@ -68,6 +68,7 @@ void report_to_result(const struct report *rep, struct nsbox_result *ret)
     ret->status = NSBOX_STATUS_ERROR;
     ret->exit_code = exit_code;
     ret->error_errno = s->err;
+    ret->error_config = false;
     (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", s->name);
     if (exit_code == 126 || exit_code == 127)
         /* 127 carries its own explanation ("not found in the sandbox's PATH"). */
@@ -79,32 +80,83 @@ void report_to_result(const struct report *rep, struct nsbox_result *ret)
                        s->detail, s->detail[0] ? ")" : "");
 }
 
+static int report_verror(struct nsbox_result *ret, int r, const char *step, const char *fmt,
+                         va_list ap)
+{
+    ret->status = NSBOX_STATUS_ERROR;
+    ret->exit_code = 125;
+    ret->error_errno = r < 0 ? -r : 0;
+    ret->error_config = false;
+    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", step);
+    if (r < 0)
+        errno = -r; /* for %m */
+    (void)vsnprintf(ret->error, sizeof(ret->error), fmt, ap);
+    return r;
+}
+
 int report_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
 {
     va_list ap;
 
-    ret->status = NSBOX_STATUS_ERROR;
-    ret->exit_code = 125;
-    ret->error_errno = r < 0 ? -r : 0;
-    (void)snprintf(ret->error_step, sizeof(ret->error_step), "%s", step);
-    if (r < 0)
-        errno = -r; /* for %m */
     va_start(ap, fmt);
-    (void)vsnprintf(ret->error, sizeof(ret->error), fmt, ap);
+    r = report_verror(ret, r, step, fmt, ap);
     va_end(ap);
     return r;
 }
 
-void report_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt, ...)
+int report_config_error(struct nsbox_result *ret, int r, const char *fmt, ...)
 {
-    char line[512];
-    size_t n = strlen(ret->warnings);
     va_list ap;
 
     va_start(ap, fmt);
-    (void)vsnprintf(line, sizeof(line), fmt, ap);
+    r = report_verror(ret, r, "config", fmt, ap);
     va_end(ap);
-    (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n, "%s%s", n ? "\n" : "", line);
+    ret->error_config = true;
+    return r;
+}
+
+/* Append line to buf (size bytes), '\n'-separated; cut when full. */
+static void append_line(char *buf, size_t size, const char *line)
+{
+    size_t n = strlen(buf);
+    (void)snprintf(buf + n, size - n, "%s%s", n ? "\n" : "", line);
+}
+
+void report_add_warning(struct nsbox_result *ret, bool outcome, const char *line)
+{
+    append_line(ret->warnings, sizeof(ret->warnings), line);
+    if (outcome)
+        append_line(ret->outcome_warnings, sizeof(ret->outcome_warnings), line);
+}
+
+static void report_vwarning(const struct nsbox_config *c, struct nsbox_result *ret, bool outcome,
+                            const char *fmt, va_list ap)
+{
+    char line[512];
+
+    if (!fmt) /* never; said for the compiler, which sees a path with UBSan's checks */
+        return;
+    (void)vsnprintf(line, sizeof(line), fmt, ap);
+    report_add_warning(ret, outcome, line);
     if (c->warn)
         c->warn(line, c->warn_userdata);
+}
+
+void report_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    report_vwarning(c, ret, false, fmt, ap);
+    va_end(ap);
+}
+
+void report_outcome_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt,
+                            ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    report_vwarning(c, ret, true, fmt, ap);
+    va_end(ap);
 }

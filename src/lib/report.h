@@ -107,9 +107,19 @@ int report_read(int fd, struct report_reader *rd);
  * (rep->code, 126 or 127) in ret: status, exit_code, error_step, error_errno and error. */
 void report_to_result(const struct report *rep, struct nsbox_result *ret);
 
-/* Add a warning to ret->warnings (a line; cut when full) and pass it to c->warn at once. */
+/* Add a warning to ret->warnings (a line; cut when full) and pass it to c->warn at once: one
+ * about the host or the caller's options (a fallback, an opt-out), which the program cannot
+ * change. */
 void report_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same for a warning that explains the run's outcome and names what to change (a full
+ * /work or /dev/shm, a workspace not saved, copy-out incomplete): also added to
+ * ret->outcome_warnings, which is what a model is shown (the MCP text, as_tool_output()). */
+void report_outcome_warning(const struct nsbox_config *c, struct nsbox_result *ret, const char *fmt,
+                            ...) __attribute__((format(printf, 3, 4)));
+/* Add line to ret->warnings, and to ret->outcome_warnings when outcome (see above), without
+ * passing it to a callback: for warnings that arise after the payload started. */
+void report_add_warning(struct nsbox_result *ret, bool outcome, const char *line);
 
 /*
  * A step of the supervisor failed (planning the run, clone3, the id maps, supervising): record
@@ -118,3 +128,7 @@ void report_warning(const struct nsbox_config *c, struct nsbox_result *ret, cons
  */
 int report_error(struct nsbox_result *ret, int r, const char *step, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same for the caller's mistake in its config: error_step "config" and error_config set,
+ * which makes nsbox_run() return -EINVAL when r is -EINVAL. */
+int report_config_error(struct nsbox_result *ret, int r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The result's output fields (result.h): a stream's start, its end and what was cut between
  * them (headtail.h), the files it went to, the files the payload wrote (written.h), and what
- * stderr says of a missing module. Pure. */
+ * stderr says of a missing module, and the kinds of the notes. Pure. */
 #include <ctype.h>
 #include <jansson.h>
 #include <string.h>
@@ -106,4 +106,16 @@ void result_output_json(const struct nsbox_result *r, json_t *root)
     (void)json_object_set_new(root, "stderr_tail", stream_tail_text(&r->err));
     (void)json_object_set_new(root, "stdout_cut", stream_cut_json(&r->out));
     (void)json_object_set_new(root, "stderr_cut", stream_cut_json(&r->err));
+}
+
+json_t *result_note_kinds_json(const struct result_note_marks *marks, size_t n)
+{
+    json_t *kinds = json_array();
+
+    for (size_t i = 1; kinds && i <= n; i++)
+        (void)json_array_append_new(kinds,
+                                    i == marks->inet_socket ? json_string("inet_socket_refused")
+                                    : i == marks->module_not_found ? json_string("module_not_found")
+                                                                   : json_null());
+    return kinds;
 }

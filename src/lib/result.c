@@ -357,8 +357,8 @@ static int stderr_mentions_failed_fork(const struct nsbox_result *r)
     return 1;
 }
 
-size_t nsbox_result_notes(const struct nsbox_result *r,
-                          void (*note)(const char *sentence, void *userdata), void *userdata)
+size_t result_notes(const struct nsbox_result *r, void (*note)(const char *, void *),
+                    void *userdata, struct result_note_marks *marks)
 {
     const struct nsbox_stream *streams[] = {&r->out, &r->err};
     static const char *const names[] = {"stdout", "stderr"};
@@ -409,6 +409,8 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              module[0] ? " (" : "", module, module[0] ? ")" : "", r->rootfs,
              r->rootfs_profile[0] ? " (profile " : "", r->rootfs_profile,
              r->rootfs_profile[0] ? ")" : "");
+        if (marks)
+            marks->module_not_found = count;
     }
     if (r->cgroup.valid && r->cgroup.pids_limit_hits > 0 && r->pids_limit.value)
         emit(note, userdata, &count, "the process limit (--pids-limit %llu) refused %llu forks",
@@ -522,13 +524,16 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
              "the program made refused system calls faster than nsbox "
              "answers them (1000 a second after the first 1000), so those calls waited for their "
              "EPERM (a loop on a refused call runs at that pace)");
-    if (r->refused_inet_socket)
+    if (r->refused_inet_socket) {
         emit(note, userdata, &count,
              "an internet socket (AF_INET/AF_INET6) was refused: the sandbox has no network "
              "(--network none, the default); --network allow=HOST[:PORT],... reaches the hosts "
              "named through nsbox's HTTP(S) proxy (the proxy variables are set for it), and "
              "--network loopback gives it a loopback interface (127.0.0.1, ::1) for servers "
              "and clients of its own, and nothing beyond");
+        if (marks)
+            marks->inet_socket = count;
+    }
     if (r->refused_setid_mode)
         emit(note, userdata, &count,
              "a set-user-ID or set-group-ID bit was refused (EPERM from chmod, or from mkdir, "
@@ -612,6 +617,12 @@ size_t nsbox_result_notes(const struct nsbox_result *r,
     return count;
 }
 
+size_t nsbox_result_notes(const struct nsbox_result *r,
+                          void (*note)(const char *sentence, void *userdata), void *userdata)
+{
+    return result_notes(r, note, userdata, NULL);
+}
+
 /* Landlock as applied: {"abi": N, "restricts": ["fs", "net", "scope"]}, or null where it was
  * not (off, missing: the notes say why; a run that failed in its setup). */
 static json_t *result_landlock_json(const struct nsbox_result *r)
@@ -685,6 +696,30 @@ static void note_to_json(const char *sentence, void *userdata)
     (void)json_array_append_new((json_t *)userdata, json_text(sentence, strlen(sentence)));
 }
 
+/* The '\n'-separated lines of text as a JSON array of strings (json_text()), or null when out
+ * of memory. */
+static json_t *lines_json(const char *text)
+{
+    json_t *list = json_array();
+
+    for (const char *w = text; list && *w;) {
+        size_t n = strcspn(w, "\n");
+        (void)json_array_append_new(list, json_text(w, n));
+        w += n + (w[n] == '\n');
+    }
+    return list ? list : json_null();
+}
+
+const char *result_skip_kind_name(enum nsbox_skip_kind kind)
+{
+    static const char *const names[] = {
+        [NSBOX_SKIP_NOT_COPIED] = "not_copied",
+        [NSBOX_SKIP_OVER_CAP] = "over_cap",
+        [NSBOX_SKIP_UNREADABLE] = "unreadable",
+    };
+    return (size_t)kind < ELEMENTSOF(names) ? names[kind] : names[NSBOX_SKIP_UNREADABLE];
+}
+
 /* What was copied out, and what not and why; null when nothing was to be copied. Names are
  * the sandbox's: shown through json_text(), like the output. */
 json_t *result_copy_out_json(const struct nsbox_result *r)
@@ -706,12 +741,14 @@ json_t *result_copy_out_json(const struct nsbox_result *r)
                                               "size", (json_int_t)f->size, "sha256", f->sha256));
     }
     for (size_t i = 0; i < r->n_skipped; i++)
-        (void)json_array_append_new(skipped, json_pack("{s:o, s:o}", "path",
-                                                       json_text(r->skipped[i].path,
-                                                                 strlen(r->skipped[i].path)),
-                                                       "reason",
-                                                       json_text(r->skipped[i].reason,
-                                                                 strlen(r->skipped[i].reason))));
+        (void)json_array_append_new(skipped,
+                                    json_pack("{s:o, s:o, s:s}", "path",
+                                              json_text(r->skipped[i].path,
+                                                        strlen(r->skipped[i].path)),
+                                              "reason",
+                                              json_text(r->skipped[i].reason,
+                                                        strlen(r->skipped[i].reason)),
+                                              "kind", result_skip_kind_name(r->skipped[i].kind)));
     return json_pack("{s:b, s:b, s:o, s:o, s:I}", "done", r->copy_out_done, "complete",
                      r->copy_out_complete, "copied", copied, "skipped", skipped, "skipped_unlisted",
                      (json_int_t)r->skipped_more);
@@ -867,24 +904,21 @@ json_t *result_to_json_object(const struct nsbox_result *r)
         /* How the run ended, in the words `nsbox run` prints on stderr (one source). */
         char reason[sizeof(r->error) + 64];
         json_t *notes = json_array();
+        struct result_note_marks marks = {0};
 
         nsbox_result_reason(r, reason, sizeof(reason));
         (void)json_object_set_new(root, "reason", json_text(reason, strlen(reason)));
         (void)json_object_set_new(root, "limit", limit_json(r));
         if (notes)
-            (void)nsbox_result_notes(r, note_to_json, notes);
+            (void)result_notes(r, note_to_json, notes, &marks);
         (void)json_object_set_new(root, "notes", notes ? notes : json_null());
+        (void)json_object_set_new(root, "note_kinds",
+                                  result_note_kinds_json(&marks, json_array_size(notes)));
     }
-    {
-        /* Every warning, the opt-outs among them: a result says what protection it ran without. */
-        json_t *list = json_array();
-        for (const char *w = r->warnings; list && *w;) {
-            size_t n = strcspn(w, "\n");
-            (void)json_array_append_new(list, json_text(w, n));
-            w += n + (w[n] == '\n');
-        }
-        (void)json_object_set_new(root, "warnings", list ? list : json_null());
-    }
+    /* Every warning, the opt-outs among them: a result says what protection it ran without;
+     * and those of them that explain the outcome, which a model is shown. */
+    (void)json_object_set_new(root, "warnings", lines_json(r->warnings));
+    (void)json_object_set_new(root, "outcome_warnings", lines_json(r->outcome_warnings));
     if (r->seccomp_reporting) {
         json_t *list = json_array();
         for (size_t i = 0; list && i < r->n_refused; i++)

@@ -28,11 +28,13 @@ void shm_diagnose(const struct nsbox_config *c, struct nsbox_result *ret)
         ret->shm_free >= SHM_FULL_SLACK)
         return;
     ret->shm_full = true;
-    report_warning(c, ret,
-                   "the payload died of SIGBUS with /dev/shm full (%.3g MiB used of --shm-size "
-                   "%.3g MiB): a write to memory mapped from a file there found no room; raise "
-                   "--shm-size (this is not --memory)",
-                   (double)ret->shm_used / (1 << 20), (double)c->shm_size / (1 << 20));
+    report_outcome_warning(c, ret,
+                           "the payload died of SIGBUS with /dev/shm full (%.3g MiB used of "
+                           "--shm-size "
+                           "%.3g MiB): a write to memory mapped from a file there found no room; "
+                           "raise "
+                           "--shm-size (this is not --memory)",
+                           (double)ret->shm_used / (1 << 20), (double)c->shm_size / (1 << 20));
 }
 
 /* Without a pid namespace, what the payload started in the background can outlive the run;
@@ -63,11 +65,12 @@ void work_diagnose(const struct nsbox_config *c, struct nsbox_result *ret)
     if (ret->work_used == 0 || ret->work_free >= WORK_FULL_SLACK)
         return;
     ret->work_full = true;
-    report_warning(c, ret,
-                   "the working directory /work was full when the payload ended (%.3g MiB used): "
-                   "writes there failed with ENOSPC (No space left on device); raise "
-                   "--workdir-size (now %.3g MiB)",
-                   (double)ret->work_used / (1 << 20), (double)c->workdir_size / (1 << 20));
+    report_outcome_warning(c, ret,
+                           "the working directory /work was full when the payload ended (%.3g MiB "
+                           "used): "
+                           "writes there failed with ENOSPC (No space left on device); raise "
+                           "--workdir-size (now %.3g MiB)",
+                           (double)ret->work_used / (1 << 20), (double)c->workdir_size / (1 << 20));
 }
 
 /* A cell's outputs (config->cell): what the driver wrote to the channel, read once the payload
@@ -105,10 +108,11 @@ void copy_out_finish(struct sandbox_plan *sb, struct nsbox_result *ret, bool ses
         if (session)
             return;
         if (c->workspace)
-            report_warning(c, ret,
-                           "workspace '%s' was not saved: the payload did not end by itself (or "
-                           "the copy failed), so its files are as before this run",
-                           c->workspace);
+            report_outcome_warning(c, ret,
+                                   "workspace '%s' was not saved: the payload did not end by "
+                                   "itself (or "
+                                   "the copy failed), so its files are as before this run",
+                                   c->workspace);
         else
             report_warning(c, ret,
                            "nothing was copied out: the payload did not end by itself (a "
@@ -125,48 +129,55 @@ void copy_out_finish(struct sandbox_plan *sb, struct nsbox_result *ret, bool ses
                     &caps, ret, why, sizeof(why));
     if (r < 0) {
         ret->copy_out_done = false;
-        report_warning(c, ret, "copy-out failed on the host: %s; what was written before is listed",
-                       why);
+        report_outcome_warning(c, ret,
+                               "copy-out failed on the host: %s; what was written before is listed",
+                               why);
         if (c->workspace)
-            report_warning(c, ret, "workspace '%s' was not saved (its files are as before this %s)",
-                           c->workspace, session ? "session" : "run");
+            report_outcome_warning(c, ret,
+                                   "workspace '%s' was not saved (its files are as before this %s)",
+                                   c->workspace, session ? "session" : "run");
         return;
     }
     ret->copy_out_complete = ret->n_skipped == 0 && ret->skipped_more == 0;
     if (!ret->copy_out_complete)
-        report_warning(c, ret,
-                       "copy-out is not complete: %zu entr%s skipped (listed in copy_out.skipped, "
-                       "with why: only regular files and directories are copied, within "
-                       "--copy-out-max-files %llu and --copy-out-max-bytes %llu)",
-                       ret->n_skipped + (size_t)ret->skipped_more,
-                       ret->n_skipped + ret->skipped_more == 1 ? "y was" : "ies were",
-                       (unsigned long long)c->copy_out_max_files,
-                       (unsigned long long)c->copy_out_max_bytes);
+        report_outcome_warning(c, ret,
+                               "copy-out is not complete: %zu entr%s skipped (listed in "
+                               "copy_out.skipped, "
+                               "with why: only regular files and directories are copied, within "
+                               "--copy-out-max-files %llu and --copy-out-max-bytes %llu)",
+                               ret->n_skipped + (size_t)ret->skipped_more,
+                               ret->n_skipped + ret->skipped_more == 1 ? "y was" : "ies were",
+                               (unsigned long long)c->copy_out_max_files,
+                               (unsigned long long)c->copy_out_max_bytes);
     if (!c->workspace)
         return;
     /* A workspace is saved whole or not at all: a partial copy would leave the next step
      * files of two different runs. Only what is not a regular file or directory may be left
      * out (it never crosses anyway); a cap is a refusal. */
     for (size_t i = 0; i < ret->n_skipped; i++)
-        if (strstr(ret->skipped[i].reason, "--copy-out-max") &&
+        if (ret->skipped[i].kind == NSBOX_SKIP_OVER_CAP &&
             path_is_at_or_below(ret->skipped[i].path, "/work")) {
-            report_warning(c, ret,
-                           "workspace '%s' was not saved: /work is over --copy-out-max-files or "
-                           "--copy-out-max-bytes (its files are as before this %s)",
-                           c->workspace, session ? "session" : "run");
+            report_outcome_warning(c, ret,
+                                   "workspace '%s' was not saved: /work is over "
+                                   "--copy-out-max-files or "
+                                   "--copy-out-max-bytes (its files are as before this %s)",
+                                   c->workspace, session ? "session" : "run");
             return;
         }
     /* Also what the list had no room for, and every other loss of content (an unreadable
      * directory, a name the host cannot take): counted whether listed or not. */
     if (ret->copy_out_lost > 0) {
-        report_warning(c, ret,
-                       "workspace '%s' was not saved: %llu regular file%s or director%s could not "
-                       "be copied (over a cap, unreadable, too deep, or a name that is not UTF-8 "
-                       "or holds hidden characters; see copy_out.skipped); its files are as "
-                       "before this %s",
-                       c->workspace, (unsigned long long)ret->copy_out_lost,
-                       ret->copy_out_lost == 1 ? "" : "s", ret->copy_out_lost == 1 ? "y" : "ies",
-                       session ? "session" : "run");
+        report_outcome_warning(c, ret,
+                               "workspace '%s' was not saved: %llu regular file%s or director%s "
+                               "could not "
+                               "be copied (over a cap, unreadable, too deep, or a name that is not "
+                               "UTF-8 "
+                               "or holds hidden characters; see copy_out.skipped); its files are "
+                               "as "
+                               "before this %s",
+                               c->workspace, (unsigned long long)ret->copy_out_lost,
+                               ret->copy_out_lost == 1 ? "" : "s",
+                               ret->copy_out_lost == 1 ? "y" : "ies", session ? "session" : "run");
         return;
     }
     r = workspace_commit(&sb->ws, sb->ws_staging, why, sizeof(why));

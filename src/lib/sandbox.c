@@ -604,7 +604,6 @@ void sandbox_state_init(struct nsbox_sandbox *x)
                                 .control = {-EBADF, -EBADF},
                                 .pidfd = -EBADF,
                                 .sigfd = -EBADF,
-                                .listener = -EBADF,
                                 .fds = {.out = -EBADF,
                                         .err = -EBADF,
                                         .report = -EBADF,
@@ -664,7 +663,7 @@ int sandbox_open(struct nsbox_sandbox *x, struct nsbox_result *ret)
         char why[512] = "";
         r = proxy_new(c, &x->proxy, why, sizeof(why));
         if (r < 0)
-            return report_error(ret, r, "config", "%s", r == -EINVAL ? why : strerror(-r));
+            return report_config_error(ret, r, "%s", r == -EINVAL ? why : strerror(-r));
     }
     r = plan_cgroup(c, sb, &x->leaf, ret);
     if (r < 0)
@@ -811,10 +810,7 @@ int sandbox_close(struct nsbox_sandbox *x, int r, struct nsbox_result *ret)
     x->proxy = NULL;
     plan_free(sb);
     /* Invalid configuration is the caller's error; everything else is reported in *ret. */
-    return r == -EINVAL && ret->status == NSBOX_STATUS_ERROR &&
-                   strcmp(ret->error_step, "config") == 0
-               ? -EINVAL
-               : 0;
+    return r == -EINVAL && ret->status == NSBOX_STATUS_ERROR && ret->error_config ? -EINVAL : 0;
 }
 
 int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)

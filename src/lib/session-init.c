@@ -554,6 +554,22 @@ static void repl_answer(struct runner *rn)
     if (!rn->code_step)
         return; /* not asked: the step's own code writing to the socket */
     buf[n] = '\0';
+    if (buf[0] == 'E' && (rn->flags & SESSION_INTERPRETER_NEW)) {
+        /* session-repl.py, started for this step, could not make itself non-dumpable: while it
+         * is, a program step (same uid) can read and rewrite its memory through /proc/PID/mem.
+         * It serves no step (fail closed); each code step tries a fresh one. Forged by the
+         * step's own code, it ends only that step; from an older interpreter it means
+         * nothing (status 1, as any answer that is not one). */
+        code = strtol(buf + 1, &end, 10);
+        (void)kill(rn->repl, SIGKILL);
+        (void)waitpid(rn->repl, NULL, 0);
+        repl_forget(rn);
+        step_failed(rn, code > 0 && code < 4096 ? (int)-code : -EPERM, "prctl PR_SET_DUMPABLE",
+                    "the session's Python interpreter cannot make itself non-dumpable, so its "
+                    "memory would be open to program steps; it needs ctypes in the rootfs's "
+                    "Python and prctl allowed by the seccomp policy");
+        return;
+    }
     code = strtol(buf, &end, 10);
     if (end == buf || code < 0 || code > 255)
         code = 1;

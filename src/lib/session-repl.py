@@ -6,7 +6,32 @@
 # limit in bytes; and those three to five descriptors. Each step is a notebook cell (cell.py) run
 # in the real __main__, kept for the session, with the pipes at fds 1 and 2 for the step only;
 # the answer is the step's exit status in decimal ("1i": KeyboardInterrupt ended it, as a
-# timeout does).
+# timeout does). "E" and an errno, instead of the first answer: the interpreter could not make
+# itself non-dumpable, and serves no step.
+
+
+def _nsbox_nondumpable():
+    """0 once this process is not dumpable, else an errno.
+
+    A program step of the session is a process of the same uid in the same sandbox: while the
+    interpreter is dumpable, it may open /proc/PID/mem (or ptrace it, where the policy allows)
+    and read or rewrite the variables and code of every later step. Not dumpable, both are
+    refused to a process without CAP_SYS_PTRACE over it (ptrace(2), "Ptrace access mode
+    checking"; proc(5), /proc/pid/mem). init cannot set it for the interpreter: execve() makes a
+    process dumpable again (prctl(2), PR_SET_DUMPABLE), so it is set here, before any step's
+    code. Children fork()ed by a step keep it; what they execve() is dumpable, as the
+    interpreter's own program steps are."""
+    import errno
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE, SUID_DUMP_DISABLE
+            return ctypes.get_errno() or errno.EPERM
+        if libc.prctl(3, 0, 0, 0, 0) != 0:  # PR_GET_DUMPABLE: it holds
+            return errno.EPERM
+    except (ImportError, OSError, AttributeError):
+        return errno.ELIBACC  # no ctypes (libffi) in the rootfs's Python
+    return 0
 
 
 def _nsbox_session(cells):
@@ -15,8 +40,17 @@ def _nsbox_session(cells):
     import socket
     import sys
 
+    err = _nsbox_nondumpable()
+    if err:
+        # Said, then kept until init has taken the word and closed its end (an exit now could
+        # be seen before the word).
+        sock = socket.socket(fileno=4)
+        sock.send(b"E%d" % err)
+        while sock.recv(64):
+            pass
+        return
     main = sys.modules["__main__"]
-    for name in ("_nsbox_cells", "_nsbox_session"):
+    for name in ("_nsbox_cells", "_nsbox_session", "_nsbox_nondumpable"):
         vars(main).pop(name, None)
     run, own = cells
     # SIGINT (init's word that the step's time is up) interrupts the step's code only: one that

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * One step of a started sandbox (lifecycle.h): its start on the sandbox's init (its code, stdin
- * and copy-out paths in sealed memfds, its stdout and stderr pipes), its pipes read, its end
- * into a result, or its cut when the sandbox ends during it.
+ * and copy-out paths in sealed memfds, its stdout and stderr pipes, which the supervisor reads,
+ * supervise.h), its end into a result, or its cut when the sandbox ends during it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,28 +29,13 @@
 
 void result_add_warning(struct nsbox_result *ret, const char *text)
 {
-    size_t len = strlen(ret->warnings);
-    (void)snprintf(ret->warnings + len, sizeof(ret->warnings) - len, "%s%s", len ? "\n" : "", text);
+    report_add_warning(ret, false, text);
 }
 
-ssize_t step_pipe_read(struct nsbox_sandbox *x, int i)
+/* A warning that explains the step's outcome (nsbox_result.outcome_warnings). */
+static void result_add_outcome(struct nsbox_result *ret, const char *text)
 {
-    struct step_pipe *pp = &x->step.pipes[i];
-    ssize_t n = RETRY_EINTR(read(pp->fd, x->chunk, STEP_READ_CHUNK));
-
-    if (n <= 0) {
-        if (n < 0 && errno == EAGAIN)
-            return 0;
-        (void)close(pp->fd);
-        pp->fd = -1;
-        return 0;
-    }
-    /* As for a run (supervise.c): the start and the end of the stream, their JSON string
-     * within JSON_OUTPUT_FACTOR x the limit, whatever the bytes are (headtail.h). */
-    (void)headtail_add(&pp->kept, x->chunk, (size_t)n);
-    if (x->step.on_output)
-        x->step.on_output(i + 1, x->chunk, (size_t)n, x->step.userdata);
-    return n;
+    report_add_warning(ret, true, text);
 }
 
 /* A memfd holding data, for a step to read (its code, its stdin): sealed whole (no write, no
@@ -135,9 +120,12 @@ void step_state_clear(struct nsbox_sandbox *x)
     struct step_state *st = &x->step;
 
     for (int i = 0; i < 2; i++) {
-        if (st->pipes[i].fd >= 0)
-            (void)close(st->pipes[i].fd);
-        headtail_done(&st->pipes[i].kept);
+        struct stream_state *ss = &x->sv.streams[i];
+        if (ss->fd >= 0)
+            (void)close(ss->fd);
+        ss->fd = -1;
+        headtail_done(&ss->kept);
+        ss->s = NULL;
     }
     if (st->copy_fd >= 0)
         (void)close(st->copy_fd);
@@ -146,7 +134,7 @@ void step_state_clear(struct nsbox_sandbox *x)
     if (st->memory_lowered)
         step_memory_restore(x);
     nsbox_result_free(&st->ret);
-    *st = (struct step_state){.pipes = {{.fd = -1}, {.fd = -1}}, .copy_fd = -1, .outputs_fd = -1};
+    *st = (struct step_state){.copy_fd = -1, .outputs_fd = -1};
 }
 
 /* The argv of a program step, NUL-separated, in a new buffer of *size bytes; NULL: no memory
@@ -177,12 +165,7 @@ static int step_refuse(struct nsbox_sandbox *x, struct nsbox_result *ret, int er
 {
     *ret = x->step.ret;
     x->step.ret = (struct nsbox_result){0};
-    ret->status = NSBOX_STATUS_ERROR;
-    ret->exit_code = 125;
-    ret->error_errno = err;
-    (void)snprintf(ret->error_step, sizeof(ret->error_step), "step");
-    (void)snprintf(ret->error, sizeof(ret->error), "%s: %s; the step does not run", text,
-                   strerror(err));
+    (void)report_error(ret, -err, "step", "%s: %m; the step does not run", text);
     step_state_clear(x);
     return -EIO;
 }
@@ -222,8 +205,6 @@ int nsbox_sandbox_step_begin(struct nsbox_sandbox *x, const struct nsbox_step *q
     st->code = q->code != NULL;
     st->timeout = q->timeout;
     st->copy_asked = q->copy_out && q->copy_out_size;
-    st->on_output = q->on_output;
-    st->userdata = q->userdata;
     m = (struct session_msg){.type = st->code ? SESSION_CODE : SESSION_RUN};
     /* The sandbox's limits, as its setup placed them; the step's own clock and output. */
     st->ret = (struct nsbox_result){
@@ -262,10 +243,7 @@ int nsbox_sandbox_step_begin(struct nsbox_sandbox *x, const struct nsbox_step *q
     }
     if (x->sb.in_cgroup)
         cgroup_leaf_stats(&x->leaf, &st->before);
-    payload_fd = headtail_init(&st->pipes[0].kept, &st->ret.out, st->ret.output_limit) == 0 &&
-                         headtail_init(&st->pipes[1].kept, &st->ret.err, st->ret.output_limit) == 0
-                     ? memfd_with(payload, payload_size)
-                     : -ENOMEM;
+    payload_fd = memfd_with(payload, payload_size);
     /* Its stdin, whole, in a memfd of its own (a file it reads to its end). */
     if (payload_fd >= 0 && q->has_stdin) {
         in_fd = memfd_with(q->stdin_data, q->stdin_size);
@@ -343,7 +321,13 @@ int nsbox_sandbox_step_begin(struct nsbox_sandbox *x, const struct nsbox_step *q
         m.flags |= SESSION_STEP_OUTPUTS;
         m.outputs_limit = OUTPUTS_LIMIT_DEFAULT;
     }
-    r = control_send(x->control[0], &m, fds, nfds);
+    /* The read ends are the supervisor's streams now (closed with the step). */
+    r = supervisor_step_streams(&x->sv, out[0], err[0], &st->ret, st->ret.output_limit,
+                                q->on_output, q->userdata);
+    if (r >= 0)
+        r = control_send(x->control[0], &m, fds, nfds);
+    else
+        r = -ENOMEM;
     if (in_fd >= 0)
         (void)close(in_fd);
     if (paths_fd >= 0)
@@ -351,10 +335,8 @@ int nsbox_sandbox_step_begin(struct nsbox_sandbox *x, const struct nsbox_step *q
     (void)close(payload_fd);
     (void)close(out[1]);
     (void)close(err[1]);
-    st->pipes[0].st = &st->ret.out;
-    st->pipes[0].fd = out[0];
-    st->pipes[1].st = &st->ret.err;
-    st->pipes[1].fd = err[0];
+    if (r == -ENOMEM)
+        return step_refuse(x, ret, ENOMEM, "the supervisor cannot start the step");
     st->start = now_usec();
     st->kill_at = q->timeout ? st->start + q->timeout : UINT64_MAX;
     if (r < 0) {
@@ -403,7 +385,7 @@ static void step_outcome(struct nsbox_sandbox *x)
                                ? " (libarchive, which nsbox loads for copies, could not be "
                                  "loaded when the session started)"
                                : "");
-            result_add_warning(ret, text);
+            report_add_warning(ret, true, text);
         } else
             result_add_warning(ret, "nothing was copied out: the step did not end by itself "
                                     "(its timeout, or the session's end)");
@@ -441,15 +423,12 @@ void step_state_finish(struct nsbox_sandbox *x)
     if (!ret->wall_time)
         ret->wall_time = now - st->start;
     /* Read what an exec failure reported (written before the step's process exited). */
-    while (lifecycle_report(x, ret) && ret->status != NSBOX_STATUS_ERROR) {
-        struct pollfd pr = {.fd = x->fds.report, .events = POLLIN};
-        if (poll(&pr, 1, 0) <= 0)
-            break;
-    }
-    /* The tails join the heads: the streams are read as far as they will be. */
-    for (int i = 0; i < 2; i++)
-        if (st->pipes[i].kept.s && st->pipes[i].kept.s->data)
-            (void)headtail_finish(&st->pipes[i].kept);
+    x->sv.ret = ret;
+    x->sv.take_written = true;
+    supervisor_reports(&x->sv);
+    /* The streams, read as far as they will be (what the pipes hold past the drain's grace,
+     * at most their capacity; one not at EOF is incomplete); the tails join the heads. */
+    supervisor_streams_finish(&x->sv);
     sandbox_describe_rootfs(x->sb.rootfs, ret);
     st->done = true;
     if (ret->status == NSBOX_STATUS_ERROR) {
@@ -484,17 +463,17 @@ void step_state_finish(struct nsbox_sandbox *x)
         ret->exit_code = st->end.code;
     }
     if (st->end.flags & SESSION_INTERPRETER_RESTARTED)
-        result_add_warning(ret,
+        result_add_outcome(ret,
                            "the step's time was up and the Python interpreter did not stop on "
                            "KeyboardInterrupt within 2 s: it was killed; the next step starts a "
                            "fresh interpreter (variables, imports and open files are lost)");
     if (st->end.flags & SESSION_INTERPRETER_LOWERED)
-        result_add_warning(ret, "the step's --memory was below the session's: the Python "
+        result_add_outcome(ret, "the step's --memory was below the session's: the Python "
                                 "interpreter ran it under that lower limit, which it could not "
                                 "get rid of again, so it was ended; the next code step starts a "
                                 "fresh one (variables, imports and open files are lost)");
     if (st->end.flags & SESSION_INTERPRETER_CRASHED)
-        result_add_warning(ret,
+        result_add_outcome(ret,
                            ret->cpus.enforced_by == NSBOX_ENFORCER_RLIMIT
                                ? "the session's Python interpreter died during the step (a crash, "
                                  "os._exit(), or its CPU time: under rlimits, --cpus x --timeout "
@@ -519,9 +498,9 @@ int nsbox_sandbox_step_end(struct nsbox_sandbox *x, struct nsbox_result *ret)
         return -ESRCH;
     *ret = st->ret;
     st->ret = (struct nsbox_result){0};
-    /* The pipes' records pointed into the result just handed over. */
+    /* The streams' records pointed into the result just handed over. */
     for (int i = 0; i < 2; i++)
-        st->pipes[i].st = NULL;
+        x->sv.streams[i].s = NULL;
     if (ret->copy_out_done) {
         x->copy_out_fd = st->copy_fd;
         st->copy_fd = -1;
@@ -537,29 +516,19 @@ int nsbox_sandbox_step_cut(struct nsbox_sandbox *x, struct nsbox_result *ret)
     if (!st->active)
         return -ESRCH;
     if (!st->done) {
-        for (int i = 0; i < 2; i++)
-            if (st->pipes[i].fd >= 0) {
-                /* What the pipes hold now is kept; the rest is lost with the sandbox. */
-                (void)step_pipe_read(x, i);
-                st->pipes[i].st->incomplete = st->pipes[i].fd >= 0;
-            }
         if (!st->ret.wall_time)
             st->ret.wall_time = now_usec() - st->start;
         if (st->ended && st->ret.status != NSBOX_STATUS_ERROR)
             step_state_finish(x); /* it had ended: only its pipes were still being read */
         else {
-            for (int i = 0; i < 2; i++)
-                if (st->pipes[i].kept.s && st->pipes[i].kept.s->data)
-                    (void)headtail_finish(&st->pipes[i].kept);
+            /* What the pipes hold now is kept; the rest is lost with the sandbox. */
+            supervisor_streams_finish(&x->sv);
             if (!x->ended)
                 st->ret.status = NSBOX_STATUS_KILLED;
             else if (st->ret.status != NSBOX_STATUS_ERROR) {
-                st->ret.status = NSBOX_STATUS_ERROR;
-                st->ret.exit_code = 125;
-                (void)snprintf(st->ret.error_step, sizeof(st->ret.error_step), "session");
-                (void)snprintf(st->ret.error, sizeof(st->ret.error),
-                               "the session's sandbox ended during the step; the session is "
-                               "over");
+                (void)report_error(&st->ret, 0, "session",
+                                   "the session's sandbox ended during the step; the session is "
+                                   "over");
             }
             sandbox_describe_rootfs(x->sb.rootfs, &st->ret);
             step_outcome(x);

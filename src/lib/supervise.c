@@ -62,37 +62,6 @@
 
 #define READ_CHUNK (64 * 1024)
 
-struct stream_state {
-    struct nsbox_stream *s;
-    int fd;      /* read end (O_NONBLOCK), -1 at EOF */
-    int copy_fd; /* where output is copied as it arrives, or -1 */
-    int file_fd; /* where all of it is written (nsbox_config.stdout_file_fd), or -1 */
-    uint64_t limit;
-    struct headtail kept; /* the start and the end of the stream (headtail.h) */
-    char *escaped;        /* copy_fd is a terminal: the copy is escaped here, else NULL */
-    struct termsafe term;
-    bool reader_gone; /* copy_fd's reader went away (EPIPE): pass that on */
-};
-
-/* The supervisor's state that signals change. */
-struct supervisor {
-    const struct supervise_fds *fds;
-    bool init_running;
-    bool killed_by_request; /* SIGUSR1 (`nsbox kill`) while the sandbox ran */
-    bool stop;              /* a signal came after the sandbox ended: stop draining */
-    int forwarded;          /* signals but SIGUSR1 received while the sandbox ran */
-    uint64_t kill_at;       /* when to kill the sandbox (monotonic usec), UINT64_MAX: never */
-    uint64_t notif_at;      /* when the next notification may be answered (see NOTIF_BURST) */
-    /* Which entry of the result's refused[] a system call counts in (-1: refused_other), so
-     * that a notification costs no name lookup and no malloc once its number was seen. */
-    struct {
-        uint32_t arch;
-        int nr;
-        int idx;
-    } seen[NSBOX_REFUSED_MAX + 16];
-    size_t n_seen;
-};
-
 void supervise_signal_set(sigset_t *set)
 {
     static const int terminating[] = {SIGHUP,    SIGINT,  SIGQUIT,   SIGUSR1, SIGUSR2,
@@ -243,6 +212,8 @@ static ssize_t stream_read(struct supervisor *sv, struct stream_state *st, char 
      * whatever the bytes are. What is copied out is what is kept: the head as it comes, the
      * tail once the stream has ended (stream_copy_tail()). */
     keep = headtail_add(&st->kept, buf, (size_t)n);
+    if (st->on_output) /* a step's caller, as the output comes */
+        st->on_output(st->out_fd, buf, (size_t)n, st->userdata);
     if (keep > 0)
         stream_copy(sv, st, buf, keep);
     if (st->file_fd >= 0)
@@ -488,337 +459,476 @@ static void report_take(const struct nsbox_config *c, struct nsbox_result *ret,
         *final = *report;
 }
 
-int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
-              struct nsbox_result *ret)
-{
-    struct stream_state streams[2] = {
-        {&ret->out, fds->out, c->stdout_fd, c->stdout_file_fd, c->output_limit},
-        {&ret->err, fds->err, c->stderr_fd, c->stderr_file_fd, c->output_limit},
-    };
-    _cleanup_free_ char *escaped_out = NULL, *escaped_err = NULL;
-    struct supervisor sv = {.fds = fds,
-                            .init_running = true,
-                            .kill_at = c->timeout ? start + c->timeout : UINT64_MAX};
-    _cleanup_free_ char *buf = malloc(READ_CHUNK);
-    struct report_reader reader = {0};
-    struct report final = {0}, failure = {0};
-    bool timed_out = false, killed = false;
-    int report_fd = fds->report, init_status = 0, init_code = 0;
-    /* The report pipe is watched while init may still hand something over (the proxy's socket,
-     * the seccomp listener: they come last in its setup) and until how the payload ended is in;
-     * later reports (a failure after the filters, or how the payload ended) wait in the pipe
-     * and are read once init has exited. Each wake-up it spares is a switch between init and
-     * the supervisor while init ends the run. */
-    bool report_watched = true;
-    uint64_t drain_until = UINT64_MAX;
-    /* --stdin: nsbox's stdin is copied into the payload's stdin socket, a buffer at a time. */
-    _cleanup_free_ char *in_buf = fds->stdin_dst >= 0 ? malloc(READ_CHUNK) : NULL;
-    size_t in_len = 0, in_off = 0;
-    bool in_eof = false;
-    _cleanup_close_ int listener = -EBADF;
-    _cleanup_free_ struct pollfd *pfds = NULL;
-    int r = 0;
+/* ---- the loop ----------------------------------------------------------------------------- */
 
+int supervisor_init(struct supervisor *sv, const struct nsbox_config *c, struct supervise_fds *fds,
+                    uint64_t start, struct nsbox_result *ret, bool steps)
+{
+    *sv = (struct supervisor){.c = c,
+                              .fds = fds,
+                              .ret = ret,
+                              .steps = steps,
+                              .init_running = true,
+                              .kill_at = !steps && c->timeout ? start + c->timeout : UINT64_MAX,
+                              .drain_until = UINT64_MAX,
+                              .listener = -EBADF,
+                              .report_fd = fds->report,
+                              .report_watched = true,
+                              .streams = {{.fd = -1, .copy_fd = -1, .file_fd = -1},
+                                          {.fd = -1, .copy_fd = -1, .file_fd = -1}}};
+    sv->buf = malloc(READ_CHUNK);
+    if (!sv->buf)
+        return -ENOMEM;
+    if (steps)
+        return 0;
+    sv->streams[0] = (struct stream_state){&ret->out, fds->out, c->stdout_fd, c->stdout_file_fd,
+                                           c->output_limit};
+    sv->streams[1] = (struct stream_state){&ret->err, fds->err, c->stderr_fd, c->stderr_file_fd,
+                                           c->output_limit};
+    fds->out = fds->err = -1; /* the streams' now, closed with them */
     for (size_t i = 0; i < 2; i++) {
-        streams[i].s->file_asked = streams[i].file_fd >= 0;
-        if (headtail_init(&streams[i].kept, streams[i].s, c->output_limit) < 0) {
-            r = -ENOMEM;
-            goto kill;
-        }
+        sv->streams[i].s->file_asked = sv->streams[i].file_fd >= 0;
+        if (headtail_init(&sv->streams[i].kept, sv->streams[i].s, c->output_limit) < 0)
+            return -ENOMEM;
         /* Non-blocking, so that reading what is left after the grace cannot block on a pipe
          * someone outside still holds open. Only the read end's file description changes. */
-        if (fcntl(streams[i].fd, F_SETFL, O_NONBLOCK) < 0) {
-            r = negative_errno();
-            goto kill;
-        }
+        if (fcntl(sv->streams[i].fd, F_SETFL, O_NONBLOCK) < 0)
+            return negative_errno();
     }
     if (c->stdout_escape && c->stdout_fd >= 0)
-        streams[0].escaped = escaped_out = malloc(TERMSAFE_MAX_OUT(READ_CHUNK));
+        sv->streams[0].escaped = sv->escaped[0] = malloc(TERMSAFE_MAX_OUT(READ_CHUNK));
     if (c->stderr_escape && c->stderr_fd >= 0)
-        streams[1].escaped = escaped_err = malloc(TERMSAFE_MAX_OUT(READ_CHUNK));
-    if (!buf || !ret->out.data || !ret->err.data || (fds->stdin_dst >= 0 && !in_buf) ||
-        (c->stdout_escape && c->stdout_fd >= 0 && !escaped_out) ||
-        (c->stderr_escape && c->stderr_fd >= 0 && !escaped_err)) {
-        r = -ENOMEM;
-        goto kill;
-    }
+        sv->streams[1].escaped = sv->escaped[1] = malloc(TERMSAFE_MAX_OUT(READ_CHUNK));
+    if (fds->stdin_dst >= 0)
+        sv->in_buf = malloc(READ_CHUNK);
+    if (!ret->out.data || !ret->err.data || (fds->stdin_dst >= 0 && !sv->in_buf) ||
+        (c->stdout_escape && c->stdout_fd >= 0 && !sv->escaped[0]) ||
+        (c->stderr_escape && c->stderr_fd >= 0 && !sv->escaped[1]))
+        return -ENOMEM;
+    return 0;
+}
 
-    if (fds->proxy) {
-        pfds = calloc(8 + proxy_max_pollfds(fds->proxy), sizeof(*pfds));
-        if (!pfds) {
-            r = -ENOMEM;
-            goto kill;
-        }
+void supervisor_free(struct supervisor *sv)
+{
+    for (size_t i = 0; i < 2; i++) {
+        if (sv->streams[i].fd >= 0)
+            (void)close(sv->streams[i].fd);
+        sv->streams[i].fd = -1;
+        headtail_done(&sv->streams[i].kept);
+        free(sv->escaped[i]);
+        sv->escaped[i] = NULL;
     }
-    while (sv.init_running || streams[0].fd >= 0 || streams[1].fd >= 0 ||
-           (report_fd >= 0 && report_watched)) {
-        struct pollfd p_small[8], *p = pfds ? pfds : p_small;
-        size_t idx_proxy = 0, n_proxy = 0;
-        bool proxy_polled = false;
-        int np = 0, idx_pid = -1, idx_sig = -1, idx_rep = -1, idx_stream[2] = {-1, -1};
-        int idx_in_src = -1, idx_in_dst = -1, idx_listener = -1;
-        int timeout_ms = -1;
-        uint64_t now = now_usec();
+    if (sv->listener >= 0)
+        (void)close(sv->listener);
+    sv->listener = -EBADF;
+    free(sv->buf);
+    free(sv->in_buf);
+    sv->buf = sv->in_buf = NULL;
+}
 
-        if (sv.init_running) {
-            if (now >= sv.kill_at) {
-                if (!killed) {
-                    (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
-                    if (fds->kill_group)
-                        (void)kill(-fds->init_pid, SIGKILL);
-                    killed = true;
-                    timed_out = sv.forwarded == 0 && !sv.killed_by_request;
-                }
-            } else if (sv.kill_at != UINT64_MAX) {
-                uint64_t ms = (sv.kill_at - now + 999) / 1000;
-                timeout_ms = ms > 60000 ? 60000 : (int)ms;
+size_t supervisor_pollfds_max(const struct supervisor *sv)
+{
+    return 8 + (sv->fds->proxy ? proxy_max_pollfds(sv->fds->proxy) : 0);
+}
+
+int supervisor_step_streams(struct supervisor *sv, int out_fd, int err_fd, struct nsbox_result *ret,
+                            uint64_t limit, void (*on_output)(int, const char *, size_t, void *),
+                            void *userdata)
+{
+    int fds[2] = {out_fd, err_fd};
+
+    for (int i = 0; i < 2; i++) {
+        headtail_done(&sv->streams[i].kept);
+        if (sv->streams[i].fd >= 0 && sv->streams[i].fd != fds[i])
+            (void)close(sv->streams[i].fd);
+        sv->streams[i] = (struct stream_state){.s = i ? &ret->err : &ret->out,
+                                               .fd = fds[i],
+                                               .copy_fd = -1,
+                                               .file_fd = -1,
+                                               .limit = limit,
+                                               .on_output = on_output,
+                                               .userdata = userdata,
+                                               .out_fd = i + 1};
+    }
+    for (int i = 0; i < 2; i++)
+        if (headtail_init(&sv->streams[i].kept, sv->streams[i].s, limit) < 0)
+            return -ENOMEM;
+    /* The refusals a step makes count in its own result: no cached index into another's. */
+    sv->n_seen = 0;
+    return 0;
+}
+
+bool supervisor_streams_done(const struct supervisor *sv)
+{
+    return sv->streams[0].fd < 0 && sv->streams[1].fd < 0;
+}
+
+void supervisor_streams_finish(struct supervisor *sv)
+{
+    for (size_t i = 0; i < 2; i++)
+        stream_finish(sv, &sv->streams[i], sv->buf);
+    for (size_t i = 0; i < 2; i++) {
+        if (sv->streams[i].s)
+            stream_copy_tail(sv, &sv->streams[i]);
+        headtail_done(&sv->streams[i].kept);
+    }
+}
+
+size_t supervisor_pollfds(struct supervisor *sv, struct pollfd *p, uint64_t *deadline)
+{
+    struct supervise_fds *fds = sv->fds;
+    uint64_t now = now_usec(), until = *deadline;
+    int np = 0, timeout_ms;
+
+    sv->idx_pid = sv->idx_sig = sv->idx_rep = sv->idx_in_src = sv->idx_in_dst = -1;
+    sv->idx_stream[0] = sv->idx_stream[1] = sv->idx_listener = -1;
+    sv->proxy_polled = false;
+    sv->n_proxy = 0;
+    if (sv->init_running) {
+        if (!sv->steps && now >= sv->kill_at) {
+            if (!sv->killed) {
+                (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
+                if (fds->kill_group)
+                    (void)kill(-fds->init_pid, SIGKILL);
+                sv->killed = true;
+                sv->timed_out = sv->forwarded == 0 && !sv->killed_by_request;
             }
-            idx_pid = np;
-            p[np++] = (struct pollfd){.fd = fds->pidfd, .events = POLLIN};
+        } else if (sv->kill_at < until)
+            until = sv->kill_at;
+        sv->idx_pid = np;
+        p[np++] = (struct pollfd){.fd = fds->pidfd, .events = POLLIN};
+    } else if (sv->drain_until < until)
+        until = sv->drain_until; /* the sandbox is gone: what is still open gets the grace */
+    if (fds->signalfd >= 0) {
+        sv->idx_sig = np;
+        p[np++] = (struct pollfd){.fd = fds->signalfd, .events = POLLIN};
+    }
+    for (size_t i = 0; i < 2; i++)
+        if (sv->streams[i].fd >= 0) {
+            sv->idx_stream[i] = np;
+            p[np++] = (struct pollfd){.fd = sv->streams[i].fd, .events = POLLIN};
+        }
+    if (sv->report_fd >= 0 && sv->report_watched) {
+        sv->idx_rep = np;
+        p[np++] = (struct pollfd){.fd = sv->report_fd, .events = POLLIN};
+    }
+    if (sv->listener >= 0 && now >= sv->notif_at) {
+        sv->idx_listener = np;
+        p[np++] = (struct pollfd){.fd = sv->listener, .events = POLLIN};
+    } else if (sv->listener >= 0) {
+        /* Paced (NOTIF_BURST): look again when the next answer is due. */
+        if (sv->notif_at < until)
+            until = sv->notif_at;
+        if (sv->ret && !sv->ret->refused_throttled && (!sv->steps || sv->take_written) &&
+            listener_has_waiting(sv->listener))
+            sv->ret->refused_throttled = true;
+    }
+    if (fds->stdin_dst >= 0 && sv->init_running) {
+        if (sv->in_off < sv->in_len) {
+            sv->idx_in_dst = np;
+            p[np++] = (struct pollfd){.fd = fds->stdin_dst, .events = POLLOUT};
+        } else if (!sv->in_eof) {
+            sv->idx_in_src = np;
+            p[np++] = (struct pollfd){.fd = fds->stdin_src, .events = POLLIN};
         } else {
-            /* The sandbox is gone: what is still open gets the grace, not more. */
-            if (sv.stop || now >= drain_until)
-                break;
-            timeout_ms = (int)((drain_until - now + 999) / 1000);
-        }
-        if (fds->signalfd >= 0) {
-            idx_sig = np;
-            p[np++] = (struct pollfd){.fd = fds->signalfd, .events = POLLIN};
-        }
-        for (size_t i = 0; i < 2; i++)
-            if (streams[i].fd >= 0) {
-                idx_stream[i] = np;
-                p[np++] = (struct pollfd){.fd = streams[i].fd, .events = POLLIN};
-            }
-        if (report_fd >= 0 && report_watched) {
-            idx_rep = np;
-            p[np++] = (struct pollfd){.fd = report_fd, .events = POLLIN};
-        }
-        if (listener >= 0 && now >= sv.notif_at) {
-            idx_listener = np;
-            p[np++] = (struct pollfd){.fd = listener, .events = POLLIN};
-        } else if (listener >= 0) {
-            /* Paced (NOTIF_BURST): look again when the next answer is due. */
-            uint64_t ms = (sv.notif_at - now + 999) / 1000;
-            if (timeout_ms < 0 || (uint64_t)timeout_ms > ms)
-                timeout_ms = (int)ms;
-            if (!ret->refused_throttled && listener_has_waiting(listener))
-                ret->refused_throttled = true;
-        }
-        if (fds->stdin_dst >= 0 && sv.init_running) {
-            if (in_off < in_len) {
-                idx_in_dst = np;
-                p[np++] = (struct pollfd){.fd = fds->stdin_dst, .events = POLLOUT};
-            } else if (!in_eof) {
-                idx_in_src = np;
-                p[np++] = (struct pollfd){.fd = fds->stdin_src, .events = POLLIN};
-            } else {
-                /* All of nsbox's stdin is through: the payload reads EOF. */
-                (void)shutdown(fds->stdin_dst, SHUT_WR);
-                (void)close(fds->stdin_dst);
-                fds->stdin_dst = -1;
-            }
-        }
-
-        /* The proxy serves while the sandbox runs; once it is gone, nobody is left to talk
-         * to (proxy_finish() closes what is open). */
-        if (fds->proxy && sv.init_running) {
-            proxy_polled = true;
-            idx_proxy = (size_t)np;
-            n_proxy = proxy_poll_fill(fds->proxy, p + np, now, &timeout_ms);
-            np += (int)n_proxy;
-        }
-
-        if (poll(p, (nfds_t)np, timeout_ms) < 0) {
-            if (errno == EINTR)
-                continue;
-            r = negative_errno();
-            goto kill;
-        }
-
-        if (idx_sig >= 0 && p[idx_sig].revents)
-            handle_signals(&sv);
-        if (proxy_polled) /* its deadlines too, when it had no descriptor to wait on */
-            proxy_poll_handle(fds->proxy, p + idx_proxy, n_proxy, now_usec());
-
-        if (idx_listener >= 0 && p[idx_listener].revents) {
-            if (!(p[idx_listener].revents & POLLIN) ||
-                !answer_notification(&sv, listener, fds->init_pid,
-                                     !c->network_host && !c->network_loopback &&
-                                         !(c->network_allow && c->network_allow[0]),
-                                     ret)) {
-                (void)close(listener);
-                listener = -EBADF;
-            }
-        }
-        if (idx_in_src >= 0 && p[idx_in_src].revents) {
-            ssize_t n = read(fds->stdin_src, in_buf, READ_CHUNK);
-            if (n > 0) {
-                in_len = (size_t)n;
-                in_off = 0;
-            } else if (n == 0 || (errno != EINTR && errno != EAGAIN))
-                in_eof = true;
-        }
-        if (idx_in_dst >= 0 && p[idx_in_dst].revents) {
-            ssize_t n = send(fds->stdin_dst, in_buf + in_off, in_len - in_off,
-                             MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (n > 0)
-                in_off += (size_t)n;
-            else if (n < 0 && errno != EINTR && errno != EAGAIN) {
-                /* The payload closed its stdin (EPIPE): stop copying. */
-                (void)close(fds->stdin_dst);
-                fds->stdin_dst = -1;
-            }
-        }
-
-        for (size_t i = 0; i < 2; i++)
-            if (idx_stream[i] >= 0 && p[idx_stream[i]].revents &&
-                stream_read(&sv, &streams[i], buf) == 0)
-                stream_close(&sv, &streams[i]);
-
-        if (idx_rep >= 0 && p[idx_rep].revents) {
-            const struct report *report = &reader.rep;
-            int k = report_read(report_fd, &reader);
-
-            if (k > 0 && report->type == REPORT_PROXY && fds->proxy) {
-                /* Take the proxy's listening socket; init waits for the byte. */
-                int fd = sys_pidfd_getfd(fds->pidfd, report->code, 0);
-                if (fd < 0) {
-                    r = negative_errno();
-                    goto kill;
-                }
-                proxy_set_listener(fds->proxy, fd);
-                if (write(fds->sync, "x", 1) != 1) {
-                    r = negative_errno();
-                    goto kill;
-                }
-            } else if (k > 0 && report->type == REPORT_LISTENER) {
-                /* Take init's seccomp listener; init waits for the byte (sandbox.c). */
-                listener = sys_pidfd_getfd(fds->pidfd, report->code, 0);
-                if (listener < 0) {
-                    r = negative_errno();
-                    goto kill;
-                }
-                if (write(fds->sync, "x", 1) != 1) {
-                    r = negative_errno();
-                    goto kill;
-                }
-                ret->seccomp_reporting = true;
-                /* The pipe stays watched: the files the payload wrote (REPORT_WRITTEN, up to
-                 * NSBOX_WRITTEN_MAX of them) can be more than a pipe holds, and init waits to
-                 * write them before it exits. */
-            } else if (k > 0) {
-                report_take(c, ret, report, &failure, &final);
-                if (final.type)
-                    report_watched = false;
-            } else if (k < 0) {
-                (void)close(report_fd);
-                report_fd = -1;
-            }
-        }
-
-        if (idx_pid >= 0 && p[idx_pid].revents) {
-            siginfo_t si = {0};
-            /* Readable once init has exited; by then the kernel has killed and reaped every
-             * other process of its pid namespace (zap_pid_ns_processes()). Tier 3's init is a
-             * zombie until reaped below, which keeps its group's id its own. */
-            if (fds->kill_group)
-                (void)kill(-fds->init_pid, SIGKILL);
-            if (RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED)) < 0) {
-                r = negative_errno();
-                goto kill;
-            }
-            sv.init_running = false;
-            init_status = si.si_code;
-            init_code = si.si_status;
-            /* The timeout still applies while draining. */
-            drain_until = now_usec() + DRAIN_GRACE_USEC;
-            if (drain_until > sv.kill_at)
-                drain_until = sv.kill_at;
+            /* All of nsbox's stdin is through: the payload reads EOF. */
+            (void)shutdown(fds->stdin_dst, SHUT_WR);
+            (void)close(fds->stdin_dst);
+            fds->stdin_dst = -1;
         }
     }
+    /* The proxy serves while the sandbox runs; once it is gone, nobody is left to talk to
+     * (proxy_finish() closes what is open). */
+    if (fds->proxy && sv->init_running) {
+        timeout_ms = until == UINT64_MAX                  ? -1
+                     : until <= now                       ? 0
+                     : (until - now + 999) / 1000 > 60000 ? 60000
+                                                          : (int)((until - now + 999) / 1000);
+        sv->proxy_polled = true;
+        sv->idx_proxy = (size_t)np;
+        sv->n_proxy = proxy_poll_fill(fds->proxy, p + np, now, &timeout_ms);
+        np += (int)sv->n_proxy;
+        if (timeout_ms >= 0 && now + (uint64_t)timeout_ms * 1000 < until)
+            until = now + (uint64_t)timeout_ms * 1000;
+    }
+    *deadline = until;
+    return (size_t)np;
+}
+
+/* A report from init: the proxy's socket and the listener, taken (init waits for the byte);
+ * a file written; a failure; how the payload ended (a run). */
+static void handle_report(struct supervisor *sv, const struct report *report)
+{
+    struct supervise_fds *fds = sv->fds;
+
+    if (report->type == REPORT_PROXY && fds->proxy) {
+        /* Take the proxy's listening socket; init waits for the byte. */
+        int fd = sys_pidfd_getfd(fds->pidfd, report->code, 0);
+        if (fd < 0 || write(fds->sync, "x", 1) != 1) {
+            sv->error = negative_errno();
+            if (fd >= 0)
+                (void)close(fd);
+            return;
+        }
+        proxy_set_listener(fds->proxy, fd);
+    } else if (report->type == REPORT_LISTENER) {
+        /* Take init's seccomp listener; init waits for the byte (sandbox.c). */
+        sv->listener = sys_pidfd_getfd(fds->pidfd, report->code, 0);
+        if (sv->listener < 0 || write(fds->sync, "x", 1) != 1) {
+            sv->error = negative_errno();
+            return;
+        }
+        if (sv->ret)
+            sv->ret->seccomp_reporting = true;
+        /* The pipe stays watched: the files the payload wrote (REPORT_WRITTEN, up to
+         * NSBOX_WRITTEN_MAX of them) can be more than a pipe holds, and init waits to write
+         * them before it exits. */
+    } else if (!sv->steps) {
+        report_take(sv->c, sv->ret, report, &sv->failure, &sv->final);
+        if (sv->final.type)
+            sv->report_watched = false;
+    } else if (report->type == REPORT_WRITTEN) {
+        /* The files a step wrote in /work, before its end; none outside a step. */
+        if (sv->take_written)
+            written_add(sv->ret, report);
+    } else if (report->type == REPORT_SETUP_FAILED || report->type == REPORT_EXEC_FAILED ||
+               report->type == REPORT_STEP_FAILED) {
+        /* A setup failure ends the sandbox; a program that could not be run, or a step that
+         * could not start (its copy-in, say), is its step's result. */
+        report_to_result(report, sv->ret);
+        if (report->type == REPORT_SETUP_FAILED)
+            sv->setup_failed = true;
+    }
+}
+
+void supervisor_reports(struct supervisor *sv)
+{
+    for (;;) {
+        int k = report_read(sv->report_fd, &sv->reader);
+        if (k > 0) {
+            handle_report(sv, &sv->reader.rep);
+            if (sv->error || !sv->report_watched)
+                return;
+            if (!sv->steps)
+                return; /* a run reads one a wake-up, as it always did */
+            continue;
+        }
+        if (k < 0) {
+            (void)close(sv->report_fd);
+            sv->report_fd = -1;
+        }
+        return;
+    }
+}
+
+void supervisor_dispatch(struct supervisor *sv, const struct pollfd *p, size_t n)
+{
+    struct supervise_fds *fds = sv->fds;
+
+    (void)n;
+    if (sv->idx_sig >= 0 && p[sv->idx_sig].revents)
+        handle_signals(sv);
+    if (sv->proxy_polled) /* its deadlines too, when it had no descriptor to wait on */
+        proxy_poll_handle(fds->proxy, p + sv->idx_proxy, sv->n_proxy, now_usec());
+    if (sv->idx_listener >= 0 && p[sv->idx_listener].revents) {
+        if (sv->ret != sv->seen_for) {
+            sv->n_seen = 0; /* another result: no cached index into the last one's */
+            sv->seen_for = sv->ret;
+        }
+        if (!(p[sv->idx_listener].revents & POLLIN) ||
+            !answer_notification(sv, sv->listener, fds->init_pid,
+                                 !sv->c->network_host && !sv->c->network_loopback &&
+                                     !(sv->c->network_allow && sv->c->network_allow[0]),
+                                 sv->ret)) {
+            (void)close(sv->listener);
+            sv->listener = -EBADF;
+        }
+    }
+    if (sv->idx_in_src >= 0 && p[sv->idx_in_src].revents) {
+        ssize_t k = read(fds->stdin_src, sv->in_buf, READ_CHUNK);
+        if (k > 0) {
+            sv->in_len = (size_t)k;
+            sv->in_off = 0;
+        } else if (k == 0 || (errno != EINTR && errno != EAGAIN))
+            sv->in_eof = true;
+    }
+    if (sv->idx_in_dst >= 0 && p[sv->idx_in_dst].revents) {
+        ssize_t k = send(fds->stdin_dst, sv->in_buf + sv->in_off, sv->in_len - sv->in_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0)
+            sv->in_off += (size_t)k;
+        else if (k < 0 && errno != EINTR && errno != EAGAIN) {
+            /* The payload closed its stdin (EPIPE): stop copying. */
+            (void)close(fds->stdin_dst);
+            fds->stdin_dst = -1;
+        }
+    }
+    for (size_t i = 0; i < 2; i++)
+        if (sv->idx_stream[i] >= 0 && p[sv->idx_stream[i]].revents &&
+            stream_read(sv, &sv->streams[i], sv->buf) == 0)
+            stream_close(sv, &sv->streams[i]);
+    if (sv->idx_rep >= 0 && p[sv->idx_rep].revents)
+        supervisor_reports(sv);
+    if (sv->error)
+        return;
+    if (sv->idx_pid >= 0 && p[sv->idx_pid].revents) {
+        siginfo_t si = {0};
+        if (sv->steps) {
+            /* A started sandbox's init ends only when the sandbox does (lifecycle.c reaps). */
+            sv->init_running = false;
+            return;
+        }
+        /* Readable once init has exited; by then the kernel has killed and reaped every other
+         * process of its pid namespace (zap_pid_ns_processes()). Tier 3's init is a zombie
+         * until reaped below, which keeps its group's id its own. */
+        if (fds->kill_group)
+            (void)kill(-fds->init_pid, SIGKILL);
+        if (RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED)) < 0) {
+            sv->error = negative_errno();
+            return;
+        }
+        sv->init_running = false;
+        sv->init_status = si.si_code;
+        sv->init_code = si.si_status;
+        /* The timeout still applies while draining. */
+        sv->drain_until = now_usec() + DRAIN_GRACE_USEC;
+        if (sv->drain_until > sv->kill_at)
+            sv->drain_until = sv->kill_at;
+    }
+}
+
+/* A run is over: init has exited and every pipe is at EOF and the report read, or the grace
+ * after init's exit is over, or a signal ended the drain. */
+static bool run_over(const struct supervisor *sv)
+{
+    if (sv->init_running || sv->streams[0].fd >= 0 || sv->streams[1].fd >= 0 ||
+        (sv->report_fd >= 0 && sv->report_watched))
+        return !sv->init_running && (sv->stop || now_usec() >= sv->drain_until);
+    return true;
+}
+
+/* How the run ended, once its loop is over. */
+static void run_result(struct supervisor *sv, uint64_t start)
+{
+    struct nsbox_result *ret = sv->ret;
+    const struct report *final = &sv->final;
 
     /* The grace is over (or a signal ended it): what the pipes hold is read, the rest of
      * what their holders might still write is not waited for. */
-    for (size_t i = 0; i < 2; i++)
-        stream_finish(&sv, &streams[i], buf);
-    for (size_t i = 0; i < 2; i++) {
-        stream_copy_tail(&sv, &streams[i]);
-        headtail_done(&streams[i].kept);
-    }
-    if (report_fd >= 0) {
+    supervisor_streams_finish(sv);
+    if (sv->report_fd >= 0) {
         /* What init said after the pipe stopped being watched; init is gone (or the run is
          * being given up), so nothing waits: non-blocking, until empty. */
-        if (!report_watched && fcntl(report_fd, F_SETFL, O_NONBLOCK) == 0)
-            while (report_read(report_fd, &reader) > 0)
-                report_take(c, ret, &reader.rep, &failure, &final);
-        (void)close(report_fd);
-        report_fd = -1;
+        if (!sv->report_watched && fcntl(sv->report_fd, F_SETFL, O_NONBLOCK) == 0)
+            while (report_read(sv->report_fd, &sv->reader) > 0)
+                report_take(sv->c, ret, &sv->reader.rep, &sv->failure, &sv->final);
+        (void)close(sv->report_fd);
+        sv->report_fd = -1;
     }
     if (ret->out.incomplete || ret->err.incomplete) {
-        size_t n = strlen(ret->warnings);
-        (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n,
-                       "%s%s%s%s %s still open %llu ms after the sandbox ended (held by a process "
+        char line[400];
+        (void)snprintf(line, sizeof(line),
+                       "%s%s%s %s still open %llu ms after the sandbox ended (held by a process "
                        "outside it, such as one --pid host left running, or by a descriptor "
                        "parked in a unix socket message): nsbox stopped reading, so output "
                        "written after that is missing",
-                       n ? "\n" : "", ret->out.incomplete ? "stdout" : "",
+                       ret->out.incomplete ? "stdout" : "",
                        ret->out.incomplete && ret->err.incomplete ? " and " : "",
                        ret->err.incomplete ? "stderr" : "",
                        ret->out.incomplete && ret->err.incomplete ? "were" : "was",
                        (unsigned long long)(DRAIN_GRACE_USEC / 1000));
+        report_add_warning(ret, true, line);
     }
     ret->wall_time = now_usec() - start;
 
-    if (fds->stdin_dst >= 0) {
-        (void)close(fds->stdin_dst);
-        fds->stdin_dst = -1;
+    if (sv->fds->stdin_dst >= 0) {
+        (void)close(sv->fds->stdin_dst);
+        sv->fds->stdin_dst = -1;
     }
-    if (final.type == REPORT_EXITED || final.type == REPORT_SIGNALED) {
-        ret->shm_used = final.shm_used;
-        ret->shm_free = final.shm_free;
-        ret->work_used = final.work_used;
-        ret->work_free = final.work_free;
-        ret->copy_out_done = final.copy_taken && final.copy_err == 0;
-        ret->skipped_more += final.copy_unlisted;
-        ret->copy_out_lost += final.copy_lost;
-        if (final.copy_taken && final.copy_err) {
-            size_t n = strlen(ret->warnings);
-            (void)snprintf(ret->warnings + n, sizeof(ret->warnings) - n,
-                           "%scopy-out failed inside the sandbox: %s%s; nothing was copied out",
-                           n ? "\n" : "", strerror(final.copy_err),
-                           final.copy_err == EFBIG ? " (the stream passed RLIMIT_FSIZE: lower "
-                                                     "--copy-out-max-bytes or raise --memory)"
-                                                   : "");
+    if (final->type == REPORT_EXITED || final->type == REPORT_SIGNALED) {
+        ret->shm_used = final->shm_used;
+        ret->shm_free = final->shm_free;
+        ret->work_used = final->work_used;
+        ret->work_free = final->work_free;
+        ret->copy_out_done = final->copy_taken && final->copy_err == 0;
+        ret->skipped_more += final->copy_unlisted;
+        ret->copy_out_lost += final->copy_lost;
+        if (final->copy_taken && final->copy_err) {
+            char line[300];
+            (void)snprintf(line, sizeof(line),
+                           "copy-out failed inside the sandbox: %s%s; nothing was copied out",
+                           strerror(final->copy_err),
+                           final->copy_err == EFBIG ? " (the stream passed RLIMIT_FSIZE: lower "
+                                                      "--copy-out-max-bytes or raise --memory)"
+                                                    : "");
+            report_add_warning(ret, true, line);
         }
     }
-    if (sv.killed_by_request) {
+    if (sv->killed_by_request) {
         ret->status = NSBOX_STATUS_KILLED;
         ret->signal = SIGKILL;
-    } else if (timed_out) {
+    } else if (sv->timed_out) {
         ret->status = NSBOX_STATUS_TIMEOUT;
         ret->exit_code = 124;
-    } else if (failure.type)
-        report_to_result(&failure, ret);
-    else if (final.type == REPORT_EXITED) {
+    } else if (sv->failure.type)
+        report_to_result(&sv->failure, ret);
+    else if (final->type == REPORT_EXITED) {
         ret->status = NSBOX_STATUS_EXITED;
-        ret->exit_code = final.code;
-    } else if (final.type == REPORT_SIGNALED) {
+        ret->exit_code = final->code;
+    } else if (final->type == REPORT_SIGNALED) {
         ret->status = NSBOX_STATUS_SIGNALED;
-        ret->signal = final.code;
-    } else if (killed || init_status == CLD_KILLED || init_status == CLD_DUMPED) {
+        ret->signal = final->code;
+    } else if (sv->killed || sv->init_status == CLD_KILLED || sv->init_status == CLD_DUMPED) {
         /* The whole sandbox was killed: by nsbox after a signal, or from outside. */
         ret->status = NSBOX_STATUS_SIGNALED;
-        ret->signal = init_status == CLD_EXITED ? SIGKILL : init_code;
+        ret->signal = sv->init_status == CLD_EXITED ? SIGKILL : sv->init_code;
     } else {
         struct report unexpected = {.type = REPORT_SETUP_FAILED};
         (void)report_step_failed(&unexpected.step, 0, "init",
-                                 "the sandbox's init exited with %d unexpectedly", init_code);
+                                 "the sandbox's init exited with %d unexpectedly", sv->init_code);
         report_to_result(&unexpected, ret);
     }
-    return 0;
+}
 
-kill:
+int supervise(const struct nsbox_config *c, struct supervise_fds *fds, uint64_t start,
+              struct nsbox_result *ret)
+{
+    struct supervisor sv;
+    _cleanup_free_ struct pollfd *pfds = NULL;
+    int r = supervisor_init(&sv, c, fds, start, ret, false);
+
+    if (r >= 0) {
+        pfds = calloc(supervisor_pollfds_max(&sv), sizeof(*pfds));
+        if (!pfds)
+            r = -ENOMEM;
+    }
+    while (r >= 0 && !run_over(&sv)) {
+        uint64_t deadline = UINT64_MAX, now;
+        size_t n = supervisor_pollfds(&sv, pfds, &deadline);
+        int timeout_ms = -1;
+
+        now = now_usec();
+        if (deadline != UINT64_MAX)
+            timeout_ms = deadline <= now ? 0
+                         : (deadline - now + 999) / 1000 > 60000
+                             ? 60000
+                             : (int)((deadline - now + 999) / 1000);
+        if (poll(pfds, (nfds_t)n, timeout_ms) < 0) {
+            if (errno == EINTR)
+                continue;
+            r = negative_errno();
+            break;
+        }
+        supervisor_dispatch(&sv, pfds, n);
+        r = sv.error;
+    }
+    if (r >= 0) {
+        run_result(&sv, start);
+        supervisor_free(&sv);
+        return 0;
+    }
+
+    /* The supervisor failed: the sandbox is killed and reaped, what was read is kept. */
     (void)sys_pidfd_send_signal(fds->pidfd, SIGKILL);
     if (fds->kill_group && sv.init_running)
         (void)kill(-fds->init_pid, SIGKILL);
@@ -827,16 +937,18 @@ kill:
         (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)fds->pidfd, &si, WEXITED));
     }
     for (size_t i = 0; i < 2; i++) {
-        if (streams[i].fd >= 0)
-            (void)close(streams[i].fd);
-        if (streams[i].s->data)
-            (void)headtail_finish(&streams[i].kept);
-        headtail_done(&streams[i].kept);
+        if (sv.streams[i].fd >= 0)
+            (void)close(sv.streams[i].fd);
+        sv.streams[i].fd = -1;
+        if (sv.streams[i].s && sv.streams[i].s->data)
+            (void)headtail_finish(&sv.streams[i].kept);
     }
-    if (report_fd >= 0)
-        (void)close(report_fd);
+    if (sv.report_fd >= 0)
+        (void)close(sv.report_fd);
     if (fds->stdin_dst >= 0)
         (void)close(fds->stdin_dst);
+    fds->stdin_dst = -1;
+    supervisor_free(&sv);
     ret->wall_time = now_usec() - start;
     return r;
 }

@@ -335,7 +335,7 @@ static int plan_env3(struct tier3 *t, struct nsbox_result *ret)
         const char *eq = strchr(c->env[i], '=');
         size_t k, key;
         if (!eq || eq == c->env[i])
-            return report_error(ret, -EINVAL, "config", "-e %s: expected KEY=VALUE", c->env[i]);
+            return report_config_error(ret, -EINVAL, "-e %s: expected KEY=VALUE", c->env[i]);
         key = (size_t)(eq - c->env[i]) + 1;
         for (k = 0; k < n && strncmp(envp[k], c->env[i], key) != 0; k++)
             ;
@@ -364,11 +364,11 @@ static int plan_argv(struct tier3 *t, struct nsbox_result *ret)
     while (c->argv && c->argv[n_args])
         n_args++;
     if (!c->code && n_args == 0)
-        return report_error(ret, -EINVAL, "config", "no program to run (give PROGRAM or --code)");
+        return report_config_error(ret, -EINVAL, "no program to run (give PROGRAM or --code)");
     /* With PROGRAM (no code), cell_plan_payload() copies it as it is. */
     r = cell_plan_payload(c, n_args, &t->sb.argv, &t->sb.outputs_fd, &why);
     if (r < 0)
-        return why ? report_error(ret, r, "config", "%s", why) : r;
+        return why ? report_config_error(ret, r, "%s", why) : r;
     for (size_t i = 0; t->sb.argv[i]; i++)
         if (strcmp(t->sb.argv[i], "/work/main.py") == 0) {
             free(t->sb.argv[i]);
@@ -788,8 +788,8 @@ int tier3_run(const struct nsbox_config *c, int sigfd, struct nsbox_result *ret)
         t.uid = geteuid();
         t.gid = getegid();
         if ((c->host_uid && c->host_uid != t.uid) || (c->host_gid && c->host_gid != t.gid)) {
-            r = report_error(ret, -EINVAL, "config",
-                             "--host-user: an ordinary user's run is the user themself");
+            r = report_config_error(ret, -EINVAL,
+                                    "--host-user: an ordinary user's run is the user themself");
             goto out;
         }
     }
@@ -921,8 +921,5 @@ out:
     close_fd(&in[0]);
     close_fd(&in[1]);
     tier3_free(&t);
-    return r == -EINVAL && ret->status == NSBOX_STATUS_ERROR &&
-                   strcmp(ret->error_step, "config") == 0
-               ? -EINVAL
-               : 0;
+    return r == -EINVAL && ret->status == NSBOX_STATUS_ERROR && ret->error_config ? -EINVAL : 0;
 }

@@ -169,6 +169,9 @@ class TestCopy(NsboxTestCase):
         self.assertIn("symlink", reasons.get("/work/o/shadow", ""))
         self.assertEqual(reasons.get("/work/o/fifo"), "FIFO")
         self.assertIn("--copy-out-max-bytes", reasons.get("/work/o/big", ""))
+        kinds = {s["path"]: s["kind"] for s in co["skipped"]}
+        self.assertEqual([kinds.get(f"/work/o/{n}") for n in ("shadow", "fifo", "big")],
+                         ["not_copied", "not_copied", "over_cap"], kinds)
         self.assertEqual(len(co["copied"]), 100)
         self.assertGreater(co["skipped_unlisted"], 0)
         # Nothing but regular files and directories below HOSTDIR, nothing else on the host.
@@ -288,7 +291,12 @@ class TestWorkspace(NsboxTestCase):
                   "for i in range(10): open(f'f{i}','w').close()",
                   "--workspace", "w5", "--copy-out-max-files", "5", env=self.env)
         self.assertFalse(r["workspace"]["saved"])
-        self.assertTrue(any("was not saved" in w for w in r["warnings"]), r["warnings"])
+        # Refused for the cap (the skipped entries' kind), said as such, to the model too.
+        self.assertIn("over_cap", [s["kind"] for s in r["copy_out"]["skipped"]], r["copy_out"])
+        capped = [w for w in r["warnings"] if w.startswith("workspace 'w5' was not saved: /work "
+                                                           "is over --copy-out-max-files")]
+        self.assertEqual(len(capped), 1, r["warnings"])
+        self.assertIn(capped[0], r["outcome_warnings"])
         p, r = py("import os; print(sorted(os.listdir('.')))", "--workspace", "w5",
                   env=self.env)
         self.assertEqual(r["stdout"].strip(), "['keep.txt']", r["stderr"])

@@ -327,6 +327,19 @@ class TestTools(McpTestCase):
         self.assertTrue(r["isError"], r)
         self.assertIn("at least 6m", r["content"][0]["text"])
 
+    def test_outcome_warnings_reach_the_model_host_ones_do_not(self):
+        # A full /work is the program's to act on (nsbox marks it an outcome warning); an
+        # opt-out of the operator's is not: the text and the notes say the one, not the other.
+        s = self.server("--workdir-size", "2m", "--env-inherit")
+        r = s.call("run_python", {"code": "open('big', 'wb').write(b'x' * (3 << 20))"})
+        self.assertTrue(r["isError"], r)
+        text, notes = r["content"][0]["text"], r["structuredContent"]["notes"]
+        full = [n for n in notes if "raise --workdir-size" in n]
+        self.assertEqual(len(full), 1, notes)
+        self.assertIn(f"[{full[0]}]", text)
+        self.assertFalse(any("--env-inherit" in n for n in notes), notes)
+        self.assertNotIn("--env-inherit", text)
+
     def test_run_command(self):
         s = self.server()
         r = s.call("run_command", {"argv": ["sh", "-c", "tr a-z A-Z; exit 3"], "stdin": "hey\n"})

@@ -83,6 +83,8 @@ class TestSessionCopyOut(SessionTestCase):
             self.assertFalse(r["copy_out"]["done"], src)
             self.assertTrue(any("copy-out failed on the host" in w for w in r["warnings"]),
                             r["warnings"])
+            self.assertTrue(any("copy-out failed on the host" in w
+                                for w in r["outcome_warnings"]), r["outcome_warnings"])
         self.assertEqual(sorted(os.listdir(victim)), ["file"])
         with open(os.path.join(victim, "file")) as f:
             self.assertEqual(f.read(), "precious")
@@ -97,7 +99,12 @@ class TestSessionCopyOut(SessionTestCase):
         self.assertEqual(len(co["copied"]), 2, co)
         self.assertEqual(len([s for s in co["skipped"] if "--copy-out-max-files" in s["reason"]]),
                          2, co)
+        self.assertEqual([s["kind"] for s in co["skipped"]], ["over_cap", "over_cap"], co)
         self.assertFalse(co["complete"])
+        # The warning the command adds explains the outcome: the model is shown it.
+        incomplete = [w for w in r["warnings"] if w.startswith("copy-out is not complete")]
+        self.assertEqual(len(incomplete), 1, r["warnings"])
+        self.assertEqual(r["outcome_warnings"], incomplete)
 
     def test_api(self):
         import asyncio

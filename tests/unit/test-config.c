@@ -35,6 +35,7 @@ static void expect_refused(const char *contains)
     cr_assert_eq(nsbox_run(&config, &result), -EINVAL);
     cr_assert_eq(result.status, NSBOX_STATUS_ERROR);
     cr_assert_str_eq(result.error_step, "config");
+    cr_assert(result.error_config);
     cr_assert_eq(result.error_errno, EINVAL);
     cr_assert(strstr(result.error, contains), "error: %s", result.error);
     cr_assert_eq(nsbox_exit_status(&result), 125);
@@ -70,6 +71,15 @@ Test(config, a_bad_allow_pattern_is_refused_by_nsbox_run)
     config.network_allow = allow;
     cr_assert_eq(nsbox_run(&config, &result), -EINVAL);
     cr_assert_str_eq(result.error_step, "config");
+}
+
+/* A failure that is not the config's: reported in the result, nsbox_run() returns 0. */
+Test(config, a_missing_rootfs_is_no_config_error)
+{
+    config.rootfs = "/nonexistent/nsbox-rootfs";
+    cr_assert_eq(nsbox_run(&config, &result), 0);
+    cr_assert_eq(result.status, NSBOX_STATUS_ERROR);
+    cr_assert_not(result.error_config, "step %s: %s", result.error_step, result.error);
 }
 
 static char path[64];

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The host side of copy-out (copy.h): copy_unpack() checks the caps again, directories
- * included, whatever the packer inside the sandbox did. */
+ * included, whatever the packer inside the sandbox did; a skipped entry keeps its kind. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -89,6 +89,69 @@ Test(copy, unpack_counts_directories_against_max_files, .init = setup, .fini = t
                              &(struct copy_caps){.max_files = 100}, NULL, why, sizeof(why)),
                  0, "%s", why);
     cr_expect_eq(count_entries(dst), 50);
+    (void)close(dstfd);
+    (void)close(srcfd);
+    (void)close(stream);
+}
+
+/* A skipped entry's kind crosses the stream with its reason: the host decides on the kind (a
+ * workspace over a cap is not saved), never on the reason's words. */
+Test(copy, skipped_entries_keep_their_kind, .init = setup, .fini = teardown)
+{
+    struct nsbox_result res = {0};
+    struct copy_packer *p = NULL;
+    struct copy_stats stats;
+    char why[512] = "", path[512];
+    int stream = memfd_create("stream", MFD_CLOEXEC), srcfd, dstfd;
+    const char *root = "";
+    static const char big[4096];
+    bool fifo = false, over = false, link = false;
+
+    (void)snprintf(path, sizeof(path), "%s/fifo", src);
+    cr_assert_eq(mkfifo(path, 0644), 0);
+    (void)snprintf(path, sizeof(path), "%s/link", src);
+    cr_assert_eq(symlink("/etc/passwd", path), 0);
+    (void)snprintf(path, sizeof(path), "%s/big", src);
+    {
+        FILE *f = fopen(path, "w");
+        cr_assert(f && fwrite(big, 1, sizeof(big), f) == sizeof(big) && fclose(f) == 0);
+    }
+    srcfd = open(src, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    cr_assert(stream >= 0 && srcfd >= 0);
+    cr_assert_eq(copy_packer_new(stream, &(struct copy_caps){.max_bytes = 100}, &p, why,
+                                 sizeof(why)),
+                 0, "%s", why);
+    cr_assert_eq(copy_pack(p, &(struct copy_source){.src_fd = srcfd, .prefix = "", .shown = src},
+                           true, why, sizeof(why)),
+                 0, "%s", why);
+    cr_assert_eq(copy_packer_finish(p, &stats, why, sizeof(why)), 0, "%s", why);
+    cr_expect_eq(stats.skipped, 3);
+    cr_expect_eq(stats.lost, 1, "only the file over the cap is content that is missing");
+
+    dstfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cr_assert(dstfd >= 0);
+    cr_assert_eq(copy_unpack(stream,
+                             &(struct copy_target){.root_fds = &dstfd,
+                                                   .n_roots = 1,
+                                                   .host = true,
+                                                   .shown_prefix = "/work/",
+                                                   .shown_roots = &root},
+                             &(struct copy_caps){.max_bytes = 100}, &res, why, sizeof(why)),
+                 0, "%s", why);
+    cr_assert_eq(res.n_skipped, 3);
+    for (size_t i = 0; i < res.n_skipped; i++) {
+        const struct nsbox_skipped_file *s = &res.skipped[i];
+        if (strcmp(s->path, "/work/fifo") == 0)
+            fifo = s->kind == NSBOX_SKIP_NOT_COPIED;
+        else if (strcmp(s->path, "/work/link") == 0)
+            link = s->kind == NSBOX_SKIP_NOT_COPIED;
+        else if (strcmp(s->path, "/work/big") == 0)
+            over = s->kind == NSBOX_SKIP_OVER_CAP;
+        else
+            cr_expect_fail("unexpected skipped entry %s (%s)", s->path, s->reason);
+    }
+    cr_expect(fifo && link && over);
+    nsbox_result_free(&res);
     (void)close(dstfd);
     (void)close(srcfd);
     (void)close(stream);

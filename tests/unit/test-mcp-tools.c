@@ -98,7 +98,8 @@ Test(mcp_tools, failure_says_reason_streams_and_notes)
              "\"stderr\": \"err\\n\", \"reason\": \"timed out after 3 s; the sandbox was "
              "killed\", \"limit\": {\"name\": \"timeout\"}, \"notes\": [\"a note\"], "
              "\"warnings\": [\"limits are enforced with rlimits\", \"/work is full "
-             "(--workdir-size)\"], \"error\": {\"name\": \"KeyboardInterrupt\"}}");
+             "(--workdir-size)\"], \"outcome_warnings\": [\"/work is full (--workdir-size)\"], "
+             "\"error\": {\"name\": \"KeyboardInterrupt\"}}");
     res = mcp_run_result(&call, r);
     cr_assert_str_eq(text0(res), "timed out after 3 s; the sandbox was killed\n[stdout]\n"
                                  "a\\x1b[31mb\n[stderr]\nerr\n[asked for more]\n[a note]\n"
@@ -112,6 +113,28 @@ Test(mcp_tools, failure_says_reason_streams_and_notes)
                          "KeyboardInterrupt");
         cr_assert_eq(json_real_value(json_object_get(sc, "timeout")), 3.0);
     }
+    json_decref(res);
+    json_decref(r);
+}
+
+/* Which warnings reach the model is the result's "outcome_warnings", not their words: a host
+ * warning that names an option (a policy file's line) stays out, an outcome warning in any words
+ * comes in, in the text and in structuredContent's notes. */
+Test(mcp_tools, outcome_warnings_decide_not_words)
+{
+    struct mcp_call call = {0};
+    json_t *r, *res, *notes;
+
+    r = load("{\"status\": \"exited\", \"exit_code\": 1, \"stdout\": \"\", \"stderr\": \"\", "
+             "\"reason\": \"exited with status 1\", \"notes\": [], "
+             "\"warnings\": [\"p.policy:3: workspace 'x' copy-out --workdir-size\", "
+             "\"the interpreter went away\"], "
+             "\"outcome_warnings\": [\"the interpreter went away\"]}");
+    res = mcp_run_result(&call, r);
+    cr_assert_str_eq(text0(res), "exited with status 1\n[no output]\n[the interpreter went away]");
+    notes = json_object_get(json_object_get(res, "structuredContent"), "notes");
+    cr_assert_eq(json_array_size(notes), 1);
+    cr_assert_str_eq(json_string_value(json_array_get(notes, 0)), "the interpreter went away");
     json_decref(res);
     json_decref(r);
 }

@@ -86,10 +86,11 @@ int copy_packer_new(int fd, const struct copy_caps *caps, struct copy_packer **r
  * RLIMIT_FSIZE). */
 int copy_pack(struct copy_packer *p, const struct copy_source *src, bool list_skipped, char *why,
               size_t why_size);
-/* List name as skipped for reason (a source that is missing or a symlink); lost: content that
- * is missing (copy_stats.lost), as a source that exists but cannot be read. */
-int copy_pack_skipped(struct copy_packer *p, const char *name, const char *reason, bool lost,
-                      char *why, size_t why_size);
+/* List name as skipped for reason (a source that is missing or a symlink), of kind: other than
+ * NSBOX_SKIP_NOT_COPIED, content that is missing (copy_stats.lost), as a source that exists but
+ * cannot be read. */
+int copy_pack_skipped(struct copy_packer *p, const char *name, const char *reason,
+                      enum nsbox_skip_kind kind, char *why, size_t why_size);
 /* Finish the stream and free p; *stats (may be NULL) gets the totals. */
 int copy_packer_finish(struct copy_packer *p, struct copy_stats *stats, char *why, size_t why_size);
 
@@ -107,8 +108,8 @@ struct copy_target {
 
 /* Unpack the stream on fd (read from offset 0) into target. With result, every file written is
  * added to result->copied (path, host_path, size, SHA-256) and every entry that carries a skip
- * reason to result->skipped; without, such entries are ignored. caps are checked again here,
- * -EFBIG beyond them. */
+ * reason to result->skipped, with its kind; without, such entries are ignored. caps are checked
+ * again here, -EFBIG beyond them. */
 int copy_unpack(int fd, const struct copy_target *target, const struct copy_caps *caps,
                 struct nsbox_result *result, char *why, size_t why_size);
 

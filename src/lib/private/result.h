@@ -35,8 +35,28 @@ uint64_t result_rlimit_cpu_seconds(uint64_t cpus_milli, uint64_t timeout_usec);
 json_t *result_to_json_object(const struct nsbox_result *r);
 
 /* The result's "copy_out" object (null unless r->copy_out_asked): done, complete, copied,
- * skipped, skipped_unlisted. A new reference, or NULL when out of memory. */
+ * skipped (path, reason, kind), skipped_unlisted. A new reference, or NULL when out of memory. */
 json_t *result_copy_out_json(const struct nsbox_result *r);
+
+/* Which of the notes (1-based; 0: none) are the ones a caller acts on by what they are, not by
+ * their words (the Python API puts its own hint in their place or beside them). */
+struct result_note_marks {
+    size_t inet_socket;      /* an AF_INET/AF_INET6 socket refused without a network */
+    size_t module_not_found; /* stderr mentions ModuleNotFoundError (the rootfs lacks it) */
+};
+
+/* nsbox_result_notes(), and with marks (may be NULL) which notes are which. */
+size_t result_notes(const struct nsbox_result *r, void (*note)(const char *, void *),
+                    void *userdata, struct result_note_marks *marks);
+
+/* The JSON result's "note_kinds": n entries, one per note, each null or the kind of a marked
+ * note ("inet_socket_refused", "module_not_found"); a new reference, or NULL when out of
+ * memory. */
+json_t *result_note_kinds_json(const struct result_note_marks *marks, size_t n);
+
+/* The name of a skipped entry's kind, in the copy stream and the JSON result ("not_copied",
+ * "over_cap", "unreadable"; an unknown kind is "unreadable": content that may be missing). */
+const char *result_skip_kind_name(enum nsbox_skip_kind kind);
 
 /* json_dumps() into a buffer of the exact size, with one byte to spare after the NUL-terminated
  * text (for a newline): jansson's own buffer grows by doubling with a copy each time, which at
