@@ -800,8 +800,9 @@ struct nsbox_step {
 /*
  * Make a sandbox from config and wait until its init is ready for steps. *ret gets the
  * sandbox's own result: its limits and how they are enforced, its warnings, and on failure the
- * error (status NSBOX_STATUS_ERROR, error_step, error, as nsbox_run() says them); free it with
- * nsbox_result_free(). On success *ret_sandbox is the sandbox, which nsbox_sandbox_stop()
+ * error (status NSBOX_STATUS_ERROR, error_step, error, as nsbox_run() says them); on success
+ * without its lists (labels and the like come with nsbox_sandbox_stop()'s result). Free it
+ * with nsbox_result_free(). On success *ret_sandbox is the sandbox, which nsbox_sandbox_stop()
  * ends and frees.
  * Returns 0 (the sandbox is ready), -EINVAL for an invalid config (also forward_signals set,
  * or isolation tier 3, which runs one program at a time), -ENOMEM, or -EIO when the sandbox
@@ -847,9 +848,10 @@ NSBOX_EXPORT int nsbox_sandbox_stop(struct nsbox_sandbox *sandbox, const char *n
  * system calls its policy refuses, serves --network allow='s proxy, and notices its end there.
  */
 
-/* Start a step without waiting. *ret gets the error when it cannot start (returns -EIO then,
- * the sandbox still usable); otherwise the step's result comes from nsbox_sandbox_step_end().
- * Returns 0, -EINVAL, -EBUSY, -ESHUTDOWN (as nsbox_sandbox_step()) or -EIO. */
+/* Start a step without waiting. *ret gets the error when it cannot start (with every negative
+ * return; after -EIO the sandbox is still usable); otherwise the step's result comes from
+ * nsbox_sandbox_step_end(). Returns 0, -EINVAL, -EBUSY, -ESHUTDOWN (as nsbox_sandbox_step()),
+ * -ENOMEM or -EIO. */
 NSBOX_EXPORT int nsbox_sandbox_step_begin(struct nsbox_sandbox *sandbox,
                                           const struct nsbox_step *step, struct nsbox_result *ret);
 

@@ -9,7 +9,7 @@
 /* The step's --memory and --copy-in options, args[n] as given ("--memory", VALUE,
  * "--copy-in", HOSTPATH:SANDBOXPATH, ...): read by `nsbox run`'s own parser (the same formats,
  * the same floor, the same messages), and the copy-in sources opened and packed here, in the
- * caller's process, as a run packs them (plan.c: never through a symlink but root's), into a
+ * caller's process, as a run packs them (copy-plan.c: never through a symlink but root's), into a
  * memfd sealed against every change, for the session's init to unpack below "/".
  * *ret_memory: the --memory given (0: unlimited), with *ret_has_memory; *ret_fd: the stream
  * (close-on-exec), or -1 without --copy-in. Returns 0, or -EINVAL/-errno after one line on

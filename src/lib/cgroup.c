@@ -22,6 +22,8 @@
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
+#include "plan.h"
+#include "report.h"
 #include "scope.h"
 
 #define SUPERVISOR_LEAF "nsbox-supervisor"
@@ -736,4 +738,70 @@ int cgroup_leaf_destroy(struct cgroup_leaf *leaf)
         leaf->parent_fd = -EBADF;
     }
     return r;
+}
+
+/* Shared memory is not in RLIMIT_DATA (which counts private mappings): what bounds it without
+ * a cgroup, for the limits_note. init_sysctls() sets kernel.shm* where it can; elsewhere
+ * sandbox.c refuses shmget (filter_refuse_sysv_ipc()). */
+static const char *shared_memory_note(const struct nsbox_config *c, const struct sandbox_plan *sb)
+{
+    if (c->memory == 0 || (c->seccomp_disabled && (!sb->host_root || c->uid == 0)))
+        return "shared memory is not bounded (--memory unlimited, or --no-seccomp)";
+    if (c->ipc_host)
+        return "System V shared memory is the host's (--ipc host), /dev/shm is --shm-size, "
+               "each memfd at most RLIMIT_FSIZE (--memory) but not their number";
+    if (sb->host_root && c->uid != 0)
+        return "shared memory: System V at most --memory in all (kernel.shmall), /dev/shm "
+               "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
+    if (sb->host_root)
+        return "shared memory: System V is refused, shmget (with --user 0 the sandbox's root owns "
+               "kernel.shmall of its IPC namespace, which nsbox then cannot set), /dev/shm is "
+               "--shm-size, each memfd at most RLIMIT_FSIZE (--memory) but not their number";
+    return "shared memory: System V is refused, shmget (only the host's root can set "
+           "kernel.shmall in the sandbox's IPC namespace), /dev/shm is --shm-size, each memfd at "
+           "most RLIMIT_FSIZE "
+           "(--memory) but not their number";
+}
+
+/* A cgroup leaf for the limits, or the rlimit fallback: explicit in the result, and an error
+ * under NSBOX_CGROUP_REQUIRED. */
+int plan_cgroup(const struct nsbox_config *c, struct sandbox_plan *sb, struct cgroup_leaf *leaf,
+                struct nsbox_result *ret)
+{
+    char reason[1024] = "";
+    enum nsbox_enforcer by;
+    int r;
+
+    r = cgroup_leaf_create(c, leaf, reason, sizeof(reason));
+    if (r < 0)
+        return report_error(ret, r, "cgroup", "%s", reason);
+    if (r == 0 && c->cgroup == NSBOX_CGROUP_REQUIRED)
+        return report_error(ret, -EOPNOTSUPP, "cgroup", "--cgroup required: %s", reason);
+    sb->in_cgroup = r > 0;
+    by = sb->in_cgroup ? NSBOX_ENFORCER_CGROUP : NSBOX_ENFORCER_RLIMIT;
+    ret->memory.enforced_by = c->memory ? by : NSBOX_ENFORCER_NONE;
+    ret->pids_limit.enforced_by = c->pids_limit ? by : NSBOX_ENFORCER_NONE;
+    ret->cpus.enforced_by = c->cpus_milli && (sb->in_cgroup || c->timeout) ? by
+                                                                           : NSBOX_ENFORCER_NONE;
+    if (!sb->in_cgroup) {
+        (void)snprintf(ret->limits_note, sizeof(ret->limits_note),
+                       "%s; so memory is RLIMIT_DATA per process, pids is RLIMIT_NPROC for the "
+                       "sandbox's uid, cpus is RLIMIT_CPU of cpus x timeout seconds per process; "
+                       "%s",
+                       reason, shared_memory_note(c, sb));
+        if (c->cgroup == NSBOX_CGROUP_AUTO && (c->memory || c->pids_limit || c->cpus_milli))
+            report_warning(c, ret,
+                           "limits are enforced with rlimits, not a cgroup: %s (--cgroup off "
+                           "chooses rlimits quietly, --cgroup required refuses to run)",
+                           reason);
+        /* Socket buffers are kernel memory: memory.max counts them, no rlimit does, and TCP's
+         * (tcp_mem, tcp(7)) is one limit for the whole host. */
+        if ((c->network_loopback || sandbox_network_allow(c)) && !c->network_host)
+            report_warning(c, ret,
+                           "--network %s without a cgroup: socket buffers are outside "
+                           "--memory, so the payload can use up the host's TCP memory (tcp_mem) "
+                           "while it runs; a cgroup leaf counts them",
+                           c->network_loopback ? "loopback" : "allow=");
+    }
+    return 0;
 }

@@ -71,3 +71,14 @@ void cgroup_leaf_stats(const struct cgroup_leaf *leaf, struct nsbox_cgroup_stats
  * cgroup.procs until it is empty), then remove it and close its descriptors. Safe to call on a
  * leaf that failed to be made (dir_fd < 0). Returns 0 or the -errno of rmdir(2). */
 int cgroup_leaf_destroy(struct cgroup_leaf *leaf);
+
+struct sandbox_plan;
+
+/*
+ * Make the cgroup leaf for c's limits in *leaf, or choose the rlimit fallback: sets
+ * sb->in_cgroup, ret's enforced_by fields and limits_note, with a warning where the fallback
+ * was not asked for. Called by sandbox.c after plan_sandbox() (plan.h). Returns 0, or -errno
+ * (-EOPNOTSUPP under --cgroup required without a leaf).
+ */
+int plan_cgroup(const struct nsbox_config *c, struct sandbox_plan *sb, struct cgroup_leaf *leaf,
+                struct nsbox_result *ret);

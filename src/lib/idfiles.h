@@ -24,3 +24,16 @@ int idfiles_passwd(const char *text, size_t len, uid_t uid, gid_t gid, char **re
 
 /* The same for group(5) text and gid: "sandbox:x:GID:". */
 int idfiles_group(const char *text, size_t len, gid_t gid, char **ret);
+
+struct nsbox_result;
+struct sandbox_plan;
+
+/*
+ * For --user ids other than the default (nobody, nogroup), sb->passwd and sb->group: the
+ * rootfs's (rootfd's) /etc/passwd and /etc/group with a line added by idfiles_passwd() and
+ * idfiles_group() where they do not name the ids; a file a -v or --tmpfs covers is left alone.
+ * A file that cannot be read (missing, a symlink, over IDFILES_MAX) is left as it is, with a
+ * warning in ret. Not pure: it reads the rootfs, in the supervisor (ids-plan.c, called by
+ * plan_sandbox() in plan.h after plan_rootfs()).
+ */
+void plan_identity_files(struct sandbox_plan *sb, int rootfd, struct nsbox_result *ret);

@@ -54,3 +54,23 @@ int mount_enter_workdir(const struct sandbox_plan *sb, struct report_step *e);
  * files), bind read-only copies of /etc/passwd and /etc/group with the user's line over the
  * rootfs's, from a small tmpfs of their own. Runs after mount_populate(). */
 int mount_identity_files(const struct sandbox_plan *sb, struct report_step *e);
+
+/*
+ * The mounts of -v, --tmpfs and the /tmp tmpfs (unless one is given) in sb->mounts, sorted
+ * parents first (stable: a mount below another is made after it, so it lands on top). Targets
+ * must be absolute without "." or "..", not in /proc or /dev, not above /work/main.py with
+ * --code, and each used once; a bind's source is resolved on the host without symlinks but
+ * root's (path_open_nofollow()). Needs sb->config. Called by plan_sandbox() (plan.h), in the
+ * supervisor (mount-plan.c). Returns 0, -EINVAL, -ELOOP, -ENOMEM or the source's -errno, with
+ * ret's error filled.
+ */
+int plan_mounts(struct sandbox_plan *sb, struct nsbox_result *ret);
+
+/*
+ * Open sb->rootfs (O_PATH) into *ret_fd and check it is a root filesystem: not the host's own
+ * "/", with /usr or /bin; and find what it lacks of mount_base_points[] (sb->rootfs_lacks,
+ * -ENOTDIR where one is not a directory) and of the targets of sb->mounts that are not below
+ * another mount (sandbox_mount.missing, sb->n_missing), never through a symlink. Runs after
+ * plan_mounts() (mount-plan.c). Returns 0, or -errno with ret's error filled.
+ */
+int plan_rootfs(struct sandbox_plan *sb, struct nsbox_result *ret, int *ret_fd);

@@ -2,7 +2,16 @@
 /*
  * The plan of a run: the config validated and turned into a struct sandbox_plan (below), in the
  * supervisor, before any namespace exists. It needs no step order: sandbox.c calls
- * plan_sandbox(), then plan_cgroup(), and the sandbox's init and the supervisor act on the plan.
+ * plan_sandbox(), then plan_cgroup() (cgroup.h), and the sandbox's init and the supervisor act
+ * on the plan.
+ *
+ * plan_sandbox() (plan.c) is the orchestrator and plans what belongs to no one feature (the
+ * payload's argv and environment, the run's name and labels, the seccomp filter, the opt-out
+ * warnings); each feature plans its own part in its own module, declared in its own header:
+ * the mounts and the rootfs's mount points (plan_mounts(), plan_rootfs(): mount.h,
+ * mount-plan.c), the identity files and the host ids (plan_identity_files(): idfiles.h,
+ * plan_host_ids(): uidpool.h, both ids-plan.c), the copies and the workspace (plan_copies():
+ * copy.h, copy-plan.c), the cgroup leaf or the rlimits (plan_cgroup(): cgroup.h, cgroup.c).
  *
  * Every function fills ret's error (report_error(): status error, exit status 125, error_step
  * "config" for the caller's mistakes, report_config_error()) and returns its -errno on failure, and
@@ -90,8 +99,6 @@ struct sandbox_plan {
     char ws_staging[NSBOX_NAME_MAX + 16];
 };
 
-struct cgroup_leaf;
-
 /*
  * Fill *sb from the config c: argv, environment, mounts, the rootfs's missing mount points and
  * identity files, the copy streams, the host ids, the seccomp filter; the name, the labels, the
@@ -105,15 +112,6 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox_plan *sb, struct n
 void plan_free(struct sandbox_plan *sb);
 
 /*
- * Make the cgroup leaf for c's limits (cgroup.h) in *leaf, or choose the rlimit fallback:
- * sets sb->in_cgroup, ret's enforced_by fields and limits_note, with a warning where the
- * fallback was not asked for. Returns 0, or -errno (-EOPNOTSUPP under --cgroup required
- * without a leaf).
- */
-int plan_cgroup(const struct nsbox_config *c, struct sandbox_plan *sb, struct cgroup_leaf *leaf,
-                struct nsbox_result *ret);
-
-/*
  * The payload's environment in sb->envp (sb->path pointing at its PATH value): with
  * env_inherit the caller's environ(7) (entries that are not KEY=VALUE skipped), then the fixed
  * base (PATH, HOME, LANG, PYTHONUNBUFFERED, the thread counts of --cpus, the proxy's
@@ -122,16 +120,6 @@ int plan_cgroup(const struct nsbox_config *c, struct sandbox_plan *sb, struct cg
  * -ENOMEM.
  */
 int plan_env(struct sandbox_plan *sb, struct nsbox_result *ret);
-
-/*
- * The mounts of -v, --tmpfs and the /tmp tmpfs (unless one is given) in sb->mounts, sorted
- * parents first (stable: a mount below another is made after it, so it lands on top). Targets
- * must be absolute without "." or "..", not in /proc or /dev, not above /work/main.py with
- * --code, and each used once; a bind's source is resolved on the host without symlinks but
- * root's (path_open_nofollow()). Needs sb->config. Returns 0, -EINVAL, -ELOOP, -ENOMEM or the
- * source's -errno.
- */
-int plan_mounts(struct sandbox_plan *sb, struct nsbox_result *ret);
 
 /* The run's name and labels, checked (run_name_is_valid(), label_is_valid()) and copied into
  * ret. Returns 0, -EINVAL or -ENOMEM. */

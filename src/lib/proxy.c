@@ -37,6 +37,18 @@
 
 #include "proxy-internal.h"
 
+/* curl reads only http_proxy in lower case, CGI-minded tools only the upper: both. */
+#define PROXY_URL "http://" PROXY_ADDRESS ":" STRINGIFY(PROXY_PORT)
+const char *const proxy_env[PROXY_N_ENV] = {"HTTP_PROXY=" PROXY_URL,
+                                            "HTTPS_PROXY=" PROXY_URL,
+                                            "ALL_PROXY=" PROXY_URL,
+                                            "http_proxy=" PROXY_URL,
+                                            "https_proxy=" PROXY_URL,
+                                            "all_proxy=" PROXY_URL,
+                                            "NO_PROXY=",
+                                            "no_proxy="};
+#undef PROXY_URL
+
 static void lookup_stop(struct conn *c)
 {
     if (c->lookup_fd >= 0) {

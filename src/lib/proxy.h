@@ -30,6 +30,11 @@
 #define PROXY_ADDRESS "127.0.0.1"
 #define PROXY_PORT 3128
 
+/* The payload's environment with --network allow= (plan_env(), plan.h): the proxy for every
+ * scheme, in both spellings, and nothing exempt (proxy.c). */
+#define PROXY_N_ENV 8
+extern const char *const proxy_env[PROXY_N_ENV];
+
 /* Defaults of nsbox_config.network_max_connections and network_max_bytes. */
 #define PROXY_DEFAULT_MAX_CONNECTIONS NSBOX_NETWORK_MAX_CONNECTIONS_DEFAULT
 #define PROXY_DEFAULT_MAX_BYTES NSBOX_NETWORK_MAX_BYTES_DEFAULT

@@ -5,15 +5,16 @@
  * Supervisor (the caller's process, outside):
  *   [--isolation landlock where a child cannot make a user namespace (tier3_needed()): tier 3,
  *   tier3.c, instead of everything below; its steps are in tier3.h]
- *   validate and plan (plan.c: argv, environment, mounts, the copy-in stream packed, the
- *   copy-out directories and the workspace opened, host ids, the seccomp filter compiled; the
- *   Landlock ABI probed, landlock.c; the tier of isolation, isolation.c: tier 2 where /proc/sys
- *   is read-only) -> the proxy (--network allow=) -> the cgroup leaf or
- *   rlimits (plan.c) -> pipes and the sync socket -> clone3(new user, pid, net, mount, ipc, uts
- *   and cgroup namespaces) -> write uid_map/gid_map and release the child (root's runs, and
- *   runs in a cgroup; an ordinary user's run outside one writes its own maps:
- *   child_writes_maps()) -> supervise (supervise.c) -> unpack the copy-out stream, save the
- *   workspace -> result.
+ *   validate and plan (plan.c: argv, environment, the seccomp filter compiled; mounts,
+ *   mount-plan.c; the copy-in stream packed, the copy-out directories and the workspace opened,
+ *   copy-plan.c; host ids, ids-plan.c; the Landlock ABI probed, landlock.c; the tier of
+ *   isolation, isolation.c: tier 2 where /proc/sys is read-only) -> the proxy (--network
+ *   allow=) -> the cgroup leaf or rlimits (cgroup.c) -> pipes and the sync socket (and a
+ *   started sandbox's control channel) -> clone3(new user, pid, net, mount, ipc, uts and
+ *   cgroup namespaces) -> write uid_map/gid_map and release the child (root's runs, and runs
+ *   in a cgroup; an ordinary user's run outside one writes its own maps:
+ *   child_writes_maps()) -> supervise (supervise.c; a started sandbox's steps, lifecycle.c)
+ *   -> unpack the copy-out stream, save the workspace (sandbox-end.c) -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
  *   wait for the id maps (or write them) -> clone host mount sources -> sysctls of its own

@@ -184,16 +184,24 @@ int nsbox_sandbox_step_begin(struct nsbox_sandbox *x, const struct nsbox_step *q
 
     *ret = (struct nsbox_result){0};
     if (x->ended)
-        return -ESHUTDOWN;
+        return report_error(ret, -ESHUTDOWN, "session",
+                            "the sandbox has ended: only nsbox_sandbox_stop() is left");
     if (st->active)
-        return -EBUSY;
-    if ((!q->code && (!q->argv || !q->argv[0])) ||
-        (q->memory && x->c.memory && q->memory > x->c.memory))
-        return -EINVAL;
+        return report_error(ret, -EBUSY, "step", "a step runs: one at a time");
+    if (!q->code && (!q->argv || !q->argv[0]))
+        return report_config_error(ret, -EINVAL, "a step needs code or a program (argv)");
+    if (q->memory && x->c.memory && q->memory > x->c.memory)
+        return report_config_error(ret, -EINVAL,
+                                   "a step's memory (%llu bytes) may not be above the "
+                                   "sandbox's (%llu bytes)",
+                                   (unsigned long long)q->memory, (unsigned long long)x->c.memory);
     if (!q->code) {
         packed = argv_pack(q->argv, &payload_size);
+        if (!packed && payload_size)
+            return report_error(ret, -ENOMEM, "step", "out of memory");
         if (!packed)
-            return payload_size ? -ENOMEM : -EINVAL;
+            return report_config_error(ret, -EINVAL, "a step takes at most %d arguments",
+                                       NSBOX_STEP_MAX_ARGS);
         payload = packed;
     }
     if (x->copy_out_fd >= 0) {

@@ -108,3 +108,19 @@ int uidpool_mapped_here(const char *map_path, unsigned id);
  * setresuid(2).
  */
 int uidpool_kill_all(uid_t id);
+
+struct nsbox_config;
+struct nsbox_result;
+struct sandbox_plan;
+
+/*
+ * The host ids the sandbox's ids map to, in sb->host_uid and sb->host_gid (and ret's): an
+ * ordinary user's own; for root, c->host_uid/host_gid (with a warning), else a slot of the
+ * pool held by sb->host_ids_lock (marked with --pid host), else, as root of a user namespace
+ * that does not map the pool, its nobody (with a warning). Sets sb->privileged and
+ * sb->host_root (root of the initial user namespace). Not pure: it takes a slot of the pool,
+ * in the supervisor (ids-plan.c, called by plan_sandbox() in plan.h). Returns 0, -EINVAL for
+ * host ids an ordinary user or a lone gid asks for, or the pool's -errno, with ret's error
+ * filled.
+ */
+int plan_host_ids(const struct nsbox_config *c, struct sandbox_plan *sb, struct nsbox_result *ret);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The host side of copy-out (copy.h): copy_unpack() checks the caps again, directories
- * included, whatever the packer inside the sandbox did; a skipped entry keeps its kind. */
+ * included, whatever the packer inside the sandbox did; a skipped entry keeps its kind; and
+ * copy_in_open(). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -155,4 +156,41 @@ Test(copy, skipped_entries_keep_their_kind, .init = setup, .fini = teardown)
     (void)close(dstfd);
     (void)close(srcfd);
     (void)close(stream);
+}
+
+/* copy_in_open(), the opening of a --copy-in source that runs and session steps share: a file
+ * opens; a missing one and a symlink in a directory others than root can write are refused,
+ * each in the words both say. */
+Test(copy, copy_in_open_refuses_a_symlink_and_names_a_missing_source, .init = setup,
+     .fini = teardown)
+{
+    char why[1024] = "", file[512], link[512], missing[512], expect[2048];
+    int fd;
+
+    (void)snprintf(file, sizeof(file), "%s/a.txt", src);
+    (void)snprintf(link, sizeof(link), "%s/link", src);
+    (void)snprintf(missing, sizeof(missing), "%s/missing", src);
+    fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    cr_assert(fd >= 0);
+    (void)close(fd);
+    cr_assert_eq(symlink("a.txt", link), 0);
+    /* Root's links in directories only root can write are followed: make it another's. */
+    if (geteuid() == 0)
+        cr_assert_eq(chown(src, 65534, 65534), 0);
+
+    fd = copy_in_open(file, why, sizeof(why));
+    cr_expect(fd >= 0, "%s", why);
+    if (fd >= 0)
+        (void)close(fd);
+
+    cr_expect_eq(copy_in_open(missing, why, sizeof(why)), -ENOENT);
+    (void)snprintf(expect, sizeof(expect), "--copy-in source '%s': %s", missing, strerror(ENOENT));
+    cr_expect_str_eq(why, expect);
+
+    cr_expect_eq(copy_in_open(link, why, sizeof(why)), -ELOOP);
+    (void)snprintf(expect, sizeof(expect),
+                   "--copy-in %s: '%s' is a symlink, and nsbox follows only root's symlinks in "
+                   "directories only root can write: name the path it points to",
+                   link, link);
+    cr_expect_str_eq(why, expect);
 }

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The parts of the plan that need no OS state (plan.h): environment merge, mounts, identity,
- * opt-out warnings; and the wording of failures (report.h). */
+/* The parts of the plan that need no OS state (plan.h): environment merge, mounts (mount.h),
+ * identity, opt-out warnings; and the wording of failures (report.h). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mount.h"
 #include "nsbox.h"
 #include "plan.h"
 #include "report.h"

@@ -122,8 +122,31 @@ int copy_open_nofollow(const char *path);
  * a missing name is 0. */
 int copy_remove_tree(int dirfd, const char *name);
 
+struct sandbox_plan;
+
+/*
+ * The copies of a run (copy-plan.c, called by plan_sandbox() in plan.h after plan_mounts()):
+ * checks -w, --workdir-size, --copy-in, --copy-out and --workspace; with any of them loads
+ * libarchive (copy_load()); packs --copy-in's host files and the workspace's work/ into
+ * sb->copy_in_fd, within what the tmpfs mounts hold (a warning for what was left out); opens
+ * --copy-out's host directories (made when missing, refused in a writable bind: RW_COPY_OUT)
+ * and the workspace's staging directory into sb->out_fds, and makes sb->copy_out_fd. Host
+ * paths never through a symlink but root's. Returns 0, or -EINVAL, -EFBIG, -EPERM or another
+ * -errno with ret's error filled; what was made is freed by plan_free().
+ */
+int plan_copies(struct sandbox_plan *sb, struct nsbox_result *ret);
+
+/*
+ * Open the --copy-in source host (an absolute host path) as the caller, for copy_pack(): never
+ * through a symlink but root's in directories only root can write (path_open_nofollow()), as
+ * -v's sources; runs (plan_copies()) and session steps (src/cli/step-in.c) alike, with the same
+ * words (copy-plan.c). Returns the descriptor (O_CLOEXEC), or -ELOOP (a symlink on the way) or
+ * the source's -errno with the sentence in why[] (why_size bytes).
+ */
+int copy_in_open(const char *host, char *why, size_t why_size);
+
 /* How a --copy-out HOSTDIR (%s) inside a writable bind (its source, %s) is refused, by runs
- * (plan.c) and session steps (session-client.c) alike. */
+ * (copy-plan.c) and session steps (session-client.c) alike. */
 #define RW_COPY_OUT                                                                                \
     "--copy-out %s lies inside the writable bind -v %s:...:rw, where the sandbox could rename "    \
     "it and plant a symlink in its place (the result's host_path would then name a file of "       \
