@@ -11,9 +11,11 @@
 #pragma once
 
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -648,6 +650,77 @@ NSBOX_EXPORT const char *nsbox_default_rootfs(void);
  * network_allow. */
 NSBOX_EXPORT int nsbox_network_allow_file(const char *path, char **ret_patterns,
                                           unsigned *ret_line);
+
+/* The lowest memory limit (nsbox_config.memory): below it not even a shell starts (Docker's
+ * floor for --memory). The defaults nsbox_config's network_max_connections and
+ * network_max_bytes stand for when 0. */
+#define NSBOX_MEMORY_MIN (6ULL << 20)
+#define NSBOX_NETWORK_MAX_CONNECTIONS_DEFAULT 32
+#define NSBOX_NETWORK_MAX_BYTES_DEFAULT (1ULL << 30)
+
+/* The checks nsbox_run() makes of a config before it resolves or opens anything: values out of
+ * range (memory below NSBOX_MEMORY_MIN, cpus above the usable CPUs, ...) and options that
+ * exclude each other. Opens nothing. Returns 0, or -EINVAL with ret's status, error_step
+ * ("config") and error (a sentence naming the option) set; it allocates nothing in ret. */
+NSBOX_EXPORT int nsbox_config_check(const struct nsbox_config *config, struct nsbox_result *ret);
+
+/* Whether patterns (nsbox_config.network_allow's syntax: comma-separated host names, *.domain,
+ * IPv4 or [IPv6] addresses, each with an optional :PORT) parse. Returns 0, -EINVAL for a bad
+ * pattern, or -ENOMEM. */
+NSBOX_EXPORT int nsbox_network_allow_check(const char *patterns);
+
+/* Fill *set with the signals nsbox_run() blocks and forwards under forward_signals: each one
+ * whose default action ends the process and that another process can send, but SIGPIPE and the
+ * ones the kernel sends for the process's own faults (SIGSEGV, SIGBUS, ...). Cannot fail. */
+NSBOX_EXPORT void nsbox_signal_set(sigset_t *set);
+
+/* Where a run of config would get its cgroup v2 leaf, without changing anything (nothing made,
+ * moved or started). Returns 1 with the place, and why the places before it did not do, in
+ * what[size]; 0 with the reason a run would fall back to rlimits; or a -errno with the reason a
+ * run would fail. */
+NSBOX_EXPORT int nsbox_cgroup_placement(const struct nsbox_config *config, char *what, size_t size);
+
+/* The writable bind of config (an index into config->binds) whose source, opened as the sandbox
+ * would bind it, is one of the files or directories ids[n] name by st_dev and st_ino (say a path
+ * and every directory above it): a place the run can write. Returns the index, -ENOENT when
+ * none (or no source can be opened), or -ENOMEM. */
+NSBOX_EXPORT int nsbox_config_writable_bind(const struct nsbox_config *config,
+                                            const struct stat *ids, size_t n);
+
+/* A seccomp policy's size once compiled (nsbox_policy_check()). */
+struct nsbox_policy_stats {
+    size_t rules;          /* rules after @include */
+    unsigned filters;      /* BPF programs */
+    unsigned instructions; /* BPF instructions in all */
+};
+/* A policy's warning: the file and 1-based line of the rule it is about. */
+typedef void (*nsbox_policy_warn_fn)(const char *file, unsigned line, const char *message,
+                                     void *userdata);
+
+/* Parse and compile the seccomp policy file at path (nsbox_config.seccomp's format) as a run
+ * would; NULL: the built-in policy. Each warning goes to warn (if not NULL). Returns 0 with *ret
+ * filled, or a -errno (-ENOENT/-EACCES for an unreadable file, -EINVAL for a syntax error,
+ * -ENOMEM) with "file:line:column: what" in error[size]. */
+NSBOX_EXPORT int nsbox_policy_check(const char *path, nsbox_policy_warn_fn warn, void *userdata,
+                                    struct nsbox_policy_stats *ret, char *error, size_t size);
+
+/* Write the compiled filters of the policy at path (NULL: the built-in one) to fd as readable
+ * BPF, each under a heading. Returns 0, or a -errno as nsbox_policy_check() (or write(2)'s). */
+NSBOX_EXPORT int nsbox_policy_dump(const char *path, int fd, char *error, size_t size);
+
+/* Lease a host uid (also the gid) from nsbox's pool of host ids, as a run without host_uid
+ * takes one, for a caller that runs several sandboxes as one host user (host_uid, host_gid)
+ * whose processes may outlive a run. Root only. Returns a lock descriptor (O_CLOEXEC) that
+ * holds the lease while any copy of it is open, with the id in *ret_id; or -EPERM (the pool's
+ * directory is not root's alone), -EBUSY (every id taken) or open(2)'s and fcntl(2)'s -errno,
+ * with a sentence in detail[size]. A lease left by a killed caller is swept (its processes
+ * killed) before the id is handed out again. */
+NSBOX_EXPORT int nsbox_host_ids_lease(uid_t *ret_id, char *detail, size_t size);
+
+/* End a lease of nsbox_host_ids_lease(): kill every process running as id, then close lock_fd.
+ * Returns 0, or the -errno of fork(2)/waitpid(2)/setresuid(2) or pwrite(2) (the lease is then
+ * left marked, so that the next taker sweeps it). */
+NSBOX_EXPORT int nsbox_host_ids_release(int lock_fd, uid_t id);
 
 /*
  * Run the configured payload in a fresh sandbox and wait for it to end.

@@ -16,7 +16,6 @@
 #include "audit.h"
 #include "fileio.h"
 #include "macro.h"
-#include "proxy.h"
 #include "result.h"
 
 /* Refuse a log the run's own payload could edit: the log file or one of the directories above
@@ -27,26 +26,23 @@ static int check_not_in_writable_bind(int dirfd, const struct stat *log_st,
                                       const struct nsbox_config *c, const char *what, char *why,
                                       size_t why_size)
 {
-    _cleanup_free_ struct stat *sources = NULL, *up = NULL;
-    ssize_t k;
-    int n;
+    _cleanup_free_ struct stat *up = NULL;
+    int k, n;
 
     if (c->n_binds == 0)
         return 0;
-    sources = calloc(c->n_binds, sizeof(*sources));
-    up = calloc(PATH_MAX / 2, sizeof(*up));
-    if (!sources || !up)
+    up = calloc(PATH_MAX / 2 + 1, sizeof(*up));
+    if (!up)
         return -ENOMEM;
-    if (binds_writable_ids(c->binds, c->n_binds, sources) == 0)
-        return 0;
-    k = stat_find(log_st, sources, c->n_binds);
-    n = k < 0 ? dir_ancestry(dirfd, up, PATH_MAX / 2) : 0;
+    up[0] = *log_st;
+    n = dir_ancestry(dirfd, up + 1, PATH_MAX / 2);
     if (n < 0)
         return n;
-    for (int i = 0; i < n && k < 0; i++)
-        k = stat_find(&up[i], sources, c->n_binds);
-    if (k < 0)
+    k = nsbox_config_writable_bind(c, up, (size_t)n + 1);
+    if (k == -ENOENT)
         return 0;
+    if (k < 0)
+        return k;
     (void)snprintf(why, why_size,
                    "it lies inside the writable bind -v %s:...:rw of this run, where the code it "
                    "%s could edit it; put the %s outside every :rw bind",
@@ -258,6 +254,10 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
     /* What the payload may reach: the mode, and the hosts of --network allow=. */
     if (record) {
         bool allow = c->network_allow && c->network_allow[0] && !c->network_host;
+        uint64_t conns = c->network_max_connections ? c->network_max_connections
+                                                    : NSBOX_NETWORK_MAX_CONNECTIONS_DEFAULT;
+        uint64_t bytes = c->network_max_bytes ? c->network_max_bytes
+                                              : NSBOX_NETWORK_MAX_BYTES_DEFAULT;
         (void)json_object_set_new(record, "network",
                                   json_string(c->network_host       ? "host"
                                               : allow               ? "allow"
@@ -271,16 +271,9 @@ int audit_start(struct audit *a, int argc, char *const argv[], const struct nsbo
                                   allow && c->network_hosts ? string_array(c->network_hosts, -1)
                                                             : json_null());
         (void)json_object_set_new(record, "network_max_connections",
-                                  allow ? json_integer(
-                                              (json_int_t)(c->network_max_connections
-                                                               ? c->network_max_connections
-                                                               : PROXY_DEFAULT_MAX_CONNECTIONS))
-                                        : json_null());
+                                  allow ? json_integer((json_int_t)conns) : json_null());
         (void)json_object_set_new(record, "network_max_bytes",
-                                  allow ? json_integer((json_int_t)(c->network_max_bytes
-                                                                        ? c->network_max_bytes
-                                                                        : PROXY_DEFAULT_MAX_BYTES))
-                                        : json_null());
+                                  allow ? json_integer((json_int_t)bytes) : json_null());
     }
     return append(a, record);
 }

@@ -19,7 +19,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cgroup.h"
 #include "command.h"
 #include "cmd-doctor.h"
 #include "fileio.h"
@@ -240,12 +239,12 @@ static void check_userns(struct doctor *d)
              "source, its path line set to where nsbox is installed)");
 }
 
-/* Where a run would get its cgroup leaf, and why, from cgroup_placement(): nothing is made,
+/* Where a run would get its cgroup leaf, and why, from nsbox_cgroup_placement(): nothing is made,
  * moved or started (the real run at the end does that). */
 static void check_cgroup(struct doctor *d, const struct nsbox_config *c)
 {
     char what[1024] = "";
-    int r = cgroup_placement(c, what, sizeof(what));
+    int r = nsbox_cgroup_placement(c, what, sizeof(what));
 
     if (r > 0)
         line(d, "ok", "cgroup v2: a run here gets %s", what);

@@ -7,15 +7,14 @@
 
 #include "cmd-policy.h"
 #include "command.h"
-#include "filter.h"
 #include "log.h"
-#include "policyfile.h"
+#include "nsbox.h"
 
-static void print_policy_warning(const struct policy_rule *rule, const char *message,
+static void print_policy_warning(const char *file, unsigned line, const char *message,
                                  void *userdata)
 {
     (void)userdata;
-    log_warning("%s:%u: %s", rule->file, rule->line, message);
+    log_warning("%s:%u: %s", file, line, message);
 }
 
 static int usage_error(void)
@@ -24,57 +23,35 @@ static int usage_error(void)
     return EXIT_NSBOX_FAILURE;
 }
 
-/* Say why the policy failed (file:line: what). Returns the exit status. */
-static int policy_failed(const struct policy_error *e)
-{
-    char where[512];
-
-    policy_error_format(e, where, sizeof(where));
-    log_error("%s", where);
-    return EXIT_NSBOX_FAILURE;
-}
-
 /* nsbox policy check FILE: parse and compile it as `nsbox run --seccomp FILE` would. */
 static int check_main(int argc, char *argv[])
 {
-    struct policy policy = {0};
-    struct policy_error e = {0};
-    struct filter f = {0};
-    unsigned total = 0;
-    int r;
+    struct nsbox_policy_stats stats;
+    char error[512];
 
     if (argc != 2)
         return usage_error();
-    r = policy_load(argv[1], &policy, &e);
-    if (r >= 0)
-        r = filter_compile(&policy, print_policy_warning, NULL, false, &f, &e);
-    if (r < 0) {
-        policy_free(&policy);
-        return policy_failed(&e);
+    if (nsbox_policy_check(argv[1], print_policy_warning, NULL, &stats, error, sizeof(error)) < 0) {
+        log_error("%s", error); /* file:line: what */
+        return EXIT_NSBOX_FAILURE;
     }
-    for (unsigned i = 0; i < f.n_prog; i++)
-        total += f.prog[i].n;
-    (void)printf("%s: %zu rules, %u filters, %u BPF instructions\n", argv[1], policy.n_rules,
-                 f.n_prog, total);
-    filter_free(&f);
-    policy_free(&policy);
+    (void)printf("%s: %zu rules, %u filters, %u BPF instructions\n", argv[1], stats.rules,
+                 stats.filters, stats.instructions);
     return EXIT_SUCCESS;
 }
 
 /* nsbox policy dump [FILE]: the compiled filters of FILE, or of the built-in policy. */
 static int dump_main(int argc, char *argv[])
 {
-    struct policy policy = {0};
-    struct policy_error e = {0};
-    int r;
+    char error[512];
 
     if (argc > 2)
         return usage_error();
-    r = policy_load(argc == 2 ? argv[1] : NULL, &policy, &e);
-    if (r >= 0)
-        r = filter_dump(&policy, STDOUT_FILENO, &e);
-    policy_free(&policy);
-    return r < 0 ? policy_failed(&e) : EXIT_SUCCESS;
+    if (nsbox_policy_dump(argc == 2 ? argv[1] : NULL, STDOUT_FILENO, error, sizeof(error)) < 0) {
+        log_error("%s", error);
+        return EXIT_NSBOX_FAILURE;
+    }
+    return EXIT_SUCCESS;
 }
 
 static const struct command policy_commands[] = {

@@ -19,19 +19,17 @@
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
-#include "netallow.h"
 #include "nsbox.h"
 #include "parse.h"
-#include "supervise.h"
 
 /* Largest --code file: the code lives in a tmpfs of its own size inside the sandbox. */
 #define CODE_MAX (16U << 20)
 
-/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`; supervise.h says which and why);
+/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`; nsbox_signal_set() says which);
  * see block_run_signals(). */
 void run_signals(sigset_t *set)
 {
-    supervise_signal_set(set);
+    nsbox_signal_set(set);
 }
 
 static int load_code(const char *path, char **ret, size_t *ret_size)
@@ -199,15 +197,13 @@ const char *shown(const char *value, char *buf, size_t size)
  * them again, for every caller. Returns 0 or -EINVAL after a message. */
 static int add_allow(struct run_args *a, const char *value)
 {
-    struct netallow check = {0};
     _cleanup_free_ char *text = NULL;
     char show[256];
     unsigned line = 0;
     int r;
 
     if (strncmp(value, "allow=", 6) == 0) {
-        r = netallow_add(&check, value + 6);
-        netallow_free(&check);
+        r = nsbox_network_allow_check(value + 6);
         if (r < 0)
             return BAD_VALUE("--network", shown(value, show, sizeof(show)),
                              "expected allow=PATTERN[,PATTERN...], each a host name "

@@ -36,7 +36,7 @@ struct run_args {
     struct nsbox_copy *copy_in, *copy_out;
 };
 
-/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`; supervise.h says which and why). */
+/* The signals `nsbox run` acts on (SIGUSR1 is `nsbox kill`; nsbox_signal_set() says which). */
 void run_signals(sigset_t *set);
 /* Free what a holds (a itself is the caller's). */
 void run_args_free(struct run_args *a);

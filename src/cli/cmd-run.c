@@ -16,7 +16,6 @@
 #include "log.h"
 #include "macro.h"
 #include "nsbox.h"
-#include "outputs.h"
 #include "registry.h"
 #include "result.h"
 #include "termsafe.h"
@@ -68,12 +67,13 @@ static void start_own_line(const struct nsbox_result *r)
  * notebook shows it (the images are in the JSON result only), escaped as the output was. */
 static void print_cell_outputs(const struct nsbox_result *r, bool escape)
 {
-    json_t *outputs = NULL, *o;
+    json_t *root, *outputs, *o;
     size_t i;
 
-    if (!r->cell || !r->outputs_size ||
-        outputs_parse(r->outputs, r->outputs_size, &outputs, NULL, NULL) < 0)
+    /* The outputs as the JSON result lists them (its "outputs"). */
+    if (!r->cell || !r->outputs_size || !(root = result_to_json_object(r)))
         return;
+    outputs = json_object_get(root, "outputs");
     (void)fflush(stdout);
     json_array_foreach(outputs, i, o) {
         json_t *text = json_object_get(json_object_get(o, "data"), "text/plain");
@@ -93,7 +93,7 @@ static void print_cell_outputs(const struct nsbox_result *r, bool escape)
         (void)fwrite(p, 1, n, stdout);
         (void)putchar('\n');
     }
-    json_decref(outputs);
+    json_decref(root);
 }
 
 static void explain_on_stderr(const struct nsbox_result *r)

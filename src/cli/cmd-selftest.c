@@ -23,10 +23,10 @@
 #include "fileio.h"
 #include "log.h"
 #include "macro.h"
+#include "nsbox.h"
 #include "rmtree.h"
 #include "selftest-internal.h"
 #include "cmd-selftest.h"
-#include "uidpool.h"
 
 volatile sig_atomic_t selftest_interrupted;
 
@@ -224,22 +224,16 @@ int selftest_main(int argc, char *argv[])
     if (c.root) {
         char detail[256];
         uid_t id;
-        int r = uidpool_acquire(&id, &c.host_ids_lock, detail, sizeof(detail));
-        if (r < 0) {
+        /* Its --pid host trials leave processes of the id by design: if the self-test is
+         * killed, the next run that takes the id kills them first (the lease is marked so). */
+        c.host_ids_lock = nsbox_host_ids_lease(&id, detail, sizeof(detail));
+        if (c.host_ids_lock < 0) {
             log_error("selftest: taking host ids for the sandboxes failed: %s", detail);
             return 125;
         }
         c.host_uid = id;
         c.host_gid = id;
         (void)snprintf(c.host_user, sizeof(c.host_user), "%u:%u", (unsigned)id, (unsigned)id);
-        /* Its --pid host trials leave processes of the id by design: if the self-test is
-         * killed, the next run that takes the id kills them first. */
-        r = uidpool_mark(c.host_ids_lock, id, true);
-        if (r < 0) {
-            log_error("selftest: marking host uid %u in the pool failed: %s", (unsigned)id,
-                      strerror(-r));
-            return 125;
-        }
     }
     if (control) {
         const char *candidates[] = {"/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"};
@@ -318,8 +312,8 @@ int selftest_main(int argc, char *argv[])
         if (vartmp >= 0)
             remove_selftest_dir(vartmp, c.dir + strlen("/var/tmp/"));
     }
-    if (c.host_ids_lock >= 0 && uidpool_kill_all(c.host_uid) >= 0)
-        (void)uidpool_mark(c.host_ids_lock, c.host_uid, false);
+    if (c.host_ids_lock >= 0)
+        (void)nsbox_host_ids_release(TAKE_FD(c.host_ids_lock), c.host_uid);
     if (selftest_interrupted) {
         log_error("selftest: interrupted by signal %d; its files and processes are removed",
                   (int)selftest_interrupted);

@@ -14,11 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config-check.h"
 #include "fileio.h"
 #include "macro.h"
 #include "parse.h"
-#include "plan.h"
+#include "copy.h"
 #include "pool.h"
 #include "session-internal.h"
 #include "syscalls.h"
@@ -34,7 +33,6 @@
 static int check_copy_dirs(const struct session_state *s, json_t *dirs, size_t n, const char **why)
 {
     static char text[1024];
-    _cleanup_free_ struct stat *sources = NULL;
     size_t i, k;
     json_t *d, *id;
 
@@ -42,28 +40,29 @@ static int check_copy_dirs(const struct session_state *s, json_t *dirs, size_t n
         return *why = "\"copy_out_dirs\" must list each --copy-out directory", -EINVAL;
     if (s->c->n_binds == 0)
         return 0;
-    sources = calloc(s->c->n_binds, sizeof(*sources));
-    if (!sources)
-        return -ENOMEM;
-    if (binds_writable_ids(s->c->binds, s->c->n_binds, sources) == 0)
-        return 0;
     json_array_foreach(dirs, i, d) {
         const char *host = json_string_value(json_object_get(d, "host"));
         json_t *ids = json_object_get(d, "ids");
+        _cleanup_free_ struct stat *st = NULL;
+        int b;
         if (!host || !json_is_array(ids) || json_array_size(ids) == 0)
             return *why = "\"copy_out_dirs\": each must have \"host\" and \"ids\"", -EINVAL;
+        st = calloc(json_array_size(ids), sizeof(*st));
+        if (!st)
+            return -ENOMEM;
         json_array_foreach(ids, k, id) {
             uintmax_t dev, ino;
-            ssize_t b;
             if (!json_is_string(id) || sscanf(json_string_value(id), "%ju:%ju", &dev, &ino) != 2)
                 return *why = "\"copy_out_dirs\": an id is not DEV:INO", -EINVAL;
-            b = stat_find(&(struct stat){.st_dev = (dev_t)dev, .st_ino = (ino_t)ino}, sources,
-                          s->c->n_binds);
-            if (b >= 0) {
-                (void)snprintf(text, sizeof(text), RW_COPY_OUT, host, s->c->binds[b].source);
-                return *why = text, -EPERM;
-            }
+            st[k] = (struct stat){.st_dev = (dev_t)dev, .st_ino = (ino_t)ino};
         }
+        b = nsbox_config_writable_bind(s->c, st, json_array_size(ids));
+        if (b >= 0) {
+            (void)snprintf(text, sizeof(text), RW_COPY_OUT, host, s->c->binds[b].source);
+            return *why = text, -EPERM;
+        }
+        if (b != -ENOENT)
+            return b;
     }
     return 0;
 }

@@ -33,7 +33,6 @@
 #include "result.h"
 #include "session-internal.h"
 #include "session.h"
-#include "supervise.h"
 #include "syscalls.h"
 
 #define EXIT_NSBOX_FAILURE 125
@@ -516,7 +515,7 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
         s.clients[i] = (struct client){.fd = -1, .pass_fd = -1, .in_fd = -1};
     /* Signals: blocked from here on and read in the loop, so that every one that would end
      * this process ends the session instead, the sandbox torn down (SIGUSR1 is `nsbox kill`). */
-    supervise_signal_set(&set);
+    nsbox_signal_set(&set);
     if (sigprocmask(SIG_BLOCK, &set, NULL) < 0 ||
         (s.signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
         notify(&s, "ERR cannot block signals: %s\n", strerror(errno));

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "cmd-run-options.h"
-#include "config-check.h"
 #include "copy.h"
 #include "syscalls.h"
 #include "fileio.h"
@@ -134,7 +133,7 @@ int step_in_prepare(int n, char **args, bool *ret_has_memory, uint64_t *ret_memo
     {
         /* The library's checks of a run's values (the --memory floor): a step's are a run's. */
         struct nsbox_result res = {0};
-        r = config_check(&a.config, &res);
+        r = nsbox_config_check(&a.config, &res);
         if (r < 0) {
             log_error("%s", res.error);
             return r;

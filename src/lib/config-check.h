@@ -5,8 +5,7 @@
 
 #include "nsbox.h"
 
-/* The lowest memory limit: below it not even a shell starts (Docker's floor for --memory). */
-#define NSBOX_MEMORY_MIN (6ULL << 20)
+/* NSBOX_MEMORY_MIN, the --memory floor, is in nsbox.h. */
 
 /* Refuse a config whose values are out of range or exclude each other: -EINVAL with the
  * result's error_step "config" and a one-line error naming the option (report_config_error()), else

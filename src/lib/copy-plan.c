@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "binds.h"
 #include "copy.h"
 #include "fileio.h"
 #include "macro.h"

@@ -128,10 +128,3 @@ int plan_identity(const struct nsbox_config *c, struct nsbox_result *ret);
 /* A warning in ret for every protection c removes (--no-seccomp, --network host, --pid host,
  * --ipc host, --env-inherit, --keep-fds). */
 void plan_opt_out_warnings(const struct nsbox_config *c, struct nsbox_result *ret);
-
-/* How a --copy-out HOSTDIR (%s) inside a writable bind (its source, %s) is refused, by runs
- * (copy-plan.c) and session steps (session-client.c) alike. */
-#define RW_COPY_OUT                                                                                \
-    "--copy-out %s lies inside the writable bind -v %s:...:rw, where the sandbox could rename "    \
-    "it and plant a symlink in its place (the result's host_path would then name a file of "       \
-    "its choosing): copy out to a directory outside every :rw bind"

@@ -36,8 +36,8 @@
 extern const char *const proxy_env[PROXY_N_ENV];
 
 /* Defaults of nsbox_config.network_max_connections and network_max_bytes. */
-#define PROXY_DEFAULT_MAX_CONNECTIONS 32
-#define PROXY_DEFAULT_MAX_BYTES (1ULL << 30)
+#define PROXY_DEFAULT_MAX_CONNECTIONS NSBOX_NETWORK_MAX_CONNECTIONS_DEFAULT
+#define PROXY_DEFAULT_MAX_BYTES NSBOX_NETWORK_MAX_BYTES_DEFAULT
 
 /* How long a client has to send its request head, a connection upstream to be made (name
  * lookup included), and a relayed connection may stay silent both ways (microseconds). */

@@ -207,28 +207,6 @@ uint64_t now_usec(void)
     return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000ULL;
 }
 
-size_t binds_writable_ids(const struct nsbox_bind *binds, size_t n, struct stat *ret)
-{
-    size_t found = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        char walked[PATH_MAX];
-        int fd = -EBADF;
-
-        ret[i] = (struct stat){0};
-        if (binds[i].writable && binds[i].source)
-            fd = path_open_nofollow(binds[i].source, true, walked, sizeof(walked));
-        if (fd < 0)
-            continue;
-        if (fstat(fd, &ret[i]) == 0)
-            found++;
-        else
-            ret[i] = (struct stat){0};
-        (void)close(fd);
-    }
-    return found;
-}
-
 int dir_ancestry(int dirfd, struct stat *ret, size_t max)
 {
     int dir = fcntl(dirfd, F_DUPFD_CLOEXEC, 3), r = 0;
@@ -271,28 +249,6 @@ ssize_t stat_find(const struct stat *st, const struct stat *ids, size_t n)
         if (ids[i].st_ino && ids[i].st_ino == st->st_ino && ids[i].st_dev == st->st_dev)
             return (ssize_t)i;
     return -1;
-}
-
-int dir_in_writable_bind(int dirfd, const struct nsbox_bind *binds, size_t n)
-{
-    _cleanup_free_ struct stat *sources = NULL, *up = NULL;
-    int k;
-
-    if (n == 0)
-        return -ENOENT;
-    sources = calloc(n, sizeof(*sources));
-    up = calloc(PATH_MAX / 2, sizeof(*up));
-    if (!sources || !up)
-        return -ENOMEM;
-    if (binds_writable_ids(binds, n, sources) == 0)
-        return -ENOENT;
-    k = dir_ancestry(dirfd, up, PATH_MAX / 2);
-    for (int i = 0; i < k; i++) {
-        ssize_t found = stat_find(&up[i], sources, n);
-        if (found >= 0)
-            return (int)found;
-    }
-    return k < 0 ? k : -ENOENT;
 }
 
 bool pace_take(uint64_t *at, uint64_t now, uint64_t burst, uint64_t interval)

@@ -144,3 +144,10 @@ int plan_copies(struct sandbox_plan *sb, struct nsbox_result *ret);
  * the source's -errno with the sentence in why[] (why_size bytes).
  */
 int copy_in_open(const char *host, char *why, size_t why_size);
+
+/* How a --copy-out HOSTDIR (%s) inside a writable bind (its source, %s) is refused, by runs
+ * (copy-plan.c) and session steps (session-client.c) alike. */
+#define RW_COPY_OUT                                                                                \
+    "--copy-out %s lies inside the writable bind -v %s:...:rw, where the sandbox could rename "    \
+    "it and plant a symlink in its place (the result's host_path would then name a file of "       \
+    "its choosing): copy out to a directory outside every :rw bind"

@@ -8,8 +8,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "nsbox.h"
-
 /* Read all of fd into a malloc()ed, NUL-terminated buffer; at most max bytes (-EFBIG beyond).
  * Returns 0 (length in *ret_len), -ENOMEM, or read(2)'s -errno. */
 int read_fd_all(int fd, size_t max, char **ret, size_t *ret_len);
@@ -102,12 +100,6 @@ bool pace_take(uint64_t *at, uint64_t now, uint64_t burst, uint64_t interval);
  */
 int path_open_nofollow(const char *path, bool follow_root_links, char *walked, size_t size);
 
-/* What a run can write on the host: the source of each writable bind in binds[n], opened as the
- * sandbox will bind it (path_open_nofollow(), root's symlinks followed), its device and inode
- * into ret[i]; ret[i] is zeroed for a read-only bind and for a source that cannot be opened
- * (the run then fails before the payload starts). Returns how many were found. */
-size_t binds_writable_ids(const struct nsbox_bind *binds, size_t n, struct stat *ret);
-
 /* The devices and inodes of the directory dirfd and of every directory above it, walking up
  * with ".." to "/", into ret[max] (the directory first). By device and inode, so another name
  * for a directory ("D/../D", a link, a host bind mount of it) is no way around a check of them.
@@ -117,12 +109,6 @@ int dir_ancestry(int dirfd, struct stat *ret, size_t max);
 /* Whether st (a directory of dir_ancestry()) is one of ids[n] (st_dev and st_ino; entries with
  * st_ino 0 are unused): its index, or -1. */
 ssize_t stat_find(const struct stat *st, const struct stat *ids, size_t n);
-
-/* Whether the directory dirfd, or one above it, is the source of one of the writable binds in
- * binds[n] (binds_writable_ids(), dir_ancestry()): a place the run can write, where what nsbox
- * puts is the sandbox's to rename or replace. Returns the bind's index, -ENOENT when none, or
- * another -errno (-ENOMEM, -ELOOP, of openat(2)). */
-int dir_in_writable_bind(int dirfd, const struct nsbox_bind *binds, size_t n);
 
 /* Write the printf(3)-style message into why (why_size bytes, cut to fit) and return r: the
  * "-errno, and a sentence saying why" of functions whose caller words the error. */
