@@ -744,10 +744,11 @@ NSBOX_EXPORT int nsbox_sandbox_start(const struct nsbox_config *config,
  * outputs and interpreter), its wall_time from the step's start. A step the sandbox could not
  * start (its copy-in failed, a program that does not exist) is status NSBOX_STATUS_ERROR with
  * the sandbox still usable. Free *ret with nsbox_result_free().
- * Returns 0 (the step ran, or *ret says why it could not), -EINVAL (neither code nor argv, or
- * a memory above the sandbox's), -EBUSY (a step runs: nsbox_sandbox_step_begin()), or
- * -ESHUTDOWN when the sandbox has ended (it was killed, or its init died): *ret says how, and
- * only nsbox_sandbox_stop() is left.
+ * Returns 0 (the step ran, or *ret says why it could not), -EINVAL (neither code nor argv, a
+ * memory above the sandbox's or below 6 MiB, an output_limit above 1 GiB, or a copy_in_fd that
+ * is not a memfd sealed against writes and size changes), -EBUSY (a step runs:
+ * nsbox_sandbox_step_begin()), or -ESHUTDOWN when the sandbox has ended (it was killed, or its init
+ * died): *ret says how, and only nsbox_sandbox_stop() is left.
  */
 NSBOX_EXPORT int nsbox_sandbox_step(struct nsbox_sandbox *sandbox, const struct nsbox_step *step,
                                     struct nsbox_result *ret);
