@@ -536,6 +536,10 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
     }
     c.forward_signals = false;
     c.stdout_fd = c.stderr_fd = -1;
+    /* Every request carries its output limit (session-client.c: the session's by default), and
+     * a step's 0 is the sandbox's (nsbox_step): with the sandbox's 0, a request's 0 keeps
+     * nothing, as nsbox run --output-limit 0 does. */
+    c.output_limit = 0;
     c.warn = NULL;
     r = nsbox_sandbox_start(&c, &s.sandbox, &s.run);
     if (r >= 0) {
