@@ -541,7 +541,8 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
      * nothing, as nsbox run --output-limit 0 does. */
     c.output_limit = 0;
     c.warn = NULL;
-    r = nsbox_sandbox_start(&c, &s.sandbox, &s.run);
+    /* The signals end a start too (a workspace's files may take seconds to set up). */
+    r = nsbox_sandbox_start(&c, s.signal_fd, &s.sandbox, &s.run);
     if (r >= 0) {
         s.start = s.last_active = now_usec();
         r = listen_on(&s);
@@ -563,8 +564,13 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
             s.end = SESSION_REASON_FAILED;
         session_end(&s, &ret);
         answer_stop(&s, &ret);
-    } else
+    } else {
         ret = s.run;
+        if (r == -ECANCELED && handle_signals(&s))
+            (void)snprintf(ret.error, sizeof(ret.error),
+                           "the session was ended (%s) while its sandbox was set up",
+                           s.end == SESSION_REASON_KILLED ? "nsbox kill" : "a signal");
+    }
     /* Gone from the registry before the caller hears of the failure: a start that failed
      * leaves nothing behind by the time `session start` returns. */
     (void)unlink(s.sock_path);

@@ -57,7 +57,7 @@ static struct nsbox_sandbox *start(void)
     nsbox_config_init(&c);
     c.cgroup = NSBOX_CGROUP_OFF;
     c.memory = 256ULL << 20;
-    e = nsbox_sandbox_start(&c, &sb, &r);
+    e = nsbox_sandbox_start(&c, -1, &sb, &r);
     if (e < 0) {
         printf("FAIL start: %s: %s\n", strerror(-e), r.error);
         exit(2);

@@ -252,6 +252,47 @@ class TestSessionWorkspace(SessionTestCase):
         p, r = self.ws_run("s1", "cat /work/keep.txt /work/d/f")
         self.assertEqual(r["stdout"], "v2\nnew\n", r)
 
+    def test_kill_while_the_workspace_is_set_up(self):
+        # `nsbox kill` (SIGUSR1) while init copies a large workspace into /work: the start ends
+        # then, not once the sandbox is up (before: the library's start did not watch the
+        # supervisor's signals, and `nsbox kill` waited, up to its 5 s, for the setup to end).
+        import subprocess
+        opts = ("--cgroup", "off", "--workdir-size", "1g", "--memory", "1g",
+                "--copy-out-max-bytes", "1g")
+        def big_run(shell):
+            p = nsbox("run", "--json", *opts, "--workspace", "big", "--", "sh", "-c", shell,
+                      env=self.env)
+            return json.loads(p.stdout)
+        r = big_run("head -c 600000000 /dev/zero > /work/big")
+        self.assertTrue(r["workspace"]["saved"], r["warnings"])
+        self.addCleanup(nsbox, "workspace", "rm", "big", env=self.env)
+        token = "t" + secrets.token_hex(6)
+        start = subprocess.Popen([NSBOX, "session", "start", "--workspace", "big", *opts,
+                                  "--label", token], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=self.env)
+
+        def supervisor():
+            for line in nsbox("ps", "--json").stdout.splitlines():
+                e = json.loads(line)
+                if token in e.get("labels", {}):
+                    return e["pid"]
+            return None
+        self.assertTrue(wait_until(lambda: supervisor() is not None, timeout=10, step=0.01))
+        pid = supervisor()
+        t = time.monotonic()
+        k = nsbox("kill", "--label", token)
+        took = time.monotonic() - t
+        out, err = start.communicate(timeout=60)
+        self.assertEqual(k.returncode, 0, k.stderr)
+        self.assertEqual((start.returncode, out), (125, ""), err)
+        self.assertIn("the session was ended (nsbox kill) while its sandbox was set up", err)
+        self.assertLess(took, 0.5)
+        self.assertFalse(alive(pid))
+        self.assertIsNone(supervisor())
+        # Nothing held: the workspace is free, and as it was.
+        r = big_run("wc -c < /work/big")
+        self.assertEqual(r["stdout"], "600000000\n", r)
+
     def test_not_saved_after_kill(self):
         self.seed("s2", "v1")
         sid, sock = self.ws_start("s2")
