@@ -359,6 +359,7 @@ static void session_end(struct session_state *s, struct nsbox_result *ret)
     uint64_t now = now_usec();
     bool cut = false;
     char why[400];
+    const char *no_save;
 
     if (s->watch_fd >= 0)
         (void)close(s->watch_fd);
@@ -379,7 +380,12 @@ static void session_end(struct session_state *s, struct nsbox_result *ret)
                          "further steps",
                          end_words(s));
     }
-    (void)nsbox_sandbox_stop(s->sandbox, save_refusal(s, cut, why, sizeof(why)), s->signal_fd, ret);
+    no_save = save_refusal(s, cut, why, sizeof(why));
+    (void)nsbox_sandbox_stop(s->sandbox, no_save, s->signal_fd, ret);
+    /* A signal gave the save up (cancel_fd): the session ends by it, and the answer to `stop`
+     * says so (its reason "killed" or "signal"), as for a signal between steps. */
+    if (s->c->workspace && !no_save && !ret->workspace_saved)
+        (void)handle_signals(s);
     s->sandbox = NULL;
     /* The answers still going out get a moment (the sandbox is gone: nothing else waits). */
     for (uint64_t end = now_usec() + END_FLUSH_USEC;;) {
