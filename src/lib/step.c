@@ -373,7 +373,8 @@ int nsbox_sandbox_step_begin(struct nsbox_sandbox *x, const struct nsbox_step *q
     if (r < 0) {
         /* init cannot be reached: the sandbox is over, and the step with it. */
         x->ended = true;
-        return -ESHUTDOWN;
+        return report_error(ret, -ESHUTDOWN, "session",
+                            "the sandbox's init cannot be reached: the sandbox has ended");
     }
     return 0;
 }

@@ -47,6 +47,15 @@ static int count_fds(void)
     return n - 1; /* the directory's own */
 }
 
+/* A step refused at once (-EINVAL, -EBUSY, -ESHUTDOWN): its result says it did not run, never
+ * the zeroed result's "exited 0" that a caller reading only *ret would take for success. */
+static void refused(const struct nsbox_result *r, const char *what)
+{
+    CHECK(r->status == NSBOX_STATUS_ERROR && r->exit_code == 125 && r->error[0],
+          "%s: the result says status %d, exit code %d, error '%s'", what, r->status, r->exit_code,
+          r->error);
+}
+
 static struct nsbox_sandbox *start(void)
 {
     struct nsbox_config c;
@@ -100,8 +109,10 @@ static void mode_busy(void)
     CHECK(e == 0, "step_begin: %d", e);
     e = nsbox_sandbox_step_begin(sb, &t, &r);
     CHECK(e == -EBUSY, "a second step_begin while a step runs: %d, not -EBUSY", e);
+    refused(&r, "a second step_begin");
     e = nsbox_sandbox_step(sb, &t, &r);
     CHECK(e == -EBUSY, "nsbox_sandbox_step while a step runs: %d, not -EBUSY", e);
+    refused(&r, "nsbox_sandbox_step while a step runs");
     e = nsbox_sandbox_step_end(sb, &r);
     CHECK(e == -ESRCH, "step_end of a running step: %d, not -ESRCH", e);
     /* Stopped with the step running: killed with the sandbox, its result freed. */
@@ -138,6 +149,7 @@ static void mode_ended(void)
     }
     e = nsbox_sandbox_step(sb, &t, &r);
     CHECK(e == -ESHUTDOWN, "a step once the end is known: %d, not -ESHUTDOWN", e);
+    refused(&r, "a step once the end is known");
     nsbox_result_free(&r);
     e = nsbox_sandbox_stop(sb, NULL, -1, &end);
     CHECK(e == 0, "stop after the end: %d", e);
@@ -164,6 +176,7 @@ static void mode_bad(void)
     s.memory = 4096;
     e = nsbox_sandbox_step(sb, &s, &r);
     CHECK(e == -EINVAL, "memory 4096 bytes: %d, not -EINVAL", e);
+    refused(&r, "memory 4096 bytes");
     nsbox_result_free(&r);
     s = program(echo_argv);
     s.output_limit = 8ULL << 30;
