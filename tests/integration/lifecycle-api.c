@@ -171,6 +171,7 @@ static void mode_bad(void)
     e = nsbox_sandbox_step(sb, &s, &r);
     CHECK(e == -EINVAL, "copy_in_fd 0 (this process's stdin): %d, not -EINVAL (status %d: %s)", e,
           r.status, r.error);
+    refused(&r, "copy_in_fd 0");
     nsbox_result_free(&r);
     s = program(echo_argv);
     s.memory = 4096;
@@ -182,6 +183,7 @@ static void mode_bad(void)
     s.output_limit = 8ULL << 30;
     e = nsbox_sandbox_step(sb, &s, &r);
     CHECK(e == -EINVAL, "output_limit 8 GiB: %d, not -EINVAL", e);
+    refused(&r, "output_limit 8 GiB");
     nsbox_result_free(&r);
     s = program(echo_argv);
     e = nsbox_sandbox_step(sb, &s, &r);
