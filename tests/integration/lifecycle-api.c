@@ -238,6 +238,32 @@ static void mode_many(void)
     CHECK(count_fds() == before, "descriptors: %d before, %d after", before, count_fds());
 }
 
+/* A start whose cancel_fd is readable (the caller's signalfd, say) is given up: -ECANCELED,
+ * its result says so, and nothing of it is left (no child, no descriptor). */
+static void mode_cancel(void)
+{
+    struct nsbox_config c;
+    struct nsbox_result r;
+    struct nsbox_sandbox *sb = (struct nsbox_sandbox *)&c;
+    int before = count_fds(), p[2], e;
+
+    nsbox_config_init(&c);
+    c.cgroup = NSBOX_CGROUP_OFF;
+    if (pipe(p) < 0 || write(p[1], "x", 1) != 1) {
+        printf("FAIL pipe\n");
+        exit(2);
+    }
+    e = nsbox_sandbox_start(&c, p[0], &sb, &r);
+    CHECK(e == -ECANCELED && sb == NULL, "start with a readable cancel_fd: %d", e);
+    CHECK(r.status == NSBOX_STATUS_ERROR && strstr(r.error, "cancelled"),
+          "its result: status %d, error '%s'", r.status, r.error);
+    nsbox_result_free(&r);
+    CHECK(init_pid() <= 0, "a child is left: %d", (int)init_pid());
+    close(p[0]);
+    close(p[1]);
+    CHECK(count_fds() == before, "descriptors: %d before, %d after", before, count_fds());
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -250,8 +276,10 @@ int main(int argc, char **argv)
         mode_bad();
     else if (strcmp(mode, "many") == 0)
         mode_many();
+    else if (strcmp(mode, "cancel") == 0)
+        mode_cancel();
     else {
-        fprintf(stderr, "usage: nsbox-lifecycle-api busy|ended|bad|many\n");
+        fprintf(stderr, "usage: nsbox-lifecycle-api busy|ended|bad|many|cancel\n");
         return 2;
     }
     if (failures == 0)

@@ -42,6 +42,9 @@ class TestLifecycleApi(NsboxTestCase):
             os.close(r)
             os.close(w)
 
+    def test_a_cancelled_start_leaves_nothing(self):
+        self.api("cancel")
+
     def test_many_steps_keep_no_descriptor(self):
         self.api("many")
 
