@@ -798,17 +798,20 @@ struct nsbox_step {
 };
 
 /*
- * Make a sandbox from config and wait until its init is ready for steps. *ret gets the
+ * Make a sandbox from config and wait until its init is ready for steps; when cancel_fd (-1:
+ * none) becomes readable meanwhile (the caller's signalfd: setting up a workspace's /work can
+ * take seconds), the sandbox is torn down and -ECANCELED returned. *ret gets the
  * sandbox's own result: its limits and how they are enforced, its warnings, and on failure the
  * error (status NSBOX_STATUS_ERROR, error_step, error, as nsbox_run() says them); on success
  * without its lists (labels and the like come with nsbox_sandbox_stop()'s result). Free it
  * with nsbox_result_free(). On success *ret_sandbox is the sandbox, which nsbox_sandbox_stop()
  * ends and frees.
  * Returns 0 (the sandbox is ready), -EINVAL for an invalid config (also forward_signals set,
- * or isolation tier 3, which runs one program at a time), -ENOMEM, or -EIO when the sandbox
- * could not be made or ended while being set up (*ret says why). Nothing is left on failure.
+ * or isolation tier 3, which runs one program at a time), -ENOMEM, -ECANCELED (cancel_fd), or
+ * -EIO when the sandbox could not be made or ended while being set up (*ret says why). Nothing
+ * is left on failure.
  */
-NSBOX_EXPORT int nsbox_sandbox_start(const struct nsbox_config *config,
+NSBOX_EXPORT int nsbox_sandbox_start(const struct nsbox_config *config, int cancel_fd,
                                      struct nsbox_sandbox **ret_sandbox, struct nsbox_result *ret);
 
 /*
@@ -817,10 +820,11 @@ NSBOX_EXPORT int nsbox_sandbox_start(const struct nsbox_config *config,
  * outputs and interpreter), its wall_time from the step's start. A step the sandbox could not
  * start (its copy-in failed, a program that does not exist) is status NSBOX_STATUS_ERROR with
  * the sandbox still usable. Free *ret with nsbox_result_free().
- * Returns 0 (the step ran, or *ret says why it could not), -EINVAL (neither code nor argv, or
- * a memory above the sandbox's), -EBUSY (a step runs: nsbox_sandbox_step_begin()), or
- * -ESHUTDOWN when the sandbox has ended (it was killed, or its init died): *ret says how, and
- * only nsbox_sandbox_stop() is left.
+ * Returns 0 (the step ran, or *ret says why it could not), -EINVAL (neither code nor argv, a
+ * memory above the sandbox's or below 6 MiB, an output_limit above 1 GiB, or a copy_in_fd that
+ * is not a memfd sealed against writes and size changes), -EBUSY (a step runs:
+ * nsbox_sandbox_step_begin()), or -ESHUTDOWN when the sandbox has ended (it was killed, or its init
+ * died): *ret says how, and only nsbox_sandbox_stop() is left.
  */
 NSBOX_EXPORT int nsbox_sandbox_step(struct nsbox_sandbox *sandbox, const struct nsbox_step *step,
                                     struct nsbox_result *ret);

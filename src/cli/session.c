@@ -358,6 +358,7 @@ static void session_end(struct session_state *s, struct nsbox_result *ret)
     uint64_t now = now_usec();
     bool cut = false;
     char why[400];
+    const char *no_save;
 
     if (s->watch_fd >= 0)
         (void)close(s->watch_fd);
@@ -378,7 +379,12 @@ static void session_end(struct session_state *s, struct nsbox_result *ret)
                          "further steps",
                          end_words(s));
     }
-    (void)nsbox_sandbox_stop(s->sandbox, save_refusal(s, cut, why, sizeof(why)), s->signal_fd, ret);
+    no_save = save_refusal(s, cut, why, sizeof(why));
+    (void)nsbox_sandbox_stop(s->sandbox, no_save, s->signal_fd, ret);
+    /* A signal gave the save up (cancel_fd): the session ends by it, and the answer to `stop`
+     * says so (its reason "killed" or "signal"), as for a signal between steps. */
+    if (s->c->workspace && !no_save && !ret->workspace_saved)
+        (void)handle_signals(s);
     s->sandbox = NULL;
     /* The answers still going out get a moment (the sandbox is gone: nothing else waits). */
     for (uint64_t end = now_usec() + END_FLUSH_USEC;;) {
@@ -535,8 +541,13 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
     }
     c.forward_signals = false;
     c.stdout_fd = c.stderr_fd = -1;
+    /* Every request carries its output limit (session-client.c: the session's by default), and
+     * a step's 0 is the sandbox's (nsbox_step): with the sandbox's 0, a request's 0 keeps
+     * nothing, as nsbox run --output-limit 0 does. */
+    c.output_limit = 0;
     c.warn = NULL;
-    r = nsbox_sandbox_start(&c, &s.sandbox, &s.run);
+    /* The signals end a start too (a workspace's files may take seconds to set up). */
+    r = nsbox_sandbox_start(&c, s.signal_fd, &s.sandbox, &s.run);
     if (r >= 0) {
         s.start = s.last_active = now_usec();
         r = listen_on(&s);
@@ -558,8 +569,13 @@ _noreturn_ static void supervisor_main(const struct nsbox_config *config,
             s.end = SESSION_REASON_FAILED;
         session_end(&s, &ret);
         answer_stop(&s, &ret);
-    } else
+    } else {
         ret = s.run;
+        if (r == -ECANCELED && handle_signals(&s))
+            (void)snprintf(ret.error, sizeof(ret.error),
+                           "the session was ended (%s) while its sandbox was set up",
+                           s.end == SESSION_REASON_KILLED ? "nsbox kill" : "a signal");
+    }
     /* Gone from the registry before the caller hears of the failure: a start that failed
      * leaves nothing behind by the time `session start` returns. */
     (void)unlink(s.sock_path);

@@ -183,10 +183,11 @@ unsigned nsbox_sandbox_dispatch(struct nsbox_sandbox *x, const struct pollfd *p,
 }
 
 /* The caller's loop, for the library's own waits: until one of the bits in want happened (or
- * the sandbox ended). Returns the bits, or -errno of poll(2). */
-static int wait_for(struct nsbox_sandbox *x, unsigned want)
+ * the sandbox ended), or cancel_fd (-1: none) became readable. Returns the bits, -ECANCELED, or
+ * -errno of poll(2). */
+static int wait_for(struct nsbox_sandbox *x, unsigned want, int cancel_fd)
 {
-    _cleanup_free_ struct pollfd *p = calloc(nsbox_sandbox_pollfds_max(x), sizeof(*p));
+    _cleanup_free_ struct pollfd *p = calloc(nsbox_sandbox_pollfds_max(x) + 1, sizeof(*p));
     unsigned ev = 0;
 
     if (!p)
@@ -201,11 +202,15 @@ static int wait_for(struct nsbox_sandbox *x, unsigned want)
             ms = deadline <= now                         ? 0
                  : (deadline - now + 999) / 1000 > 60000 ? 60000
                                                          : (int)((deadline - now + 999) / 1000);
-        if (poll(p, (nfds_t)n, ms) < 0) {
+        /* After the sandbox's: dispatch() takes the proxy's entries as the ones past its own. */
+        p[n] = (struct pollfd){.fd = cancel_fd, .events = POLLIN};
+        if (poll(p, (nfds_t)n + 1, ms) < 0) {
             if (errno == EINTR)
                 continue;
             return negative_errno();
         }
+        if (p[n].revents)
+            return -ECANCELED;
         ev |= nsbox_sandbox_dispatch(x, p, n);
     }
     return (int)ev;
@@ -214,8 +219,8 @@ static int wait_for(struct nsbox_sandbox *x, unsigned want)
 /* What a started sandbox's record shows for its program (plan.c wants one; init runs none). */
 static char *const step_mode_argv[] = {(char *)"(session)", NULL};
 
-int nsbox_sandbox_start(const struct nsbox_config *config, struct nsbox_sandbox **ret_sandbox,
-                        struct nsbox_result *ret)
+int nsbox_sandbox_start(const struct nsbox_config *config, int cancel_fd,
+                        struct nsbox_sandbox **ret_sandbox, struct nsbox_result *ret)
 {
     struct nsbox_sandbox *x;
     char why[512];
@@ -265,15 +270,24 @@ int nsbox_sandbox_start(const struct nsbox_config *config, struct nsbox_sandbox 
                                strerror(-r));
     }
     if (r >= 0) {
-        r = wait_for(x, NSBOX_SANDBOX_READY);
-        if (r < 0)
+        /* The sandbox's setup (a workspace's files into /work, say) may take seconds: the
+         * caller's signals (cancel_fd) end it meanwhile, as they end a run's. */
+        r = wait_for(x, NSBOX_SANDBOX_READY, cancel_fd);
+        if (r == -ECANCELED)
+            (void)report_error(&x->run, r, "start",
+                               "the sandbox's start was cancelled while it was set up "
+                               "(cancel_fd)");
+        else if (r < 0)
             (void)report_error(&x->run, r, "supervise", "supervising the sandbox failed: %m");
         else if (!x->ready)
             r = -EIO;
     }
     if (r < 0) {
         int t = teardown(x, "the sandbox did not start", -1, ret);
-        return t == -EINVAL ? -EINVAL : r == -ENOMEM ? -ENOMEM : -EIO;
+        return t == -EINVAL      ? -EINVAL
+               : r == -ENOMEM    ? -ENOMEM
+               : r == -ECANCELED ? -ECANCELED
+                                 : -EIO;
     }
     /* The caller's copy, without the lists (the sandbox's own result keeps them until
      * nsbox_sandbox_stop() hands it over). */
@@ -298,7 +312,7 @@ int nsbox_sandbox_step(struct nsbox_sandbox *x, const struct nsbox_step *step,
         return 0; /* *ret says why it could not start; the sandbox goes on */
     if (r < 0)
         return r;
-    r = wait_for(x, NSBOX_SANDBOX_STEP_DONE);
+    r = wait_for(x, NSBOX_SANDBOX_STEP_DONE, -1);
     if (r >= 0 && ((unsigned)r & NSBOX_SANDBOX_STEP_DONE))
         return nsbox_sandbox_step_end(x, ret);
     (void)nsbox_sandbox_step_cut(x, ret);

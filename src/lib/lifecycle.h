@@ -48,6 +48,7 @@ struct nsbox_sandbox {
     sigset_t saved_mask;
     bool mask_changed;
     bool attached_by_clone;
+    bool opened;    /* sandbox_open() made the sandbox whole: sandbox_close() reports on it */
     uint64_t start; /* now_usec() when the sandbox was made */
     struct supervise_fds fds;
 

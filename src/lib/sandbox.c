@@ -756,6 +756,7 @@ int sandbox_open(struct nsbox_sandbox *x, struct nsbox_result *ret)
                                     .init_pid = pid,
                                     .stdin_dst = x->in[0] >= 0 ? TAKE_FD(x->in[0]) : -1,
                                     .proxy = x->proxy};
+    x->opened = true;
     return 0;
 }
 
@@ -764,7 +765,10 @@ int sandbox_close(struct nsbox_sandbox *x, int r, struct nsbox_result *ret)
     const struct nsbox_config *c = &x->c;
     struct sandbox_plan *sb = &x->sb;
 
-    if (x->pidfd >= 0) {
+    /* Only a sandbox made whole was supervised: one whose making failed after the clone
+     * (its uid_map, its cgroup) keeps the error sandbox_open() reported, and has nothing to
+     * report on. */
+    if (x->opened) {
         if (r < 0)
             (void)report_error(ret, r, "supervise", "supervising the sandbox failed: %s%s",
                                strerror(-r),

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "config-check.h"
 #include "fileio.h"
 #include "headtail.h"
 #include "lifecycle.h"
@@ -195,6 +196,28 @@ int nsbox_sandbox_step_begin(struct nsbox_sandbox *x, const struct nsbox_step *q
                                    "a step's memory (%llu bytes) may not be above the "
                                    "sandbox's (%llu bytes)",
                                    (unsigned long long)q->memory, (unsigned long long)x->c.memory);
+    /* What config_check() refuses in a run's config, refused in a step's too: a memory limit
+     * below the floor (a cgroup's memory.max that low is the whole sandbox's, init's too), an
+     * output limit past 1 GiB (kept in this process, outside every limit of the sandbox). */
+    if (q->memory && q->memory < NSBOX_MEMORY_MIN)
+        return report_config_error(ret, -EINVAL,
+                                   "a step's memory must be at least 6 MiB (%llu bytes given), "
+                                   "or 0: the sandbox's",
+                                   (unsigned long long)q->memory);
+    if (q->output_limit > (1ULL << 30))
+        return report_config_error(ret, -EINVAL, "a step's output limit must be at most 1 GiB");
+    /* The copy-in stream must be a memfd sealed against change, as `nsbox session` checks a
+     * client's: init reads it whole, and any other descriptor (a step zeroed and copy_in_fd
+     * left 0: the caller's stdin) would be read by the sandbox's init. fcntl(2) F_GET_SEALS
+     * fails (EINVAL) on what is not a memfd. */
+    if (q->copy_in_fd >= 0) {
+        const int need = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
+        int seals = fcntl(q->copy_in_fd, F_GET_SEALS);
+        if (seals < 0 || (seals & need) != need)
+            return report_config_error(ret, -EINVAL,
+                                       "a step's copy_in_fd must be a memfd sealed against "
+                                       "writes and size changes (-1: none)");
+    }
     if (!q->code) {
         packed = argv_pack(q->argv, &payload_size);
         if (!packed && payload_size)
@@ -350,7 +373,8 @@ int nsbox_sandbox_step_begin(struct nsbox_sandbox *x, const struct nsbox_step *q
     if (r < 0) {
         /* init cannot be reached: the sandbox is over, and the step with it. */
         x->ended = true;
-        return -ESHUTDOWN;
+        return report_error(ret, -ESHUTDOWN, "session",
+                            "the sandbox's init cannot be reached: the sandbox has ended");
     }
     return 0;
 }

@@ -39,7 +39,7 @@ int main(void)
 
     nsbox_config_init(&c);
     c.cgroup = NSBOX_CGROUP_OFF;
-    e = nsbox_sandbox_start(&c, &sb, &start);
+    e = nsbox_sandbox_start(&c, -1, &sb, &start);
     if (e < 0) {
         fprintf(stderr, "lifecycle: start failed: %s: %s\n", strerror(-e), start.error);
         return 2;

@@ -135,6 +135,35 @@ def host_uid_of(pid):
     raise AssertionError(f"no Uid line for {pid}")
 
 
+# EPERM for openat(2) of "uid_map" (idmap.c writes /proc/PID/uid_map through a directory fd).
+UID_MAP_SHIM = r'''
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+int openat(int dirfd, const char *path, int flags, ...)
+{
+    static int (*real)(int, const char *, int, ...);
+    mode_t mode = 0;
+    va_list ap;
+    va_start(ap, flags);
+    if (flags & O_CREAT)
+        mode = va_arg(ap, mode_t);
+    va_end(ap);
+    if (!real)
+        real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
+    if (path && strcmp(path, "uid_map") == 0) {
+        errno = EPERM;
+        return -1;
+    }
+    return real(dirfd, path, flags, mode);
+}
+int openat64(int dirfd, const char *path, int flags, ...) __attribute__((alias("openat")));
+'''
+
+
 class TestRootHostIds(NsboxTestCase):
     def test_own_ids_from_the_range_not_nobody(self):
         with tempfile.TemporaryDirectory() as d:
@@ -155,6 +184,25 @@ class TestRootHostIds(NsboxTestCase):
         self.assertEqual((st.st_uid, st.st_mode & 0o7777), (0, 0o600))
         st = os.stat(os.path.dirname(LOCK))
         self.assertEqual((st.st_uid, st.st_mode & 0o7777), (0, 0o700))
+
+    def test_a_failed_uid_map_write_is_named(self):
+        # The supervisor's write of uid_map failing (here by an LD_PRELOAD shim: EPERM from
+        # openat(2) of "uid_map") is the run's error, with its step and hint; since the
+        # lifecycle split, "supervising the sandbox failed" replaced it.
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skip_or_fail("no C compiler for the LD_PRELOAD shim")
+        with tempfile.TemporaryDirectory() as d:
+            src, so = os.path.join(d, "shim.c"), os.path.join(d, "shim.so")
+            with open(src, "w") as f:
+                f.write(UID_MAP_SHIM)
+            subprocess.run([cc, "-shared", "-fPIC", "-o", so, src, "-ldl"], check=True)
+            env = dict(os.environ, LD_PRELOAD=so,
+                       ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0")
+            p = nsbox("run", "--cgroup", "off", "--", "true", env=env)
+            self.assertOneLineError(p, contains="writing the sandbox's uid_map/gid_map failed")
+            p = nsbox("run", "--json", "--cgroup", "off", "--", "true", env=env)
+            self.assertEqual(json.loads(p.stdout)["error"]["step"], "uid_map", p.stdout)
 
     def test_concurrent_runs_never_share_ids(self):
         procs = [subprocess.Popen([NSBOX, "run", "--json", "--", "sleep", "1"],

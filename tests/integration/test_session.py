@@ -171,6 +171,11 @@ class TestSessionSteps(SessionTestCase):
         self.assertLessEqual(len(json.dumps(r["stdout"])) - 2, 100)
         self.assertLessEqual(len(json.dumps(r["stdout_tail"])) - 2, 100)
         self.assertTrue(r["stdout_truncated"])
+        # 0 keeps nothing, as `nsbox run --output-limit 0` (not the session's limit: the
+        # library's step takes 0 for "the sandbox's", which the session starts with 0).
+        p, r = self.run_step(sid, "echo", "hi", opts=("--output-limit", "0"))
+        self.assertEqual((r["stdout"], r["stdout_bytes"], r["stdout_truncated"],
+                          r["limits"]["output"]["bytes"]), ("", 3, True, 0))
 
     def test_output_on_a_terminal_is_escaped(self):
         import pty

@@ -13,9 +13,13 @@ import tempfile
 import time
 import unittest
 
-from nsboxtest import NSBOX, nsbox, plant_symlinks, processes_with, wait_until
+from nsboxtest import NSBOX, nsbox, plant_symlinks, processes_with, root_only, wait_until
 from test_session import (SessionTestCase, alive, children, cpu_seconds, nsbox_api,  # noqa: F401
                           registry_dir, setUpModule, step, supervisor_pid, tearDownModule)
+
+
+# Reads /proc/PID/fd of a sandbox's init, which is not dumpable: root's only.
+load_tests = root_only(["test_init_keeps_only_its_own_descriptors"])
 
 
 class TestSessionAudit(SessionTestCase):
@@ -172,6 +176,33 @@ class TestSessionLife(SessionTestCase):
         for opts in (["--pid", "host"], ["-i"], ["--keep-fds"]):
             self.assertOneLineError(nsbox("session", "start", *opts), contains="does not take")
         self.assertOneLineError(nsbox("session", "start", "--", "true"), contains="no program")
+
+    def test_init_keeps_only_its_own_descriptors(self):
+        # The supervisor makes its signalfd, --watch-pid's pidfd and its registry records
+        # before the sandbox (nsbox_sandbox_start()); the sandbox's init, a clone of it, must
+        # keep none of them, nor a step's descriptors after the step: only its /proc, its own
+        # signalfd, /work, the report pipe, /dev/shm and the control channel (sandbox.c,
+        # session-init.c), and once a code step ran, its channel to the interpreter. Read from
+        # the host: init is not dumpable (root only). (Not with --network allow=: init then
+        # keeps the proxy's listening socket, as a run's init does.)
+        sid, sock = self.start("--watch-pid", str(os.getpid()))
+        self.run_step(sid, "sh", "-c", "cat > /work/f", opts=("-i",))
+        init = children(supervisor_pid(sid))
+        self.assertEqual(len(init), 1)
+
+        def init_fds():
+            fds = {int(n): os.readlink(f"/proc/{init[0]}/fd/{n}")
+                   for n in os.listdir(f"/proc/{init[0]}/fd")}
+            return fds, {n: t.split(":[")[0] for n, t in fds.items()}
+        own = {0: "/proc", 1: "anon_inode", 2: "/work", 3: "pipe", 4: "/dev/shm", 5: "socket"}
+        fds, kinds = init_fds()
+        self.assertEqual(kinds, own, fds)
+        self.assertEqual(fds[1], "anon_inode:[signalfd]", fds)
+        self.code(sid, "x = 1")
+        self.run_step(sid, "true")
+        fds, kinds = init_fds()
+        extra = {n: k for n, k in kinds.items() if n not in own}
+        self.assertEqual(list(extra.values()), ["socket"], fds)  # the interpreter's channel
 
     def test_sigkill_of_supervisor_leaves_nothing(self):
         with open("/proc/self/mountinfo") as f:

@@ -252,6 +252,69 @@ class TestSessionWorkspace(SessionTestCase):
         p, r = self.ws_run("s1", "cat /work/keep.txt /work/d/f")
         self.assertEqual(r["stdout"], "v2\nnew\n", r)
 
+    def big_workspace(self):
+        """A workspace "big" of 600 MB (about 0.7 s to copy in or out here); the options a
+        session on it takes."""
+        opts = ("--cgroup", "off", "--workdir-size", "1g", "--memory", "1g",
+                "--copy-out-max-bytes", "1g")
+        p = nsbox("run", "--json", *opts, "--workspace", "big", "--", "sh", "-c",
+                  "head -c 600000000 /dev/zero > /work/big", env=self.env)
+        self.assertTrue(json.loads(p.stdout)["workspace"]["saved"], p.stdout)
+        self.addCleanup(nsbox, "workspace", "rm", "big", env=self.env)
+        return opts
+
+    def big_dir(self):
+        return os.path.join(self.state.name, "nsbox", "workspaces", "big", "work")
+
+    def test_kill_while_the_workspace_is_saved(self):
+        # `nsbox kill` while `session stop` saves /work: the save is given up, the workspace
+        # is as before, and the answer says the session was killed, as before the lifecycle
+        # moved into the library (its reason stayed "stopped").
+        import subprocess
+        opts = self.big_workspace()
+        sid, sock = self.ws_start("big", *opts[2:])
+        self.run_step(sid, "sh", "-c", "echo changed > /work/small")
+        pid = supervisor_pid(sid)
+        stop = subprocess.Popen([NSBOX, "session", "stop", "--json", sid],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.2)  # the save runs (about 0.7 s)
+        self.assertEqual(nsbox("kill", sid).returncode, 0)
+        out, err = stop.communicate(timeout=60)
+        self.assertTrue(wait_until(lambda: not alive(pid)))
+        ans = json.loads(out)
+        self.assertEqual((ans["reason"], ans["workspace"]["saved"]), ("killed", False), ans)
+        self.assertIn("while the workspace was being saved", " ".join(ans["warnings"]), ans)
+        self.assertEqual(os.listdir(self.big_dir()), ["big"])  # as before the session
+
+    def test_kill_while_the_workspace_is_set_up(self):
+        # `nsbox kill` (SIGUSR1) while init copies a large workspace into /work: the start ends
+        # then, not once the sandbox is up (before: the library's start did not watch the
+        # supervisor's signals, and `nsbox kill` waited, up to its 5 s, for the setup to end).
+        import subprocess
+        opts = self.big_workspace()
+        token = "t" + secrets.token_hex(6)
+        start = subprocess.Popen([NSBOX, "session", "start", "--workspace", "big", *opts,
+                                  "--label", token], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=self.env)
+
+        def supervisor():
+            for line in nsbox("ps", "--json").stdout.splitlines():
+                e = json.loads(line)
+                if token in e.get("labels", {}):
+                    return e["pid"]
+            return None
+        self.assertTrue(wait_until(lambda: supervisor() is not None, timeout=10, step=0.01))
+        pid = supervisor()
+        k = nsbox("kill", "--label", token)
+        out, err = start.communicate(timeout=60)
+        self.assertEqual(k.returncode, 0, k.stderr)
+        self.assertEqual((start.returncode, out), (125, ""), err)
+        self.assertIn("the session was ended (nsbox kill) while its sandbox was set up", err)
+        self.assertTrue(wait_until(lambda: not alive(pid)))
+        self.assertIsNone(supervisor())
+        # The workspace as it was (its lock went with the supervisor).
+        self.assertEqual(os.listdir(self.big_dir()), ["big"])
+
     def test_not_saved_after_kill(self):
         self.seed("s2", "v1")
         sid, sock = self.ws_start("s2")
