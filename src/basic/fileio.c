@@ -118,16 +118,11 @@ int write_file_at(int dirfd, const char *name, const char *text)
 /* Linux start time of process pid (field 22 of /proc/PID/stat), or 0 if it is gone. */
 int proc_stat_read(int dirfd, const char *name, char *buf, size_t size, const char **ret_state)
 {
-    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    ssize_t n = read_file_at(dirfd, name, buf, size);
     const char *p;
-    ssize_t n;
 
-    if (fd < 0)
-        return negative_errno();
-    n = RETRY_EINTR(read(fd, buf, size - 1));
     if (n < 0)
-        return negative_errno();
-    buf[n] = '\0';
+        return (int)n;
     p = strrchr(buf, ')');
     if (!p || p[1] != ' ' || p[2] == '\0')
         return -EIO;
