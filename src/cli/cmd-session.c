@@ -520,8 +520,7 @@ static void step_copy_finish(struct step_copy *sc, json_t *ans, int stream_fd)
 {
     struct nsbox_result res = {0};
     json_t *co = json_object_get(ans, "copy_out");
-    char why[512] = "", text[700];
-    int r;
+    char text[700];
 
     res.copy_out_asked = true;
     res.copy_out_done = json_is_true(json_object_get(co, "done"));
@@ -530,34 +529,22 @@ static void step_copy_finish(struct step_copy *sc, json_t *ans, int stream_fd)
         res.copy_out_done = false;
         add_warning_json(ans, "the session sent no copy-out stream: nothing was copied out");
     } else if (res.copy_out_done) {
-        r = copy_unpack(stream_fd,
-                        &(struct copy_target){.root_fds = sc->fds,
-                                              .root_paths = (const char *const *)sc->host,
-                                              .n_roots = sc->n,
-                                              .indexed = true,
-                                              .host = true,
-                                              .shown_roots = (const char *const *)sc->sandbox},
-                        &sc->caps, &res, why, sizeof(why));
-        if (r < 0) {
-            res.copy_out_done = false;
-            (void)snprintf(text, sizeof(text),
-                           "copy-out failed on the host: %s; what was written before is listed",
-                           why);
-            add_warning_json(ans, text);
-        } else {
-            res.copy_out_complete = res.n_skipped == 0 && res.skipped_more == 0;
-            if (!res.copy_out_complete) {
-                (void)snprintf(text, sizeof(text),
-                               "copy-out is not complete: %zu entr%s skipped (listed in "
-                               "copy_out.skipped, with why: only regular files and directories "
-                               "are copied, within --copy-out-max-files %llu and "
-                               "--copy-out-max-bytes %llu)",
-                               res.n_skipped + (size_t)res.skipped_more,
-                               res.n_skipped + res.skipped_more == 1 ? "y was" : "ies were",
-                               (unsigned long long)sc->caps.max_files,
-                               (unsigned long long)sc->caps.max_bytes);
+        /* The library's host side of a copy-out, as a run's; its warnings into the answer. */
+        (void)
+            copy_out_unpack(stream_fd,
+                            &(struct copy_target){.root_fds = sc->fds,
+                                                  .root_paths = (const char *const *)sc->host,
+                                                  .n_roots = sc->n,
+                                                  .indexed = true,
+                                                  .host = true,
+                                                  .shown_roots = (const char *const *)sc->sandbox},
+                            &sc->caps, NULL, &res);
+        for (const char *w = res.outcome_warnings; *w;) {
+            size_t len = strcspn(w, "\n");
+            (void)snprintf(text, sizeof(text), "%.*s", (int)len, w);
+            if (len)
                 add_warning_json(ans, text);
-            }
+            w += len + (w[len] == '\n');
         }
     }
     (void)json_object_set_new(ans, "copy_out", result_copy_out_json(&res));

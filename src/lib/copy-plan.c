@@ -295,3 +295,39 @@ in_fail_reported:
         (void)copy_packer_finish(p, NULL, why, sizeof(why));
     return r;
 }
+
+/* An outcome warning, heard by c's warn callback when there is a config. */
+static void copy_outcome(const struct nsbox_config *c, struct nsbox_result *ret, const char *text)
+{
+    if (c)
+        report_outcome_warning(c, ret, "%s", text);
+    else
+        report_add_warning(ret, true, text);
+}
+
+int copy_out_unpack(int fd, const struct copy_target *target, const struct copy_caps *caps,
+                    const struct nsbox_config *c, struct nsbox_result *ret)
+{
+    char why[512] = "", text[800];
+    int r = copy_unpack(fd, target, caps, ret, why, sizeof(why));
+
+    if (r < 0) {
+        ret->copy_out_done = false;
+        (void)snprintf(text, sizeof(text),
+                       "copy-out failed on the host: %s; what was written before is listed", why);
+        copy_outcome(c, ret, text);
+        return r;
+    }
+    ret->copy_out_complete = ret->n_skipped == 0 && ret->skipped_more == 0;
+    if (!ret->copy_out_complete) {
+        (void)snprintf(text, sizeof(text),
+                       "copy-out is not complete: %zu entr%s skipped (listed in copy_out.skipped, "
+                       "with why: only regular files and directories are copied, within "
+                       "--copy-out-max-files %llu and --copy-out-max-bytes %llu)",
+                       ret->n_skipped + (size_t)ret->skipped_more,
+                       ret->n_skipped + ret->skipped_more == 1 ? "y was" : "ies were",
+                       (unsigned long long)caps->max_files, (unsigned long long)caps->max_bytes);
+        copy_outcome(c, ret, text);
+    }
+    return r;
+}

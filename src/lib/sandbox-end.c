@@ -119,36 +119,21 @@ void copy_out_finish(struct sandbox_plan *sb, struct nsbox_result *ret, bool ses
                            "timeout, a kill, a setup failure) or the copy failed");
         return;
     }
-    r = copy_unpack(sb->copy_out_fd,
-                    &(struct copy_target){.root_fds = sb->out_fds,
-                                          .root_paths = sb->out_host_paths,
-                                          .n_roots = sb->n_out,
-                                          .indexed = true,
-                                          .host = true,
-                                          .shown_roots = sb->out_shown},
-                    &caps, ret, why, sizeof(why));
+    r = copy_out_unpack(sb->copy_out_fd,
+                        &(struct copy_target){.root_fds = sb->out_fds,
+                                              .root_paths = sb->out_host_paths,
+                                              .n_roots = sb->n_out,
+                                              .indexed = true,
+                                              .host = true,
+                                              .shown_roots = sb->out_shown},
+                        &caps, c, ret);
     if (r < 0) {
-        ret->copy_out_done = false;
-        report_outcome_warning(c, ret,
-                               "copy-out failed on the host: %s; what was written before is listed",
-                               why);
         if (c->workspace)
             report_outcome_warning(c, ret,
                                    "workspace '%s' was not saved (its files are as before this %s)",
                                    c->workspace, session ? "session" : "run");
         return;
     }
-    ret->copy_out_complete = ret->n_skipped == 0 && ret->skipped_more == 0;
-    if (!ret->copy_out_complete)
-        report_outcome_warning(c, ret,
-                               "copy-out is not complete: %zu entr%s skipped (listed in "
-                               "copy_out.skipped, "
-                               "with why: only regular files and directories are copied, within "
-                               "--copy-out-max-files %llu and --copy-out-max-bytes %llu)",
-                               ret->n_skipped + (size_t)ret->skipped_more,
-                               ret->n_skipped + ret->skipped_more == 1 ? "y was" : "ies were",
-                               (unsigned long long)c->copy_out_max_files,
-                               (unsigned long long)c->copy_out_max_bytes);
     if (!c->workspace)
         return;
     /* A workspace is saved whole or not at all: a partial copy would leave the next step

@@ -113,6 +113,14 @@ struct copy_target {
 int copy_unpack(int fd, const struct copy_target *target, const struct copy_caps *caps,
                 struct nsbox_result *result, char *why, size_t why_size);
 
+/* The host side of a copy-out, a run's (sandbox-end.c) and a session step's (`nsbox session exec
+ * --copy-out`) alike: unpack the stream on fd into target within caps (copy_unpack()), set
+ * result->copy_out_complete, and add the outcome warnings both say -- the unpacking failed on
+ * the host (result->copy_out_done is then false), or entries were skipped. c: the run's config
+ * (its warn callback hears them), or NULL. Returns copy_unpack()'s value. */
+int copy_out_unpack(int fd, const struct copy_target *target, const struct copy_caps *caps,
+                    const struct nsbox_config *c, struct nsbox_result *result);
+
 /* Open the absolute path with O_PATH one component at a time, never following a symlink: a
  * symlink on the way fails with ENOTDIR, a last component that is one is opened itself (for
  * fstat to see). Returns an fd or -1 with errno set. */
