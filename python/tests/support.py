@@ -2,8 +2,10 @@
 """What the Python API's tests share: the binary, the sandbox's test case, and helpers."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import unittest
 from pathlib import Path
@@ -45,6 +47,24 @@ def fake_nsbox(directory, script):
         f.write("#!/bin/sh\n" + script)
     os.chmod(path, 0o755)
     return path
+
+
+def runtime_dir_enter(cls, prefix):
+    """A private XDG_RUNTIME_DIR for a test class's sessions and pools (cls._dir; the
+    caller's is kept in cls._saved): its sockets and registry never touch the user's."""
+    cls._saved = os.environ.get("XDG_RUNTIME_DIR")
+    cls._dir = tempfile.mkdtemp(prefix=prefix)
+    os.environ["XDG_RUNTIME_DIR"] = cls._dir
+
+
+def runtime_dir_leave(cls):
+    """Kill what the class left in its runtime directory, put the caller's back, remove it."""
+    subprocess.run([NSBOX, "kill", "--all"], capture_output=True)
+    if cls._saved is None:
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+    else:
+        os.environ["XDG_RUNTIME_DIR"] = cls._saved
+    shutil.rmtree(cls._dir, ignore_errors=True)
 
 
 class SandboxTestCase(unittest.TestCase):

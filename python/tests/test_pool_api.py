@@ -7,10 +7,8 @@ an ordinary user. The pool's registry is a private one (XDG_RUNTIME_DIR) while t
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +18,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import nsbox  # noqa: E402
+from tests.support import runtime_dir_enter, runtime_dir_leave  # noqa: E402
 
 REPO = HERE.parent.parent
 NSBOX = os.environ.get("NSBOX") or str(REPO / "build" / "src" / "nsbox")
@@ -62,18 +61,11 @@ class TestPool(unittest.TestCase):
     def setUpClass(cls):
         if not (os.path.isfile(NSBOX) and os.access(NSBOX, os.X_OK)):
             skip_or_fail(f"no nsbox binary at {NSBOX} (set NSBOX)")
-        cls._saved = os.environ.get("XDG_RUNTIME_DIR")
-        cls._dir = tempfile.mkdtemp(prefix="nsbox-pool-api-")
-        os.environ["XDG_RUNTIME_DIR"] = cls._dir
+        runtime_dir_enter(cls, "nsbox-pool-api-")
 
     @classmethod
     def tearDownClass(cls):
-        subprocess.run([NSBOX, "kill", "--all"], capture_output=True)
-        if cls._saved is None:
-            os.environ.pop("XDG_RUNTIME_DIR", None)
-        else:
-            os.environ["XDG_RUNTIME_DIR"] = cls._saved
-        shutil.rmtree(cls._dir, ignore_errors=True)
+        runtime_dir_leave(cls)
 
     def pool(self, **kw):
         kw.setdefault("size", 2)

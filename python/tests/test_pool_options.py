@@ -8,13 +8,11 @@ an ordinary user. The pools' registry is a private one (XDG_RUNTIME_DIR) while t
 import asyncio
 import inspect
 import os
-import shutil
-import subprocess
 import tempfile
 import time
 import unittest
 
-from tests.support import MUST_WORK, NSBOX  # noqa: E402
+from tests.support import MUST_WORK, NSBOX, runtime_dir_enter, runtime_dir_leave  # noqa: E402
 import nsbox  # noqa: E402
 from nsbox._options import CODE_OPTIONS, RUN_OPTIONS, STEP_OPTIONS  # noqa: E402
 
@@ -130,9 +128,7 @@ class TestPoolRunOptions(unittest.TestCase):
             if MUST_WORK:
                 raise AssertionError(f"would skip, but NSBOX_TESTS_MUST_WORK=1: {reason}")
             raise unittest.SkipTest(reason)
-        cls._saved = os.environ.get("XDG_RUNTIME_DIR")
-        cls._dir = tempfile.mkdtemp(prefix="nsbox-pool-options-")
-        os.environ["XDG_RUNTIME_DIR"] = cls._dir
+        runtime_dir_enter(cls, "nsbox-pool-options-")
         try:
             cls.pool = nsbox.Pool(nsbox=NSBOX, size=2, preload=["json"], memory="256m",
                                   timeout=30, extra_args=["--cgroup", "off"]).start()
@@ -146,12 +142,7 @@ class TestPoolRunOptions(unittest.TestCase):
     def tearDownClass(cls):
         if getattr(cls, "pool", None) is not None:
             cls.pool.close()
-        subprocess.run([NSBOX, "kill", "--all"], capture_output=True)
-        if cls._saved is None:
-            os.environ.pop("XDG_RUNTIME_DIR", None)
-        else:
-            os.environ["XDG_RUNTIME_DIR"] = cls._saved
-        shutil.rmtree(cls._dir, ignore_errors=True)
+        runtime_dir_leave(cls)
 
     def test_timeout_output_limit_stdin(self):
         pool = self.pool

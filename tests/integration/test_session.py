@@ -68,11 +68,14 @@ def step(sock_path, request, timeout=30):
     return json.loads(data)
 
 
-def supervisor_pid(session_id):
+def supervisor_pid(session_id=None, label=None):
+    """The pid of the session supervisor with run id session_id, or whose labels include
+    label (`nsbox ps --json`), or None."""
     p = nsbox("ps", "--json")
     for line in p.stdout.splitlines():
         e = json.loads(line)
-        if e["run_id"] == session_id:
+        if (session_id is not None and e["run_id"] == session_id) or (
+                label is not None and label in e.get("labels", {})):
             return e["pid"]
     return None
 

@@ -138,11 +138,7 @@ class TestSessionLife(SessionTestCase):
         os.close(w)
         try:
             def supervisor():
-                for line in nsbox("ps", "--json").stdout.splitlines():
-                    e = json.loads(line)
-                    if token in e.get("labels", {}):
-                        return e["pid"]
-                return None
+                return supervisor_pid(label=token)
             self.assertTrue(wait_until(lambda: supervisor() is not None, timeout=10))
             pid = supervisor()
             time.sleep(0.5)  # up, and waiting for the id to be printed

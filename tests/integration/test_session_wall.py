@@ -298,11 +298,7 @@ class TestSessionWorkspace(SessionTestCase):
                                  stderr=subprocess.PIPE, text=True, env=self.env)
 
         def supervisor():
-            for line in nsbox("ps", "--json").stdout.splitlines():
-                e = json.loads(line)
-                if token in e.get("labels", {}):
-                    return e["pid"]
-            return None
+            return supervisor_pid(label=token)
         self.assertTrue(wait_until(lambda: supervisor() is not None, timeout=10, step=0.01))
         pid = supervisor()
         k = nsbox("kill", "--label", token)
