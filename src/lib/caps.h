@@ -18,10 +18,13 @@
 int caps_switch_ids(uid_t uid, gid_t gid, bool clear_groups, struct report_step *e);
 
 /*
- * Empty every capability set of the calling process: bounding, ambient, inheritable,
- * permitted and effective, with libcap-ng; then read them back and fail if any survived.
- * Needs CAP_SETPCAP (held by the namespace's creator) for the bounding set.
- * Returns 0; -EPERM when capng_apply() failed (its own codes are not errnos) or a capability
- * is still present afterwards, with *e saying which (step "drop capabilities").
+ * Empty every capability set of the calling process: the bounding set with PR_CAPBSET_DROP
+ * (prctl(2)), then ambient, inheritable, permitted and effective with libcap-ng; then read
+ * them all back from /proc/self/status and fail if any survived. Needs CAP_SETPCAP (held by
+ * the namespace's creator) for the bounding set. On success, *ret_status (if not NULL) gets
+ * that read of /proc/self/status (malloc'd, the caller frees it), for others to reuse.
+ * Returns 0; -EPERM when a drop failed or capng_apply() did (its own codes are not errnos) or
+ * a capability is still present afterwards, -errno of a failed read, with *e saying which
+ * (step "drop capabilities").
  */
-int caps_drop_all(struct report_step *e);
+int caps_drop_all(char **ret_status, struct report_step *e);

@@ -72,15 +72,17 @@ int init_proxy_listen(void)
     return TAKE_FD(fd);
 }
 
-void init_default_signals(void)
+void init_default_signals(const char *status)
 {
-    _cleanup_free_ char *status = NULL;
+    _cleanup_free_ char *own = NULL;
     uint64_t ign, cgt;
 
     /* Which signals are not at SIG_DFL, from one read of /proc/self/status (proc(5): SigIgn and
      * SigCgt, bit n-1 for signal n), instead of a sigaction(2) for each of the 64: the others
      * need nothing. If the file cannot be read or parsed, every signal is reset as before. */
-    if (proc_self_status_read(&status) < 0 || proc_status_mask(status, "SigIgn", &ign) < 0 ||
+    if (!status && proc_self_status_read(&own) >= 0)
+        status = own;
+    if (!status || proc_status_mask(status, "SigIgn", &ign) < 0 ||
         proc_status_mask(status, "SigCgt", &cgt) < 0)
         ign = cgt = UINT64_MAX;
     for (int sig = 1; sig < NSIG && sig <= 64; sig++)

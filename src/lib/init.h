@@ -36,9 +36,11 @@ int init_loopback_up(void);
 int init_proxy_listen(void);
 
 /* Set every signal this process ignores or catches back to SIG_DFL (those already at SIG_DFL are
- * left alone), for init and the payload it forks. Cannot fail: a signal whose disposition
- * cannot be changed (SIGKILL, SIGSTOP, glibc's own) is skipped, as signal(2) refuses it. */
-void init_default_signals(void);
+ * left alone), for init and the payload it forks. status is a read of /proc/self/status made
+ * since the dispositions last changed (caps_drop_all()'s), or NULL to read it here. Cannot
+ * fail: a signal whose disposition cannot be changed (SIGKILL, SIGSTOP, glibc's own) is
+ * skipped, as signal(2) refuses it; an unreadable status resets all. */
+void init_default_signals(const char *status);
 
 /* Zero this process's copy of nsbox's command line, which /proc/1/cmdline shows. Returns 0,
  * or -errno (-EIO for a /proc/self/stat it cannot read). */

@@ -358,7 +358,8 @@ _noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *
     r = landlock_apply(sb, fds->report, &e);
     if (r < 0)
         report_setup_failed(fds->report, &e);
-    r = caps_drop_all(&e);
+    _cleanup_free_ char *status = NULL;
+    r = caps_drop_all(&status, &e);
     if (r < 0)
         report_setup_failed(fds->report, &e);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -370,7 +371,7 @@ _noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *
 
     /* Dispositions set to SIG_IGN (nsbox's caller may have ignored some) survive fork(2) and
      * execve(2): reset them here, once, for init and the payload it forks. */
-    init_default_signals();
+    init_default_signals(status);
 
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);

@@ -572,7 +572,7 @@ _noreturn_ static void tier3_init(struct tier3 *t, struct child_fds3 *fds)
      * program has no descriptor of it, and Landlock refuses opening /dev/tty. */
     if (setpgid(0, 0) < 0)
         report_setup_failed(fds->report, &(struct report_step){.err = errno, .name = "setpgid"});
-    init_default_signals();
+    init_default_signals(NULL);
 
     /* Root's run becomes the pool's id: without a user namespace, uid 0 without capabilities
      * still owns root's files and may signal root's processes (kill(2) checks uids only). The
