@@ -570,5 +570,39 @@ class TestRootInside(NsboxTestCase):
         self.assertEqual(r["stdout"].split(), ["0", str(errno.EPERM), str(errno.EPERM)], r)
         self.assertIn("System V is refused, shmget", r["limits_note"])
 
+# Make user namespaces until the kernel says no; print how many, the errno, and the limits.
+USERNS = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+n = 0
+while n < 64:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno())
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        break
+    n += 1
+print(n, os.waitstatus_to_exitcode(status) if n < 64 else 0,
+      *(open('/proc/sys/user/max_%s_namespaces' % k).read().strip() for k in ('user', 'mnt')))
+"""
+
+
+class TestNamespaceBudget(NsboxTestCase):
+    def test_builtin_policy_allows_no_user_namespace(self):
+        # The built-in policy refuses unshare (EPERM); behind it, the sandbox's own
+        # user.max_user_namespaces is 0, which alone stops every kind (init.c).
+        p, r = nsbox_json("--", "python3", "-c", USERNS)
+        self.assertEqual(p.returncode, 0, r)
+        self.assertEqual(r["stdout"].split()[:3], ["0", str(errno.EPERM), "0"], r)
+
+    def test_without_the_policy_sixteen_of_each(self):
+        # --no-seccomp: nothing refuses unshare, and the limits are what bound it: 16 user
+        # namespaces (each child's is charged to the sandbox's), then ENOSPC.
+        p, r = nsbox_json("--no-seccomp", "--", "python3", "-c", USERNS)
+        self.assertEqual(p.returncode, 0, r)
+        self.assertEqual(r["stdout"].split(), ["16", str(errno.ENOSPC), "16", "16"], r)
+
+
 if __name__ == "__main__":
     unittest.main()
