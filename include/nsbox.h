@@ -690,7 +690,8 @@ NSBOX_EXPORT int nsbox_config_writable_bind(const struct nsbox_config *config,
 /* A seccomp policy's size once compiled (nsbox_policy_check()). */
 struct nsbox_policy_stats {
     size_t rules;          /* rules after @include */
-    unsigned filters;      /* BPF programs */
+    unsigned filters;      /* BPF programs as a run loads them (1 where the kernel has seccomp
+                            * notifications), before the run joins its memfd program */
     unsigned instructions; /* BPF instructions in all */
 };
 /* A policy's warning: the file and 1-based line of the rule it is about. */

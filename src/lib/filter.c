@@ -232,7 +232,7 @@ static void ctx_free(struct filter_ctx *f)
 }
 
 static int compile_ctx(const struct policy *p, filter_warn_fn warn, void *userdata, bool notify,
-                       struct filter_ctx *ret, struct policy_error *e)
+                       const bool *fast, struct filter_ctx *ret, struct policy_error *e)
 {
     struct filter_ctx f = {0};
     bool any_refusal = false;
@@ -295,6 +295,8 @@ static int compile_ctx(const struct policy *p, filter_warn_fn warn, void *userda
                            "(a further filter can only restrict more)");
             goto fail;
         }
+        if (fast && nr < SYSCALL_NR_SCAN && fast[nr])
+            continue; /* allowed by the dispatch program before this one runs */
         if (rule->refuse_if)
             r = add_rule(f.refuse, SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EPERM), nr, rule, e);
         else
@@ -427,6 +429,137 @@ static int build_unknown_program(struct filter_program *ret)
     return 0;
 }
 
+/*
+ * The system calls a policy allows whatever their arguments and says nothing else about: one
+ * unconditional "allow" line, no other line (no refusal, no second line) for the same call.
+ * fast[nr] for nr below SYSCALL_NR_SCAN. Returns how many.
+ */
+static unsigned fast_allowed(const struct policy *p, bool fast[SYSCALL_NR_SCAN])
+{
+    unsigned char lines[SYSCALL_NR_SCAN] = {0};
+    unsigned n = 0;
+
+    memset(fast, 0, SYSCALL_NR_SCAN * sizeof(*fast));
+    for (size_t i = 0; i < p->n_rules; i++) {
+        int nr = seccomp_syscall_resolve_name(p->rules[i].name);
+        if (nr < 0 || nr >= SYSCALL_NR_SCAN)
+            continue;
+        if (lines[nr] < 2)
+            lines[nr]++;
+        fast[nr] = lines[nr] == 1 && p->rules[i].action == POLICY_ALLOW && !p->rules[i].refuse_if &&
+                   p->rules[i].n_terms == 0;
+    }
+    for (int nr = 0; nr < SYSCALL_NR_SCAN; nr++)
+        n += fast[nr];
+    return n;
+}
+
+enum { R_ENOSYS, R_FAST, R_ON, R_KILL }; /* the dispatch program's four returns, in order */
+enum { K_UNKNOWN, K_FAST, K_ON };        /* the kinds of system call number it tells apart */
+static const unsigned kind_answer[] = {[K_UNKNOWN] = R_ENOSYS, [K_FAST] = R_FAST, [K_ON] = R_ON};
+
+/* The search over runs first..last (first < last) at p[*n]: each node compares the number with
+ * the highest of the runs on its left (jgt: right, else left); a side of one run jumps to its
+ * answer among the returns at ret0. Every target lies after the node (BPF jumps only forward). */
+static void emit_search(struct sock_filter *p, size_t *n, size_t ret0, const unsigned *hi,
+                        const unsigned *kinds, size_t first, size_t last)
+{
+    size_t mid = (first + last) / 2, at = (*n)++, jf_to, jt_to;
+
+    if (mid == first)
+        jf_to = ret0 + kind_answer[kinds[first]];
+    else {
+        jf_to = *n;
+        emit_search(p, n, ret0, hi, kinds, first, mid);
+    }
+    if (mid + 1 == last)
+        jt_to = ret0 + kind_answer[kinds[last]];
+    else {
+        jt_to = *n;
+        emit_search(p, n, ret0, hi, kinds, mid + 1, last);
+    }
+    p[at] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, hi[mid],
+                                         (uint8_t)(jt_to - at - 1), (uint8_t)(jf_to - at - 1));
+}
+
+/*
+ * The dispatch program: the unknown program's checks, and the answer for the calls fast[]
+ * names, before the policy's programs. The numbers below SYSCALL_NR_SCAN fall into runs of one
+ * kind (unknown to libseccomp: ENOSYS; fast: allowed here; the rest: on to the policy's
+ * programs), found by a binary search (emit_search(), one instruction a run and seven
+ * comparisons for the ~90 runs of the built-in policies):
+ *
+ *     ld arch; jeq NATIVE else kill; ld nr; [x86-64: jge X32_BIT -> kill]
+ *     the search; the last run reaches up to 2^32 - 1 (unknown)
+ *     ENOSYS: ret ERRNO(ENOSYS); fast: ret ALLOW; on: ret FILTER_RET_GO_ON;
+ *     kill: ret KILL_PROCESS
+ *
+ * "on" is the mark that joining the policy's programs after this one turns into a jump to them
+ * (it is never loaded: filter_load() refuses a program that holds it); "allow" answers the fast
+ * calls without them, and a later join (the memfd program) continues from it as from any
+ * "allow". The policy would answer these calls "allow" (and the unknown program too), so the
+ * answer is the stacked filters'; the program is about half the size of libseccomp's tree for
+ * them (a seccomp(2) load costs in proportion, JIT and all). A plain "allow" also keeps these
+ * calls in the kernel's cache of calls a filter always allows, which skips the filter
+ * (seccomp_cache_prepare() in kernel/seccomp.c takes only SECCOMP_RET_ALLOW itself, without
+ * data). Returns -E2BIG where a jump would be longer than classic
+ * BPF's 255, -EINVAL if the last number scanned is known, -ENOMEM.
+ */
+static int build_dispatch_program(const bool fast[SYSCALL_NR_SCAN], struct filter_program *ret)
+{
+    unsigned hi[SYSCALL_NR_SCAN], kinds[SYSCALL_NR_SCAN];
+    size_t n_runs = 0, n = 0, size, ret0;
+    uint32_t arch = seccomp_arch_native();
+    bool x86_64 = arch == SCMP_ARCH_X86_64;
+    struct sock_filter *p;
+
+    for (int nr = 0; nr < SYSCALL_NR_SCAN; nr++) {
+        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+        unsigned kind = !name ? K_UNKNOWN : fast[nr] ? K_FAST : K_ON;
+        free(name);
+        if (n_runs == 0 || kinds[n_runs - 1] != kind)
+            kinds[n_runs++] = kind;
+        hi[n_runs - 1] = (unsigned)nr;
+    }
+    /* The last run reaches past SYSCALL_NR_SCAN: unknown, as everything above it is. */
+    if (kinds[n_runs - 1] != K_UNKNOWN || n_runs < 2)
+        return -EINVAL;
+
+    ret0 = 3 + (x86_64 ? 1 : 0) + (n_runs - 1);
+    size = ret0 + 4;
+    if (size - 3 > 255) /* the longest jump: from the arch check to the kill */
+        return -E2BIG;
+    p = calloc(size, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p[n] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                        offsetof(struct seccomp_data, arch));
+    n++;
+    p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 0,
+                                        (uint8_t)(ret0 + R_KILL - n - 1));
+    n++;
+    p[n] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                        offsetof(struct seccomp_data, nr));
+    n++;
+    if (x86_64) {
+        /* x32 system calls carry this bit on the x86-64 arch value (__X32_SYSCALL_BIT). */
+        p[n] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U,
+                                            (uint8_t)(ret0 + R_KILL - n - 1), 0);
+        n++;
+    }
+    emit_search(p, &n, ret0, hi, kinds, 0, n_runs - 1);
+    if (n != ret0) { /* one node a run but the last */
+        free(p);
+        return -EINVAL;
+    }
+    p[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);
+    p[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    p[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, FILTER_RET_GO_ON);
+    p[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+    *ret = (struct filter_program){.insns = p, .n = (unsigned short)n, .owned = true};
+    return 0;
+}
+
 int filter_refusal_errno(long nr)
 {
 #ifdef SYS_inotify_init
@@ -439,40 +572,80 @@ int filter_refusal_errno(long nr)
 }
 
 /*
- * The refuse program and the allow program as one, for a reporting sandbox. Stacked, the
- * kernel hands a SECCOMP_RET_USER_NOTIF to the listener of the filter whose answer won, and a
- * task can have one listener in its chain (has_duplicate_listener() and seccomp_run_filters()
- * in kernel/seccomp.c): the refuse filter's answers could not be reported. So the refuse
- * program runs first, its "allow" becomes a jump to the allow program appended after it, and
- * its EPERM answers become notifications. One instruction stands for one, so no jump inside
- * either program moves. Both start from the system call's data (libseccomp's programs load
- * the architecture first and use no scratch memory), so the allow program runs as it would
- * alone. The answer differs from the stacked filters' only where the allow side kills a call
- * the refuse side refuses, which check_conflicts() refuses.
+ * Two programs as one: first runs, and each of its "allow" answers becomes a jump to second,
+ * appended after it; with notify, first's EPERM answers also become notifications. One
+ * instruction stands for one, so no jump inside either program moves (classic BPF jumps count
+ * the instructions skipped; BPF_JA's offset is 32 bits, so any distance is reached). Both start
+ * from the system call's data (libseccomp's programs and ours load the architecture first and
+ * use no scratch memory, and an answer taken from A is refused), so second runs as it would
+ * alone.
+ *
+ * Stacked, the kernel keeps the answer of highest precedence and, between equal ones, that of
+ * the filter loaded last (seccomp_run_filters() in kernel/seccomp.c); joined, a call gets first's
+ * answer unless first allows it, and then second's. The two agree wherever second never answers
+ * a call that first refuses with one of higher precedence (or, for equal ones, where second
+ * would be loaded last). The joins made here, each checked against the stacked filters by
+ * tests/unit/test-filter-chain.c:
+ *   refuse then allow (notify): stacked, the kernel hands a SECCOMP_RET_USER_NOTIF to the
+ *     listener of the filter whose answer won, and a task can have one listener in its chain
+ *     (has_duplicate_listener()): the refuse filter's answers could not be reported. The
+ *     answer differs only where the allow side kills a call the refuse side refuses, which
+ *     check_conflicts() refuses.
+ *   unknown then the policy's last program: unknown answers only calls libseccomp cannot name
+ *     (ENOSYS, which the policy answers with its default, EPERM, or a notification: equal or
+ *     lower) and foreign ABIs (kill, as the policy does).
+ *   the policy's program then a memfd filter (filter_join_memfd()).
+ * One program instead of three saves a seccomp(2) load in each run's start (tens of
+ * microseconds each) and a filter run on every system call of the payload.
  */
-static int chain_programs(const struct filter_program *refuse, const struct filter_program *allow,
-                          struct filter_program *ret)
+static int join_programs(const struct filter_program *first, const struct filter_program *second,
+                         bool notify, uint32_t go_on, struct filter_program *ret)
 {
-    size_t n = (size_t)refuse->n + allow->n;
+    size_t n = (size_t)first->n + second->n;
     struct sock_filter *p;
 
     if (n > BPF_MAXINSNS)
         return -E2BIG;
+    for (unsigned i = 0; i < first->n; i++)
+        if (first->insns[i].code == (BPF_RET | BPF_A))
+            return -EINVAL; /* an answer computed at run time: cannot tell "allow" */
     p = malloc(n * sizeof(*p));
     if (!p)
         return -ENOMEM;
-    memcpy(p, refuse->insns, refuse->n * sizeof(*p));
-    memcpy(p + refuse->n, allow->insns, allow->n * sizeof(*p));
-    for (unsigned i = 0; i < refuse->n; i++) {
+    memcpy(p, first->insns, first->n * sizeof(*p));
+    memcpy(p + first->n, second->insns, second->n * sizeof(*p));
+    for (unsigned i = 0; i < first->n; i++) {
         if (p[i].code != (BPF_RET | BPF_K))
             continue;
-        if (p[i].k == SECCOMP_RET_ALLOW)
-            p[i] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, refuse->n - i - 1);
-        else if (p[i].k == (SECCOMP_RET_ERRNO | EPERM))
+        if (p[i].k == go_on)
+            p[i] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, first->n - i - 1);
+        else if (notify && p[i].k == (SECCOMP_RET_ERRNO | EPERM))
             p[i].k = SECCOMP_RET_USER_NOTIF;
     }
     *ret = (struct filter_program){.insns = p, .n = (unsigned short)n, .owned = true};
     return 0;
+}
+
+/* Replace f's program i by the join of first and second (join_programs()). */
+static int join_into(struct filter *f, unsigned i, const struct filter_program *first,
+                     const struct filter_program *second, bool notify, uint32_t go_on)
+{
+    struct filter_program one;
+    int r = join_programs(first, second, notify, go_on, &one);
+
+    if (r < 0)
+        return r;
+    if (f->prog[i].owned)
+        free((void *)f->prog[i].insns);
+    f->prog[i] = one;
+    return 0;
+}
+
+static void filter_program_free(struct filter_program *p)
+{
+    if (p->owned)
+        free((void *)p->insns);
+    *p = (struct filter_program){0};
 }
 
 void filter_free(struct filter *f)
@@ -483,14 +656,20 @@ void filter_free(struct filter *f)
     *f = (struct filter){0};
 }
 
-int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata, bool notify,
-                   struct filter *ret, struct policy_error *e)
+static int compile_programs(const struct policy *p, filter_warn_fn warn, void *userdata,
+                            bool notify, bool join, struct filter *ret, struct policy_error *e)
 {
     struct filter_ctx ctx = {0};
     struct filter f = {.notify = notify};
+    struct filter_program unknown = {0};
+    const char *what = NULL;
+    bool fast[SYSCALL_NR_SCAN];
+    /* The dispatch program answers the fast calls for the joined program of a reporting
+     * sandbox; stacked, each program must answer all. */
+    bool fast_ok = notify && join && fast_allowed(p, fast) > 0;
     int r;
 
-    r = compile_ctx(p, warn, userdata, notify, &ctx, e);
+    r = compile_ctx(p, warn, userdata, notify, fast_ok ? fast : NULL, &ctx, e);
     if (r < 0)
         return r;
     scmp_filter_ctx in_order[] = {ctx.allow, ctx.refuse};
@@ -499,45 +678,73 @@ int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata, 
             continue;
         r = filter_export_program(in_order[i], &f.prog[f.n_prog]);
         if (r < 0) {
-            *e = (struct policy_error){0};
-            (void)snprintf(e->message, sizeof(e->message), "exporting the filter failed: %s",
-                           strerror(-r));
-            filter_free(&f);
-            ctx_free(&ctx);
-            return r;
+            what = "exporting the filter";
+            break;
         }
         f.n_prog++;
     }
     ctx_free(&ctx);
-    if (notify && f.n_prog == 2) {
-        struct filter_program one;
-        r = chain_programs(&f.prog[1], &f.prog[0], &one);
-        if (r < 0) {
-            *e = (struct policy_error){0};
-            (void)snprintf(e->message, sizeof(e->message),
-                           "joining the allow and refuse filters failed: %s", strerror(-r));
-            filter_free(&f);
-            return r;
-        }
-        filter_free(&f);
-        f = (struct filter){.prog = {one}, .n_prog = 1, .notify = notify};
+    if (r >= 0 && notify && f.n_prog == 2) {
+        /* The refuse program first, the allow program after it. */
+        r = join_into(&f, 0, &f.prog[1], &f.prog[0], true, SECCOMP_RET_ALLOW);
+        if (r >= 0) {
+            filter_program_free(&f.prog[1]);
+            f.n_prog = 1;
+        } else
+            what = "joining the allow and refuse filters";
     }
-    r = build_unknown_program(&f.prog[f.n_prog]);
+    if (r >= 0) {
+        r = fast_ok ? build_dispatch_program(fast, &unknown) : build_unknown_program(&unknown);
+        if (r < 0)
+            what = "building the filter for unknown system calls";
+    }
+    if (r >= 0 && join) {
+        r = join_into(&f, f.n_prog - 1, &unknown, &f.prog[f.n_prog - 1], false,
+                      fast_ok ? FILTER_RET_GO_ON : SECCOMP_RET_ALLOW);
+        if (r < 0)
+            what = "joining the filter for unknown system calls";
+        filter_program_free(&unknown);
+    } else if (r >= 0)
+        f.prog[f.n_prog++] = unknown;
     if (r < 0) {
         *e = (struct policy_error){0};
-        (void)snprintf(e->message, sizeof(e->message),
-                       "building the filter for unknown system calls failed: %s", strerror(-r));
+        (void)snprintf(e->message, sizeof(e->message), "%s failed: %s", what, strerror(-r));
+        filter_program_free(&unknown);
         filter_free(&f);
         return r;
     }
-    f.n_prog++;
     *ret = f;
     return 0;
+}
+
+int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata, bool notify,
+                   struct filter *ret, struct policy_error *e)
+{
+    return compile_programs(p, warn, userdata, notify, true, ret, e);
+}
+
+int filter_compile_stacked(const struct policy *p, struct filter *ret, struct policy_error *e)
+{
+    return compile_programs(p, NULL, NULL, false, false, ret, e);
+}
+
+int filter_join_memfd(struct filter *f, const struct filter *memfd)
+{
+    if (f->n_prog == 0 || memfd->n_prog != 1)
+        return -EINVAL;
+    return join_into(f, f->n_prog - 1, &f->prog[f->n_prog - 1], &memfd->prog[0], false,
+                     SECCOMP_RET_ALLOW);
 }
 
 int filter_load(const struct filter *f, int *ret_listener)
 {
     *ret_listener = -1;
+    /* A dispatch program's mark, left unjoined, would allow what the policy decides. */
+    for (unsigned i = 0; i < f->n_prog; i++)
+        for (unsigned k = 0; k < f->prog[i].n; k++)
+            if (f->prog[i].insns[k].code == (BPF_RET | BPF_K) &&
+                f->prog[i].insns[k].k == FILTER_RET_GO_ON)
+                return -EINVAL;
     for (unsigned i = 0; i < f->n_prog; i++) {
         struct sock_fprog prog = {.len = f->prog[i].n,
                                   .filter = (struct sock_filter *)f->prog[i].insns};
@@ -610,7 +817,7 @@ bool filter_notify_supported(void)
 int filter_dump(const struct policy *p, int fd, struct policy_error *e)
 {
     struct filter_ctx f = {0};
-    int r = compile_ctx(p, NULL, NULL, false, &f, e);
+    int r = compile_ctx(p, NULL, NULL, false, NULL, &f, e);
 
     if (r < 0)
         return r;

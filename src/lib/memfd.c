@@ -7,10 +7,10 @@
 #include "memfd.h"
 #include "syscalls.h"
 
-int memfd_filter_load(const struct sandbox_plan *sb, struct report_step *e)
+int memfd_filter_join(struct sandbox_plan *sb, struct report_step *e)
 {
     char value[16] = "";
-    int listener, r;
+    int r;
 
     /* The pid namespace's own value, the larger of its own and its parents' (read through
      * pid_mfd_noexec_dointvec_minmax(), kernel/pid_sysctl.h). */
@@ -19,11 +19,9 @@ int memfd_filter_load(const struct sandbox_plan *sb, struct report_step *e)
         return 0; /* before Linux 6.3: no way to make a memfd that cannot be executed */
     if (r < 0)
         return report_step_failed(e, r, "seccomp", "read /proc/sys/vm/memfd_noexec");
-    (void)sb;
-    r = filter_load(value[0] == '2'   ? &filter_memfd_hugetlb
-                    : value[0] == '1' ? &filter_memfd_exec
-                                      : &filter_memfd_unsealed,
-                    &listener);
+    r = filter_join_memfd(&sb->filter, value[0] == '2'   ? &filter_memfd_hugetlb
+                                       : value[0] == '1' ? &filter_memfd_exec
+                                                         : &filter_memfd_unsealed);
     if (r < 0)
         return report_step_failed(e, r, "seccomp", "the memfd filter");
     return 0;

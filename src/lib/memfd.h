@@ -40,8 +40,9 @@ extern const struct filter filter_memfd_unsealed; /* ... and memfds without MFD_
 /* Compile the program of level what into *ret. Returns 0 or -errno. */
 int memfd_filter_compile(enum memfd_refuse what, struct filter *ret);
 
-/* In init, before the policy's filters: load the program this pid namespace's
+/* In init, before the policy's filters are loaded: join the program this pid namespace's
  * vm.memfd_noexec calls for (0: unsealed, 1: exec, 2, as init sets it in root's runs:
- * hugetlb; a kernel without it, before 6.3, has no non-executable memfd: none). Returns 0 or
+ * hugetlb; a kernel without it, before 6.3, has no non-executable memfd: none) after the last
+ * of sb->filter's programs (filter_join_memfd()), which then answers for it. Returns 0 or
  * -errno with *e filled. */
-int memfd_filter_load(const struct sandbox_plan *sb, struct report_step *e);
+int memfd_filter_join(struct sandbox_plan *sb, struct report_step *e);

@@ -104,7 +104,7 @@ int nsbox_policy_check(const char *path, nsbox_policy_warn_fn warn, void *userda
     r = load(path, &policy, error, size);
     if (r < 0)
         return r;
-    r = filter_compile(&policy, relay_warning, &relay, false, &f, &e);
+    r = filter_compile(&policy, relay_warning, &relay, filter_notify_supported(), &f, &e);
     if (r < 0) {
         policy_error_format(&e, error, size);
         policy_free(&policy);

@@ -396,10 +396,11 @@ _noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *
      * they apply to init too (the supervisor lets init's own refused calls through). */
     if (!sb->config->seccomp_disabled) {
         int listener = -1;
-        /* Memfds that could be executed are refused by a filter of their own (memfd.h): where
-         * init could not set vm.memfd_noexec=2 (init_sysctls()), those it would have made
-         * non-executable; everywhere, hugetlb ones, whose seal does not hold. */
-        r = memfd_filter_load(sb, &e);
+        /* Memfds that could be executed are refused by a program of their own (memfd.h),
+         * joined after the policy's: where init could not set vm.memfd_noexec=2
+         * (init_sysctls()), those it would have made non-executable; everywhere, hugetlb ones,
+         * whose seal does not hold. */
+        r = memfd_filter_join(sb, &e);
         if (r < 0)
             report_setup_failed(fds->report, &e);
         r = filter_load(&sb->filter, &listener);

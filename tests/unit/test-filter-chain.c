@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The joined refuse+allow program of a reporting sandbox (chain_programs() in src/lib/filter.c)
- * answers every system call as the two programs stacked would, once its notifications are read
- * as the supervisor answers them (filter_refusal_errno()): run both on a small classic BPF
- * interpreter over every system call number of the native ABI, of x32 and of i386, with
- * argument values the refusals name. */
+/* The joined programs a run loads (join_programs() in src/lib/filter.c: unknown, refuse and
+ * allow as one with notify, and a memfd program after them, filter_join_memfd()) answer every
+ * system call as the programs stacked would (allow, refuse, unknown, with the memfd filter
+ * loaded before them), once notifications are read as the supervisor answers them
+ * (filter_refusal_errno()): run both on a small classic BPF interpreter over every system call
+ * number of the native ABI, of x32, of i386 and of another architecture, with argument values
+ * the refusals name. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -13,6 +16,7 @@
 #include <string.h>
 
 #include "filter.h"
+#include "memfd.h"
 #include "policyfile.h"
 
 /* Classic BPF as seccomp runs it (kernel/bpf/core.c, net/core/filter.c's checker): A, X and 16
@@ -191,7 +195,20 @@ static const uint64_t values[] = {
 };
 #define N_VALUES (sizeof(values) / sizeof(values[0]))
 
-static void compare_policy(const char *name)
+/* Run memfd (NULL: none) and f as the kernel runs them stacked: memfd loaded first. */
+static uint32_t run_with_memfd(const struct filter *memfd, const struct filter *f,
+                               const struct seccomp_data *d)
+{
+    uint32_t r = run_stack(f, d);
+    if (memfd) {
+        uint32_t m = run_stack(memfd, d); /* older: wins only by higher precedence */
+        if ((int32_t)(m & SECCOMP_RET_ACTION_FULL) < (int32_t)(r & SECCOMP_RET_ACTION_FULL))
+            r = m;
+    }
+    return r;
+}
+
+static void compare_policy(const char *name, bool notify, const struct filter *memfd)
 {
     struct policy p = {0};
     struct policy_error e = {0};
@@ -210,10 +227,21 @@ static void compare_policy(const char *name)
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
 
     cr_assert_eq(policy_load_builtin(name, &p, &e), 0, "%s", e.message);
-    cr_assert_eq(filter_compile(&p, NULL, NULL, false, &stacked, &e), 0, "%s", e.message);
-    cr_assert_eq(filter_compile(&p, NULL, NULL, true, &joined, &e), 0, "%s", e.message);
-    cr_assert_eq(joined.n_prog + 1, stacked.n_prog, "%s: the joined filter is one program less",
-                 name);
+    cr_assert_eq(filter_compile_stacked(&p, &stacked, &e), 0, "%s", e.message);
+    cr_assert_eq(filter_compile(&p, NULL, NULL, notify, &joined, &e), 0, "%s", e.message);
+    cr_assert_eq(stacked.n_prog, 3, "%s: allow, refuse and unknown stacked", name);
+    cr_assert_eq(joined.n_prog, notify ? 1 : 2, "%s: %s joined", name,
+                 notify ? "all three" : "unknown and refuse");
+    /* The dispatch program's mark is joined away, and "allow" is SECCOMP_RET_ALLOW itself (the
+     * kernel caches only that as always allowed). */
+    for (unsigned i = 0; i < joined.n_prog; i++)
+        for (unsigned k = 0; k < joined.prog[i].n; k++)
+            if (joined.prog[i].insns[k].code == (BPF_RET | BPF_K) &&
+                (joined.prog[i].insns[k].k & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ALLOW)
+                cr_assert_eq(joined.prog[i].insns[k].k, SECCOMP_RET_ALLOW, "%s: insn %u", name, k);
+    if (memfd)
+        cr_assert_eq(filter_join_memfd(&joined, memfd), 0, "%s: memfd program", name);
+    cr_assert_eq(joined.n_prog, notify ? 1 : 2);
     for (size_t k = 0; k < sizeof(abis) / sizeof(abis[0]); k++)
         for (uint32_t nr = 0; nr < 600; nr++)
             for (unsigned t = 0; t < 6 * N_VALUES + 300; t++) {
@@ -227,7 +255,7 @@ static void compare_policy(const char *name)
                         seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
                         d.args[a] = values[(seed >> 33) % N_VALUES];
                     }
-                uint32_t want = run_stack(&stacked, &d);
+                uint32_t want = run_with_memfd(memfd, &stacked, &d);
                 uint32_t got = as_answered(run_stack(&joined, &d), &d, abis[k].native);
                 cr_assert_eq(got, want,
                              "%s: arch %#x nr %u args %#llx %#llx %#llx %#llx: joined %#x, "
@@ -245,12 +273,69 @@ static void compare_policy(const char *name)
     policy_free(&p);
 }
 
+/* What a run loads: the reporting program, with the memfd program of each level. */
 Test(filter_chain, default_policy_joined_answers_as_stacked)
 {
-    compare_policy("default.policy");
+    compare_policy("default.policy", true, NULL);
+    compare_policy("default.policy", true, &filter_memfd_hugetlb);
+    compare_policy("default.policy", true, &filter_memfd_exec);
+    compare_policy("default.policy", true, &filter_memfd_unsealed);
 }
 
 Test(filter_chain, network_policy_joined_answers_as_stacked)
 {
-    compare_policy("network.policy");
+    compare_policy("network.policy", true, NULL);
+    compare_policy("network.policy", true, &filter_memfd_unsealed);
+}
+
+/* Without notify (a kernel before 5.6): unknown joined before refuse, allow stacked under. */
+Test(filter_chain, without_notify_joined_answers_as_stacked)
+{
+    compare_policy("default.policy", false, &filter_memfd_unsealed);
+    compare_policy("network.policy", false, &filter_memfd_hugetlb);
+}
+
+/* The join itself: "allow" answers of the first program go on to the second, nothing else. */
+Test(filter_chain, a_join_only_continues_allowed_calls)
+{
+    static const struct sock_filter allow_odd[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 1, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 1),
+    };
+    static const struct sock_filter refuse_3[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 3, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 13),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct filter f = {.prog = {{.insns = allow_odd, .n = 4}}, .n_prog = 1};
+    const struct filter second = {.prog = {{.insns = refuse_3, .n = 4}}, .n_prog = 1};
+
+    cr_assert_eq(filter_join_memfd(&f, &second), 0);
+    cr_assert_eq(f.n_prog, 1);
+    cr_assert_eq(f.prog[0].n, 8);
+    for (int nr = 0; nr < 8; nr++) {
+        struct seccomp_data d = {.nr = nr, .arch = AUDIT_ARCH_X86_64};
+        uint32_t want = nr % 2 == 0 ? SECCOMP_RET_ERRNO | 1
+                        : nr == 3   ? SECCOMP_RET_ERRNO | 13
+                                    : SECCOMP_RET_ALLOW;
+        cr_assert_eq(run_bpf(f.prog[0].insns, f.prog[0].n, &d), want, "nr %d", nr);
+    }
+    filter_free(&f);
+
+    /* A program that still holds the dispatch program's mark is never loaded (it would allow
+     * what the policy decides); nothing else is looked at first. */
+    static const struct sock_filter marked[] = {BPF_STMT(BPF_RET | BPF_K, FILTER_RET_GO_ON)};
+    const struct filter m = {.prog = {{.insns = marked, .n = 1}}, .n_prog = 1};
+    int listener = 0;
+    cr_assert_eq(filter_load(&m, &listener), -EINVAL);
+    cr_assert_eq(listener, -1);
+
+    /* An answer taken from A cannot be told apart from "allow": refused. */
+    static const struct sock_filter from_a[] = {BPF_STMT(BPF_RET | BPF_A, 0)};
+    struct filter g = {.prog = {{.insns = from_a, .n = 1}}, .n_prog = 1};
+    cr_assert_eq(filter_join_memfd(&g, &second), -EINVAL);
+    cr_assert_eq(g.prog[0].insns, from_a, "left as it was");
 }
