@@ -3,6 +3,7 @@
 runs real CPython workloads, and the policy commands report errors with their position."""
 import errno
 import os
+import re
 import shutil
 import tempfile
 import unittest
@@ -197,7 +198,12 @@ class TestPolicyFiles(NsboxTestCase):
     def test_check_default(self):
         p = nsbox("policy", "check", os.path.join(HERE, "..", "..", "policy", "default.policy"))
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertIn("3 filters", p.stdout)
+        # As a run loads it: one program where the kernel reports refusals (Linux 5.6+: here
+        # and in the VM), the three filters joined; far fewer instructions than the three had.
+        m = re.search(r": (\d+) rules, 1 program, (\d+) BPF instructions$", p.stdout.strip())
+        self.assertTrue(m, p.stdout)
+        self.assertGreater(int(m.group(1)), 300, p.stdout)
+        self.assertLess(int(m.group(2)), 400, p.stdout)
 
     def test_dump_default(self):
         p = nsbox("policy", "dump")
