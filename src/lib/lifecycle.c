@@ -241,7 +241,7 @@ int nsbox_sandbox_start(const struct nsbox_config *config, int cancel_fd,
                                          "a time: nsbox run); 'nsbox "
                                          "doctor' names the fix");
     }
-    x = malloc(sizeof(*x));
+    x = calloc(1, sizeof(*x)); /* zeroed, as sandbox_state_init() wants it */
     if (!x) {
         *ret = (struct nsbox_result){0};
         return report_error(ret, -ENOMEM, "memory", "out of memory");

@@ -81,7 +81,8 @@ int sandbox_open(struct nsbox_sandbox *x, struct nsbox_result *ret);
  * made is removed. r: the supervision's -errno or 0. Returns nsbox_run()'s return value. */
 int sandbox_close(struct nsbox_sandbox *x, int r, struct nsbox_result *ret);
 
-/* An empty x, every descriptor -EBADF. */
+/* An empty x, every descriptor -EBADF: x must be zeroed already (calloc(3)); only the fields
+ * that are not zero are set. */
 void sandbox_state_init(struct nsbox_sandbox *x);
 
 /* Where what the sandbox reports now belongs: the running step's result, the record of

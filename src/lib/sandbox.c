@@ -598,22 +598,21 @@ static const char *host_ids_hint(const struct sandbox_plan *sb, int r)
 
 void sandbox_state_init(struct nsbox_sandbox *x)
 {
-    *x = (struct nsbox_sandbox){.leaf = {.dir_fd = -EBADF, .parent_fd = -EBADF},
-                                .out = {-EBADF, -EBADF},
-                                .err = {-EBADF, -EBADF},
-                                .sync = {-EBADF, -EBADF},
-                                .report = {-EBADF, -EBADF},
-                                .in = {-EBADF, -EBADF},
-                                .control = {-EBADF, -EBADF},
-                                .pidfd = -EBADF,
-                                .sigfd = -EBADF,
-                                .fds = {.out = -EBADF,
-                                        .err = -EBADF,
-                                        .report = -EBADF,
-                                        .signalfd = -EBADF,
-                                        .stdin_src = -1,
-                                        .stdin_dst = -EBADF,
-                                        .sync = -EBADF}};
+    /* Only what is not zero: x is 160 KiB, most of it a step's results and the loop's state,
+     * which a run never touches, and calloc(3) hands memory that large over as fresh zero pages
+     * of its own mmap(2). Writing all of it would fault in each of its 40 pages before the
+     * clone, and copy them again as the supervisor and init write to them afterwards. */
+    x->leaf.dir_fd = x->leaf.parent_fd = -EBADF;
+    for (size_t i = 0; i < 2; i++)
+        x->out[i] = x->err[i] = x->sync[i] = x->report[i] = x->in[i] = x->control[i] = -EBADF;
+    x->pidfd = x->sigfd = -EBADF;
+    x->fds = (struct supervise_fds){.out = -EBADF,
+                                    .err = -EBADF,
+                                    .report = -EBADF,
+                                    .signalfd = -EBADF,
+                                    .stdin_src = -1,
+                                    .stdin_dst = -EBADF,
+                                    .sync = -EBADF};
 }
 
 /* Signals first: one that comes while the run is planned waits in the signalfd and is acted on
@@ -822,26 +821,30 @@ int sandbox_close(struct nsbox_sandbox *x, int r, struct nsbox_result *ret)
 
 int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
 {
-    struct nsbox_sandbox x;
+    _cleanup_free_ struct nsbox_sandbox *x = calloc(1, sizeof(*x)); /* sandbox_state_init() */
     int r;
 
+    if (!x) {
+        *ret = (struct nsbox_result){0};
+        return report_error(ret, -ENOMEM, "memory", "out of memory");
+    }
     /* Tier 3 (tier3.h), only under --isolation landlock and only where no user namespace can
      * be made: a path of its own, without the sandbox's steps. */
-    sandbox_state_init(&x);
-    x.c = *c;
+    sandbox_state_init(x);
+    x->c = *c;
     if (c->isolation == NSBOX_ISOLATION_LANDLOCK && tier3_needed(c)) {
         *ret = (struct nsbox_result){0};
-        r = sandbox_signals(&x, ret);
+        r = sandbox_signals(x, ret);
         if (r >= 0)
-            r = tier3_run(c, x.sigfd, ret);
-        if (x.sigfd >= 0)
-            (void)close(x.sigfd);
-        if (x.mask_changed)
-            (void)sigprocmask(SIG_SETMASK, &x.saved_mask, NULL);
+            r = tier3_run(c, x->sigfd, ret);
+        if (x->sigfd >= 0)
+            (void)close(x->sigfd);
+        if (x->mask_changed)
+            (void)sigprocmask(SIG_SETMASK, &x->saved_mask, NULL);
         return r == -EINVAL ? -EINVAL : 0;
     }
-    r = sandbox_open(&x, ret);
+    r = sandbox_open(x, ret);
     if (r >= 0)
-        r = supervise(&x.c, &x.fds, x.start, ret);
-    return sandbox_close(&x, r, ret);
+        r = supervise(&x->c, &x->fds, x->start, ret);
+    return sandbox_close(x, r, ret);
 }
