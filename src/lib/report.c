@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "macro.h"
@@ -159,4 +160,65 @@ void report_outcome_warning(const struct nsbox_config *c, struct nsbox_result *r
     va_start(ap, fmt);
     report_vwarning(c, ret, true, fmt, ap);
     va_end(ap);
+}
+
+int report_send_fd(int sock, int fd)
+{
+    char byte = 'f';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c;
+
+    memset(&u, 0, sizeof(u));
+    c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return RETRY_EINTR(sendmsg(sock, &msg, MSG_NOSIGNAL)) == 1 ? 0 : negative_errno();
+}
+
+int report_recv_fd(int sock)
+{
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    int fd = -1;
+    ssize_t n = RETRY_EINTR(recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT));
+
+    if (n < 0)
+        return negative_errno();
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        /* Every descriptor that came is ours to close; only a single one is the answer. */
+        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (fd < 0 && c->cmsg_len == CMSG_LEN(sizeof(int)))
+                fd = got;
+            else
+                (void)close(got);
+        }
+    }
+    if (n != 1 || fd < 0 || (msg.msg_flags & MSG_CTRUNC)) {
+        if (fd >= 0)
+            (void)close(fd);
+        return -EBADMSG;
+    }
+    return fd;
 }

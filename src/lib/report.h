@@ -38,7 +38,8 @@ enum report_type {
     REPORT_EXEC_FAILED,      /* step: execve of the program failed; code is 126 or 127 */
     REPORT_EXITED,           /* code: the payload's exit status */
     REPORT_SIGNALED,         /* code: the signal that killed the payload */
-    REPORT_LISTENER,         /* code: init's descriptor of the seccomp listener, to take */
+    REPORT_LISTENER,         /* code: init's descriptor of the seccomp listener, to take; or
+                              * -1: it waits on the sync socket (report_recv_fd()) */
     REPORT_PROXY,            /* code: init's descriptor of the proxy's listening socket */
     REPORT_SKIPPED,          /* step: an optional setup step was refused and left out; the
                               * run goes on and the result's warnings say so */
@@ -88,7 +89,17 @@ _Noreturn void report_setup_failed(int fd, const struct report_step *s);
  * supervisor turns into a warning, and go on. */
 void report_skipped(int fd, int err, const char *name, const char *detail);
 
+/* Pass descriptor fd over the unix socket sock (SCM_RIGHTS, unix(7)) with one byte; the
+ * receiver gets its own copy (report_recv_fd()), so the sender may close fd at once. Returns 0
+ * or -errno. */
+int report_send_fd(int sock, int fd);
+
 /* ---- in the supervisor ---- */
+
+/* The descriptor report_send_fd() passed on sock, close-on-exec, without waiting (it must be
+ * there already). Returns it, -EAGAIN when nothing waits, -EBADMSG when the message carried no
+ * single descriptor (any it carried is closed), or recvmsg(2)'s -errno. */
+int report_recv_fd(int sock);
 
 /* A report being read from a non-blocking pipe: reads may return part of one. */
 struct report_reader {

@@ -217,12 +217,22 @@ static int payload_main(void *userdata)
  * maps an ordinary user's sandbox has (plan_host_ids()). Root's map ids that are not its own,
  * which only a writer with CAP_SETUID in the parent namespace may, and a sandbox whose cgroup
  * the supervisor must still attach it to waits for the supervisor before it does anything. */
+/* Whether init hands the seccomp listener over on the sync socket (SCM_RIGHTS) rather than
+ * having the supervisor take it with pidfd_getfd(2): under the built-in policies, which allow
+ * sendmsg(2), which init then makes under the filter it has just loaded. A policy file may
+ * refuse it, and the refusal would wait for the listener it carries. */
+static bool listener_by_socket(const struct sandbox_plan *sb)
+{
+    return !sb->config->seccomp_policy;
+}
+
 static bool child_writes_maps(const struct sandbox_plan *sb)
 {
     return !sb->privileged && !sb->in_cgroup;
 }
 
-_noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *fds)
+_noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *fds,
+                                     bool attached_by_clone)
 {
     int dev_fds[MOUNT_N_DEVICES];
     struct report_step e = {0};
@@ -239,13 +249,20 @@ _noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *
 
     /* Until the id maps are written, this process has no valid ids in its user namespace. An
      * ordinary user's sandbox outside a cgroup writes its own (child_writes_maps()); otherwise
-     * the supervisor writes them and says so with a byte, EOF meaning it gave up. */
+     * the supervisor writes them and says so with a byte, EOF meaning it gave up. What needs
+     * no ids of the namespace comes first, while the supervisor writes them: cloning the
+     * mount sources and the sysctls check the caller's kernel ids, which the maps do not
+     * change (a process's kuid is its own from clone(2) on), and create no file. So the byte
+     * is there when init reads it, instead of init sleeping until the supervisor wakes it.
+     * Not where the supervisor moves init into its cgroup after the clone (a kernel before
+     * 5.7): init does nothing before it is there. */
+    bool maps_first = !child_writes_maps(sb) && sb->in_cgroup && !attached_by_clone;
     if (child_writes_maps(sb)) {
         r = idmap_write(0, sb->config->uid, sb->host_uid, sb->config->gid, sb->host_gid, true);
         if (r < 0)
             report_setup_failed(fds->report,
                                 &(struct report_step){.err = -r, .name = "uid_map/gid_map"});
-    } else if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
+    } else if (maps_first && RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
         _exit(125);
 
     /* The cgroup namespace made by clone3 is rooted at nsbox's own cgroup; root it at the
@@ -260,6 +277,8 @@ _noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *
     r = init_sysctls(sb, &e);
     if (r < 0)
         report_setup_failed(fds->report, &e);
+    if (!child_writes_maps(sb) && !maps_first && RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
+        _exit(125);
     r = mount_enter_rootfs(sb, &e);
     if (r < 0)
         report_setup_failed(fds->report, &e);
@@ -279,7 +298,9 @@ _noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *
      * and the supervisor would fail with EPERM. Dumpable again until they are taken: only
      * nsbox's own code runs until then, and init is made non-dumpable for good below, before
      * any payload exists. */
-    if (sb->privileged && (!sb->config->seccomp_disabled || sandbox_network_allow(sb->config)) &&
+    if (sb->privileged &&
+        ((!sb->config->seccomp_disabled && !listener_by_socket(sb)) ||
+         sandbox_network_allow(sb->config)) &&
         prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
         report_setup_failed(fds->report,
                             &(struct report_step){.err = errno, .name = "PR_SET_DUMPABLE"});
@@ -406,14 +427,26 @@ _noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *
         r = filter_load(&sb->filter, &listener);
         if (r < 0)
             report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
-        if (listener >= 0) {
+        if (listener >= 0 && listener_by_socket(sb)) {
+            /* Sent over the sync socket (SCM_RIGHTS, unix(7)), then said on the report pipe;
+             * init drops its own copy at once and goes on without waiting: the supervisor
+             * takes it from the socket when it reads the report, and a refusal meanwhile
+             * waits in the listener's queue. The payload never holds it (it could answer its
+             * own refusals): init closes it before the payload exists. */
+            r = report_send_fd(fds->sync, listener);
+            if (r < 0)
+                report_setup_failed(fds->report,
+                                    &(struct report_step){.err = -r, .name = "seccomp listener"});
+            (void)close(listener);
+            report_send(fds->report, &(struct report){.type = REPORT_LISTENER, .code = -1});
+        } else if (listener >= 0) {
             /* The supervisor takes the listener with pidfd_getfd(2) and says so on the sync
              * socket; only then does init become non-dumpable (which would stop pidfd_getfd
              * for an unprivileged supervisor) and drop its own copy, before any untrusted code
              * exists. The payload must never hold it: it could answer its own refusals. Init
-             * uses only write(2) and read(2) here, under the filter just loaded: a policy may
-             * refuse anything else (sendmsg(2) of SCM_RIGHTS, say), and a refusal here would
-             * wait for a supervisor that has no listener yet to answer it. */
+             * uses only write(2) and read(2) here, under the filter just loaded: a policy file
+             * may refuse anything else (sendmsg(2) of SCM_RIGHTS, say), and a refusal here
+             * would wait for a supervisor that has no listener yet to answer it. */
             struct report rep = {.type = REPORT_LISTENER, .code = listener};
             report_send(fds->report, &rep);
             if (RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
@@ -718,7 +751,7 @@ int sandbox_open(struct nsbox_sandbox *x, struct nsbox_result *ret)
         (void)close(x->report[0]);
         if (x->sigfd >= 0)
             (void)close(x->sigfd);
-        sandbox_child(sb, &fds);
+        sandbox_child(sb, &fds, x->attached_by_clone);
     }
 
     (void)close(x->out[1]);

@@ -672,11 +672,21 @@ static void handle_report(struct supervisor *sv, const struct report *report)
         }
         proxy_set_listener(fds->proxy, fd);
     } else if (report->type == REPORT_LISTENER) {
-        /* Take init's seccomp listener; init waits for the byte (sandbox.c). */
-        sv->listener = sys_pidfd_getfd(fds->pidfd, report->code, 0);
-        if (sv->listener < 0 || write(fds->sync, "x", 1) != 1) {
-            sv->error = negative_errno();
-            return;
+        /* Take init's seccomp listener: sent on the sync socket before this report, or (a
+         * policy file) by pidfd_getfd(2), for which init waits for the byte (sandbox.c). */
+        if (report->code < 0) {
+            sv->listener = report_recv_fd(fds->sync);
+            if (sv->listener < 0) {
+                sv->error = sv->listener;
+                sv->listener = -1;
+                return;
+            }
+        } else {
+            sv->listener = sys_pidfd_getfd(fds->pidfd, report->code, 0);
+            if (sv->listener < 0 || write(fds->sync, "x", 1) != 1) {
+                sv->error = negative_errno();
+                return;
+            }
         }
         if (sv->ret)
             sv->ret->seccomp_reporting = true;
