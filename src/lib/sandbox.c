@@ -17,8 +17,10 @@
  *   -> unpack the copy-out stream, save the workspace (sandbox-end.c) -> result.
  *
  * Sandbox init (PID 1 of the new pid namespace; everything here runs before untrusted code):
- *   wait for the id maps (or write them) -> clone host mount sources -> sysctls of its own
- * namespaces (user.max_*, vm.memfd_noexec, kernel.shm*; none in tier 2) -> bind the rootfs
+ *   write its own id maps (an ordinary user's run outside a cgroup) -> clone host mount
+ * sources -> sysctls of its own namespaces (user.max_*, vm.memfd_noexec, kernel.shm*; none in
+ * tier 2) -> the supervisor's byte that its id maps are written (first, where it moves init
+ * into the cgroup after the clone) -> bind the rootfs
  * read-only, mount /proc (with Docker's masks; mount points the rootfs lacks in a skeleton) and
  * pivot_root -> switch to the sandbox ids -> /dev, tmpfs, /work, binds -> /etc/passwd and
  * /etc/group with the --user's entry when the rootfs lacks it -> copy-in (copy.c) -> -w -> hostname
@@ -26,9 +28,11 @@
  * listening socket, handed to the supervisor (--network allow=, proxy.h) -> wipe nsbox's command
  * line from memory -> parent-death signal -> Landlock (landlock.c: the files, TCP ports, signals
  * and abstract sockets the mounts and namespaces allow, once more) -> drop every capability ->
- *   no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets' rlimits -> seccomp
- *   filters (memfd.c's, by the vm.memfd_noexec in force; then the policy's, the listener of
- *   refusals taken by the supervisor with pidfd_getfd(2), init's copy closed) -> non-dumpable
+ *   no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets' rlimits -> the
+ *   seccomp program (filter.c: the policy's filters joined into one, memfd.c's program after
+ *   them by the vm.memfd_noexec in force; the listener of refusals sent to the supervisor over
+ *   the sync socket, or with a policy file taken by it with pidfd_getfd(2); init's copy
+ *   closed) -> non-dumpable
  *   -> start the payload (clone(CLONE_VM | CLONE_VFORK), as posix_spawn(3) does) -> reap,
  *   forward signals; when the payload has ended, with copy-out: kill everything else and
  *   write the copy-out stream -> report how the payload ended (and how full /dev/shm and
