@@ -48,6 +48,11 @@ class TestLifecycleApi(NsboxTestCase):
     def test_many_steps_keep_no_descriptor(self):
         self.api("many")
 
+    def test_the_step_before_the_payload(self):
+        # nsbox_config.before_payload (what nsbox run registers the run in): done before the
+        # payload starts, which reads what it wrote; when it fails, no payload runs.
+        self.api("gate")
+
 
 if __name__ == "__main__":
     unittest.main()
