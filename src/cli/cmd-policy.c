@@ -35,8 +35,8 @@ static int check_main(int argc, char *argv[])
         log_error("%s", error); /* file:line: what */
         return EXIT_NSBOX_FAILURE;
     }
-    (void)printf("%s: %zu rules, %u %s, %u BPF instructions\n", argv[1], stats.rules,
-                 stats.filters, stats.filters == 1 ? "program" : "programs", stats.instructions);
+    (void)printf("%s: %zu rules, %u %s, %u BPF instructions\n", argv[1], stats.rules, stats.filters,
+                 stats.filters == 1 ? "program" : "programs", stats.instructions);
     return EXIT_SUCCESS;
 }
 
