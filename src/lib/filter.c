@@ -717,10 +717,23 @@ static int compile_programs(const struct policy *p, filter_warn_fn warn, void *u
     return 0;
 }
 
+static void warned_already(const struct policy_rule *rule, const char *message, void *userdata)
+{
+}
+
 int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata, bool notify,
                    struct filter *ret, struct policy_error *e)
 {
-    return compile_programs(p, warn, userdata, notify, true, ret, e);
+    int r = compile_programs(p, warn, userdata, notify, true, ret, e);
+
+    /* Joined, a policy file can be too much for classic BPF where the stacked filters were
+     * not: more than about 250 runs of numbers for the dispatch program's 8-bit jumps, or a
+     * program that does not leave room for the unknown program in front. Then the unknown
+     * program is stacked on its own, as before the join: the same answers, one seccomp(2) load
+     * more. compile_ctx() ran in full before either, so its warnings were given already. */
+    if (r == -E2BIG)
+        r = compile_programs(p, warn ? warned_already : NULL, NULL, notify, false, ret, e);
+    return r;
 }
 
 int filter_compile_stacked(const struct policy *p, struct filter *ret, struct policy_error *e)
@@ -730,10 +743,21 @@ int filter_compile_stacked(const struct policy *p, struct filter *ret, struct po
 
 int filter_join_memfd(struct filter *f, const struct filter *memfd)
 {
+    int r;
+
     if (f->n_prog == 0 || memfd->n_prog != 1)
         return -EINVAL;
-    return join_into(f, f->n_prog - 1, &f->prog[f->n_prog - 1], &memfd->prog[0], false,
-                     SECCOMP_RET_ALLOW);
+    r = join_into(f, f->n_prog - 1, &f->prog[f->n_prog - 1], &memfd->prog[0], false,
+                  SECCOMP_RET_ALLOW);
+    /* A policy file's program too long to take it (up to BPF_MAXINSNS is fine on its own):
+     * the memfd program stacked after it, as a filter of its own, instead. The first program
+     * keeps the listener (filter_load()). */
+    if (r == -E2BIG && f->n_prog < ELEMENTSOF(f->prog)) {
+        f->prog[f->n_prog++] = (struct filter_program){.insns = memfd->prog[0].insns,
+                                                       .n = memfd->prog[0].n};
+        r = 0;
+    }
+    return r;
 }
 
 int filter_load(const struct filter *f, int *ret_listener)

@@ -64,7 +64,9 @@ typedef void (*filter_warn_fn)(const struct policy_rule *rule, const char *messa
  * whose "kill" lines and "return ERRNO if" exceptions name one system call is an error
  * (-EINVAL): joined, the exception would win over the kill.
  * The unknown program is joined in front of the last one (filter.c says why the answers stay
- * those of the stacked filters): with notify *ret holds one program, without two.
+ * those of the stacked filters): with notify *ret holds one program, without two; where that
+ * would not fit classic BPF (a policy file of more than ~250 runs of numbers, or of a program
+ * near BPF_MAXINSNS), it is stacked on its own after them, one program more.
  * Returns 0, -ENOMEM, or libseccomp's -errno; on error *e names the rule and *ret is untouched.
  */
 int filter_compile(const struct policy *p, filter_warn_fn warn, void *userdata, bool notify,
@@ -82,8 +84,11 @@ int filter_compile_stacked(const struct policy *p, struct filter *ret, struct po
  * filter first), the answers are the same but where a policy refuses memfd_create(2) by
  * notification: stacked, the memfd filter's EACCES would win over it; joined, the listener
  * answers EPERM and records the call. A policy that kills it or answers an errno gets the same
- * answer either way; the built-in policies allow it. Returns 0, -EINVAL (no program in
- * f, or not one in memfd, or f's last answers with A), -E2BIG past BPF_MAXINSNS, -ENOMEM. */
+ * answer either way; the built-in policies allow it. Where the join would pass BPF_MAXINSNS
+ * (a policy file's long program), memfd's program is stacked after f's last instead, not
+ * copied (memfd must outlive f): loaded last, its EACCES then also wins over a policy's own
+ * errno for the memfds it refuses. Returns 0, -EINVAL (no program in f, or not one in memfd,
+ * or f's last answers with A), -E2BIG past BPF_MAXINSNS with no room to stack, -ENOMEM. */
 int filter_join_memfd(struct filter *f, const struct filter *memfd);
 
 /* The built-in policy/default.policy and policy/network.policy, compiled when nsbox was built

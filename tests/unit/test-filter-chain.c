@@ -11,8 +11,11 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <seccomp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "filter.h"
@@ -208,9 +211,10 @@ static uint32_t run_with_memfd(const struct filter *memfd, const struct filter *
     return r;
 }
 
-static void compare_policy(const char *name, bool notify, const struct filter *memfd)
+static void compare_loaded(const char *name, struct policy *pp, bool notify,
+                           const struct filter *memfd, unsigned want_progs)
 {
-    struct policy p = {0};
+    struct policy p = *pp;
     struct policy_error e = {0};
     struct filter stacked = {0}, joined = {0};
     static const struct {
@@ -226,12 +230,10 @@ static void compare_policy(const char *name, bool notify, const struct filter *m
     unsigned long compared = 0, refused = 0;
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
 
-    cr_assert_eq(policy_load_builtin(name, &p, &e), 0, "%s", e.message);
     cr_assert_eq(filter_compile_stacked(&p, &stacked, &e), 0, "%s", e.message);
-    cr_assert_eq(filter_compile(&p, NULL, NULL, notify, &joined, &e), 0, "%s", e.message);
+    cr_assert_eq(filter_compile(&p, NULL, NULL, notify, &joined, &e), 0, "%s: %s", name, e.message);
     cr_assert_eq(stacked.n_prog, 3, "%s: allow, refuse and unknown stacked", name);
-    cr_assert_eq(joined.n_prog, notify ? 1 : 2, "%s: %s joined", name,
-                 notify ? "all three" : "unknown and refuse");
+    cr_assert_eq(joined.n_prog, want_progs, "%s: %u programs", name, joined.n_prog);
     /* The dispatch program's mark is joined away, and "allow" is SECCOMP_RET_ALLOW itself (the
      * kernel caches only that as always allowed). */
     for (unsigned i = 0; i < joined.n_prog; i++)
@@ -241,7 +243,6 @@ static void compare_policy(const char *name, bool notify, const struct filter *m
                 cr_assert_eq(joined.prog[i].insns[k].k, SECCOMP_RET_ALLOW, "%s: insn %u", name, k);
     if (memfd)
         cr_assert_eq(filter_join_memfd(&joined, memfd), 0, "%s: memfd program", name);
-    cr_assert_eq(joined.n_prog, notify ? 1 : 2);
     for (size_t k = 0; k < sizeof(abis) / sizeof(abis[0]); k++)
         for (uint32_t nr = 0; nr < 600; nr++)
             for (unsigned t = 0; t < 6 * N_VALUES + 300; t++) {
@@ -270,6 +271,15 @@ static void compare_policy(const char *name, bool notify, const struct filter *m
     cr_assert_gt(refused, 0);
     filter_free(&stacked);
     filter_free(&joined);
+}
+
+static void compare_policy(const char *name, bool notify, const struct filter *memfd)
+{
+    struct policy p = {0};
+    struct policy_error e = {0};
+
+    cr_assert_eq(policy_load_builtin(name, &p, &e), 0, "%s", e.message);
+    compare_loaded(name, &p, notify, memfd, notify ? 1 : 2);
     policy_free(&p);
 }
 
@@ -338,4 +348,82 @@ Test(filter_chain, a_join_only_continues_allowed_calls)
     struct filter g = {.prog = {{.insns = from_a, .n = 1}}, .n_prog = 1};
     cr_assert_eq(filter_join_memfd(&g, &second), -EINVAL);
     cr_assert_eq(g.prog[0].insns, from_a, "left as it was");
+}
+
+/* A policy of lines for every number libseccomp knows but seccomp: line() writes the i-th
+ * one's (nr, name) into buf as snprintf() does. */
+typedef int (*line_fn)(char *buf, size_t size, const char *name, int nr, unsigned i);
+static char *each_system_call(line_fn line, size_t *ret_len)
+{
+    size_t size = 1 << 20, n = 0;
+    char *text = malloc(size);
+    unsigned i = 0;
+
+    cr_assert_not_null(text);
+    for (int nr = 0; nr < 1024; nr++) {
+        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+        if (name && strcmp(name, "seccomp") != 0) {
+            int w = line(text + n, size - n, name, nr, i++);
+            cr_assert(w >= 0 && (size_t)w < size - n);
+            n += (size_t)w;
+        }
+        free(name);
+    }
+    *ret_len = n;
+    return text;
+}
+
+static int every_other_refused_sometimes(char *buf, size_t size, const char *name, int nr,
+                                         unsigned i)
+{
+    (void)nr;
+    if (i % 2)
+        return snprintf(buf, size, "%s\n", name);
+    return snprintf(buf, size, "%s\n%s: return EPERM if arg5 == 0x5a5a5a5a\n", name, name);
+}
+
+/* A policy file (--seccomp) that alternates calls allowed whatever their arguments with calls
+ * that have an exception: ~460 runs of numbers, too many for the dispatch program's 8-bit
+ * jumps. The stacked filters compile it; so must the joined ones, with the same answers. */
+Test(filter_chain, a_policy_of_many_runs_compiles_and_answers_as_stacked)
+{
+    struct policy p = {0};
+    struct policy_error e = {0};
+    size_t len;
+    char *text = each_system_call(every_other_refused_sometimes, &len);
+
+    cr_assert_eq(policy_parse(text, len, "runs.policy", NULL, NULL, &p, &e), 0, "%s", e.message);
+    free(text);
+    compare_loaded("runs.policy", &p, true, &filter_memfd_unsealed, 2);
+    policy_free(&p);
+}
+
+/* A policy's program too long for the memfd program to join it (a policy file near classic
+ * BPF's 4,096 instructions; the stacked filters loaded the memfd filter on its own): the run
+ * still gets the memfd program, stacked after the policy's, whose listener stays first. */
+Test(filter_chain, a_program_too_long_to_join_still_takes_the_memfd_program)
+{
+    struct sock_filter *p = calloc(BPF_MAXINSNS, sizeof(*p));
+    const unsigned n = BPF_MAXINSNS - 2;
+
+    cr_assert_not_null(p);
+    p[0] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+                                        offsetof(struct seccomp_data, nr));
+    for (unsigned i = 1; i < n - 1; i++)
+        p[i] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffff, 0, 0);
+    p[n - 1] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    struct filter f = {.prog = {{.insns = p, .n = (unsigned short)n, .owned = true}},
+                       .n_prog = 1,
+                       .notify = true};
+
+    cr_assert_eq(filter_join_memfd(&f, &filter_memfd_exec), 0);
+    cr_assert_eq(f.prog[0].insns, p, "the policy's program first, as it was");
+    cr_assert_eq(f.n_prog, 2);
+    struct seccomp_data d = {.nr = __NR_memfd_create, .arch = AUDIT_ARCH_X86_64};
+    cr_assert_eq(run_stack(&f, &d), SECCOMP_RET_ALLOW);
+    d.args[1] = 0x10; /* MFD_EXEC */
+    cr_assert_eq(run_stack(&f, &d), SECCOMP_RET_ERRNO | EACCES);
+    d.args[1] = 0x4; /* MFD_HUGETLB */
+    cr_assert_eq(run_stack(&f, &d), SECCOMP_RET_ERRNO | EACCES);
+    filter_free(&f);
 }
