@@ -84,11 +84,14 @@ int filter_compile_stacked(const struct policy *p, struct filter *ret, struct po
  * filter first), the answers are the same but where a policy refuses memfd_create(2) by
  * notification: stacked, the memfd filter's EACCES would win over it; joined, the listener
  * answers EPERM and records the call. A policy that kills it or answers an errno gets the same
- * answer either way; the built-in policies allow it. Where the join would pass BPF_MAXINSNS
- * (a policy file's long program), memfd's program is stacked after f's last instead, not
- * copied (memfd must outlive f): loaded last, its EACCES then also wins over a policy's own
- * errno for the memfds it refuses. Returns 0, -EINVAL (no program in f, or not one in memfd,
- * or f's last answers with A), -E2BIG past BPF_MAXINSNS with no room to stack, -ENOMEM. */
+ * answer either way, but without notify where the allow program refuses it (EPERM, or its
+ * errno): that program stays a filter of its own, loaded before the one the memfd program
+ * joins, so for the memfds that program refuses EACCES wins the tie, where stacked the
+ * policy's errno did (a refusal either way); the built-in policies allow it. Where the join would
+ * pass BPF_MAXINSNS (a policy file's long program), memfd's program is stacked after f's last
+ * instead, not copied (memfd must outlive f): loaded last, its EACCES then also wins over a
+ * policy's own errno for the memfds it refuses. Returns 0, -EINVAL (no program in f, or not one in
+ * memfd, or f's last answers with A), -E2BIG past BPF_MAXINSNS with no room to stack, -ENOMEM. */
 int filter_join_memfd(struct filter *f, const struct filter *memfd);
 
 /* The built-in policy/default.policy and policy/network.policy, compiled when nsbox was built
