@@ -746,7 +746,9 @@ NSBOX_EXPORT int nsbox_host_ids_release(int lock_fd, uid_t id);
  * filled and must be released with nsbox_result_free().
  * Returns -EINVAL for an invalid config (message in ret->error, *ret still filled).
  * The sandbox setup errors (-EPERM from clone3 when user namespaces are disabled, -ENOENT for a
- * missing rootfs, ...) are reported in *ret with return value 0, not as a negative return.
+ * missing rootfs, ...) are reported in *ret with return value 0, not as a negative return;
+ * so is a calling process that ignores SIGCHLD (SIG_IGN or SA_NOCLDWAIT: the kernel would reap
+ * the sandbox before nsbox learned how it ended; step "signals", errno ECHILD).
  */
 NSBOX_EXPORT int nsbox_run(const struct nsbox_config *config, struct nsbox_result *ret);
 

@@ -119,6 +119,10 @@ int main(int argc, char *argv[])
 {
     const struct command *c;
 
+    /* A caller that ignores SIGCHLD (a server's SIG_IGN, inherited across execve(2)) would have
+     * the kernel reap nsbox's children, whose exit status nsbox needs (signal(7)). */
+    (void)signal(SIGCHLD, SIG_DFL);
+
     /* Descriptors 0-2 must be open, or nsbox's own pipes would land on them. */
     for (int fd = 0; fd <= 2; fd++)
         if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd)

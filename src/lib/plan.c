@@ -254,6 +254,16 @@ int plan_identity(const struct nsbox_config *c, struct nsbox_result *ret)
     return 0;
 }
 
+void plan_init(struct sandbox_plan *sb, const struct nsbox_config *c)
+{
+    *sb = (struct sandbox_plan){.config = c,
+                                .host_ids_lock = -EBADF,
+                                .copy_in_fd = -EBADF,
+                                .copy_out_fd = -EBADF,
+                                .outputs_fd = -EBADF,
+                                .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
+}
+
 int plan_sandbox(const struct nsbox_config *c, struct sandbox_plan *sb, struct nsbox_result *ret)
 {
     _cleanup_close_ int rootfd = -EBADF;
@@ -261,12 +271,7 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox_plan *sb, struct n
     const char *why;
     int r;
 
-    *sb = (struct sandbox_plan){.config = c,
-                                .host_ids_lock = -EBADF,
-                                .copy_in_fd = -EBADF,
-                                .copy_out_fd = -EBADF,
-                                .outputs_fd = -EBADF,
-                                .ws = {.base_fd = -EBADF, .lock_fd = -EBADF, .dir_fd = -EBADF}};
+    plan_init(sb, c);
     sb->rootfs = c->rootfs ? c->rootfs : nsbox_default_rootfs();
     r = plan_identity(c, ret);
     if (r < 0)

@@ -111,6 +111,10 @@ int plan_sandbox(const struct nsbox_config *c, struct sandbox_plan *sb, struct n
  * directory if it is still there, and give the host ids back to the pool. */
 void plan_free(struct sandbox_plan *sb);
 
+/* An empty plan for config c, every descriptor -EBADF: what plan_sandbox() starts from, and
+ * what plan_free() may be given when planning never began. */
+void plan_init(struct sandbox_plan *sb, const struct nsbox_config *c);
+
 /*
  * The payload's environment in sb->envp (sb->path pointing at its PATH value): with
  * env_inherit the caller's environ(7) (entries that are not KEY=VALUE skipped), then the fixed

@@ -643,6 +643,7 @@ void sandbox_state_init(struct nsbox_sandbox *x)
      * which a run never touches, and calloc(3) hands memory that large over as fresh zero pages
      * of its own mmap(2). Writing all of it would fault in each of its 40 pages before the
      * clone, and copy them again as the supervisor and init write to them afterwards. */
+    plan_init(&x->sb, &x->c); /* sandbox_close() frees it even when planning never began */
     x->leaf.dir_fd = x->leaf.parent_fd = -EBADF;
     for (size_t i = 0; i < 2; i++)
         x->out[i] = x->err[i] = x->sync[i] = x->report[i] = x->in[i] = x->control[i] = -EBADF;
@@ -661,8 +662,18 @@ void sandbox_state_init(struct nsbox_sandbox *x)
  * ends in a result. Returns 0 or -errno (ret says it). */
 static int sandbox_signals(struct nsbox_sandbox *x, struct nsbox_result *ret)
 {
+    struct sigaction sa;
     sigset_t forward;
 
+    /* With SIGCHLD ignored (SIG_IGN or SA_NOCLDWAIT, inherited across execve(2) from a caller
+     * that set it), the kernel reaps the sandbox's init itself and waitid(2) fails with ECHILD
+     * once the payload has run (signal(7), wait(2)): nsbox could not say how it ended. */
+    if (sigaction(SIGCHLD, NULL, &sa) == 0 &&
+        (sa.sa_handler == SIG_IGN || (sa.sa_flags & SA_NOCLDWAIT)))
+        return report_error(ret, -ECHILD, "signals",
+                            "SIGCHLD is ignored in this process (SIG_IGN or SA_NOCLDWAIT), so the "
+                            "kernel would reap the sandbox before nsbox learns how it ended; set "
+                            "it back to SIG_DFL before running a sandbox");
     if (!x->c.forward_signals)
         return 0;
     supervise_signal_set(&forward); /* SIGUSR1 among them: `nsbox kill` */

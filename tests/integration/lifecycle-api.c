@@ -6,7 +6,7 @@
  * 0, a memory below the floor, an output limit above the config's cap), and many steps, each
  * checked for the descriptors this process holds before and after; and nsbox_run()'s
  * before_payload step (it runs before the payload; when it fails, no payload runs and nothing
- * is left). One mode per run (argv[1]);
+ * is left); and a process that ignores SIGCHLD. One mode per run (argv[1]);
  * it prints "ok MODE" and exits 0 when every check held, else one line per failed check and
  * exits 1. Built against the static library (meson: nsbox-lifecycle-api), also in a sanitizer
  * build, where AddressSanitizer's leak check covers what the sandbox's result held.
@@ -346,6 +346,34 @@ static void mode_gate(void)
     (void)rmdir(dir);
 }
 
+/* A process that ignores SIGCHLD would have the kernel reap the sandbox's init before nsbox
+ * learns how it ended: nsbox_run() says so at once, runs nothing and leaves nothing. */
+static void mode_sigchld(void)
+{
+    char *argv[] = {"/bin/true", NULL};
+    struct nsbox_config c;
+    struct nsbox_result r;
+    int before = count_fds();
+
+    nsbox_config_init(&c);
+    c.cgroup = NSBOX_CGROUP_OFF;
+    c.argv = argv;
+    (void)signal(SIGCHLD, SIG_IGN);
+    (void)nsbox_run(&c, &r);
+    CHECK(r.status == NSBOX_STATUS_ERROR && strcmp(r.error_step, "signals") == 0 &&
+              r.error_errno == ECHILD && strstr(r.error, "SIG_DFL"),
+          "with SIGCHLD ignored: status %d, step '%s', errno %d, '%s'", r.status, r.error_step,
+          r.error_errno, r.error);
+    nsbox_result_free(&r);
+    CHECK(init_pid() <= 0, "a child is left: %d", (int)init_pid());
+    CHECK(count_fds() == before, "descriptors: %d before, %d after", before, count_fds());
+    (void)signal(SIGCHLD, SIG_DFL);
+    (void)nsbox_run(&c, &r);
+    CHECK(r.status == NSBOX_STATUS_EXITED && r.exit_code == 0, "with SIGCHLD back: %d '%s'",
+          r.status, r.error);
+    nsbox_result_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -362,8 +390,10 @@ int main(int argc, char **argv)
         mode_cancel();
     else if (strcmp(mode, "gate") == 0)
         mode_gate();
+    else if (strcmp(mode, "sigchld") == 0)
+        mode_sigchld();
     else {
-        fprintf(stderr, "usage: nsbox-lifecycle-api busy|ended|bad|many|cancel|gate\n");
+        fprintf(stderr, "usage: nsbox-lifecycle-api busy|ended|bad|many|cancel|gate|sigchld\n");
         return 2;
     }
     if (failures == 0)

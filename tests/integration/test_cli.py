@@ -2,9 +2,11 @@
 """The command line: --version, --help, and the man page agree with what nsbox accepts."""
 import os
 import re
+import signal
+import subprocess
 import unittest
 
-from nsboxtest import HERE, NsboxTestCase, nsbox
+from nsboxtest import HERE, NSBOX, NsboxTestCase, nsbox
 
 MAN = os.path.join(HERE, "..", "..", "doc", "nsbox.1.scd")
 
@@ -60,6 +62,17 @@ class TestCli(NsboxTestCase):
                 self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
                 self.assertRegex(p.stderr, r"^nsbox: ")
                 self.assertEqual(p.stdout, "")
+
+
+class TestInheritedSignals(NsboxTestCase):
+    def test_a_caller_that_ignores_sigchld(self):
+        # SIG_IGN for SIGCHLD survives execve(2): nsbox sets it back for itself, or the kernel
+        # would reap the sandbox's init (before: the payload ran, then "supervising the sandbox
+        # failed: No child processes", exit 125).
+        p = subprocess.run([NSBOX, "run", "--cgroup", "off", "--", "echo", "hi"],
+                           preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout), (0, "hi\n"), p.stderr)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,11 @@ class TestLifecycleApi(NsboxTestCase):
         # payload starts, which reads what it wrote; when it fails, no payload runs.
         self.api("gate")
 
+    def test_a_caller_that_ignores_sigchld_is_told(self):
+        # The kernel would reap init itself: before, the payload ran and the run ended with
+        # "supervising the sandbox failed: No child processes".
+        self.api("sigchld")
+
 
 if __name__ == "__main__":
     unittest.main()
