@@ -102,8 +102,10 @@ void policy_error_format(const struct policy_error *e, char *buf, size_t size)
         (void)snprintf(buf, size, "%s:%u:%u: %s", e->file, e->line, e->column, e->message);
     else if (e->line)
         (void)snprintf(buf, size, "%s:%u: %s", e->file, e->line, e->message);
-    else
+    else if (e->file[0])
         (void)snprintf(buf, size, "%s: %s", e->file, e->message);
+    else /* not about a file: out of memory, a filter that could not be built */
+        (void)snprintf(buf, size, "%s", e->message);
 }
 
 void policy_free(struct policy *p)

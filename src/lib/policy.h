@@ -96,5 +96,6 @@ bool policy_constant(const char *name, size_t len, uint64_t *ret);
 /* The errno value of a name ("EPERM"); false if unknown. */
 bool policy_errno(const char *name, size_t len, int *ret);
 
-/* Format e as "file:line:column: message" into buf. */
+/* Format e as "file:line:column: message" into buf ("file:line: ", "file: " without them;
+ * the message alone for an error about no file). */
 void policy_error_format(const struct policy_error *e, char *buf, size_t size);

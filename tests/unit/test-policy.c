@@ -190,4 +190,11 @@ Test(policy, error_format)
     e.column = 0;
     policy_error_format(&e, buf, sizeof(buf));
     cr_expect_str_eq(buf, "a.policy:3: bad");
+    e.line = 0;
+    policy_error_format(&e, buf, sizeof(buf));
+    cr_expect_str_eq(buf, "a.policy: bad");
+    /* Not about a file (out of memory, a filter that could not be built): no empty prefix. */
+    e = (struct policy_error){.message = "out of memory"};
+    policy_error_format(&e, buf, sizeof(buf));
+    cr_expect_str_eq(buf, "out of memory");
 }
