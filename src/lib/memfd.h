@@ -40,6 +40,10 @@ extern const struct filter filter_memfd_unsealed; /* ... and memfds without MFD_
 /* Compile the program of level what into *ret. Returns 0 or -errno. */
 int memfd_filter_compile(enum memfd_refuse what, struct filter *ret);
 
+/* The program this pid namespace's vm.memfd_noexec calls for (see memfd_filter_join()), in
+ * *ret; NULL on a kernel without it (before 6.3). Returns 0 or read(2)'s -errno. */
+int memfd_filter_here(const struct filter **ret);
+
 /* In init, before the policy's filters are loaded: join the program this pid namespace's
  * vm.memfd_noexec calls for (0: unsealed, 1: exec, 2, as init sets it in root's runs:
  * hugetlb; a kernel without it, before 6.3, has no non-executable memfd: none) after the last

@@ -24,6 +24,7 @@
 #include "filter.h"
 #include "init.h"
 #include "landlock.h"
+#include "memfd.h"
 #include "macro.h"
 #include "outputs.h"
 #include "plan.h"
@@ -103,6 +104,7 @@ struct tier3 {
     char **etc_python; /* /etc/python3* (Debian's sitecustomize.py lives there) */
     size_t n_etc_python;
     struct filter extra;
+    const struct filter *memfd; /* memfd.h's program by the host's vm.memfd_noexec, or NULL */
     pid_t supervisor;
     pid_t supervisor_pgid;
     char scratch_parent[PATH_MAX];
@@ -310,6 +312,12 @@ static int plan_filter(struct tier3 *t)
     if (r >= 0)
         t->extra.n_prog = 1;
     seccomp_release(ctx);
+    /* Memfds that could be executed, refused as in the other tiers (memfd.h): Landlock lets
+     * every access to a memfd through, so a program written into one would run. By the host's
+     * vm.memfd_noexec (tier 3 has no pid namespace of its own to set it in), read here: the
+     * payload's Landlock layer does not let it read /proc/sys. */
+    if (r >= 0)
+        r = memfd_filter_here(&t->memfd);
     return r;
 }
 
@@ -655,6 +663,8 @@ _noreturn_ static void tier3_init(struct tier3 *t, struct child_fds3 *fds)
         r = filter_load(&filter_default, &listener);
         if (r >= 0)
             r = filter_load(&t->extra, &listener);
+        if (r >= 0 && t->memfd)
+            r = filter_load(t->memfd, &listener);
         if (r < 0)
             report_setup_failed(fds->report, &(struct report_step){.err = -r, .name = "seccomp"});
         sandbox_payload_exec(&t->sb, fds->in, fds->out, fds->err, fds->report, t->sb.outputs_fd);

@@ -349,6 +349,31 @@ class TestTier3Attacks(Tier3TestCase):
         p, r = tier3("--", "python3", "-c", code)
         self.assertEqual(r["stdout"], "execve refused\nloader 0\n", r)
 
+    def test_cannot_run_a_program_it_wrote_into_a_memfd(self):
+        # Landlock lets every access to a memfd through (an internal mount): a program written
+        # into one and run through /proc/self/fd ran in tier 3 until it got the memfd program
+        # the other tiers load (memfd.h). Bare, it runs; in tier 3, memfd_create refuses the
+        # memfds that could be executed (EACCES), as the host's vm.memfd_noexec says.
+        code = ("import os, subprocess\n"
+                "for flags in (0, 0x10):  # plain, MFD_EXEC\n"
+                "    try: fd = os.memfd_create('x', flags)\n"
+                "    except OSError as e: print('refused', e.errno); continue\n"
+                "    os.write(fd, open('/usr/bin/true', 'rb').read())\n"
+                "    try: print('ran', subprocess.run([f'/proc/self/fd/{fd}'], pass_fds=[fd]).returncode)\n"
+                "    except OSError as e: print('exec refused', e.errno)\n")
+        with open("/proc/sys/vm/memfd_noexec") as f:
+            level = f.read().strip()
+        # Level 0: every memfd may be executed; 1: only with MFD_EXEC; 2: none.
+        want_bare, want = {"0": ("ran 0\nran 0\n", "refused 13\nrefused 13\n"),
+                           "1": ("exec refused 13\nran 0\n", "exec refused 13\nrefused 13\n")
+                           }.get(level, (None, None))
+        if want_bare is None:
+            self.skip_or_fail(f"vm.memfd_noexec is {level} here: no memfd runs bare either")
+        p = bare(code)
+        self.assertEqual(p.stdout, want_bare, p.stderr)  # the control
+        p, r = tier3("--", "python3", "-c", code)
+        self.assertEqual(r["stdout"], want, r)
+
     def test_cannot_make_a_file_of_the_caller_writable_to_others(self):
         # Landlock checks no metadata: an ordinary user's program, as the caller, could make
         # their ~/.bashrc writable to every local user, who would then run code as them.
