@@ -440,14 +440,22 @@ _noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *
              * init drops its own copy at once and goes on without waiting: the supervisor
              * takes it from the socket when it reads the report, and a refusal meanwhile
              * waits in the listener's queue. The payload never holds it (it could answer its
-             * own refusals): init closes it before the payload exists. */
+             * own refusals): init closes it before the payload exists.
+             * The send can fail where the one below cannot: with ETOOMANYREFS once the
+             * descriptors in flight of init's host uid are more than its RLIMIT_NOFILE
+             * (too_many_unix_fds() in net/unix/af_unix.c), a count that another sandbox of
+             * the same uid can fill (an ordinary user's runs share one). Then the hand-over
+             * below, dumpable again for it as before the filter (root's init). */
             r = report_send_fd(fds->sync, listener);
-            if (r < 0)
+            if (r >= 0) {
+                (void)close(listener);
+                listener = -1;
+                report_send(fds->report, &(struct report){.type = REPORT_LISTENER, .code = -1});
+            } else if (sb->privileged && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
                 report_setup_failed(fds->report,
-                                    &(struct report_step){.err = -r, .name = "seccomp listener"});
-            (void)close(listener);
-            report_send(fds->report, &(struct report){.type = REPORT_LISTENER, .code = -1});
-        } else if (listener >= 0) {
+                                    &(struct report_step){.err = errno, .name = "PR_SET_DUMPABLE"});
+        }
+        if (listener >= 0) {
             /* The supervisor takes the listener with pidfd_getfd(2) and says so on the sync
              * socket; only then does init become non-dumpable (which would stop pidfd_getfd
              * for an unprivileged supervisor) and drop its own copy, before any untrusted code
