@@ -214,13 +214,6 @@ static int payload_main(void *userdata)
                          a->sb->outputs_fd);
 }
 
-/* Whether the sandbox's init writes its own id maps, sparing a round trip to the supervisor
- * (which would write them and then wake it). user_namespaces(7): a process with CAP_SETUID
- * (CAP_SETGID) in its new namespace, which the child of clone3 has, may write the maps of it
- * itself when they map only its own effective uid (gid) and setgroups(2) is denied first, the
- * maps an ordinary user's sandbox has (plan_host_ids()). Root's map ids that are not its own,
- * which only a writer with CAP_SETUID in the parent namespace may, and a sandbox whose cgroup
- * the supervisor must still attach it to waits for the supervisor before it does anything. */
 /* Whether init hands the seccomp listener over on the sync socket (SCM_RIGHTS) rather than
  * having the supervisor take it with pidfd_getfd(2): under the built-in policies, which allow
  * sendmsg(2), which init then makes under the filter it has just loaded. A policy file may
@@ -230,6 +223,13 @@ static bool listener_by_socket(const struct sandbox_plan *sb)
     return !sb->config->seccomp_policy;
 }
 
+/* Whether the sandbox's init writes its own id maps, sparing a round trip to the supervisor
+ * (which would write them and then wake it). user_namespaces(7): a process with CAP_SETUID
+ * (CAP_SETGID) in its new namespace, which the child of clone3 has, may write the maps of it
+ * itself when they map only its own effective uid (gid) and setgroups(2) is denied first, the
+ * maps an ordinary user's sandbox has (plan_host_ids()). Root's map ids that are not its own,
+ * which only a writer with CAP_SETUID in the parent namespace may, and a sandbox whose cgroup
+ * the supervisor must still attach it to waits for the supervisor before it does anything. */
 static bool child_writes_maps(const struct sandbox_plan *sb)
 {
     return !sb->privileged && !sb->in_cgroup;
