@@ -255,6 +255,41 @@ class TestListenerHandOver(NsboxTestCase):
                 hog.communicate()
 
 
+    # Not fixed (found with the test above, older than it): a session's init hands a code step
+    # to its interpreter with SCM_RIGHTS (session-init.c), and the supervisor hands each step to
+    # init so (lifecycle.c). With the uid's count filled by another sandbox, init's send fails
+    # and it kills the interpreter: the step ends "killed by SIGKILL", said as the interpreter's
+    # crash, its state lost; where the caller's RLIMIT_NOFILE is at most 4096 (1024 is common)
+    # the supervisor's send fails too and the session ends. Pools serve runs the same way, so
+    # one pool run can fail the others. Expected to fail until those sends survive it.
+    @unittest.expectedFailure
+    def test_a_sandbox_with_descriptors_in_flight_stops_no_session_step(self):
+        uid = 64000 + secrets.randbelow(1000)
+        opts = ["--cgroup", "off", "--host-user", f"{uid}:{uid}"]
+        start = subprocess.run([NSBOX, "session", "start", *opts, "--json"], capture_output=True,
+                               text=True, timeout=60)
+        self.assertEqual(start.returncode, 0, start.stderr)
+        sid = json.loads(start.stdout)["id"]
+        self.addCleanup(subprocess.run, [NSBOX, "session", "stop", sid], capture_output=True,
+                        timeout=60)
+        hog = subprocess.Popen([NSBOX, "run", *opts, "--timeout", "60", "--", "python3", "-c",
+                                INFLIGHT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, text=True)
+        try:
+            self.assertEqual(hog.stdout.readline(), "full\n")
+            q = subprocess.run([NSBOX, "session", "exec", sid, "--json", "--code", "-"],
+                               input="print('step ran')", capture_output=True, text=True,
+                               timeout=60)
+            r = json.loads(q.stdout)
+            self.assertEqual((r["status"], r["stdout"]), ("exited", "step ran\n"), r)
+        finally:
+            hog.terminate()
+            try:
+                hog.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                hog.kill()
+                hog.communicate()
+
 load_tests = root_only({"TestListenerHandOver"})
 
 
