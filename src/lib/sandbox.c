@@ -31,8 +31,8 @@
  *   no_new_privs -> new session -> RLIMIT_CORE and the per-user budgets' rlimits -> the
  *   seccomp program (filter.c: the policy's filters joined into one, memfd.c's program after
  *   them by the vm.memfd_noexec in force; the listener of refusals sent to the supervisor over
- *   the sync socket, or with a policy file taken by it with pidfd_getfd(2); init's copy
- *   closed) -> non-dumpable
+ *   the sync socket, or with a policy file (or when that send fails) taken by it with
+ *   pidfd_getfd(2); init's copy closed) -> non-dumpable
  *   -> start the payload (clone(CLONE_VM | CLONE_VFORK), as posix_spawn(3) does) -> reap,
  *   forward signals; when the payload has ended, with copy-out: kill everything else and
  *   write the copy-out stream -> report how the payload ended (and how full /dev/shm and
