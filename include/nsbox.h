@@ -230,15 +230,6 @@ struct nsbox_config {
     void (*warn)(const char *message, void *userdata);
     void *warn_userdata;
 
-    /* Called once in nsbox_run() (and nsbox_sandbox_start()) after the sandbox's init exists,
-     * while it sets the sandbox up, and before the payload (or the first step) can start: the
-     * caller's own work that must be done before any untrusted code runs, done alongside
-     * (nsbox run registers the run for nsbox ps there). NULL: none. A negative return ends the
-     * run before the payload starts, everything made torn down: the result's status is error,
-     * step "before_payload", errno the return value negated. */
-    int (*before_payload)(void *userdata);
-    void *before_payload_userdata;
-
     /* true: while nsbox_run() runs, SIGINT, SIGTERM, SIGHUP and every other signal that would
      * end the process (supervise_signal_set()) are blocked in the calling thread and forwarded
      * to the payload (SIGINT and SIGHUP as they are, the others as SIGTERM) (SIGUSR1 kills the

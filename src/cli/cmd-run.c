@@ -147,66 +147,11 @@ static void block_run_signals(void)
     (void)sigprocmask(SIG_BLOCK, &set, NULL); /* fails only for an invalid how */
 }
 
-/* What run_main() does while the sandbox's init sets up (nsbox_config.before_payload). */
-struct run_gate {
-    const char *run_id;
-    int argc;
-    char **argv;
-    struct run_args *args;
-    struct registry_run *reg;
-    struct audit *audit;
-    bool audit_started; /* the audit "start" record is written */
-    const char *step;   /* the JSON error's step, when error is set */
-    char error[600];    /* why the run stopped before its payload, or "" */
-};
-
-/* For `nsbox ps` and `nsbox kill`: a run they cannot see or stop does not start (issue 24: a
- * registry another user made, or can change, hid runs from both), and a name is kept unique
- * here. Then the audit "start" record, so that a refused run leaves none. */
-static int run_gate(void *userdata)
-{
-    struct run_gate *g = userdata;
-    const struct nsbox_config *c = &g->args->config;
-    char why[300] = "";
-    int r;
-
-    r = registry_add(g->run_id, g->argc, g->argv, c, g->args->code_path, g->reg, why, sizeof(why));
-    if (r < 0) {
-        g->step = c->name && r == -EEXIST ? "name" : "registry";
-        if (why[0])
-            (void)snprintf(g->error, sizeof(g->error), "%s", why);
-        else if (c->name)
-            (void)snprintf(g->error, sizeof(g->error),
-                           "cannot hold the name '%s' in the registry of running sandboxes: "
-                           "%s; the run does not start",
-                           c->name, strerror(-r));
-        else
-            (void)snprintf(g->error, sizeof(g->error),
-                           "cannot add the run to the registry of running sandboxes, where "
-                           "'nsbox ps' and 'nsbox kill' look: %s; the run does not start",
-                           strerror(-r));
-        return r;
-    }
-    if (g->audit->fd >= 0) {
-        r = audit_start(g->audit, g->argc, g->argv, c, g->args->log_code_limit);
-        if (r < 0) {
-            g->step = "audit log";
-            (void)snprintf(g->error, sizeof(g->error),
-                           "cannot write the audit log '%s': %s; the run does not start",
-                           g->args->log_path, strerror(-r));
-            return r;
-        }
-        g->audit_started = true;
-    }
-    return 0;
-}
-
 int run_main(int argc, char *argv[])
 {
     struct run_args a = {.result_fd = -1};
     struct audit audit = {.fd = -1};
     struct registry_run reg = {0};
-    struct run_gate gate = {0};
     char run_id[33] = "", why[300] = "";
     struct nsbox_result result = {0};
     int json_fd = -1; /* where a JSON result goes: stdout (--json), --result-fd's, or none */
@@ -265,13 +210,36 @@ int run_main(int argc, char *argv[])
         run_args_free(&a);
         return EXIT_NSBOX_FAILURE;
     }
+    /* For `nsbox ps` and `nsbox kill`: a run they cannot see or stop does not start (issue
+     * 24: a registry another user made, or can change, hid runs from both), and a name is kept
+     * unique here. First, so that a refused run leaves no audit record. */
+    r = registry_add(run_id, argc + 1, argv - 1, &a.config, a.code_path, &reg, why, sizeof(why));
+    if (r < 0) {
+        if (why[0])
+            log_error("%s", why);
+        else if (a.config.name)
+            log_error_errno(r,
+                            "cannot hold the name '%s' in the registry of running sandboxes: "
+                            "%m; the run does not start",
+                            a.config.name);
+        else
+            log_error_errno(r, "cannot add the run to the registry of running sandboxes, where "
+                               "'nsbox ps' and 'nsbox kill' look: %m; the run does not start");
+        if (json_fd >= 0)
+            print_json_error(json_fd, a.config.name && r == -EEXIST ? "name" : "registry",
+                             log_last_error(), a.config.name);
+        run_args_free(&a);
+        return EXIT_NSBOX_FAILURE;
+    }
 
-    /* The audit log is opened here, as the caller, and its "start" record written before the
-     * payload starts (run_gate()); a run that cannot be recorded does not start. */
+    /* The audit record is written before the payload starts; a run that cannot be recorded
+     * does not start. */
     if (!a.log_path && getenv("NSBOX_LOG") && getenv("NSBOX_LOG")[0])
         a.log_path = getenv("NSBOX_LOG");
     if (a.log_path) {
         r = audit_open(a.log_path, run_id, &a.config, &audit, why, sizeof(why));
+        if (r >= 0)
+            r = audit_start(&audit, argc + 1, argv - 1, &a.config, a.log_code_limit);
         if (r < 0) {
             if (why[0])
                 log_error("refusing the audit log '%s': %s; the run does not start", a.log_path,
@@ -282,6 +250,7 @@ int run_main(int argc, char *argv[])
             if (json_fd >= 0)
                 print_json_error(json_fd, "audit log", log_last_error(), a.config.name);
             audit_close(&audit);
+            registry_remove(&reg);
             run_args_free(&a);
             return EXIT_NSBOX_FAILURE;
         }
@@ -308,51 +277,23 @@ int run_main(int argc, char *argv[])
             if (a.config.stdout_file_fd >= 0)
                 (void)close(a.config.stdout_file_fd);
             audit_close(&audit);
+            registry_remove(&reg);
             run_args_free(&a);
             return EXIT_NSBOX_FAILURE;
         }
     }
 
-    /* The registry record and the audit "start" record are written while the sandbox's init
-     * sets the sandbox up, before the payload starts (nsbox_config.before_payload): about a
-     * fifth of a millisecond off every run's start. */
-    gate = (struct run_gate){.run_id = run_id,
-                             .argc = argc + 1,
-                             .argv = argv - 1,
-                             .args = &a,
-                             .reg = &reg,
-                             .audit = &audit};
-    a.config.before_payload = run_gate;
-    a.config.before_payload_userdata = &gate;
     r = nsbox_run(&a.config, &result);
     (void)r; /* every failure is described in result */
     if (a.config.stdout_file_fd >= 0)
         (void)close(a.config.stdout_file_fd);
     if (a.config.stderr_file_fd >= 0)
         (void)close(a.config.stderr_file_fd);
-    if (gate.error[0]) {
-        /* The run stopped before its payload: said as before the gate existed, in nsbox's
-         * words rather than as the sandbox's error. */
-        log_error("%s", gate.error);
-        if (json_fd >= 0)
-            print_json_error(json_fd, gate.step, log_last_error(), a.config.name);
-        nsbox_result_free(&result);
-        audit_close(&audit);
-        registry_remove(&reg);
-        run_args_free(&a);
-        return EXIT_NSBOX_FAILURE;
-    }
     status = nsbox_exit_status(&result);
     registry_remove(&reg);
 
     if (audit.fd >= 0) {
-        /* A run that failed before its init existed (a rootfs that is not there, say) never
-         * reached run_gate(): its start record comes now, so that the log has both. */
-        r = gate.audit_started
-                ? 0
-                : audit_start(&audit, argc + 1, argv - 1, &a.config, a.log_code_limit);
-        if (r >= 0)
-            r = audit_end(&audit, &result);
+        r = audit_end(&audit, &result);
         if (r < 0) {
             log_error_errno(r, "cannot write the result to the audit log '%s': %m", a.log_path);
             status = EXIT_NSBOX_FAILURE;

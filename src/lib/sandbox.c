@@ -347,10 +347,6 @@ _noreturn_ static void sandbox_child(struct sandbox_plan *sb, struct child_fds *
             report_setup_failed(fds->report,
                                 &(struct report_step){.err = -r, .name = "bring up lo"});
     }
-    /* The caller's step before the payload (nsbox_config.before_payload), done meanwhile: its
-     * byte comes after the id maps' and before any the supervisor writes later. */
-    if (sb->config->before_payload && RETRY_EINTR(read(fds->sync, &byte, 1)) != 1)
-        _exit(125);
     if (sandbox_network_allow(sb->config)) {
         r = init_proxy_listen();
         if (r < 0)
@@ -807,23 +803,6 @@ int sandbox_open(struct nsbox_sandbox *x, struct nsbox_result *ret)
         return report_error(ret, r, "uid_map", "writing the sandbox's uid_map/gid_map failed: %s%s",
                             strerror(-r), host_ids_hint(sb, r));
     }
-    if (c->before_payload) {
-        /* The caller's work before any untrusted code runs, done while init sets the sandbox up
-         * (about a millisecond); init waits for the byte that follows before it goes on to the
-         * proxy's socket and the payload. MSG_NOSIGNAL: an init that failed meanwhile has closed
-         * its end, and its report says why (supervise()). */
-        r = c->before_payload(c->before_payload_userdata);
-        if (r < 0) {
-            siginfo_t si;
-            (void)sys_pidfd_send_signal(x->pidfd, SIGKILL);
-            (void)RETRY_EINTR(waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED));
-            return report_error(ret, r, "before_payload",
-                                "the caller's step before the payload failed: %s; the payload "
-                                "did not start",
-                                strerror(-r));
-        }
-        (void)RETRY_EINTR(send(x->sync[1], "g", 1, MSG_NOSIGNAL));
-    }
     x->fds = (struct supervise_fds){.pidfd = x->pidfd,
                                     .out = TAKE_FD(x->out[0]),
                                     .err = TAKE_FD(x->err[0]),
@@ -912,15 +891,6 @@ int nsbox_run(const struct nsbox_config *c, struct nsbox_result *ret)
     if (c->isolation == NSBOX_ISOLATION_LANDLOCK && tier3_needed(c)) {
         *ret = (struct nsbox_result){0};
         r = sandbox_signals(x, ret);
-        /* Tier 3 makes its payload at once: the caller's step comes first. */
-        if (r >= 0 && c->before_payload) {
-            r = c->before_payload(c->before_payload_userdata);
-            if (r < 0)
-                (void)report_error(ret, r, "before_payload",
-                                   "the caller's step before the payload failed: %s; the "
-                                   "payload did not start",
-                                   strerror(-r));
-        }
         if (r >= 0)
             r = tier3_run(c, x->sigfd, ret);
         if (x->sigfd >= 0)

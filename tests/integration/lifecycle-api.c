@@ -4,9 +4,8 @@
  * it on purpose, for test_lifecycle_api.py: a step while one runs, a stop with a step running,
  * stop(NULL), steps after the sandbox's init died, steps with bad arguments (a copy_in_fd left
  * 0, a memory below the floor, an output limit above the config's cap), and many steps, each
- * checked for the descriptors this process holds before and after; and nsbox_run()'s
- * before_payload step (it runs before the payload; when it fails, no payload runs and nothing
- * is left); and a process that ignores SIGCHLD. One mode per run (argv[1]);
+ * checked for the descriptors this process holds before and after; and a process that ignores
+ * SIGCHLD. One mode per run (argv[1]);
  * it prints "ok MODE" and exits 0 when every check held, else one line per failed check and
  * exits 1. Built against the static library (meson: nsbox-lifecycle-api), also in a sanitizer
  * build, where AddressSanitizer's leak check covers what the sandbox's result held.
@@ -19,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static int failures;
@@ -267,85 +265,6 @@ static void mode_cancel(void)
     CHECK(count_fds() == before, "descriptors: %d before, %d after", before, count_fds());
 }
 
-/* The caller's step before the payload: it writes "hook" to the file userdata names (the
- * payload then reads it) or, for a NULL name, fails with EACCES. */
-static int calls;
-static int before_payload(void *userdata)
-{
-    const char *path = userdata;
-    FILE *f;
-
-    calls++;
-    /* Longer than init takes to set up: a payload that did not wait for this would run first. */
-    (void)usleep(300 * 1000);
-    if (!path)
-        return -EACCES;
-    f = fopen(path, "we");
-    if (!f)
-        return -errno;
-    fputs("hook", f);
-    return fclose(f) == 0 ? 0 : -EIO;
-}
-
-static void mode_gate(void)
-{
-    char dir[] = "/tmp/nsbox-gate-XXXXXX", saw[64], ran[64], hook[64], buf[16] = "";
-    char *ok_argv[] = {"/bin/sh", "-c", "cat /d/hook-ran > /d/payload-saw", NULL};
-    char *no_argv[] = {"/bin/sh", "-c", "touch /d/payload-ran", NULL};
-    struct nsbox_bind bind = {.source = dir, .target = "/d", .writable = true};
-    struct nsbox_config c;
-    struct nsbox_result r;
-    struct stat st;
-    FILE *f;
-    int before;
-
-    if (!mkdtemp(dir) || chmod(dir, 0777) < 0) {
-        printf("FAIL mkdtemp\n");
-        exit(2);
-    }
-    (void)snprintf(hook, sizeof(hook), "%s/hook-ran", dir);
-    (void)snprintf(saw, sizeof(saw), "%s/payload-saw", dir);
-    (void)snprintf(ran, sizeof(ran), "%s/payload-ran", dir);
-    nsbox_config_init(&c);
-    c.cgroup = NSBOX_CGROUP_OFF;
-    c.binds = &bind;
-    c.n_binds = 1;
-    c.before_payload = before_payload;
-
-    /* It runs once, before the payload: the payload finds what it wrote. */
-    c.argv = ok_argv;
-    c.before_payload_userdata = hook;
-    (void)nsbox_run(&c, &r);
-    CHECK(r.status == NSBOX_STATUS_EXITED && r.exit_code == 0, "run: status %d, exit %d, '%s'",
-          r.status, r.exit_code, r.error);
-    nsbox_result_free(&r);
-    f = fopen(saw, "re");
-    CHECK(f && fgets(buf, sizeof(buf), f) && strcmp(buf, "hook") == 0,
-          "the payload saw '%s' of the step before it", buf);
-    if (f)
-        fclose(f);
-    CHECK(calls == 1, "the step ran %d times", calls);
-
-    /* It fails: the payload never runs, the result says why, nothing is left. */
-    before = count_fds();
-    c.argv = no_argv;
-    c.before_payload_userdata = NULL;
-    (void)nsbox_run(&c, &r);
-    CHECK(r.status == NSBOX_STATUS_ERROR && r.exit_code == 125 &&
-              strcmp(r.error_step, "before_payload") == 0 && r.error_errno == EACCES,
-          "a failed step: status %d, exit %d, step '%s', errno %d", r.status, r.exit_code,
-          r.error_step, r.error_errno);
-    CHECK(strstr(r.error, "the payload did not start") != NULL, "its error: '%s'", r.error);
-    nsbox_result_free(&r);
-    CHECK(stat(ran, &st) < 0 && errno == ENOENT, "the payload ran after the step failed");
-    CHECK(calls == 2, "the step ran %d times", calls);
-    CHECK(init_pid() <= 0, "a child is left: %d", (int)init_pid());
-    CHECK(count_fds() == before, "descriptors: %d before, %d after", before, count_fds());
-    (void)unlink(hook);
-    (void)unlink(saw);
-    (void)rmdir(dir);
-}
-
 /* A process that ignores SIGCHLD would have the kernel reap the sandbox's init before nsbox
  * learns how it ended: nsbox_run() says so at once, runs nothing and leaves nothing. */
 static void mode_sigchld(void)
@@ -388,12 +307,10 @@ int main(int argc, char **argv)
         mode_many();
     else if (strcmp(mode, "cancel") == 0)
         mode_cancel();
-    else if (strcmp(mode, "gate") == 0)
-        mode_gate();
     else if (strcmp(mode, "sigchld") == 0)
         mode_sigchld();
     else {
-        fprintf(stderr, "usage: nsbox-lifecycle-api busy|ended|bad|many|cancel|gate|sigchld\n");
+        fprintf(stderr, "usage: nsbox-lifecycle-api busy|ended|bad|many|cancel|sigchld\n");
         return 2;
     }
     if (failures == 0)
