@@ -162,47 +162,53 @@ void report_outcome_warning(const struct nsbox_config *c, struct nsbox_result *r
     va_end(ap);
 }
 
-int report_send_fd(int sock, int fd)
-{
-    char byte = 'f';
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+/* A message of one byte with room for one descriptor (SCM_RIGHTS, unix(7)): what
+ * report_send_fd() sends and report_recv_fd() takes. */
+struct fd_message {
+    char byte;
+    struct iovec iov;
     union {
         struct cmsghdr h;
         char buf[CMSG_SPACE(sizeof(int))];
     } u;
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
+    struct msghdr msg;
+};
+
+static void fd_message_init(struct fd_message *m)
+{
+    *m = (struct fd_message){.byte = 'f'};
+    m->iov = (struct iovec){.iov_base = &m->byte, .iov_len = 1};
+    m->msg = (struct msghdr){.msg_iov = &m->iov,
+                             .msg_iovlen = 1,
+                             .msg_control = m->u.buf,
+                             .msg_controllen = sizeof(m->u.buf)};
+}
+
+int report_send_fd(int sock, int fd)
+{
+    struct fd_message m;
     struct cmsghdr *c;
 
-    memset(&u, 0, sizeof(u));
-    c = CMSG_FIRSTHDR(&msg);
+    fd_message_init(&m);
+    c = CMSG_FIRSTHDR(&m.msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    return RETRY_EINTR(sendmsg(sock, &msg, MSG_NOSIGNAL)) == 1 ? 0 : negative_errno();
+    return RETRY_EINTR(sendmsg(sock, &m.msg, MSG_NOSIGNAL)) == 1 ? 0 : negative_errno();
 }
 
 int report_recv_fd(int sock)
 {
-    char byte;
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } u;
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
+    struct fd_message m;
     int fd = -1;
-    ssize_t n = RETRY_EINTR(recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT));
+    ssize_t n;
 
+    fd_message_init(&m);
+    n = RETRY_EINTR(recvmsg(sock, &m.msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT));
     if (n < 0)
         return negative_errno();
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m.msg); c; c = CMSG_NXTHDR(&m.msg, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
             continue;
         /* Every descriptor that came is ours to close; only a single one is the answer. */
@@ -215,7 +221,7 @@ int report_recv_fd(int sock)
                 (void)close(got);
         }
     }
-    if (n != 1 || fd < 0 || (msg.msg_flags & MSG_CTRUNC)) {
+    if (n != 1 || fd < 0 || (m.msg.msg_flags & MSG_CTRUNC)) {
         if (fd >= 0)
             (void)close(fd);
         return -EBADMSG;

@@ -216,6 +216,16 @@ INFLIGHT = ("import array, errno, os, socket, time\n"
             "time.sleep(60)\n")
 
 
+
+def stop(proc):
+    """End a run started with Popen, killing it if it does not end within 30 s."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
 class TestListenerHandOver(NsboxTestCase):
     # Root's only (root_only below): two runs of one host uid, root's with --host-user of an id
     # nothing else uses. Run as uid 65534, the filler would fill the count of the uid that the
@@ -247,12 +257,7 @@ class TestListenerHandOver(NsboxTestCase):
             r = json.loads(q.stdout)
             self.assertEqual((r["status"], refused(r)), ("exited", {"mount": 1}), r["error"])
         finally:
-            hog.terminate()
-            try:
-                hog.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                hog.kill()
-                hog.communicate()
+            stop(hog)
 
 
     # Not fixed (found with the test above, older than it): a session's init hands a code step
@@ -283,12 +288,7 @@ class TestListenerHandOver(NsboxTestCase):
             r = json.loads(q.stdout)
             self.assertEqual((r["status"], r["stdout"]), ("exited", "step ran\n"), r)
         finally:
-            hog.terminate()
-            try:
-                hog.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                hog.kill()
-                hog.communicate()
+            stop(hog)
 
 load_tests = root_only({"TestListenerHandOver"})
 
